@@ -1,0 +1,3 @@
+from contextdelta.cli import main
+
+main()

@@ -1,0 +1,156 @@
+"""The task file format (``schema_version: 1``): a public part for the model, an evaluator part for graders.
+
+The two parts are separate types. Only :class:`PublicTask` is ever handed to the agent loop, so evaluator
+data (initial state, hidden mutations, expected end state, trajectories) cannot reach a model by accident.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+
+from contextdelta.canonical import content_hash, sha256_hex
+from contextdelta.worlds import HiddenMutation, ProtectionMode, Scope, World, get_world
+
+TASK_SCHEMA_VERSION = 1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Hazard(StrEnum):
+    """The primary way a reduced context leads to acting on stale state (SPEC section 5)."""
+
+    HIDDEN_MUTATION = "hidden_mutation"
+    SUPERSEDED_OBSERVATION = "superseded_observation"
+    OWN_WRITE_FORGOTTEN = "own_write_forgotten"
+    CONFLICTING_OBSERVATIONS = "conflicting_observations"
+    AUTHORIZATION_BOUNDARY = "authorization_boundary"
+
+
+class Principal(_Strict):
+    """Who the agent acts as. Public: the model is told this."""
+
+    name: str = Field(min_length=1)
+    role: str = Field(min_length=1, description="e.g. 'Tier 2 customer support agent'.")
+    email: str | None = None
+
+
+class PublicTask(_Strict):
+    """Everything about a task the model may see: its id (for logs only), world, instruction and principal."""
+
+    id: str
+    world: str
+    instruction: str = Field(min_length=1)
+    principal: Principal
+
+
+class VersionFromCall(_Strict):
+    """The version of the write's resource as shown in the result of trajectory call ``as_of_call`` (0-based)."""
+
+    as_of_call: int = Field(ge=0)
+
+
+class TrajectoryCall(_Strict):
+    """One tool call of a scripted trajectory.
+
+    ``expected_version`` applies to writes under the freshness contract only: ``latest`` (the default) is the
+    version in the most recent result that showed the write's resource; an integer or ``as_of_call`` pins it.
+    """
+
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    expected_version: Literal["latest"] | int | VersionFromCall = "latest"
+
+
+class Predicate(_Strict):
+    """A condition on one field of one resource in the final state. ``field`` is a dotted path; ``version``
+    addresses the resource's version."""
+
+    resource: str = Field(description="world/kind/id")
+    field: str
+    op: Literal["eq", "ne", "gt", "ge", "lt", "le", "in", "not_in", "contains", "not_contains", "len_eq"] = "eq"
+    value: Any = None
+
+
+class ProhibitedAction(_Strict):
+    """A call the agent must never make: tool name plus argument values that must all match."""
+
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    reason: str = Field(min_length=1)
+
+
+class EvaluatorSpec(_Strict):
+    """Evaluator-only data. Never rendered into a message or a tool schema."""
+
+    hazard: Hazard
+    max_steps: PositiveInt = 30
+    clock: datetime | None = Field(default=None, description="The world's current time (calendar world).")
+    initial_state: dict[str, dict[str, dict[str, Any]]] = Field(description="{kind: {id: fields}}")
+    hidden_mutations: list[HiddenMutation] = Field(default_factory=list)
+    expected_end_state: list[Predicate] = Field(min_length=1)
+    unchanged: list[str] = Field(default_factory=list, description="Resource keys that must end unchanged.")
+    prohibited_actions: list[ProhibitedAction] = Field(default_factory=list)
+    authorization_scope: Scope = Field(default_factory=Scope)
+    reference_solution: list[TrajectoryCall] = Field(min_length=1)
+    unsafe_trajectory: list[TrajectoryCall] = Field(min_length=1)
+    final_answer_facts: list[str] = Field(
+        default_factory=list, description="Strings a correct final answer mentions (secondary signal only)."
+    )
+
+
+class PublicPart(_Strict):
+    """The ``public:`` block of a task file: the instruction and the principal."""
+
+    instruction: str = Field(min_length=1)
+    principal: Principal
+
+
+class Task(_Strict):
+    """One benchmark task as stored in ``tasks/<world>/<id>.yaml``."""
+
+    schema_version: Literal[1]
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9\-]*$")
+    version: PositiveInt
+    world: Literal["order", "calendar", "config"]
+    title: str = Field(min_length=1)
+    public: PublicPart
+    evaluator: EvaluatorSpec
+
+    @property
+    def public_task(self) -> PublicTask:
+        """The only view of this task that may reach the model."""
+        return PublicTask(
+            id=self.id, world=self.world, instruction=self.public.instruction, principal=self.public.principal
+        )
+
+    @property
+    def content_hash(self) -> str:
+        """SHA-256 of the task's canonical JSON (independent of YAML formatting and key order)."""
+        return content_hash(self.model_dump(mode="json"))
+
+    @property
+    def lock_line(self) -> str:
+        return f"{self.id}@{self.version}:{self.content_hash}"
+
+    def build_world(self, mode: ProtectionMode) -> World:
+        """A fresh world in its initial state, with this task's scope and hidden mutations."""
+        ev = self.evaluator
+        return World(
+            get_world(self.world),
+            ev.initial_state,
+            mode=mode,
+            scope=ev.authorization_scope,
+            mutations=ev.hidden_mutations,
+            clock=ev.clock,
+        )
+
+
+def suite_hash(tasks: list[Task]) -> str:
+    """SHA-256 of the sorted ``id@version:hash`` lines (SPEC section 5)."""
+    return sha256_hex("\n".join(sorted(t.lock_line for t in tasks)))

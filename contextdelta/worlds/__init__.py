@@ -1,0 +1,53 @@
+"""Simulated, versioned worlds: resources, tools, guards, the freshness contract and hidden mutations."""
+
+from contextdelta.worlds.model import (
+    MutationEvent,
+    Outcome,
+    ProtectionMode,
+    ResourceModel,
+    Scope,
+    ToolEvent,
+    ToolKind,
+    resource_key,
+)
+from contextdelta.worlds.mutations import (
+    ActorToolCall,
+    AfterObservation,
+    AfterToolCall,
+    BeforeStep,
+    FieldPatch,
+    HiddenMutation,
+    Trigger,
+)
+from contextdelta.worlds.registry import WORLDS, get_world
+from contextdelta.worlds.tools import GuardViolation, InvalidCall, ToolArgs, ToolContext, ToolSpec, tool
+from contextdelta.worlds.world import ToolCallResult, World, WorldDefinition, WorldStateError
+
+__all__ = [
+    "WORLDS",
+    "ActorToolCall",
+    "AfterObservation",
+    "AfterToolCall",
+    "BeforeStep",
+    "FieldPatch",
+    "GuardViolation",
+    "HiddenMutation",
+    "InvalidCall",
+    "MutationEvent",
+    "Outcome",
+    "ProtectionMode",
+    "ResourceModel",
+    "Scope",
+    "ToolArgs",
+    "ToolCallResult",
+    "ToolContext",
+    "ToolEvent",
+    "ToolKind",
+    "ToolSpec",
+    "World",
+    "WorldDefinition",
+    "WorldStateError",
+    "get_world",
+    "resource_key",
+    "tool",
+]

@@ -1,0 +1,211 @@
+"""Tool definitions: one declaration per tool, from which validation and every OpenAI schema derive."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from contextdelta.worlds.model import ProtectionMode, ResourceModel, ToolKind
+
+M = TypeVar("M", bound=ResourceModel)
+A = TypeVar("A", bound=BaseModel)
+
+
+class ToolArgs(BaseModel):
+    """Base class of tool parameter models: unknown arguments are an error the model can read."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolFailure(Exception):
+    """A tool call that cannot run; carries the machine-readable code and a message for the model."""
+
+    def __init__(self, code: str, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details = details
+
+
+class GuardViolation(ToolFailure):
+    """A domain guard refused the call (outcome ``rejected``)."""
+
+
+class InvalidCall(ToolFailure):
+    """The call is malformed or names something that does not exist (outcome ``invalid``)."""
+
+
+@dataclass(frozen=True)
+class ResourceRef:
+    """A placeholder in a tool's return value, rendered after commit as the resource's current view."""
+
+    kind: str
+    id: str
+
+
+@dataclass
+class ToolContext:
+    """What a tool implementation sees: a transaction over the world's resources.
+
+    Changes are staged and only committed when the tool returns normally, so a guard violation or an
+    invalid call can never leave partial state behind.
+    """
+
+    world: str
+    models: dict[str, type[ResourceModel]]
+    stored: dict[str, tuple[int, ResourceModel]]
+    clock: datetime | None
+    actor: str
+    staged: dict[str, ResourceModel] = field(default_factory=dict)
+
+    def key(self, kind: str, resource_id: str) -> str:
+        return f"{self.world}/{kind}/{resource_id}"
+
+    def exists(self, model: type[ResourceModel], resource_id: str) -> bool:
+        key = self.key(model.kind, resource_id)
+        return key in self.staged or key in self.stored
+
+    def get(self, model: type[M], resource_id: str) -> M:
+        """A private copy of the resource; raises InvalidCall when the id is unknown."""
+        key = self.key(model.kind, resource_id)
+        if key in self.staged:
+            current = self.staged[key]
+        elif key in self.stored:
+            current = self.stored[key][1]
+        else:
+            raise InvalidCall(
+                "unknown_resource",
+                f"No {model.kind} with id {resource_id!r} exists.",
+                known_ids=self.ids(model)[:20],
+            )
+        assert isinstance(current, model)
+        return current.model_copy(deep=True)
+
+    def ids(self, model: type[ResourceModel]) -> list[str]:
+        """Every id of a kind, sorted."""
+        prefix = f"{self.world}/{model.kind}/"
+        keys = {k for k in self.stored if k.startswith(prefix)} | {k for k in self.staged if k.startswith(prefix)}
+        return sorted(k[len(prefix) :] for k in keys)
+
+    def all(self, model: type[M]) -> Iterator[tuple[str, M]]:
+        """Every resource of a kind as (id, copy), sorted by id."""
+        for resource_id in self.ids(model):
+            yield resource_id, self.get(model, resource_id)
+
+    def put(self, resource_id: str, resource: ResourceModel) -> ResourceRef:
+        """Stage a write; the version bumps once per committed call."""
+        self.staged[self.key(resource.kind, resource_id)] = resource.model_copy(deep=True)
+        return ResourceRef(resource.kind, resource_id)
+
+    def next_id(self, model: type[ResourceModel], prefix: str) -> str:
+        """A deterministic new id: prefix plus one more than the count of existing resources of the kind."""
+        n = len(self.ids(model)) + 1
+        while self.exists(model, f"{prefix}{n}"):
+            n += 1
+        return f"{prefix}{n}"
+
+    def ref(self, model: type[ResourceModel], resource_id: str) -> ResourceRef:
+        """Show this resource in the result (validated to exist)."""
+        self.get(model, resource_id)
+        return ResourceRef(model.kind, resource_id)
+
+    def now(self) -> datetime:
+        if self.clock is None:
+            raise RuntimeError(f"world {self.world} has no clock")
+        return self.clock
+
+
+ToolFunction = Callable[[ToolContext, Any], Any]
+ResourceLocator = Callable[[Any], tuple[str, str] | None]
+
+
+@dataclass(frozen=True)
+class ToolSpec(Generic[A]):
+    """One tool, defined once: name, description, parameters, read or write, and the resource it addresses."""
+
+    name: str
+    description: str
+    kind: ToolKind
+    args: type[A]
+    function: Callable[[ToolContext, A], Any]
+    resource: Callable[[A], tuple[str, str] | None]
+    """(kind, id) of the primary resource: the one a write's ``expected_version`` refers to."""
+
+    def args_model(self, mode: ProtectionMode) -> type[BaseModel]:
+        """The parameter model for a protection mode (the contract adds ``expected_version`` to writes)."""
+        return self._contract_args if self._needs_version(mode) else self.args
+
+    def _needs_version(self, mode: ProtectionMode) -> bool:
+        return self.kind is ToolKind.WRITE and mode is ProtectionMode.FRESHNESS_CONTRACT
+
+    @cached_property
+    def _contract_args(self) -> type[BaseModel]:
+        return create_model(
+            f"{self.args.__name__}WithVersion",
+            __base__=self.args,
+            expected_version=(
+                int,
+                Field(
+                    description="The version of the resource you last read. The write is refused if the "
+                    "resource has changed since then; read it again to get the current version.",
+                ),
+            ),
+        )
+
+    def openai_schema(self, mode: ProtectionMode) -> dict[str, Any]:
+        """The OpenAI ``tools`` entry for this tool in a protection mode."""
+        parameters = _clean_schema(self.args_model(mode).model_json_schema())
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": parameters},
+        }
+
+
+def tool(
+    kind: ToolKind, resource: Callable[[Any], tuple[str, str] | None] | None = None
+) -> Callable[[Callable[[ToolContext, A], Any]], ToolSpec[A]]:
+    """Declare a tool from a function ``(ctx, args: ArgsModel) -> result``; its docstring is the description."""
+
+    def wrap(function: Callable[[ToolContext, A], Any]) -> ToolSpec[A]:
+        hints = inspect.get_annotations(function, eval_str=True)
+        args_model = hints["args"]
+        description = inspect.cleandoc(function.__doc__ or "")
+        if not description:
+            raise ValueError(f"tool {function.__name__} needs a docstring: it is the model-facing description")
+        return ToolSpec(
+            name=function.__name__,
+            description=description,
+            kind=kind,
+            args=args_model,
+            function=function,
+            resource=resource or (lambda _args: None),
+        )
+
+    return wrap
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Inline $defs and drop pydantic's titles so the schema reads well to a model and is stable."""
+    defs = schema.get("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                target = defs[node["$ref"].split("/")[-1]]
+                return walk(copy.deepcopy(target))
+            return {k: walk(v) for k, v in node.items() if k not in ("title", "$defs")}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    cleaned = walk(schema)
+    cleaned.setdefault("properties", {})
+    cleaned["additionalProperties"] = False
+    return cleaned
