@@ -1,0 +1,84 @@
+"""The provider interface the agent loop calls: one chat-completions request in, one response out."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+
+class Usage(BaseModel):
+    """Token usage as the provider reported it; adds up across calls."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int | None = Field(default=None, description="Prompt tokens served from cache, when reported.")
+
+    def __add__(self, other: Usage) -> Usage:
+        cached = None
+        if self.cached_tokens is not None or other.cached_tokens is not None:
+            cached = (self.cached_tokens or 0) + (other.cached_tokens or 0)
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cached_tokens=cached,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class ToolCallRequest(BaseModel):
+    """A tool call as the model wrote it; ``arguments`` is the raw text (it may not be valid JSON)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+class ProviderResponse(BaseModel):
+    """One completed chat-completions call."""
+
+    content: str | None
+    tool_calls: list[ToolCallRequest] = Field(default_factory=list)
+    finish_reason: str | None = None
+    usage: Usage | None = Field(default=None, description="None when the provider reported no usage.")
+    latency_s: float = Field(description="Wall time of the successful attempt, in seconds.")
+    retries: int = Field(default=0, description="Attempts that failed before this one succeeded.")
+    model: str | None = Field(default=None, description="Model name the endpoint reported.")
+    raw: dict[str, Any] | None = Field(default=None, description="The raw response body.")
+
+
+class ProviderFailure(Exception):
+    """A call that did not produce a response; ``reason`` is the episode's termination reason."""
+
+    def __init__(
+        self, reason: Literal["provider_error", "context_window_exceeded"], message: str, retries: int = 0
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.retries = retries
+
+
+@runtime_checkable
+class ChatProvider(Protocol):
+    """What the agent loop needs from a model endpoint."""
+
+    name: str
+    """Provider kind, e.g. 'openai' or 'mock'."""
+    model: str
+    is_mock: bool
+    """True for in-process test doubles, which benchmark runs refuse."""
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        *,
+        seed: int | None = None,
+        model: str | None = None,
+    ) -> ProviderResponse:
+        """One chat-completions call. Raises ProviderFailure when no usable response could be had."""
+        ...
