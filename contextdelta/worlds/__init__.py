@@ -44,6 +44,7 @@ __all__ = [
     "ToolEvent",
     "ToolKind",
     "ToolSpec",
+    "Trigger",
     "World",
     "WorldDefinition",
     "WorldStateError",

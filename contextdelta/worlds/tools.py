@@ -205,7 +205,7 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
             return [walk(v) for v in node]
         return node
 
-    cleaned = walk(schema)
+    cleaned: dict[str, Any] = walk(schema)
     cleaned.setdefault("properties", {})
     cleaned["additionalProperties"] = False
     return cleaned

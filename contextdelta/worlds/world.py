@@ -110,7 +110,9 @@ class World:
         kinds = definition.kinds
         for kind in sorted(initial_state):
             if kind not in kinds:
-                raise WorldStateError(f"{kind}: unknown resource kind for world {definition.name}; known: {sorted(kinds)}")
+                raise WorldStateError(
+                    f"{kind}: unknown resource kind for world {definition.name}; known: {sorted(kinds)}"
+                )
             for resource_id in sorted(initial_state[kind]):
                 try:
                     model = kinds[kind].model_validate(initial_state[kind][resource_id])
@@ -206,7 +208,9 @@ class World:
         spec = self.definition.tool(name)
         if spec is None:
             allowed = [t.name for t in self.definition.tools]
-            return _error("unknown_tool", f"There is no tool named {name!r}.", allowed_tools=allowed), *_invalid("unknown_tool")
+            return _error("unknown_tool", f"There is no tool named {name!r}.", allowed_tools=allowed), *_invalid(
+                "unknown_tool"
+            )
         record["kind"] = spec.kind
         parsed = _parse_arguments(arguments)
         if isinstance(parsed, str):

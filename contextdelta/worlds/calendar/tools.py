@@ -76,9 +76,7 @@ def _check_slot(ctx: ToolContext, room: Room, start: datetime, end: datetime, ig
     if end <= start:
         raise GuardViolation("invalid_time_range", f"The end ({end.isoformat()}) must be after the start.")
     if start < ctx.now():
-        raise GuardViolation(
-            "in_the_past", f"{start.isoformat()} is in the past (it is now {ctx.now().isoformat()})."
-        )
+        raise GuardViolation("in_the_past", f"{start.isoformat()} is in the past (it is now {ctx.now().isoformat()}).")
     for booking in room.bookings:
         if booking.event_id != ignore and booking.overlaps(start, end):
             raise GuardViolation(

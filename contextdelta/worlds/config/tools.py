@@ -48,9 +48,7 @@ class RolloutArgs(FlagRef):
 
 def _writable(kind: str, ident: str, frozen: bool, reason: str | None) -> None:
     if frozen:
-        raise GuardViolation(
-            "key_frozen", f"{kind} {ident} is under a change freeze: {reason or 'no reason given'}."
-        )
+        raise GuardViolation("key_frozen", f"{kind} {ident} is under a change freeze: {reason or 'no reason given'}.")
 
 
 @tool(ToolKind.READ, resource=_setting)

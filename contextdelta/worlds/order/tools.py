@@ -100,7 +100,9 @@ def cancel_order(ctx: ToolContext, args: CancelArgs) -> Any:
     """Cancel an order that has not shipped yet. Does not refund; issue a refund separately if one is owed."""
     order = ctx.get(Order, args.order_id)
     if order.status in SHIPPED_STATUSES:
-        raise GuardViolation("already_shipped", f"Order {args.order_id} has {order.status.value}; it cannot be cancelled.")
+        raise GuardViolation(
+            "already_shipped", f"Order {args.order_id} has {order.status.value}; it cannot be cancelled."
+        )
     if order.status in (OrderStatus.CANCELLED, OrderStatus.REFUNDED):
         raise GuardViolation("not_cancellable", f"Order {args.order_id} is {order.status.value}.")
     order.status = OrderStatus.CANCELLED

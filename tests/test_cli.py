@@ -1,0 +1,43 @@
+"""The command line: help, version, and the tools listing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from contextdelta import __version__
+from contextdelta.cli import app
+
+runner = CliRunner()
+
+
+def test_help_lists_the_commands() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "contextdelta", "--help"], capture_output=True, text=True, check=True
+    )
+    assert "tools" in result.stdout
+    assert "Usage" in result.stdout
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"contextdelta {__version__}"
+
+
+def test_tools_json_matches_mode() -> None:
+    contract = json.loads(
+        runner.invoke(app, ["tools", "--world", "order", "--mode", "freshness_contract", "--json"]).stdout
+    )
+    names = {t["function"]["name"]: t["function"]["parameters"] for t in contract["order"]}
+    assert "expected_version" in names["issue_refund"]["required"]
+    assert "expected_version" not in names["get_order"]["properties"]
+
+
+def test_unknown_world_is_a_clear_error() -> None:
+    result = runner.invoke(app, ["tools", "--world", "warehouse"])
+    assert result.exit_code == 2
+    assert "unknown world 'warehouse'" in result.stdout
