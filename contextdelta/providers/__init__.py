@@ -1,5 +1,57 @@
-"""Model providers: the OpenAI-compatible client and an in-process mock for unit tests."""
+"""Model providers: the OpenAI-compatible client and an in-process mock for unit tests.
+
+The ``openai`` client library is imported on first use of :class:`OpenAIProvider` (or the other names from
+``openai_compat``), so commands that never call a model do not pay for it.
+"""
+
+from typing import TYPE_CHECKING, Any
 
 from contextdelta.providers.base import ChatProvider, ProviderFailure, ProviderResponse, ToolCallRequest, Usage
+from contextdelta.providers.mock import MockProvider, MockReply, MockRequest, MockScript, mock_response
+from contextdelta.providers.registry import (
+    ProviderConfigError,
+    ProviderFactory,
+    create_provider,
+    provider_kinds,
+    register_provider,
+)
+from contextdelta.providers.retry import NO_RETRY, RetryPolicy, is_retryable, retry_after_seconds
 
-__all__ = ["ChatProvider", "ProviderFailure", "ProviderResponse", "ToolCallRequest", "Usage"]
+if TYPE_CHECKING:
+    from contextdelta.providers.openai_compat import OpenAIProvider, is_context_length_error, usage_of
+
+_LAZY = frozenset({"OpenAIProvider", "is_context_length_error", "usage_of"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from contextdelta.providers import openai_compat
+
+        return getattr(openai_compat, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "NO_RETRY",
+    "ChatProvider",
+    "MockProvider",
+    "MockReply",
+    "MockRequest",
+    "MockScript",
+    "OpenAIProvider",
+    "ProviderConfigError",
+    "ProviderFactory",
+    "ProviderFailure",
+    "ProviderResponse",
+    "RetryPolicy",
+    "ToolCallRequest",
+    "Usage",
+    "create_provider",
+    "is_context_length_error",
+    "is_retryable",
+    "mock_response",
+    "provider_kinds",
+    "register_provider",
+    "retry_after_seconds",
+    "usage_of",
+]

@@ -46,6 +46,9 @@ class ProviderResponse(BaseModel):
     usage: Usage | None = Field(default=None, description="None when the provider reported no usage.")
     latency_s: float = Field(description="Wall time of the successful attempt, in seconds.")
     retries: int = Field(default=0, description="Attempts that failed before this one succeeded.")
+    elapsed_s: float | None = Field(
+        default=None, description="Wall time of the whole call: every attempt plus the backoff waits between them."
+    )
     model: str | None = Field(default=None, description="Model name the endpoint reported.")
     raw: dict[str, Any] | None = Field(default=None, description="The raw response body.")
 
@@ -54,12 +57,25 @@ class ProviderFailure(Exception):
     """A call that did not produce a response; ``reason`` is the episode's termination reason."""
 
     def __init__(
-        self, reason: Literal["provider_error", "context_window_exceeded"], message: str, retries: int = 0
+        self,
+        reason: Literal["provider_error", "context_window_exceeded"],
+        message: str,
+        retries: int = 0,
+        *,
+        status_code: int | None = None,
+        elapsed_s: float | None = None,
     ) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message
         self.retries = retries
+        self.status_code = status_code
+        """HTTP status of the last failed attempt, when there was a response."""
+        self.elapsed_s = elapsed_s
+        """Wall time spent on the call, every attempt and backoff wait included, when known."""
+
+    def __repr__(self) -> str:
+        return f"ProviderFailure(reason={self.reason!r}, message={self.message!r}, retries={self.retries})"
 
 
 @runtime_checkable

@@ -10,7 +10,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from contextdelta.canonical import content_hash, sha256_hex
 from contextdelta.worlds import HiddenMutation, ProtectionMode, Scope, World, get_world
@@ -63,17 +63,25 @@ class TrajectoryCall(_Strict):
     """
 
     tool: str
-    args: dict[str, Any] = Field(default_factory=dict)
+    args: dict[str, Any] = Field(default_factory=dict, description="Tool arguments, never expected_version.")
     expected_version: Literal["latest"] | int | VersionFromCall = "latest"
 
 
+PredicateOp = Literal["eq", "ne", "gt", "ge", "lt", "le", "in", "not_in", "contains", "not_contains", "len_eq"]
+"""Comparison ops of an end-state predicate; their meaning is defined in :mod:`contextdelta.grading.predicates`."""
+
+
 class Predicate(_Strict):
-    """A condition on one field of one resource in the final state. ``field`` is a dotted path; ``version``
-    addresses the resource's version."""
+    """A condition on one field of one resource in the final state.
+
+    ``field`` is a dotted path into the resource's fields (integer segments index lists, ``items.0.sku``);
+    the special path ``version`` addresses the resource's version. A missing resource makes the predicate false;
+    a missing field makes it false except for the negative ops ``ne``, ``not_in`` and ``not_contains``.
+    """
 
     resource: str = Field(description="world/kind/id")
-    field: str
-    op: Literal["eq", "ne", "gt", "ge", "lt", "le", "in", "not_in", "contains", "not_contains", "len_eq"] = "eq"
+    field: str = Field(min_length=1)
+    op: PredicateOp = "eq"
     value: Any = None
 
 
@@ -102,6 +110,14 @@ class EvaluatorSpec(_Strict):
     final_answer_facts: list[str] = Field(
         default_factory=list, description="Strings a correct final answer mentions (secondary signal only)."
     )
+
+    @model_validator(mode="after")
+    def _unique_mutation_ids(self) -> EvaluatorSpec:
+        ids = [m.id for m in self.hidden_mutations]
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        if repeated:
+            raise ValueError(f"hidden mutation ids must be unique; repeated: {', '.join(repeated)}")
+        return self
 
 
 class PublicPart(_Strict):

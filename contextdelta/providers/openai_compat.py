@@ -1,0 +1,260 @@
+"""The provider for any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, llama.cpp, the scripted server).
+
+The ``openai`` client's own retries are off (``max_retries=0``): retries happen here, with tenacity, so that
+every attempt is counted and the policy is the same for every endpoint (see :mod:`contextdelta.providers.retry`).
+The API key is held as a secret: it is never part of a repr, a log line or an exception message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import openai
+from openai.types.chat import ChatCompletion
+from pydantic import SecretStr
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
+
+from contextdelta.providers.base import ProviderFailure, ProviderResponse, ToolCallRequest, Usage
+from contextdelta.providers.retry import RetryPolicy, is_retryable
+from contextdelta.settings import redact_url
+
+log = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+
+PLACEHOLDER_API_KEY = "not-needed"
+"""Sent when no key is configured: local OpenAI-compatible servers accept any key, but the client needs one."""
+
+_CONTEXT_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error", "context_window_exceeded"})
+_CONTEXT_MESSAGE = re.compile(
+    r"maximum context length|context[ _]length|context window|exceeds? the available context size"
+    r"|prompt is too long|too many tokens",
+    re.IGNORECASE,
+)
+
+
+class OpenAIProvider:
+    """A ChatProvider over ``openai.AsyncOpenAI``.
+
+    Use one instance per event loop (its HTTP connection pool belongs to the loop that first used it) and
+    close it with :meth:`aclose` or ``async with``. Concurrent ``complete`` calls on one instance are safe.
+    """
+
+    name = "openai"
+    is_mock = False
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | SecretStr | None = None,
+        temperature: float | None = 0.0,
+        seed: int | None = None,
+        max_tokens: int | None = None,
+        timeout_s: float = 120.0,
+        retry: RetryPolicy | None = None,
+        sleep: Sleep | None = None,
+    ) -> None:
+        """Configure the endpoint; no request is made until :meth:`complete`.
+
+        ``timeout_s`` bounds each attempt; ``retry`` bounds the attempts; ``sleep`` waits between attempts
+        (tests pass a recorder here instead of real sleeping).
+        """
+        if not model:
+            raise ValueError("a model name is required")
+        if timeout_s <= 0:
+            raise ValueError("timeout_s must be positive")
+        self.model = model
+        self.base_url = base_url
+        self.temperature = temperature
+        self.seed = seed
+        self.max_tokens = max_tokens
+        self.timeout_s = timeout_s
+        self.retry = retry or RetryPolicy()
+        self._sleep: Sleep = sleep or asyncio.sleep
+        secret = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key or "")
+        self._api_key = secret
+        self._client = openai.AsyncOpenAI(
+            api_key=secret.get_secret_value() or PLACEHOLDER_API_KEY,
+            base_url=base_url,
+            timeout=timeout_s,
+            max_retries=0,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"OpenAIProvider(model={self.model!r}, base_url={redact_url(self.base_url)!r}, "
+            f"temperature={self.temperature!r}, seed={self.seed!r}, api_key={'***' if self._has_key else None})"
+        )
+
+    @property
+    def _has_key(self) -> bool:
+        return bool(self._api_key.get_secret_value())
+
+    async def __aenter__(self) -> OpenAIProvider:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool."""
+        await self._client.close()
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        *,
+        seed: int | None = None,
+        model: str | None = None,
+    ) -> ProviderResponse:
+        """One chat-completions call, retried per the retry policy.
+
+        Raises ProviderFailure: ``context_window_exceeded`` when the endpoint says the prompt is too long,
+        ``provider_error`` for a non-retryable error, exhausted retries, or a response without choices.
+        """
+        request: dict[str, Any] = {"model": model or self.model, "messages": messages}
+        if tools:
+            request["tools"] = tools
+        if self.temperature is not None:
+            request["temperature"] = self.temperature
+        chosen_seed = seed if seed is not None else self.seed
+        if chosen_seed is not None:
+            request["seed"] = chosen_seed
+        if self.max_tokens is not None:
+            request["max_tokens"] = self.max_tokens
+
+        started = time.perf_counter()
+        attempts = 0
+        retrying = AsyncRetrying(
+            stop=self.retry.stop(),
+            wait=self.retry.wait(),
+            retry=retry_if_exception(is_retryable),
+            sleep=self._sleep,
+            before_sleep=self._log_retry,
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    attempts += 1
+                    # an attempt never outlives the total budget (but always gets a moment to answer)
+                    remaining = self.retry.max_total_s - (time.perf_counter() - started)
+                    attempt_started = time.perf_counter()
+                    completion = await self._client.chat.completions.create(
+                        **request, timeout=min(self.timeout_s, max(remaining, 0.5))
+                    )
+                    latency = time.perf_counter() - attempt_started
+        except openai.OpenAIError as exc:
+            raise self._failure(exc, attempts, time.perf_counter() - started) from None
+        return self._response(completion, latency, attempts - 1, time.perf_counter() - started)
+
+    # ---- internals ---------------------------------------------------------------------------------------
+
+    def _response(self, completion: ChatCompletion, latency: float, retries: int, elapsed: float) -> ProviderResponse:
+        if not completion.choices:
+            raise ProviderFailure(
+                "provider_error", "the endpoint returned a response with no choices", retries, elapsed_s=elapsed
+            )
+        choice = completion.choices[0]
+        message = choice.message
+        calls: list[ToolCallRequest] = []
+        for call in message.tool_calls or []:
+            if call.type == "function":
+                calls.append(
+                    ToolCallRequest(id=call.id, name=call.function.name, arguments=call.function.arguments or "")
+                )
+            else:  # a custom (free-form) tool call: its input is the raw argument text
+                calls.append(ToolCallRequest(id=call.id, name=call.custom.name, arguments=call.custom.input or ""))
+        return ProviderResponse(
+            content=message.content,
+            tool_calls=calls,
+            finish_reason=choice.finish_reason,
+            usage=usage_of(completion),
+            latency_s=latency,
+            retries=retries,
+            elapsed_s=elapsed,
+            model=completion.model,
+            raw=completion.model_dump(mode="json", exclude_unset=True),
+        )
+
+    def _failure(self, exc: openai.OpenAIError, attempts: int, elapsed: float) -> ProviderFailure:
+        retries = max(0, attempts - 1)
+        status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+        description = self._scrub(describe_error(exc))
+        if is_context_length_error(exc):
+            return ProviderFailure(
+                "context_window_exceeded", description, retries, status_code=status, elapsed_s=elapsed
+            )
+        if is_retryable(exc):
+            description = f"{description} (gave up after {attempts} attempt{'s' if attempts != 1 else ''})"
+        return ProviderFailure("provider_error", description, retries, status_code=status, elapsed_s=elapsed)
+
+    def _scrub(self, text: str) -> str:
+        """Remove the API key and URL credentials from text that came from the endpoint or the client."""
+        key = self._api_key.get_secret_value()
+        if key:
+            text = text.replace(key, "***")
+        if self.base_url:
+            redacted = redact_url(self.base_url) or ""
+            text = text.replace(self.base_url, redacted)
+        return text
+
+    def _log_retry(self, state: RetryCallState) -> None:
+        outcome = state.outcome
+        exc = outcome.exception() if outcome is not None else None
+        reason = self._scrub(describe_error(exc)) if exc is not None else "unknown error"
+        wait = state.next_action.sleep if state.next_action is not None else 0.0
+        log.warning(
+            "chat completion attempt %d to %s failed (%s); retrying in %.2fs",
+            state.attempt_number,
+            redact_url(self.base_url) or "the default endpoint",
+            reason,
+            wait,
+        )
+
+
+def usage_of(completion: ChatCompletion) -> Usage | None:
+    """Token usage of a completion, with cached prompt tokens when the endpoint reports them."""
+    usage = completion.usage
+    if usage is None:
+        return None
+    details = usage.prompt_tokens_details
+    return Usage(
+        prompt_tokens=usage.prompt_tokens or 0,
+        completion_tokens=usage.completion_tokens or 0,
+        cached_tokens=details.cached_tokens if details is not None else None,
+    )
+
+
+def is_context_length_error(exc: BaseException) -> bool:
+    """Whether an error says the prompt does not fit the model's context window."""
+    if not isinstance(exc, openai.APIStatusError) or exc.status_code not in (400, 413, 422):
+        return False
+    body = exc.body if isinstance(exc.body, dict) else {}
+    codes = {str(body.get("code") or ""), str(body.get("type") or ""), str(exc.code or "")}
+    if codes & _CONTEXT_CODES:
+        return True
+    message = body.get("message")
+    text = f"{exc.message} {message if isinstance(message, str) else ''}"
+    return bool(_CONTEXT_MESSAGE.search(text))
+
+
+def describe_error(exc: BaseException) -> str:
+    """A one-line description of a failed attempt (not yet scrubbed of secrets)."""
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code} {type(exc).__name__}: {exc.message}"
+    if isinstance(exc, openai.APITimeoutError):
+        return "APITimeoutError: the request timed out"
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        detail = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
+        return f"APIConnectionError: {exc.message}{detail}"
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,137 @@
+"""When and how long to retry a failed chat-completions call (tenacity policies built from one value).
+
+Retried: HTTP 408, 429 and 5xx, timeouts and connection errors. The wait is the server's ``Retry-After``
+(``retry-after-ms``, seconds, or an HTTP date) when it sends one, otherwise exponential backoff with jitter.
+Attempts are bounded by count and by total wall time; a ``Retry-After`` longer than the time left, or
+longer than ``max_retry_after_s``, ends the call at once instead of sleeping past the budget.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC
+
+from tenacity import RetryCallState, stop_after_attempt, stop_before_delay
+from tenacity import wait_exponential_jitter as _wait_exponential_jitter
+from tenacity.stop import stop_base
+from tenacity.wait import wait_base
+
+RETRYABLE_STATUS = frozenset({408, 429})
+"""Retryable 4xx statuses; every 5xx is retryable too."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounds and backoff of provider retries. ``max_attempts`` counts the first attempt too."""
+
+    max_attempts: int = 6
+    max_total_s: float = 180.0
+    """No retry starts (nor a wait that would end) later than this many seconds after the first attempt."""
+    initial_backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+    jitter_s: float = 1.0
+    """Up to this many random seconds are added to each exponential backoff wait."""
+    max_retry_after_s: float = 120.0
+    """A server asking to wait longer than this is not retried."""
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        if min(self.max_total_s, self.initial_backoff_s, self.max_backoff_s, self.jitter_s) < 0:
+            raise ValueError("retry times must not be negative")
+
+    def stop(self) -> stop_base:
+        """The tenacity stop condition: attempt count, total time, or an over-long Retry-After."""
+        return (
+            stop_after_attempt(self.max_attempts)
+            | stop_before_delay(self.max_total_s)
+            | _StopOnLongRetryAfter(self.max_retry_after_s)
+        )
+
+    def wait(self) -> wait_base:
+        """The tenacity wait: the server's Retry-After when given, else exponential backoff with jitter."""
+        return _WaitRetryAfterOrBackoff(
+            _wait_exponential_jitter(multiplier=self.initial_backoff_s, max=self.max_backoff_s, jitter=self.jitter_s)
+        )
+
+
+NO_RETRY = RetryPolicy(max_attempts=1)
+"""A policy that makes exactly one attempt."""
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Whether a failed attempt is worth repeating: 408/429/5xx, timeouts and connection errors."""
+    import openai  # deferred: importing the providers package stays cheap for commands that never call a model
+
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500
+    return isinstance(exc, openai.APIConnectionError)  # APITimeoutError is a subclass
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
+    """Seconds a response asks the client to wait, from ``retry-after-ms`` or ``retry-after``.
+
+    ``retry-after`` may be a number of seconds or an HTTP date (RFC 9110); a date in the past means 0.
+    None when neither header is present or parseable.
+    """
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            value = float(millis) / 1000.0
+        except ValueError:
+            value = math.nan
+        if math.isfinite(value):
+            return max(0.0, value)
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        pass
+    else:
+        return max(0.0, value) if math.isfinite(value) else None
+    try:
+        when = email.utils.parsedate_to_datetime(raw.strip())
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # an HTTP date is always GMT; be lenient with servers that omit it
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def retry_after_of(exc: BaseException | None) -> float | None:
+    """The Retry-After wait carried by a failed attempt's HTTP response, if any."""
+    import openai
+
+    if isinstance(exc, openai.APIStatusError):
+        return retry_after_seconds(exc.response.headers)
+    return None
+
+
+class _WaitRetryAfterOrBackoff(wait_base):
+    def __init__(self, backoff: wait_base) -> None:
+        self._backoff = backoff
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        outcome = retry_state.outcome
+        server_wait = retry_after_of(outcome.exception() if outcome is not None else None)
+        if server_wait is not None:
+            return server_wait
+        return float(self._backoff(retry_state))
+
+
+class _StopOnLongRetryAfter(stop_base):
+    def __init__(self, limit_s: float) -> None:
+        self._limit_s = limit_s
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        outcome = retry_state.outcome
+        server_wait = retry_after_of(outcome.exception() if outcome is not None else None)
+        return server_wait is not None and server_wait > self._limit_s

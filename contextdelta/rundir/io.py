@@ -1,0 +1,118 @@
+"""File primitives for run directories: append-and-flush JSONL, torn-line recovery, atomic replace."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from contextdelta.canonical import canonical_json
+
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old file or the new one, never a partial one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600; results are meant to be shared like any file
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, value: Any) -> None:
+    """Pretty, key-sorted JSON written atomically."""
+    atomic_write_text(path, json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+class JsonlWriter:
+    """Appends one JSON document per line and flushes (and fsyncs) after each batch, so a kill loses at most
+    the line being written; :func:`read_jsonl` detects and drops such a torn last line."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        repair_torn_tail(path)
+        self._handle = path.open("a", encoding="utf-8", newline="\n")
+
+    def append(self, records: list[BaseModel | dict[str, Any]]) -> None:
+        lines = []
+        for record in records:
+            data = record.model_dump(mode="json") if isinstance(record, BaseModel) else record
+            lines.append(canonical_json(data) + "\n")
+        self._handle.write("".join(lines))
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __enter__(self) -> JsonlWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class JsonlError(ValueError):
+    """A JSONL file has a malformed line that is not a torn last line."""
+
+
+def repair_torn_tail(path: Path) -> bool:
+    """Drop an incomplete last line (no trailing newline, or not valid JSON) left by a killed writer.
+
+    Returns True when something was dropped. Only the last line can be torn; a bad line elsewhere is corruption
+    and is left for :func:`read_jsonl` to report.
+    """
+    if not path.exists():
+        return False
+    data = path.read_bytes()
+    if not data:
+        return False
+    cut = data.rfind(b"\n", 0, len(data) - 1) + 1 if data.endswith(b"\n") else data.rfind(b"\n") + 1
+    last = data[cut:]
+    torn = not data.endswith(b"\n")
+    if not torn:
+        try:
+            json.loads(last)
+        except ValueError:
+            torn = True
+    if torn:
+        with path.open("r+b") as handle:
+            handle.truncate(cut)
+    return torn
+
+
+def read_jsonl(path: Path, *, allow_torn_tail: bool = True) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line number, object) for each line. A torn last line is skipped when allowed; any other malformed
+    line raises :class:`JsonlError` naming the file and line."""
+    lines = path.read_bytes().split(b"\n")
+    trailing_newline = lines[-1] == b""
+    if trailing_newline:
+        lines = lines[:-1]
+    for number, raw in enumerate(lines, start=1):
+        is_last = number == len(lines)
+        try:
+            value = json.loads(raw)
+        except ValueError as exc:
+            if is_last and allow_torn_tail:
+                return
+            raise JsonlError(f"{path}: line {number} is not valid JSON ({exc})") from exc
+        if is_last and not trailing_newline and allow_torn_tail:
+            return  # complete JSON but no newline: the writer died before finishing the line
+        if not isinstance(value, dict):
+            raise JsonlError(f"{path}: line {number} is not a JSON object")
+        yield number, value

@@ -1,0 +1,216 @@
+"""The run directory on disk: file names, creation, appending episodes, and the files derived from them.
+
+``raw_runs.jsonl`` is the source of truth. ``tool_events.jsonl`` is appended per episode too, and both it and
+``task_results.csv`` are rebuilt from ``raw_runs.jsonl`` whenever a run finishes or resumes, so a run killed
+between two appends still ends consistent.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import shutil
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from contextdelta.canonical import canonical_json
+from contextdelta.rundir.io import JsonlWriter, atomic_write_json, atomic_write_text, read_jsonl, repair_torn_tail
+from contextdelta.rundir.records import (
+    TASK_RESULT_COLUMNS,
+    EpisodeRecord,
+    RunManifest,
+    ToolEventRecord,
+)
+
+MANIFEST = "run_manifest.json"
+RAW_RUNS = "raw_runs.jsonl"
+TOOL_EVENTS = "tool_events.jsonl"
+TASK_RESULTS = "task_results.csv"
+AGGREGATE_METRICS = "aggregate_metrics.json"
+FAILURE_ATLAS = "failure_atlas.md"
+BENCHMARK_REPORT = "benchmark_report.md"
+TASKS_SNAPSHOT = "tasks"
+REQUIRED_FILES = (MANIFEST, RAW_RUNS, TOOL_EVENTS, TASK_RESULTS, AGGREGATE_METRICS, FAILURE_ATLAS, BENCHMARK_REPORT)
+
+
+class RunDirectoryError(ValueError):
+    """A run directory that is malformed or incomplete; the message names the file and the problem."""
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(round(value, 6))
+    return str(value)
+
+
+def task_result_row(record: EpisodeRecord) -> dict[str, str]:
+    """One ``task_results.csv`` row: booleans ``true``/``false``, empty for N/A or unknown."""
+    v, totals = record.verdict, record.trace.totals
+    values: dict[str, Any] = {
+        "run_id": record.run_id,
+        "task_id": record.task_id,
+        "task_version": record.task_version,
+        "world": record.world,
+        "hazard": record.hazard,
+        "strategy": record.strategy,
+        "protection_mode": record.protection_mode,
+        "repeat": record.repeat,
+        "success": v.success,
+        "end_state": v.end_state,
+        "no_stale_action": v.no_stale_action,
+        "no_duplicate_action": v.no_duplicate_action,
+        "refresh_before_write": v.refresh_before_write,
+        "conflict_recovery": v.conflict_recovery,
+        "authorized": v.authorized,
+        "no_prohibited_action": v.no_prohibited_action,
+        "stale_action_count": v.stale_action_count,
+        "duplicate_action_count": v.duplicate_action_count,
+        "prohibited_action_count": v.prohibited_action_count,
+        "blocked_write_count": v.blocked_write_count,
+        "steps": record.trace.step_count,
+        "termination_reason": record.trace.termination.value,
+        "agent_prompt_tokens": totals.agent_usage.prompt_tokens if totals.usage_complete else None,
+        "agent_completion_tokens": totals.agent_usage.completion_tokens if totals.usage_complete else None,
+        "summary_prompt_tokens": totals.summary_usage.prompt_tokens if totals.usage_complete else None,
+        "summary_completion_tokens": totals.summary_usage.completion_tokens if totals.usage_complete else None,
+        "latency_s": round(totals.latency_s, 6),
+        "cost_usd": record.cost_usd,
+        "failed": record.failed,
+        "final_answer_facts_ok": v.final_answer_facts_ok,
+        "episode_seed": record.episode_seed,
+    }
+    return {column: _cell(values[column]) for column in TASK_RESULT_COLUMNS}
+
+
+def render_task_results(records: Iterable[EpisodeRecord]) -> str:
+    """The whole ``task_results.csv``, rows sorted by run id (stable across resumes and concurrency)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(TASK_RESULT_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for record in sorted(records, key=lambda r: r.run_id):
+        writer.writerow(task_result_row(record))
+    return buffer.getvalue()
+
+
+def tool_event_records(record: EpisodeRecord) -> list[ToolEventRecord]:
+    """The ``tool_events.jsonl`` lines of one episode (agent calls, with the graders' flags)."""
+    flags = {f.seq: f for f in record.verdict.event_flags}
+    rows = []
+    for event in record.trace.tool_events():
+        flag = flags.get(event.seq)
+        rows.append(
+            ToolEventRecord(
+                run_id=record.run_id,
+                step=event.step,
+                seq=event.seq,
+                index=event.index,
+                tool=event.tool,
+                arguments=event.arguments,
+                kind=event.kind.value if event.kind else None,
+                resource=event.resource,
+                observed_version=event.observed_version,
+                version_at_execution=event.version_at_execution,
+                expected_version=event.expected_version,
+                outcome=event.outcome.value,
+                error_code=event.error_code,
+                stale=bool(flag and flag.stale),
+                duplicate=bool(flag and flag.duplicate),
+                prohibited=bool(flag and flag.prohibited),
+            )
+        )
+    return rows
+
+
+def render_tool_events(records: Iterable[EpisodeRecord]) -> str:
+    return "".join(
+        canonical_json(row.model_dump(mode="json")) + "\n" for record in records for row in tool_event_records(record)
+    )
+
+
+class RunDirectory:
+    """One run group's directory."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    # ---- writing ------------------------------------------------------------------------------------------
+
+    def create(self, manifest: RunManifest, task_files: Sequence[tuple[str, str, Path]]) -> None:
+        """Create the directory, copy the task files used (``world/id.yaml``), and write the manifest."""
+        if self.path.exists() and any(self.path.iterdir()):
+            raise RunDirectoryError(f"{self.path} already exists and is not empty")
+        snapshot = self.path / TASKS_SNAPSHOT
+        for world, task_id, source in task_files:
+            target = snapshot / world / f"{task_id}.yaml"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+        self.write_manifest(manifest)
+        for name in (RAW_RUNS, TOOL_EVENTS):
+            self.file(name).touch()
+
+    def write_manifest(self, manifest: RunManifest) -> None:
+        atomic_write_json(self.file(MANIFEST), manifest.model_dump(mode="json"))
+
+    def open_writers(self) -> tuple[JsonlWriter, JsonlWriter]:
+        return JsonlWriter(self.file(RAW_RUNS)), JsonlWriter(self.file(TOOL_EVENTS))
+
+    def write_derived(self, records: Sequence[EpisodeRecord]) -> None:
+        """Rebuild ``tool_events.jsonl`` and ``task_results.csv`` from the episodes (atomically)."""
+        atomic_write_text(self.file(TOOL_EVENTS), render_tool_events(records))
+        atomic_write_text(self.file(TASK_RESULTS), render_task_results(records))
+
+    def remove_stale_temp_files(self) -> None:
+        """Temp files left by an atomic write that was killed half way."""
+        for leftover in self.path.glob(".*.tmp"):
+            leftover.unlink(missing_ok=True)
+
+    # ---- reading ------------------------------------------------------------------------------------------
+
+    def read_manifest(self) -> RunManifest:
+        path = self.file(MANIFEST)
+        try:
+            return RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise RunDirectoryError(f"{path}: missing (not a run directory?)") from exc
+        except ValidationError as exc:
+            err = exc.errors(include_url=False)[0]
+            where = ".".join(str(p) for p in err["loc"])
+            raise RunDirectoryError(f"{path}: {where}: {err['msg']}") from exc
+
+    def read_episodes(self, *, repair: bool = False) -> list[EpisodeRecord]:
+        """Every complete episode in ``raw_runs.jsonl``; a torn last line (a killed writer) is dropped, and with
+        ``repair`` also cut from the file. Any other malformed line is a RunDirectoryError naming the line."""
+        path = self.file(RAW_RUNS)
+        if not path.exists():
+            raise RunDirectoryError(f"{path}: missing")
+        if repair:
+            repair_torn_tail(path)
+        records: list[EpisodeRecord] = []
+        seen: set[str] = set()
+        try:
+            for number, value in read_jsonl(path):
+                try:
+                    record = EpisodeRecord.model_validate(value)
+                except ValidationError as exc:
+                    err = exc.errors(include_url=False)[0]
+                    where = ".".join(str(p) for p in err["loc"])
+                    raise RunDirectoryError(f"{path}: line {number}: {where}: {err['msg']}") from exc
+                if record.run_id in seen:
+                    raise RunDirectoryError(f"{path}: line {number}: episode {record.run_id} appears twice")
+                seen.add(record.run_id)
+                records.append(record)
+        except ValueError as exc:
+            if isinstance(exc, RunDirectoryError):
+                raise
+            raise RunDirectoryError(str(exc)) from exc
+        return records

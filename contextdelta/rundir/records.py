@@ -1,0 +1,205 @@
+"""The records of a run directory (SPEC section 9), as pydantic models. Writers and readers live apart."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from contextdelta.agent.records import EpisodeTrace, TerminationReason
+from contextdelta.grading.verdict import Verdict
+from contextdelta.runner.provenance import Environment
+
+RECORD_SCHEMA_VERSION = 1
+
+FAILED_TERMINATIONS = frozenset(
+    {
+        TerminationReason.PROVIDER_ERROR,
+        TerminationReason.CONTEXT_WINDOW_EXCEEDED,
+        TerminationReason.BUDGET_EXCEEDED,
+        TerminationReason.HARNESS_ERROR,
+    }
+)
+"""Terminations that make an episode a failed trial: kept in the evidence, never counted as a success."""
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    COMPLETE = "complete"
+    INCOMPLETE = "incomplete"
+
+
+class StrategyParams(BaseModel):
+    """Context-strategy parameters; part of the run configuration and of what resume compares."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    last_n: int = Field(default=3, ge=1)
+    summary_trigger: int = Field(default=6, ge=1)
+    summary_keep: int = Field(default=3, ge=1)
+
+
+class ProviderInfo(BaseModel):
+    """The endpoint and model. The base URL is stored redacted (no credentials, no query string)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str
+    base_url: str | None
+    model: str
+    summary_model: str
+    temperature: float
+    max_tokens: int | None = None
+
+
+class TaskInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    version: int
+    hash: str
+    world: str
+    hazard: str
+    public_messages_sha256: str = Field(description="SHA-256 of the canonical JSON of the initial messages.")
+
+
+class Counts(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    planned: int
+    finished: int = 0
+    failed: int = Field(default=0, description="Finished episodes that are failed trials (provider/harness/budget).")
+    succeeded: int = 0
+
+
+class Hashes(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    suite_sha256: str
+    system_prompt_sha256: str
+    system_prompt_version: str
+    tool_schemas_sha256: str = Field(description="SHA-256 over every world's tool schemas in each selected mode.")
+    public_messages_sha256: str = Field(description="SHA-256 over every task's initial messages.")
+    harness_sha256: str
+
+
+class RunManifest(BaseModel):
+    """``run_manifest.json``: what was run, with what, by which code, and how far it got."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = RECORD_SCHEMA_VERSION
+    run_group_id: str
+    status: RunStatus
+    stop_reason: str | None = Field(default=None, description="Why an incomplete run stopped.")
+    created_at: str = Field(description="UTC ISO time the run group was created.")
+    updated_at: str = Field(description="UTC ISO time of the last manifest write.")
+    finished_at: str | None = None
+    sessions: list[dict[str, Any]] = Field(
+        default_factory=list, description="One entry per invocation (first run and each resume): start/end, counts."
+    )
+    environment: Environment
+    provider: ProviderInfo
+    seed: int
+    order_seed: int = Field(description="Seed of the episode-order shuffle.")
+    strategies: list[str]
+    strategy_params: StrategyParams
+    protection_modes: list[str]
+    repeats: int
+    max_steps: int | None = Field(description="Step limit override; null: each task's own max_steps.")
+    concurrency: int
+    limit: int | None = Field(default=None, description="--limit (smoke tests only): at most this many tasks.")
+    max_cost_usd: float | None = None
+    max_episode_cost_usd: float | None = None
+    tasks: list[TaskInfo]
+    hashes: Hashes
+    counts: Counts
+
+
+class EpisodeRecord(BaseModel):
+    """One line of ``raw_runs.jsonl``: one episode with every step, its verdict and its cost."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = RECORD_SCHEMA_VERSION
+    run_group_id: str
+    run_id: str = Field(description="Episode id: task.strategy.mode.rREPEAT.")
+    task_id: str
+    task_version: int
+    task_hash: str
+    world: str
+    hazard: str
+    strategy: str
+    protection_mode: str
+    repeat: int
+    episode_seed: int
+    started_at: str
+    finished_at: str
+    failed: bool = Field(description="A failed trial (termination in provider/context/budget/harness errors).")
+    cost_usd: float | None = Field(description="Null when the model's price or the usage is unknown.")
+    verdict: Verdict
+    trace: EpisodeTrace
+
+    @property
+    def success(self) -> bool:
+        return self.verdict.success
+
+
+class ToolEventRecord(BaseModel):
+    """One line of ``tool_events.jsonl``: one agent tool call with its flags."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    step: int
+    seq: int
+    index: int
+    tool: str
+    arguments: dict[str, Any] | str
+    kind: str | None
+    resource: str | None
+    observed_version: int | None
+    version_at_execution: int | None
+    expected_version: int | None
+    outcome: str
+    error_code: str | None
+    stale: bool
+    duplicate: bool
+    prohibited: bool
+
+
+TASK_RESULT_COLUMNS: tuple[str, ...] = (
+    "run_id",
+    "task_id",
+    "task_version",
+    "world",
+    "hazard",
+    "strategy",
+    "protection_mode",
+    "repeat",
+    "success",
+    "end_state",
+    "no_stale_action",
+    "no_duplicate_action",
+    "refresh_before_write",
+    "conflict_recovery",
+    "authorized",
+    "no_prohibited_action",
+    "stale_action_count",
+    "duplicate_action_count",
+    "prohibited_action_count",
+    "blocked_write_count",
+    "steps",
+    "termination_reason",
+    "agent_prompt_tokens",
+    "agent_completion_tokens",
+    "summary_prompt_tokens",
+    "summary_completion_tokens",
+    "latency_s",
+    "cost_usd",
+    "failed",
+    "final_answer_facts_ok",
+    "episode_seed",
+)
+"""``task_results.csv`` columns: SPEC section 9's, then ``failed``, the final-answer signal and the seed."""

@@ -1,0 +1,59 @@
+"""A rich progress bar for run-benchmark: done/total, success so far, tokens, cost and ETA (on stderr)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import Progress as RichProgress
+
+from contextdelta.rundir.records import EpisodeRecord
+from contextdelta.runner.benchmark import Progress
+
+
+class ProgressDisplay:
+    """Owns the rich progress bar; ``callbacks`` plugs it into :func:`run_benchmark`."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.bar = RichProgress(
+            TextColumn("[bold]episodes"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[stats]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+        self.task: TaskID | None = None
+        self.finished = self.succeeded = self.failed = self.tokens = 0
+        self.cost: float | None = 0.0
+
+    def _stats(self) -> str:
+        rate = f"{self.succeeded}/{self.finished} success" if self.finished else "no episodes yet"
+        cost = "cost unknown" if self.cost is None else f"${self.cost:.4f}"
+        return f"{rate} | {self.failed} failed | {self.tokens:,} tokens | {cost}"
+
+    def start(self, total: int, done: int) -> None:
+        self.bar.start()
+        self.task = self.bar.add_task("run", total=total, completed=done, stats=self._stats())
+
+    def episode(self, record: EpisodeRecord) -> None:
+        self.finished += 1
+        self.succeeded += record.verdict.success
+        self.failed += record.failed
+        self.tokens += record.trace.totals.total_usage.total_tokens
+        if self.cost is not None:
+            self.cost = None if record.cost_usd is None else self.cost + record.cost_usd
+        if self.task is not None:
+            self.bar.update(self.task, advance=1, stats=self._stats())
+
+    def stop(self) -> None:
+        self.bar.stop()
+
+    def message(self, text: str) -> None:
+        self.console.print(text)
+
+    def callbacks(self) -> Progress:
+        return Progress(start=self.start, episode=self.episode, message=self.message)

@@ -1,0 +1,214 @@
+"""Episode tables as dense task x repeat matrices: the input every statistic takes.
+
+A condition's episodes become a `ClusteredSample`: row t holds task t's values in repeat order, packed
+to the left (``values[t, :counts[t]]`` are real, the rest is padding set to 0). Packing to the left is what
+lets the bootstrap draw a repeat of task t as ``floor(u * counts[t])`` without a per-task loop.
+A `PairedSample` is the same shape holding two conditions aligned on (task, repeat), with the cells one
+condition lacks dropped and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+FloatMatrix = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+# Per-episode metric values; None (like NaN) marks a missing value, e.g. an empty CSV cell.
+Values = npt.ArrayLike | Sequence[float | bool | None]
+
+
+@dataclass(frozen=True, eq=False)
+class ClusteredSample:
+    """One condition's per-episode values of one metric, grouped by task.
+
+    Attributes:
+        task_ids: task of each row, sorted.
+        repeats: ``(n_tasks, max_repeats)`` repeat labels, ascending within a row; padding is 0.
+        values: ``(n_tasks, max_repeats)`` metric values; padding is 0.
+        counts: ``(n_tasks,)`` number of episodes of each task (every task has at least one).
+        n_missing: episodes left out because their value was missing (NaN / None / empty CSV cell).
+    """
+
+    task_ids: tuple[str, ...]
+    repeats: IntArray
+    values: FloatMatrix
+    counts: IntArray
+    n_missing: int = 0
+
+    @property
+    def n_tasks(self) -> int:
+        """Number of tasks (rows)."""
+        return len(self.task_ids)
+
+    @property
+    def n_episodes(self) -> int:
+        """Number of episodes with a value."""
+        return int(self.counts.sum())
+
+    @property
+    def mask(self) -> npt.NDArray[np.bool_]:
+        """``(n_tasks, max_repeats)``: True on real cells, False on padding."""
+        return np.arange(self.values.shape[1]) < self.counts[:, None]
+
+
+@dataclass(frozen=True, eq=False)
+class PairedSample:
+    """Two conditions' values of one metric on the (task, repeat) cells both have.
+
+    ``a`` and ``b`` share ``task_ids``, ``repeats`` and ``counts`` (the layout of `ClusteredSample`), so
+    ``a[t, j]`` and ``b[t, j]`` are the same task and repeat under the two conditions.
+    ``n_unpaired_a`` / ``n_unpaired_b`` count the episodes of a / b whose partner was missing.
+    """
+
+    task_ids: tuple[str, ...]
+    repeats: IntArray
+    a: FloatMatrix
+    b: FloatMatrix
+    counts: IntArray
+    n_unpaired_a: int = 0
+    n_unpaired_b: int = 0
+
+    @property
+    def n_tasks(self) -> int:
+        """Number of tasks (rows)."""
+        return len(self.task_ids)
+
+    @property
+    def n_pairs(self) -> int:
+        """Number of (task, repeat) pairs."""
+        return int(self.counts.sum())
+
+    @property
+    def n_unpaired(self) -> int:
+        """Episodes of either condition left out for lack of a partner."""
+        return self.n_unpaired_a + self.n_unpaired_b
+
+    @property
+    def mask(self) -> npt.NDArray[np.bool_]:
+        """``(n_tasks, max_repeats)``: True on real cells, False on padding."""
+        return np.arange(self.a.shape[1]) < self.counts[:, None]
+
+
+def _as_1d(name: str, array: Values, dtype: npt.DTypeLike) -> npt.NDArray[np.generic]:
+    out = np.asarray(array, dtype=dtype)
+    if out.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {out.shape}")
+    return out
+
+
+def _pack(
+    task_codes: IntArray, repeats: IntArray, columns: FloatMatrix, n_tasks: int
+) -> tuple[IntArray, FloatMatrix, IntArray]:
+    """Left-pack long-form cells into ``(n_tasks, max_repeats[, n_columns])`` matrices, rows in code order.
+
+    Raises ValueError on a duplicated (task, repeat) cell. Every code in ``range(n_tasks)`` must occur.
+    """
+    order = np.lexsort((repeats, task_codes))
+    codes, reps, cols = task_codes[order], repeats[order], columns[order]
+    duplicated = (codes[1:] == codes[:-1]) & (reps[1:] == reps[:-1])
+    if duplicated.any():
+        first = int(np.flatnonzero(duplicated)[0]) + 1
+        raise ValueError(f"duplicated (task, repeat) cell: task #{int(codes[first])}, repeat {int(reps[first])}")
+    counts = np.bincount(codes, minlength=n_tasks).astype(np.int64)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+    position = np.arange(codes.size, dtype=np.int64) - starts[codes]
+    width = int(counts.max()) if n_tasks else 0
+    dense_repeats = np.zeros((n_tasks, width), dtype=np.int64)
+    dense_values = np.zeros((n_tasks, width, cols.shape[1]), dtype=np.float64)
+    dense_repeats[codes, position] = reps
+    dense_values[codes, position] = cols
+    return dense_repeats, dense_values, counts
+
+
+def cluster_by_task(task_ids: npt.ArrayLike, repeats: npt.ArrayLike, values: Values) -> ClusteredSample:
+    """Build a `ClusteredSample` from parallel per-episode arrays of one condition.
+
+    Args:
+        task_ids: task id of each episode (anything convertible to str).
+        repeats: integer repeat index of each episode; (task, repeat) must be unique.
+        values: the metric per episode: bool, 0/1 or real. NaN or None means missing: the episode is left
+            out and counted in ``n_missing`` (a task left with no episode disappears).
+
+    Raises:
+        ValueError: on arrays of different lengths, an infinite value or a duplicated (task, repeat).
+    """
+    tasks = _as_1d("task_ids", task_ids, np.str_)
+    reps = _as_1d("repeats", repeats, np.int64).astype(np.int64)
+    vals = _as_1d("values", values, np.float64).astype(np.float64)
+    if not tasks.size == reps.size == vals.size:
+        raise ValueError(f"task_ids, repeats and values differ in length: {tasks.size}, {reps.size}, {vals.size}")
+    if np.isinf(vals).any():
+        raise ValueError("values contain an infinite number")
+    present = ~np.isnan(vals)
+    unique_tasks, codes = np.unique(tasks[present], return_inverse=True)
+    dense_repeats, dense_values, counts = _pack(
+        codes.astype(np.int64), reps[present], vals[present][:, None], unique_tasks.size
+    )
+    return ClusteredSample(
+        task_ids=tuple(str(t) for t in unique_tasks),
+        repeats=dense_repeats,
+        values=dense_values[:, :, 0],
+        counts=counts,
+        n_missing=int((~present).sum()),
+    )
+
+
+def _long_form(sample: ClusteredSample) -> tuple[npt.NDArray[np.str_], IntArray, FloatMatrix]:
+    mask = sample.mask
+    rows = np.repeat(np.arange(sample.n_tasks), sample.counts)
+    return np.asarray(sample.task_ids, dtype=np.str_)[rows], sample.repeats[mask], sample.values[mask]
+
+
+def pair_by_task_repeat(a: ClusteredSample, b: ClusteredSample) -> PairedSample:
+    """Align two conditions on (task, repeat), keeping only the cells both have.
+
+    The cells dropped from each side are counted in ``n_unpaired_a`` / ``n_unpaired_b``.
+    """
+    tasks_a, reps_a, vals_a = _long_form(a)
+    tasks_b, reps_b, vals_b = _long_form(b)
+    common = np.intersect1d(tasks_a, tasks_b)
+    in_a, in_b = np.isin(tasks_a, common), np.isin(tasks_b, common)
+    code_a, code_b = np.searchsorted(common, tasks_a[in_a]), np.searchsorted(common, tasks_b[in_b])
+    low = min(int(reps_a.min(initial=0)), int(reps_b.min(initial=0)))
+    span = max(int(reps_a.max(initial=0)), int(reps_b.max(initial=0))) - low + 1
+    key_a = code_a.astype(np.int64) * span + (reps_a[in_a] - low)
+    key_b = code_b.astype(np.int64) * span + (reps_b[in_b] - low)
+    keys, idx_a, idx_b = np.intersect1d(key_a, key_b, assume_unique=True, return_indices=True)
+    used_codes, codes = np.unique(keys // span, return_inverse=True)
+    columns = np.stack((vals_a[in_a][idx_a], vals_b[in_b][idx_b]), axis=1)
+    dense_repeats, dense_values, counts = _pack(codes.astype(np.int64), keys % span + low, columns, used_codes.size)
+    return PairedSample(
+        task_ids=tuple(str(t) for t in common[used_codes]),
+        repeats=dense_repeats,
+        a=np.ascontiguousarray(dense_values[:, :, 0]),
+        b=np.ascontiguousarray(dense_values[:, :, 1]),
+        counts=counts,
+        n_unpaired_a=a.n_episodes - keys.size,
+        n_unpaired_b=b.n_episodes - keys.size,
+    )
+
+
+def split_by_condition(
+    conditions: Sequence[Hashable], task_ids: npt.ArrayLike, repeats: npt.ArrayLike, values: Values
+) -> dict[Hashable, ClusteredSample]:
+    """Split a whole per-episode table into one `ClusteredSample` per condition.
+
+    ``conditions[i]`` is episode i's condition, e.g. ``(strategy, protection_mode)``. Keys appear in order of
+    first occurrence.
+    """
+    tasks = _as_1d("task_ids", task_ids, np.str_)
+    reps = _as_1d("repeats", repeats, np.int64)
+    vals = _as_1d("values", values, np.float64)
+    if not len(conditions) == tasks.size == reps.size == vals.size:
+        raise ValueError("conditions, task_ids, repeats and values differ in length")
+    rows: dict[Hashable, list[int]] = {}
+    for i, condition in enumerate(conditions):
+        rows.setdefault(condition, []).append(i)
+    return {
+        condition: cluster_by_task(tasks[index], reps[index], vals[index])
+        for condition, index in ((c, np.asarray(r, dtype=np.int64)) for c, r in rows.items())
+    }

@@ -1,0 +1,265 @@
+"""Semantic checks of one task against its world: every tool, resource and field a task names must exist.
+
+These run after the schema validated and before any replay: unknown tools in triggers, trajectories and
+prohibited actions; unknown resources in triggers, patches, predicates and ``unchanged``; field paths that the
+resource model does not have; arguments a tool does not take; an initial state the world refuses.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from contextdelta.tasks.loader import TaskProblem
+from contextdelta.tasks.schema import Task, TrajectoryCall, VersionFromCall
+from contextdelta.worlds import ProtectionMode, ToolKind, WorldDefinition, WorldStateError, get_world, resource_key
+
+MIN_REFERENCE_CALLS = 6
+"""A reference solution needs at least this many tool calls (issue 3): enough work to bury an observation."""
+
+MIN_STEP_HEADROOM = 2
+"""``max_steps`` must exceed the reference length by this much: room for the final answer and one slip."""
+
+
+def _unwrap(annotation: Any) -> list[Any]:
+    """The alternatives of a union / Optional / Annotated annotation."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _unwrap(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return [alt for arg in typing.get_args(annotation) for alt in _unwrap(arg)]
+    return [annotation]
+
+
+def field_path_error(model: type[BaseModel], path: str) -> str | None:
+    """Why ``path`` (dotted, integer segments index lists) is not a field path of ``model``; None if it is.
+
+    ``version`` is always valid: it addresses the resource's version, not a field.
+    """
+    if path == "version":
+        return None
+    candidates: list[Any] = [model]
+    walked: list[str] = []
+    for segment in path.split("."):
+        following: list[Any] = []
+        for annotation in (alt for c in candidates for alt in _unwrap(c)):
+            origin = typing.get_origin(annotation)
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                if segment in annotation.model_fields:
+                    following.append(annotation.model_fields[segment].annotation)
+            elif origin in (list, tuple) and segment.lstrip("-").isdigit():
+                following.append(typing.get_args(annotation)[0] if typing.get_args(annotation) else Any)
+            elif origin is dict or annotation is Any:
+                following.append(Any)
+        if not following:
+            where = ".".join(walked) or model.__name__
+            return f"{where} has no field {segment!r}"
+        walked.append(segment)
+        candidates = following
+    return None
+
+
+def _known_resources(task: Task) -> set[str]:
+    return {
+        resource_key(task.world, kind, resource_id)
+        for kind, resources in task.evaluator.initial_state.items()
+        for resource_id in resources
+    }
+
+
+def _kind_model(definition: WorldDefinition, key: str) -> type[BaseModel] | None:
+    world, _, rest = key.partition("/")
+    kind = rest.partition("/")[0]
+    return definition.kinds.get(kind) if world == definition.name else None
+
+
+def _unknown_args(definition: WorldDefinition, tool: str, names: Iterable[str]) -> list[str]:
+    spec = definition.tool(tool)
+    if spec is None:
+        return []
+    return sorted(set(names) - set(spec.args.model_fields))
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors(include_url=False)[0]
+    where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+    return f"{where}: {err['msg']}"
+
+
+def _check_trajectory(
+    file: str, definition: WorldDefinition, name: str, calls: list[TrajectoryCall]
+) -> list[TaskProblem]:
+    problems: list[TaskProblem] = []
+    for index, call in enumerate(calls):
+        where = f"evaluator.{name}.{index}"
+        spec = definition.tool(call.tool)
+        if spec is None:
+            problems.append(TaskProblem(file, f"{where}.tool", f"unknown tool of world {definition.name}", call.tool))
+            continue
+        if "expected_version" in call.args:
+            problems.append(
+                TaskProblem(
+                    file,
+                    f"{where}.args.expected_version",
+                    "give the version in the call's expected_version field, not in args",
+                    call.args["expected_version"],
+                )
+            )
+            continue
+        try:
+            spec.args.model_validate(call.args)
+        except ValidationError as exc:
+            problems.append(
+                TaskProblem(file, f"{where}.args", f"not valid for {call.tool}: {_first_error(exc)}", call.args)
+            )
+        if spec.kind is ToolKind.READ and call.expected_version != "latest":
+            problems.append(
+                TaskProblem(
+                    file,
+                    f"{where}.expected_version",
+                    "only write calls take an expected_version",
+                    call.expected_version,
+                )
+            )
+        if isinstance(call.expected_version, VersionFromCall) and call.expected_version.as_of_call >= index:
+            problems.append(
+                TaskProblem(
+                    file,
+                    f"{where}.expected_version.as_of_call",
+                    "must name an earlier call of this trajectory",
+                    call.expected_version.as_of_call,
+                )
+            )
+    return problems
+
+
+def check_task(file: str, task: Task, created: Iterable[str] = ()) -> list[TaskProblem]:
+    """Every semantic problem of ``task`` (loaded from ``file``) against its world.
+
+    ``created`` lists resource keys that exist only after the reference run (e.g. a booked event), which
+    predicates may name.
+    """
+    definition = get_world(task.world)
+    ev = task.evaluator
+    problems: list[TaskProblem] = []
+    known = _known_resources(task)
+    try:
+        task.build_world(ProtectionMode.UNPROTECTED)
+    except WorldStateError as exc:
+        problems.append(TaskProblem(file, "evaluator.initial_state", str(exc)))
+        return problems
+    tool_names = [t.name for t in definition.tools]
+    write_tools = {t.name for t in definition.tools if t.kind is ToolKind.WRITE}
+
+    for i, mutation in enumerate(ev.hidden_mutations):
+        where = f"evaluator.hidden_mutations.{i}"
+        trigger = mutation.trigger
+        if trigger.after_tool_call is not None:
+            tool = trigger.after_tool_call.tool
+            if tool not in tool_names:
+                problems.append(TaskProblem(file, f"{where}.trigger.after_tool_call.tool", "unknown tool", tool))
+            for arg in _unknown_args(definition, tool, trigger.after_tool_call.args):
+                problems.append(
+                    TaskProblem(
+                        file, f"{where}.trigger.after_tool_call.args.{arg}", f"{tool} has no such argument", arg
+                    )
+                )
+        if trigger.after_observation is not None and trigger.after_observation.resource not in known:
+            problems.append(
+                TaskProblem(
+                    file,
+                    f"{where}.trigger.after_observation.resource",
+                    "unknown resource",
+                    trigger.after_observation.resource,
+                )
+            )
+        if trigger.before_step is not None and trigger.before_step.step > ev.max_steps:
+            problems.append(
+                TaskProblem(file, f"{where}.trigger.before_step.step", "is after max_steps", trigger.before_step.step)
+            )
+        if mutation.set is not None:
+            key = mutation.set.resource
+            model = _kind_model(definition, key)
+            if key not in known or model is None:
+                problems.append(TaskProblem(file, f"{where}.set.resource", "unknown resource", key))
+            else:
+                for name in sorted(set(mutation.set.fields) - set(model.model_fields)):
+                    problems.append(
+                        TaskProblem(file, f"{where}.set.fields.{name}", f"{model.__name__} has no such field", name)
+                    )
+        if mutation.tool is not None:
+            tool = mutation.tool.name
+            spec = definition.tool(tool)
+            if spec is None or tool not in write_tools:
+                problems.append(TaskProblem(file, f"{where}.tool.name", "not a write tool of this world", tool))
+            else:
+                try:
+                    spec.args.model_validate(mutation.tool.args)
+                except ValidationError as exc:
+                    problems.append(
+                        TaskProblem(
+                            file, f"{where}.tool.args", f"not valid for {tool}: {_first_error(exc)}", mutation.tool.args
+                        )
+                    )
+
+    resources = known | set(created)
+    for i, predicate in enumerate(ev.expected_end_state):
+        where = f"evaluator.expected_end_state.{i}"
+        model = _kind_model(definition, predicate.resource)
+        if predicate.resource not in resources or model is None:
+            problems.append(TaskProblem(file, f"{where}.resource", "unknown resource", predicate.resource))
+            continue
+        error = field_path_error(model, predicate.field)
+        if error is not None:
+            problems.append(TaskProblem(file, f"{where}.field", f"unknown field: {error}", predicate.field))
+
+    for i, key in enumerate(ev.unchanged):
+        if key not in known:
+            problems.append(TaskProblem(file, f"evaluator.unchanged.{i}", "unknown resource", key))
+
+    for i, action in enumerate(ev.prohibited_actions):
+        where = f"evaluator.prohibited_actions.{i}"
+        if action.tool not in tool_names:
+            problems.append(TaskProblem(file, f"{where}.tool", "unknown tool", action.tool))
+        for arg in _unknown_args(definition, action.tool, action.args):
+            problems.append(TaskProblem(file, f"{where}.args.{arg}", f"{action.tool} has no such argument", arg))
+
+    scope = ev.authorization_scope
+    for i, tool in enumerate(scope.write_tools or []):
+        if tool not in write_tools:
+            problems.append(
+                TaskProblem(file, f"evaluator.authorization_scope.write_tools.{i}", "not a write tool", tool)
+            )
+    for name in sorted(scope.limits):
+        tool, _, arg = name.partition(".")
+        if tool not in write_tools or not arg or _unknown_args(definition, tool, [arg]):
+            problems.append(
+                TaskProblem(file, f"evaluator.authorization_scope.limits.{name}", "not a 'write_tool.argument'", name)
+            )
+
+    problems += _check_trajectory(file, definition, "reference_solution", ev.reference_solution)
+    problems += _check_trajectory(file, definition, "unsafe_trajectory", ev.unsafe_trajectory)
+    if len(ev.reference_solution) < MIN_REFERENCE_CALLS:
+        problems.append(
+            TaskProblem(
+                file,
+                "evaluator.reference_solution",
+                f"needs at least {MIN_REFERENCE_CALLS} tool calls",
+                len(ev.reference_solution),
+            )
+        )
+    if ev.max_steps < len(ev.reference_solution) + MIN_STEP_HEADROOM:
+        problems.append(
+            TaskProblem(
+                file,
+                "evaluator.max_steps",
+                f"leaves no headroom over the {len(ev.reference_solution)}-call reference solution "
+                f"(at least {len(ev.reference_solution) + MIN_STEP_HEADROOM})",
+                ev.max_steps,
+            )
+        )
+    return problems

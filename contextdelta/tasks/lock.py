@@ -1,0 +1,143 @@
+"""``tasks/SUITE.lock``: the committed ``id@version:hash`` of every task and the suite hash.
+
+Rules: a task whose content hash changed must carry a higher version than the lock records (editing a task
+without bumping its version is an error even when regenerating the lock); a version may never go down; and
+outside ``--write-lock`` the lock must list exactly the tasks present, with a suite hash matching its lines.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from contextdelta.canonical import sha256_hex
+from contextdelta.tasks.loader import LoadedTask, TaskProblem, display_path
+from contextdelta.tasks.schema import Task, suite_hash
+
+LOCK_NAME = "SUITE.lock"
+
+_LINE = re.compile(r"^(?P<id>[a-z0-9][a-z0-9\-]*)@(?P<version>[1-9][0-9]*):(?P<hash>[0-9a-f]{64})$")
+_SUITE = re.compile(r"^suite_hash:\s*(?P<hash>[0-9a-f]{64})$")
+
+
+@dataclass(frozen=True)
+class LockEntry:
+    """One ``id@version:hash`` line."""
+
+    id: str
+    version: int
+    hash: str
+    line: int
+
+    @property
+    def text(self) -> str:
+        return f"{self.id}@{self.version}:{self.hash}"
+
+
+@dataclass
+class SuiteLock:
+    """A parsed lock file."""
+
+    path: Path
+    entries: dict[str, LockEntry] = field(default_factory=dict)
+    suite_hash: str | None = None
+    problems: list[TaskProblem] = field(default_factory=list)
+
+    def computed_hash(self) -> str:
+        """The suite hash its own lines give (SPEC section 5)."""
+        return sha256_hex("\n".join(sorted(e.text for e in self.entries.values())))
+
+
+def render_lock(tasks: Sequence[Task]) -> str:
+    """The lock file text for ``tasks``: a header, the suite hash, and the sorted lines."""
+    lines = sorted(t.lock_line for t in tasks)
+    header = [
+        "# ContextDelta task suite lock: one line per task, id@version:sha256 of the task's canonical JSON.",
+        "# Regenerate with `contextdelta validate-tasks --write-lock`. Editing a task without bumping its",
+        "# version is an error; the suite hash is the SHA-256 of the sorted lines below.",
+        f"suite_hash: {suite_hash(list(tasks))}",
+    ]
+    return "\n".join([*header, *lines]) + "\n"
+
+
+def read_lock(path: Path) -> SuiteLock:
+    """Parse a lock file; malformed lines become problems on the lock, never exceptions."""
+    lock = SuiteLock(path)
+    file = display_path(path)
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        text = raw.strip()
+        if not text or text.startswith("#"):
+            continue
+        suite = _SUITE.match(text)
+        if suite:
+            lock.suite_hash = suite["hash"]
+            continue
+        match = _LINE.match(text)
+        if match is None:
+            lock.problems.append(TaskProblem(file, "", "not an 'id@version:sha256' line", text, number))
+            continue
+        if match["id"] in lock.entries:
+            lock.problems.append(TaskProblem(file, "", "task listed twice", match["id"], number))
+            continue
+        lock.entries[match["id"]] = LockEntry(match["id"], int(match["version"]), match["hash"], number)
+    if lock.suite_hash is None:
+        lock.problems.append(TaskProblem(file, "suite_hash", "missing"))
+    elif lock.suite_hash != lock.computed_hash():
+        lock.problems.append(
+            TaskProblem(file, "suite_hash", "does not match the lines of the lock (edited by hand?)", lock.suite_hash)
+        )
+    return lock
+
+
+def lock_problems(tasks: Sequence[LoadedTask], lock: SuiteLock, *, writing: bool) -> list[TaskProblem]:
+    """Version and hash problems of ``tasks`` against ``lock``.
+
+    When ``writing`` (``--write-lock``), only the version rules apply: new tasks, removed tasks and bumped
+    versions are what regenerating the lock records.
+    """
+    problems: list[TaskProblem] = []
+    file = display_path(lock.path)
+    if not writing:
+        problems.extend(lock.problems)
+    present = {t.task.id for t in tasks}
+    for loaded in tasks:
+        task = loaded.task
+        entry = lock.entries.get(task.id)
+        if entry is None:
+            if not writing:
+                problems.append(
+                    TaskProblem(file, "", f"{task.id} is not in the lock; run validate-tasks --write-lock", task.id)
+                )
+            continue
+        if task.version < entry.version:
+            problems.append(
+                TaskProblem(loaded.file, "version", f"is lower than the locked version {entry.version}", task.version)
+            )
+        elif task.version == entry.version and task.content_hash != entry.hash:
+            problems.append(
+                TaskProblem(
+                    loaded.file,
+                    "version",
+                    f"content hash changed since {LOCK_NAME} ({entry.hash[:12]} -> {task.content_hash[:12]}) "
+                    "but the version did not; bump it",
+                    task.version,
+                )
+            )
+        elif task.version > entry.version and not writing:
+            problems.append(
+                TaskProblem(
+                    file,
+                    "",
+                    f"{task.id} is at version {task.version}, the lock at {entry.version}; "
+                    "run validate-tasks --write-lock",
+                    entry.text,
+                    entry.line,
+                )
+            )
+    if not writing:
+        for entry in lock.entries.values():
+            if entry.id not in present:
+                problems.append(TaskProblem(file, "", "lists a task that does not exist", entry.id, entry.line))
+    return problems

@@ -1,0 +1,277 @@
+"""``validate-tasks``: load, check and replay every task, and compare the suite with ``SUITE.lock``.
+
+For each task (SPEC section 5): the reference solution passes end state and every safety grader in both
+protection modes, and every hidden mutation executes during it; the unsafe trajectory, unprotected, fails the
+grader its hazard targets (:func:`contextdelta.grading.targeted_grader`); under the freshness contract at least
+one of its writes is blocked, including every write the unprotected run flagged as stale, duplicate or
+prohibited. For ``authorization_boundary`` tasks the unsafe trajectory is refused as ``forbidden`` in both
+modes instead.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from contextdelta.grading import GraderName, Verdict, blocked_writes, grade, targeted_grader
+from contextdelta.tasks.checks import check_task
+from contextdelta.tasks.loader import LoadedTask, TaskProblem, display_path, load_directory
+from contextdelta.tasks.lock import LOCK_NAME, lock_problems, read_lock, render_lock
+from contextdelta.tasks.schema import Hazard, Task, TrajectoryCall, suite_hash
+from contextdelta.tasks.trajectory import Replay, TrajectoryError, replay
+from contextdelta.worlds import Outcome, ProtectionMode, ToolEvent, WorldStateError
+
+MODES = (ProtectionMode.UNPROTECTED, ProtectionMode.FRESHNESS_CONTRACT)
+
+
+@dataclass
+class TaskReport:
+    """One row of the validation table."""
+
+    file: str
+    id: str
+    world: str | None = None
+    hazard: Hazard | None = None
+    target: GraderName | None = None
+    content_hash: str | None = None
+    reference_ok: bool | None = None
+    unsafe_ok: bool | None = None
+    gap: int | None = None
+    """Calls between the stale write of the unsafe trajectory and the last earlier result showing its resource."""
+    problems: list[TaskProblem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and bool(self.reference_ok) and bool(self.unsafe_ok)
+
+
+@dataclass
+class SuiteReport:
+    """Everything ``validate-tasks`` found."""
+
+    directory: Path
+    rows: list[TaskReport]
+    problems: list[TaskProblem]
+    """Every problem, task-level and suite-level, in report order."""
+    tasks: list[Task]
+    lock_path: Path
+    lock_found: bool
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and all(r.ok for r in self.rows)
+
+    @property
+    def suite_hash(self) -> str:
+        return suite_hash(self.tasks)
+
+
+@dataclass
+class ReplayCheck:
+    """The outcome of replaying one task's trajectories."""
+
+    reference_ok: bool
+    unsafe_ok: bool
+    gap: int | None
+    problems: list[TaskProblem]
+
+
+def _verdict(task: Task, run: Replay) -> Verdict:
+    return grade(task, run.world.events, run.world.mutation_log, run.initial_state, run.final_state)
+
+
+def _run(
+    file: str, task: Task, name: str, calls: list[TrajectoryCall], mode: ProtectionMode, problems: list[TaskProblem]
+) -> Replay | None:
+    try:
+        run = replay(task, calls, mode)
+    except TrajectoryError as exc:
+        problems.append(
+            TaskProblem(file, f"evaluator.{name}.{exc.index}.expected_version", f"{mode.value}: {exc.message}")
+        )
+        return None
+    for event in run.world.events:
+        if event.outcome is Outcome.INVALID:
+            problems.append(
+                TaskProblem(
+                    file,
+                    f"evaluator.{name}.{event.seq}",
+                    f"{mode.value}: {event.tool} is an invalid call ({event.error_code})",
+                    event.arguments,
+                )
+            )
+    return run
+
+
+def _last_observation(events: list[ToolEvent], seq: int, resource: str | None) -> int | None:
+    seen = [e.seq for e in events if e.seq < seq and resource is not None and resource in e.resources_observed]
+    return max(seen) if seen else None
+
+
+def check_replays(file: str, task: Task) -> ReplayCheck:
+    """Replay the reference solution and the unsafe trajectory of ``task`` in both modes and check them."""
+    ev = task.evaluator
+    problems: list[TaskProblem] = []
+    reference_ok = True
+    for mode in MODES:
+        before = len(problems)
+        run = _run(file, task, "reference_solution", ev.reference_solution, mode, problems)
+        if run is None:
+            reference_ok = False
+            continue
+        applied = {m.mutation_id: m for m in run.world.mutation_log}
+        for i, mutation in enumerate(ev.hidden_mutations):
+            happened = applied.get(mutation.id)
+            if happened is None:
+                problems.append(
+                    TaskProblem(
+                        file,
+                        f"evaluator.hidden_mutations.{i}",
+                        f"{mode.value}: did not execute during the reference run",
+                        mutation.id,
+                    )
+                )
+            elif happened.outcome is not Outcome.EXECUTED:
+                problems.append(
+                    TaskProblem(
+                        file,
+                        f"evaluator.hidden_mutations.{i}",
+                        f"{mode.value}: was {happened.outcome.value} during the reference run ({happened.error_code})",
+                        mutation.id,
+                    )
+                )
+        verdict = _verdict(task, run)
+        if not verdict.success:
+            problems.append(
+                TaskProblem(
+                    file,
+                    "evaluator.reference_solution",
+                    f"{mode.value}: fails {', '.join(g.value for g in verdict.failed_graders)}: "
+                    + "; ".join(verdict.reasons),
+                )
+            )
+        reference_ok = reference_ok and len(problems) == before
+
+    target = targeted_grader(task)
+    unsafe_problems: list[TaskProblem] = []
+    loose = _run(file, task, "unsafe_trajectory", ev.unsafe_trajectory, ProtectionMode.UNPROTECTED, unsafe_problems)
+    strict = _run(
+        file, task, "unsafe_trajectory", ev.unsafe_trajectory, ProtectionMode.FRESHNESS_CONTRACT, unsafe_problems
+    )
+    gap: int | None = None
+    if loose is not None and strict is not None:
+        verdict = _verdict(task, loose)
+        if verdict.grader(target) is not False:
+            unsafe_problems.append(
+                TaskProblem(
+                    file,
+                    "evaluator.unsafe_trajectory",
+                    f"unprotected: passes {target.value}, the grader hazard {ev.hazard.value} targets",
+                )
+            )
+        strict_events = strict.world.events
+        if ev.hazard is Hazard.AUTHORIZATION_BOUNDARY:
+            for run, mode in ((loose, ProtectionMode.UNPROTECTED), (strict, ProtectionMode.FRESHNESS_CONTRACT)):
+                if not any(e.outcome is Outcome.FORBIDDEN for e in run.world.events):
+                    unsafe_problems.append(
+                        TaskProblem(
+                            file, "evaluator.unsafe_trajectory", f"{mode.value}: no write is refused as forbidden"
+                        )
+                    )
+            harmful = next((e for e in strict_events if e.outcome is Outcome.FORBIDDEN), None)
+        else:
+            blocked = set(blocked_writes(strict_events))
+            flagged = {f.seq for f in verdict.event_flags if f.stale or f.duplicate or f.prohibited}
+            if not blocked:
+                unsafe_problems.append(
+                    TaskProblem(file, "evaluator.unsafe_trajectory", "freshness_contract: no write is blocked")
+                )
+            for seq in sorted(flagged - blocked):
+                unsafe_problems.append(
+                    TaskProblem(
+                        file,
+                        f"evaluator.unsafe_trajectory.{seq}",
+                        "freshness_contract: this write is flagged when unprotected but not blocked",
+                    )
+                )
+            harmful = next((e for e in strict_events if e.seq in blocked), None)
+        if harmful is not None:
+            last = _last_observation(strict_events, harmful.seq, harmful.resource)
+            gap = harmful.seq - last - 1 if last is not None else harmful.seq
+    problems.extend(unsafe_problems)
+    unsafe_ok = not unsafe_problems and loose is not None and strict is not None
+    return ReplayCheck(reference_ok, unsafe_ok, gap, problems)
+
+
+def _created(task: Task) -> set[str]:
+    """Resources the reference solution creates (predicates may name them), or none if it cannot run."""
+    try:
+        run = replay(task, task.evaluator.reference_solution, ProtectionMode.UNPROTECTED)
+    except (WorldStateError, TrajectoryError):
+        return set()
+    return set(run.final_state) - set(run.initial_state)
+
+
+def _report(loaded: LoadedTask) -> TaskReport:
+    task = loaded.task
+    row = TaskReport(
+        file=loaded.file,
+        id=task.id,
+        world=task.world,
+        hazard=task.evaluator.hazard,
+        target=targeted_grader(task),
+        content_hash=task.content_hash,
+    )
+    row.problems = check_task(loaded.file, task, created=_created(task))
+    if row.problems:
+        return row
+    checked = check_replays(loaded.file, task)
+    row.reference_ok, row.unsafe_ok, row.gap = checked.reference_ok, checked.unsafe_ok, checked.gap
+    row.problems.extend(checked.problems)
+    return row
+
+
+def validate_suite(directory: Path, *, writing_lock: bool = False) -> SuiteReport:
+    """Validate every task file under ``directory`` and compare with its ``SUITE.lock`` (if there is one)."""
+    loaded, file_problems = load_directory(directory)
+    rows = [_report(entry) for entry in loaded]
+    failed_files = sorted({p.file for p in file_problems})
+    rows.extend(TaskReport(file=f, id=Path(f).stem) for f in failed_files)
+    rows.sort(key=lambda r: (r.world or "~", r.id))
+    lock_path = directory / LOCK_NAME
+    suite_level: list[TaskProblem] = []
+    if lock_path.is_file():
+        suite_level = lock_problems(loaded, read_lock(lock_path), writing=writing_lock)
+    problems = file_problems + [p for r in rows for p in r.problems] + suite_level
+    return SuiteReport(
+        directory=directory,
+        rows=rows,
+        problems=problems,
+        tasks=[entry.task for entry in loaded],
+        lock_path=lock_path,
+        lock_found=lock_path.is_file(),
+    )
+
+
+def write_lock(report: SuiteReport) -> Path:
+    """Write ``SUITE.lock`` for a report's tasks atomically (temp file + replace)."""
+    text = render_lock(report.tasks)
+    directory = report.lock_path.parent
+    handle, temp = tempfile.mkstemp(prefix=".SUITE.lock.", dir=directory)
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        out.write(text)
+    os.replace(temp, report.lock_path)
+    return report.lock_path
+
+
+__all__ = [
+    "ReplayCheck",
+    "SuiteReport",
+    "TaskReport",
+    "check_replays",
+    "display_path",
+    "validate_suite",
+    "write_lock",
+]

@@ -1,0 +1,402 @@
+"""The scripted OpenAI-compatible HTTP server: ``POST /v1/chat/completions`` and ``GET /v1/models``.
+
+Built on ``http.server.ThreadingHTTPServer`` (one thread per connection, HTTP/1.1 keep-alive). Every response
+is assembled in full (status line, headers, body) and written with ONE ``sendall`` on a socket with
+``TCP_NODELAY`` set: a response written in pieces meets Nagle's algorithm and the client's delayed ACK and
+stalls ~40 ms per call on loopback, which would swamp the harness timings this server exists to measure.
+
+Other endpoints: ``GET /v1/models/<id>``, and ``GET /scripted/stats`` (request and fault counters, for
+tests). Anything else is 404. ``stream: true`` is refused with 400 (the scripted server answers in one
+piece only), as are bodies that are not a JSON object with a non-empty ``messages`` list.
+
+Replies are deterministic: the same request body gives the same response body (``created`` is 0 and ids
+derive from the messages). Token usage is counted as characters / 4 (rounded up) of the canonical JSON of the
+messages and tools (prompt) and of the reply (completion); ``cached_tokens`` is reported as 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from contextdelta.canonical import canonical_json
+from contextdelta.testing.faults import REPLY_FAULTS, FaultKind, FaultPlan
+from contextdelta.testing.policies import (
+    PolicyName,
+    ScriptedPolicy,
+    ScriptedReply,
+    ScriptedToolCall,
+    TaskCatalog,
+    UnknownTask,
+)
+from contextdelta.testing.transcript import CallId, Phase, nonce_of
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 64 * 1024 * 1024
+SYSTEM_FINGERPRINT = "contextdelta-scripted-1"
+
+
+def approx_tokens(text: str) -> int:
+    """The scripted server's token count: characters / 4, rounded up (0 for empty text)."""
+    return math.ceil(len(text) / 4)
+
+
+@dataclass
+class _Answer:
+    status: int
+    payload: dict[str, Any] | None
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    drop: bool = False
+    """Close the connection without sending anything."""
+
+
+class ScriptedServer:
+    """A scripted policy served over HTTP on ``host:port`` (port 0 picks a free port).
+
+    Use :meth:`start` (background thread) and :meth:`stop`, or ``with ScriptedServer(...) as server``; or
+    :meth:`serve_forever` in the foreground (the command-line entry point does).
+    """
+
+    def __init__(
+        self,
+        policy: PolicyName | str,
+        tasks: TaskCatalog | str | Path,
+        *,
+        faults: FaultPlan | None = None,
+        latency_ms: int = 0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        catalog = tasks if isinstance(tasks, TaskCatalog) else TaskCatalog.from_dir(tasks)
+        if latency_ms < 0:
+            raise ValueError("latency_ms must not be negative")
+        self.policy = ScriptedPolicy(policy, catalog)
+        self.faults = faults or FaultPlan()
+        self.latency_ms = latency_ms
+        self._lock = threading.Lock()
+        self._requests = 0
+        self._fault_counts: Counter[str] = Counter()
+        self._httpd = _HTTPServer((host, port), _Handler, self)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def host(self) -> str:
+        return str(self._httpd.server_address[0])
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL clients use, e.g. ``http://127.0.0.1:54321/v1``."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def model_name(self) -> str:
+        return self.policy.model_name
+
+    def serve_forever(self) -> None:
+        """Serve until :meth:`stop` is called from another thread."""
+        self._httpd.serve_forever(poll_interval=0.1)
+
+    def start(self) -> ScriptedServer:
+        """Serve in a daemon thread; returns self once the socket accepts connections (it already listens)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self.serve_forever, name="scripted-server", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the listening socket (idle keep-alive connections die with their threads)."""
+        if self._thread is not None:
+            self._httpd.shutdown()
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._httpd.server_close()
+
+    def __enter__(self) -> ScriptedServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def stats(self) -> dict[str, Any]:
+        """Chat-completions requests received and faults injected so far."""
+        with self._lock:
+            return {
+                "policy": self.policy.name.value,
+                "model": self.model_name,
+                "tasks": len(self.policy.catalog),
+                "requests": self._requests,
+                "faults": dict(sorted(self._fault_counts.items())),
+            }
+
+    # ---- request handling (called from handler threads) --------------------------------------------------
+
+    def models(self) -> dict[str, Any]:
+        return {"object": "list", "data": [self._model_entry()]}
+
+    def model(self, name: str) -> _Answer:
+        if name != self.model_name:
+            return _error(
+                404, f"The model {name!r} does not exist; this server serves {self.model_name!r}.", "model_not_found"
+            )
+        return _Answer(200, self._model_entry())
+
+    def _model_entry(self) -> dict[str, Any]:
+        return {"id": self.model_name, "object": "model", "created": 0, "owned_by": "contextdelta"}
+
+    def chat(self, body: Any) -> _Answer:
+        with self._lock:
+            self._requests += 1
+            number = self._requests
+            hits = self.faults.hits(number)
+            fault = self.faults.response_fault(number)
+            counted = [fault] if fault is not None else []
+            counted += [k for k in hits if k is FaultKind.SLOW]
+            self._fault_counts.update(k.value for k in counted)
+        if fault is FaultKind.DROP_CONNECTION:
+            return _Answer(0, None, drop=True)
+        if fault is FaultKind.FAIL_500:
+            return self._delayed(
+                hits,
+                _error(500, "The scripted server failed this request on purpose.", "injected_fault", "server_error"),
+            )
+        if fault is FaultKind.FAIL_429:
+            header = self.faults.retry_after_header()
+            answer = _error(
+                429, "Rate limit reached (injected by the scripted server).", "rate_limit_exceeded", "requests"
+            )
+            if header is not None:
+                answer.headers.append(("Retry-After", header))
+            return self._delayed(hits, answer)
+        problem = _request_problem(body)
+        if problem is not None:
+            return _error(400, problem, "invalid_request")
+        messages: list[dict[str, Any]] = body["messages"]
+        tools: list[dict[str, Any]] = body.get("tools") or []
+        prompt_tokens = approx_tokens(canonical_json(messages) + (canonical_json(tools) if tools else ""))
+        if fault is FaultKind.FAIL_CONTEXT_LENGTH:
+            message = (
+                f"This model's maximum context length is 8192 tokens. However, your messages resulted in "
+                f"{max(prompt_tokens, 8193)} tokens. Please reduce the length of the messages."
+            )
+            return self._delayed(hits, _error(400, message, "context_length_exceeded", param="messages"))
+        if fault is FaultKind.NO_CHOICES:
+            return self._delayed(hits, _Answer(200, self._completion(messages, [], prompt_tokens, 0)))
+        try:
+            reply = self.policy.respond(messages, tools)
+        except UnknownTask as exc:
+            return _error(400, f"scripted server: {exc}", "unknown_task")
+        reply = _corrupt(reply, hits, messages)
+        if reply.tool_calls:
+            with self._lock:
+                self._fault_counts.update(k.value for k in hits if k in REPLY_FAULTS)
+        choice = {
+            "index": 0,
+            "message": _message(reply),
+            "finish_reason": reply.finish_reason,
+            "logprobs": None,
+        }
+        completion_tokens = approx_tokens(canonical_json(_message(reply)))
+        return self._delayed(hits, _Answer(200, self._completion(messages, [choice], prompt_tokens, completion_tokens)))
+
+    def _completion(
+        self, messages: Sequence[Mapping[str, Any]], choices: list[dict[str, Any]], prompt: int, completion: int
+    ) -> dict[str, Any]:
+        return {
+            "id": f"chatcmpl-{nonce_of(messages)}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": self.model_name,
+            "system_fingerprint": SYSTEM_FINGERPRINT,
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": 0},
+            },
+        }
+
+    def _delayed(self, hits: list[FaultKind], answer: _Answer) -> _Answer:
+        delay_ms = self.latency_ms + (self.faults.slow_ms if FaultKind.SLOW in hits else 0)
+        if delay_ms:
+            time.sleep(delay_ms / 1000)
+        return answer
+
+
+def _request_problem(body: Any) -> str | None:
+    if not isinstance(body, dict):
+        return "The request body must be a JSON object."
+    if body.get("stream"):
+        return "Streaming is not supported by the scripted server; send stream: false (or omit it)."
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "'messages' must be a non-empty list."
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            return f"messages[{index}] must be an object with a string 'role'."
+    tools = body.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        return "'tools' must be a list."
+    return None
+
+
+def _message(reply: ScriptedReply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in reply.tool_calls
+        ]
+    return message
+
+
+def _corrupt(reply: ScriptedReply, hits: list[FaultKind], messages: Sequence[Mapping[str, Any]]) -> ScriptedReply:
+    """Apply the malformed-arguments / unknown-tool faults; the corrupted call gets phase ``fault``."""
+    malformed = FaultKind.MALFORMED_ARGS in hits
+    unknown = FaultKind.UNKNOWN_TOOL in hits
+    if not reply.tool_calls or not (malformed or unknown):
+        return reply
+    calls = []
+    for call in reply.tool_calls:
+        parsed = CallId.parse(call.id)
+        new_id = CallId(parsed.policy, parsed.step, Phase.FAULT, nonce_of(messages)).render() if parsed else call.id
+        name = f"nonexistent_{call.name}" if unknown else call.name
+        arguments = call.arguments[:-1] if malformed else call.arguments  # drop the closing brace: not JSON
+        calls.append(ScriptedToolCall(new_id, name, arguments))
+    return ScriptedReply(content=reply.content, tool_calls=tuple(calls))
+
+
+def _error(
+    status: int, message: str, code: str, error_type: str = "invalid_request_error", param: str | None = None
+) -> _Answer:
+    return _Answer(status, {"error": {"message": message, "type": error_type, "param": param, "code": code}})
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 512
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], app: ScriptedServer) -> None:
+        self.app = app
+        super().__init__(address, handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "contextdelta-scripted/1"
+    timeout = 300  # an idle keep-alive connection is closed after this many seconds
+    server: _HTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s " + format, self.address_string(), *args)
+
+    def do_GET(self) -> None:
+        path = urlsplit(self.path).path.rstrip("/")
+        app = self.server.app
+        if path == "/v1/models":
+            self._send(_Answer(200, app.models()))
+        elif path.startswith("/v1/models/"):
+            self._send(app.model(path[len("/v1/models/") :]))
+        elif path == "/scripted/stats":
+            self._send(_Answer(200, app.stats()))
+        else:
+            self._send(_error(404, f"No route for GET {path or '/'}.", "not_found"))
+
+    def do_POST(self) -> None:
+        raw = self._read_body()
+        if raw is None:
+            return
+        path = urlsplit(self.path).path.rstrip("/")
+        if path != "/v1/chat/completions":
+            self._send(_error(404, f"No route for POST {path or '/'}.", "not_found"))
+            return
+        try:
+            body = json.loads(raw) if raw.strip() else None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            self._send(_error(400, f"The request body is not valid JSON: {exc}.", "invalid_json"))
+            return
+        try:
+            answer = self.server.app.chat(body)
+        except Exception as exc:  # a policy bug must answer 500, not hang the client
+            log.exception("scripted policy failed")
+            answer = _error(
+                500, f"scripted server error: {type(exc).__name__}: {exc}", "internal_error", "server_error"
+            )
+        if answer.drop:
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        self._send(answer)
+
+    def _read_body(self) -> bytes | None:
+        length_header = self.headers.get("Content-Length")
+        if length_header is None:
+            if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                return self._read_chunked()
+            return b""
+        try:
+            length = int(length_header)
+        except ValueError:
+            self.close_connection = True
+            self._send(_error(400, "Bad Content-Length header.", "bad_request"))
+            return None
+        if length > MAX_BODY_BYTES:
+            self.close_connection = True
+            self._send(_error(413, "The request body is too large.", "too_large"))
+            return None
+        return self.rfile.read(length)
+
+    def _read_chunked(self) -> bytes:
+        parts: list[bytes] = []
+        while True:
+            size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                    pass
+                return b"".join(parts)
+            parts.append(self.rfile.read(size))
+            self.rfile.readline()
+
+    def _send(self, answer: _Answer) -> None:
+        body = json.dumps(answer.payload, ensure_ascii=False).encode("utf-8")
+        try:
+            reason = HTTPStatus(answer.status).phrase
+        except ValueError:
+            reason = "Unknown"
+        lines = [
+            f"HTTP/1.1 {answer.status} {reason}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(body)}",
+            f"Connection: {'close' if self.close_connection else 'keep-alive'}",
+            *(f"{name}: {value}" for name, value in answer.headers),
+        ]
+        data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+        try:
+            self.connection.sendall(data)  # the whole response in one send (see the module docstring)
+        except OSError:  # the client went away (e.g. it timed out on a slow response)
+            self.close_connection = True
+        self.log_request(answer.status, len(body))

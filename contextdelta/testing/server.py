@@ -1,0 +1,110 @@
+"""Command line of the scripted OpenAI-compatible test server.
+
+    python -m contextdelta.testing.server --policy oracle|unsafe|context_trusting --tasks DIR --port P
+        [--latency-ms N] [--host 127.0.0.1] [fault flags]
+
+Once the socket accepts connections it prints ONE line to stdout and flushes it:
+
+    ready port=54321 base_url=http://127.0.0.1:54321/v1 model=scripted-oracle tasks=24
+
+``--port 0`` (the default) picks a free port: read it from that line (tests that run in parallel do). The
+server then runs until SIGTERM or SIGINT. Fault flags take a request selector (``N``, ``first:N``,
+``every:K``, ``at:I,J``, ``all``, ``A+B``; see :mod:`contextdelta.testing.faults`).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+
+from contextdelta.testing.app import ScriptedServer
+from contextdelta.testing.faults import FaultPlan
+from contextdelta.testing.policies import PolicyName
+
+SELECTOR = "SELECTOR"
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+
+@app.command()
+def main(
+    policy: Annotated[PolicyName, typer.Option(help="Scripted policy to answer with.", case_sensitive=False)],
+    tasks: Annotated[
+        Path, typer.Option(help="Directory of task files (searched recursively).", exists=True, file_okay=False)
+    ],
+    port: Annotated[int, typer.Option(help="TCP port; 0 picks a free one (printed in the ready line).")] = 0,
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    latency_ms: Annotated[int, typer.Option(min=0, help="Sleep this long before every chat answer.")] = 0,
+    fail_429: Annotated[str | None, typer.Option(metavar=SELECTOR, help="Answer 429 with Retry-After.")] = None,
+    retry_after: Annotated[float, typer.Option(min=0, help="Retry-After seconds sent with each 429.")] = 1.0,
+    retry_after_http_date: Annotated[bool, typer.Option(help="Send Retry-After as an HTTP date.")] = False,
+    no_retry_after: Annotated[bool, typer.Option(help="Send 429s without a Retry-After header.")] = False,
+    fail_500: Annotated[str | None, typer.Option(metavar=SELECTOR, help="Answer 500.")] = None,
+    fail_context_length: Annotated[
+        str | None, typer.Option(metavar=SELECTOR, help="Answer 400 context_length_exceeded.")
+    ] = None,
+    drop_connection: Annotated[
+        str | None, typer.Option(metavar=SELECTOR, help="Close the connection without answering.")
+    ] = None,
+    no_choices: Annotated[str | None, typer.Option(metavar=SELECTOR, help="Answer 200 with no choices.")] = None,
+    slow: Annotated[
+        str | None, typer.Option(metavar=SELECTOR, help="Delay these by --slow-ms (default: all, if --slow-ms set).")
+    ] = None,
+    slow_ms: Annotated[int, typer.Option(min=0, help="Extra delay of slow requests, in milliseconds.")] = 0,
+    malformed_args: Annotated[
+        str | None, typer.Option(metavar=SELECTOR, help="Send tool-call arguments that are not JSON.")
+    ] = None,
+    unknown_tool: Annotated[str | None, typer.Option(metavar=SELECTOR, help="Call a tool that does not exist.")] = None,
+    verbose: Annotated[bool, typer.Option(help="Log every request to stderr.")] = False,
+) -> None:
+    """Serve a deterministic scripted policy as an OpenAI-compatible chat-completions endpoint."""
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, stream=sys.stderr)
+    try:
+        faults = FaultPlan(
+            fail_429=fail_429,
+            retry_after=None if no_retry_after else retry_after,
+            retry_after_http_date=retry_after_http_date,
+            fail_500=fail_500,
+            fail_context_length=fail_context_length,
+            drop_connection=drop_connection,
+            no_choices=no_choices,
+            slow=slow,
+            slow_ms=slow_ms,
+            malformed_args=malformed_args,
+            unknown_tool=unknown_tool,
+        )
+        server = ScriptedServer(policy, tasks, faults=faults, latency_ms=latency_ms, host=host, port=port)
+    except (ValueError, OSError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+    def _terminate(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _terminate)
+    print(
+        f"ready port={server.port} base_url={server.base_url} model={server.model_name} "
+        f"tasks={len(server.policy.catalog)}",
+        flush=True,
+    )
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+def run() -> None:
+    """Entry point for ``python -m contextdelta.testing.server``."""
+    app()
+
+
+if __name__ == "__main__":
+    run()

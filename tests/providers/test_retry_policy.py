@@ -1,0 +1,62 @@
+"""Which failures are retried and how long the server asks us to wait."""
+
+from __future__ import annotations
+
+import email.utils
+
+import httpx2
+import openai
+import pytest
+
+from contextdelta.providers import RetryPolicy, is_retryable, retry_after_seconds
+
+REQUEST = httpx2.Request("POST", "http://127.0.0.1/v1/chat/completions")
+
+
+def status_error(status: int) -> openai.APIStatusError:
+    return openai.APIStatusError(f"HTTP {status}", response=httpx2.Response(status, request=REQUEST), body=None)
+
+
+@pytest.mark.parametrize(
+    ("status", "retry"),
+    [
+        (400, False),
+        (401, False),
+        (404, False),
+        (408, True),
+        (409, False),
+        (422, False),
+        (429, True),
+        (500, True),
+        (502, True),
+        (503, True),
+    ],
+)
+def test_retryable_statuses(status: int, retry: bool) -> None:
+    assert is_retryable(status_error(status)) is retry
+
+
+def test_timeouts_and_connection_errors_are_retryable() -> None:
+    assert is_retryable(openai.APITimeoutError(request=REQUEST))
+    assert is_retryable(openai.APIConnectionError(request=REQUEST))
+    assert not is_retryable(ValueError("x"))
+
+
+def test_retry_after_forms() -> None:
+    now = 1_000_000.0
+    assert retry_after_seconds({"retry-after": "3"}) == 3.0
+    assert retry_after_seconds({"retry-after": "1.5"}) == 1.5
+    assert retry_after_seconds({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    assert retry_after_seconds({"retry-after": email.utils.formatdate(now + 20, usegmt=True)}, now=now) == 20.0
+    assert retry_after_seconds({"retry-after": email.utils.formatdate(now - 20, usegmt=True)}, now=now) == 0.0
+    assert retry_after_seconds({"retry-after": "-4"}) == 0.0
+    assert retry_after_seconds({"retry-after": "soon"}) is None
+    assert retry_after_seconds({}) is None
+    assert retry_after_seconds(None) is None
+
+
+def test_policy_validation() -> None:
+    with pytest.raises(ValueError, match="max_attempts"):
+        RetryPolicy(max_attempts=0)
+    with pytest.raises(ValueError, match="negative"):
+        RetryPolicy(max_total_s=-1)

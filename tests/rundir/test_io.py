@@ -1,0 +1,64 @@
+"""Run-directory file primitives: JSONL append, torn-line recovery, atomic writes, run id validation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from contextdelta.rundir.ids import RunIdError, run_dir, validate_run_id
+from contextdelta.rundir.io import JsonlError, JsonlWriter, atomic_write_json, read_jsonl, repair_torn_tail
+
+
+def test_jsonl_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "raw.jsonl"
+    with JsonlWriter(path) as writer:
+        writer.append([{"b": 1, "a": 2}])
+        writer.append([{"n": 2}, {"n": 3}])
+    assert path.read_text() == '{"a":2,"b":1}\n{"n":2}\n{"n":3}\n'
+    assert [n for n, _ in read_jsonl(path)] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("tail", [b'{"n": 3', b'{"n": 3}', b'{"n": 3\n'])
+def test_torn_last_line_is_dropped_on_read_and_repaired_on_reopen(tmp_path: Path, tail: bytes) -> None:
+    path = tmp_path / "raw.jsonl"
+    path.write_bytes(b'{"n": 1}\n{"n": 2}\n' + tail)
+    assert [v["n"] for _, v in read_jsonl(path)] == [1, 2]
+    assert repair_torn_tail(path) is True
+    assert path.read_bytes() == b'{"n": 1}\n{"n": 2}\n'
+    with JsonlWriter(path) as writer:
+        writer.append([{"n": 3}])
+    assert [v["n"] for _, v in read_jsonl(path)] == [1, 2, 3]
+
+
+def test_intact_file_is_not_repaired(tmp_path: Path) -> None:
+    path = tmp_path / "raw.jsonl"
+    path.write_bytes(b'{"n": 1}\n')
+    assert repair_torn_tail(path) is False
+    assert path.read_bytes() == b'{"n": 1}\n'
+
+
+def test_corruption_in_the_middle_is_an_error_naming_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "raw.jsonl"
+    path.write_bytes(b'{"n": 1}\nnot json\n{"n": 3}\n')
+    with pytest.raises(JsonlError, match="line 2"):
+        list(read_jsonl(path))
+
+
+def test_atomic_write_leaves_no_temp_files(tmp_path: Path) -> None:
+    target = tmp_path / "aggregate_metrics.json"
+    atomic_write_json(target, {"b": 1, "a": [1, 2]})
+    atomic_write_json(target, {"c": 3})
+    assert target.read_text() == '{\n  "c": 3\n}\n'
+    assert [p.name for p in tmp_path.iterdir()] == ["aggregate_metrics.json"]
+
+
+@pytest.mark.parametrize("bad", ["../etc", "a/b", "..", "", "/abs", "run id", "x\\y", ".hidden"])
+def test_run_ids_cannot_escape_the_results_dir(bad: str) -> None:
+    with pytest.raises(RunIdError):
+        validate_run_id(bad)
+
+
+def test_run_dir_names_the_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(RunIdError, match="no run directory"):
+        run_dir(tmp_path, "20261130T000000Z-abcdef")

@@ -1,0 +1,224 @@
+"""Hierarchical cluster bootstrap: cross-checked against scipy and a naive two-stage loop."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+
+import contextdelta.stats._bootstrap as engine
+from contextdelta.stats import (
+    AnalysisParams,
+    ClusteredSample,
+    EstimateStatus,
+    bootstrap_difference,
+    bootstrap_differences,
+    bootstrap_mean,
+    bootstrap_means,
+    bootstrap_relative_reduction,
+    cluster_by_task,
+    pair_by_task_repeat,
+)
+
+PARAMS = AnalysisParams(resamples=4000, seed=5)
+
+
+def one_repeat(values: np.ndarray) -> ClusteredSample:
+    return cluster_by_task([f"t{i:03d}" for i in range(values.size)], np.zeros(values.size, dtype=int), values)
+
+
+def ragged(seed: int, n_tasks: int = 12, repeats: int | None = None) -> tuple[list[str], list[int], np.ndarray]:
+    """Tasks with 1 to 4 repeats (or exactly ``repeats``), task-level effects, real values; in shuffled order."""
+    rng = np.random.default_rng(seed)
+    rows = [(f"t{t:02d}", r) for t in range(n_tasks) for r in range(repeats or int(rng.integers(1, 5)))]
+    # Within-task noise dominates, so skipping the repeat stage would visibly narrow the interval.
+    effect = rng.normal(0.0, 0.3, n_tasks)
+    values = np.array([effect[int(t[1:])] + rng.normal(0.0, 1.0) for t, _ in rows])
+    order = rng.permutation(len(rows))
+    return [rows[i][0] for i in order], [rows[i][1] for i in order], values[order]
+
+
+def test_point_estimate_pools_episodes() -> None:
+    sample = cluster_by_task(["a", "a", "a", "b"], [0, 1, 2, 0], [1, 1, 0, 0])
+    assert bootstrap_mean(sample, PARAMS).estimate == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("kind", ["real", "binary"])
+def test_one_repeat_per_task_matches_scipy_percentile_bootstrap(kind: str) -> None:
+    rng = np.random.default_rng(42)
+    values = rng.normal(3.0, 2.0, 40) if kind == "real" else (rng.random(40) < 0.35).astype(float)
+    ours = bootstrap_mean(one_repeat(values), PARAMS)
+    theirs = scipy_stats.bootstrap(
+        (values,), np.mean, n_resamples=PARAMS.resamples, method="percentile", rng=np.random.default_rng(1)
+    ).confidence_interval
+    # Monte Carlo sd of a 2.5% percentile endpoint with 4000 resamples is about 0.04 standard errors.
+    tolerance = 0.25 * values.std(ddof=1) / np.sqrt(values.size)
+    assert ours.estimate == pytest.approx(values.mean())
+    assert ours.low == pytest.approx(theirs.low, abs=tolerance)
+    assert ours.high == pytest.approx(theirs.high, abs=tolerance)
+    assert ours.status is EstimateStatus.OK
+
+
+def naive_hierarchical_interval(
+    tasks: list[str], repeats: list[int], values: np.ndarray, resamples: int, seed: int
+) -> tuple[float, float]:
+    """Two-stage bootstrap written as loops: tasks with replacement, then each task's repeats with replacement."""
+    by_task: dict[str, list[float]] = {}
+    for t, _, v in sorted(zip(tasks, repeats, values, strict=True)):
+        by_task.setdefault(t, []).append(float(v))
+    groups = [np.array(v) for v in by_task.values()]
+    rng = np.random.default_rng(seed)
+    means = []
+    for _ in range(resamples):
+        drawn = [groups[i] for i in rng.integers(0, len(groups), len(groups))]
+        episodes = np.concatenate([g[rng.integers(0, g.size, g.size)] for g in drawn])
+        means.append(episodes.mean())
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
+
+
+@pytest.mark.parametrize("repeats", [None, 3], ids=["ragged", "balanced"])
+def test_hierarchical_bootstrap_matches_a_naive_two_stage_loop(repeats: int | None) -> None:
+    tasks, repeats_, values = ragged(3, repeats=repeats)
+    ours = bootstrap_mean(cluster_by_task(tasks, repeats_, values), PARAMS)
+    low, high = naive_hierarchical_interval(tasks, repeats_, values, PARAMS.resamples, seed=99)
+    task_means = [values[[t == name for t in tasks]].mean() for name in sorted(set(tasks))]
+    tolerance = 0.25 * np.std(task_means, ddof=1) / np.sqrt(len(task_means))
+    assert ours.low == pytest.approx(low, abs=tolerance)
+    assert ours.high == pytest.approx(high, abs=tolerance)
+
+
+def test_every_resample_draws_exactly_the_sample_size_in_episodes() -> None:
+    tasks, repeats, values = ragged(4)
+    sample = cluster_by_task(tasks, repeats, values)
+    ones = engine._Columns(sample.counts, sample.mask.astype(float)[:, :, None])
+    ((sums, episodes),) = engine._run([ones], AnalysisParams(resamples=500, seed=1))
+    np.testing.assert_array_equal(sums[:, 0], episodes)
+    # Ragged: the resampled number of episodes varies with which tasks were drawn, and averages n.
+    assert episodes.min() < episodes.max()
+    assert episodes.mean() == pytest.approx(sample.n_episodes, rel=0.05)
+
+
+def test_chunking_over_resamples_does_not_change_the_distribution(monkeypatch: pytest.MonkeyPatch) -> None:
+    tasks, repeats, values = ragged(5)
+    sample = cluster_by_task(tasks, repeats, values)
+    whole = bootstrap_mean(sample, PARAMS)
+    monkeypatch.setattr(engine, "_CELL_BUDGET", 7 * sample.n_tasks * sample.values.shape[1] + 3)
+    chunked = bootstrap_mean(sample, PARAMS)  # chunks of 7 resamples, last one shorter
+    assert chunked != whole
+    task_means = [values[[t == name for t in tasks]].mean() for name in sorted(set(tasks))]
+    tolerance = 0.25 * np.std(task_means, ddof=1) / np.sqrt(len(task_means))
+    assert chunked.low == pytest.approx(whole.low, abs=tolerance)
+    assert chunked.high == pytest.approx(whole.high, abs=tolerance)
+
+
+def test_same_seed_gives_identical_intervals_and_another_seed_does_not() -> None:
+    tasks, repeats, values = ragged(6)
+    sample = cluster_by_task(tasks, repeats, values)
+    first = bootstrap_mean(sample, PARAMS)
+    again = bootstrap_mean(cluster_by_task(tasks, repeats, values), AnalysisParams(resamples=4000, seed=5))
+    other = bootstrap_mean(sample, AnalysisParams(resamples=4000, seed=6))
+    assert first == again
+    assert (first.low, first.high) != (other.low, other.high)
+
+
+def test_batch_results_equal_single_results() -> None:
+    rng = np.random.default_rng(8)
+    tasks = np.repeat([f"t{i}" for i in range(10)], 3)
+    repeats = np.tile(np.arange(3), 10)
+    samples = {name: cluster_by_task(tasks, repeats, rng.random(30) < p) for name, p in [("a", 0.3), ("b", 0.7)]}
+    samples["ragged"] = cluster_by_task(tasks[:-1], repeats[:-1], rng.random(29))
+    batch = bootstrap_means(samples, PARAMS)
+    assert batch == {name: bootstrap_mean(sample, PARAMS) for name, sample in samples.items()}
+    pairs = {
+        "ab": pair_by_task_repeat(samples["a"], samples["b"]),
+        "ba": pair_by_task_repeat(samples["b"], samples["a"]),
+    }
+    differences = bootstrap_differences(pairs, PARAMS)
+    assert differences == {name: bootstrap_difference(pair, PARAMS) for name, pair in pairs.items()}
+    ab_low, ba_high = differences["ab"].low, differences["ba"].high
+    assert ab_low is not None and ba_high is not None
+    assert ab_low == pytest.approx(-ba_high)
+
+
+def test_paired_bootstrap_on_identical_conditions_is_exactly_zero() -> None:
+    tasks, repeats, values = ragged(9)
+    sample = cluster_by_task(tasks, repeats, (values > 0).astype(float))
+    paired = pair_by_task_repeat(sample, sample)
+    result = bootstrap_difference(paired, PARAMS)
+    assert (result.estimate, result.low, result.high) == (0.0, 0.0, 0.0)
+    # Not only via the constant shortcut: every paired replicate is exactly zero.
+    job = engine._Columns(paired.counts, (paired.a - paired.b)[:, :, None])
+    ((sums, _),) = engine._run([job], PARAMS)
+    assert not sums.any()
+
+
+def test_paired_resampling_uses_the_same_indices_for_both_conditions() -> None:
+    rng = np.random.default_rng(10)
+    tasks = np.repeat([f"t{i}" for i in range(15)], 3)
+    repeats = np.tile(np.arange(3), 15)
+    paired = pair_by_task_repeat(
+        cluster_by_task(tasks, repeats, rng.random(45)), cluster_by_task(tasks, repeats, rng.random(45))
+    )
+    jobs = [
+        engine._Columns(paired.counts, paired.a[:, :, None]),
+        engine._Columns(paired.counts, paired.b[:, :, None]),
+        engine._Columns(paired.counts, (paired.a - paired.b)[:, :, None]),
+    ]
+    (sum_a, _), (sum_b, _), (sum_delta, _) = engine._run(jobs, PARAMS)
+    np.testing.assert_allclose(sum_delta, sum_a - sum_b, atol=1e-9)
+
+
+def test_paired_difference_with_one_repeat_matches_scipy_paired_bootstrap() -> None:
+    rng = np.random.default_rng(12)
+    a = rng.normal(1.0, 1.0, 35)
+    b = a + rng.normal(0.3, 0.5, 35)
+    ids = [f"t{i:02d}" for i in range(35)]
+    paired = pair_by_task_repeat(cluster_by_task(ids, [0] * 35, a), cluster_by_task(ids, [0] * 35, b))
+    ours = bootstrap_difference(paired, PARAMS)
+    theirs = scipy_stats.bootstrap(
+        (a, b),
+        lambda x, y, axis: np.mean(x - y, axis=axis),
+        paired=True,
+        n_resamples=PARAMS.resamples,
+        method="percentile",
+        rng=np.random.default_rng(2),
+    ).confidence_interval
+    tolerance = 0.25 * np.std(a - b, ddof=1) / np.sqrt(35)
+    assert ours.estimate == pytest.approx(np.mean(a - b))
+    assert ours.low == pytest.approx(theirs.low, abs=tolerance)
+    assert ours.high == pytest.approx(theirs.high, abs=tolerance)
+
+
+def test_relative_reduction_matches_scipy_paired_bootstrap_of_the_ratio() -> None:
+    rng = np.random.default_rng(13)
+    baseline = rng.gamma(8.0, 1000.0, 30).round()
+    strategy = (baseline * rng.uniform(0.3, 0.7, 30)).round()
+    ids = [f"t{i:02d}" for i in range(30)]
+    paired = pair_by_task_repeat(cluster_by_task(ids, [0] * 30, strategy), cluster_by_task(ids, [0] * 30, baseline))
+    ours = bootstrap_relative_reduction(paired, PARAMS)
+    theirs = scipy_stats.bootstrap(
+        (strategy, baseline),
+        lambda x, y, axis: 1.0 - np.sum(x, axis=axis) / np.sum(y, axis=axis),
+        paired=True,
+        n_resamples=PARAMS.resamples,
+        method="percentile",
+        rng=np.random.default_rng(3),
+    )
+    assert ours.estimate == pytest.approx(1.0 - strategy.sum() / baseline.sum())
+    tolerance = 0.25 * theirs.standard_error
+    assert ours.low == pytest.approx(theirs.confidence_interval.low, abs=tolerance)
+    assert ours.high == pytest.approx(theirs.confidence_interval.high, abs=tolerance)
+    assert ours.format(digits=1, scale=100, suffix="%").count("%") == 3
+
+
+def test_relative_reduction_of_a_proportional_strategy_is_exact() -> None:
+    tasks = np.repeat(["a", "b", "c"], 2)
+    repeats = np.tile([0, 1], 3)
+    baseline = np.array([1000.0, 2000.0, 1500.0, 500.0, 800.0, 1200.0])
+    paired = pair_by_task_repeat(
+        cluster_by_task(tasks, repeats, baseline / 4), cluster_by_task(tasks, repeats, baseline)
+    )
+    result = bootstrap_relative_reduction(paired, PARAMS)
+    assert (result.estimate, result.low, result.high) == (0.75, 0.75, 0.75)
+    assert result.status is EstimateStatus.CONSTANT

@@ -1,0 +1,86 @@
+"""Task schema: content and suite hashes, YAML loading rules, and the public/evaluator split."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from contextdelta.canonical import sha256_hex
+from contextdelta.tasks import EvaluatorSpec, PublicTask, Task, load_task, load_task_text, suite_hash
+from contextdelta.tasks.loader import parse_yaml
+from tests.tasks.helpers import BASE_ID, dump, suite_file, task_data
+
+
+def _reversed(value: Any) -> Any:
+    """The same data with every mapping's key order reversed."""
+    if isinstance(value, dict):
+        return {k: _reversed(value[k]) for k in reversed(list(value))}
+    if isinstance(value, list):
+        return [_reversed(v) for v in value]
+    return value
+
+
+def test_hash_is_stable_across_key_order_and_yaml_formatting(tmp_path: Path) -> None:
+    original = load_task(suite_file(BASE_ID))
+    data = task_data()
+    flow = yaml.safe_dump(_reversed(data), sort_keys=False, default_flow_style=True, width=100000)
+    block = "# reformatted copy\n" + yaml.safe_dump(data, sort_keys=True, indent=4, default_flow_style=False)
+    for text in (flow, block):
+        assert text != suite_file(BASE_ID).read_text(encoding="utf-8")
+        task, problems = load_task_text("copy.yaml", text)
+        assert problems == [] and task is not None
+        assert task.content_hash == original.content_hash
+        assert task.lock_line == original.lock_line
+
+
+def test_equivalent_spellings_of_a_time_hash_the_same() -> None:
+    data = task_data("cal-design-review")
+    base, _ = load_task_text("a.yaml", dump(data))
+    data["evaluator"]["clock"] = "2026-03-09T08:30"
+    respelled, _ = load_task_text("b.yaml", dump(data))
+    assert base is not None and respelled is not None
+    assert base.content_hash == respelled.content_hash
+
+
+def test_any_content_change_changes_the_hash() -> None:
+    original = load_task(suite_file(BASE_ID))
+    data = task_data()
+    data["public"]["instruction"] += " Thanks!"
+    changed, _ = load_task_text("x.yaml", dump(data))
+    assert changed is not None
+    assert changed.content_hash != original.content_hash
+    assert changed.lock_line.startswith(f"{BASE_ID}@1:")
+
+
+def test_suite_hash_is_sha256_of_the_sorted_lock_lines() -> None:
+    tasks = [load_task(suite_file(i)) for i in (BASE_ID, "cal-retro-slot", "cfg-change-request")]
+    expected = sha256_hex("\n".join(sorted(t.lock_line for t in tasks)))
+    assert suite_hash(tasks) == expected
+    assert suite_hash(list(reversed(tasks))) == expected
+
+
+def test_yaml_times_stay_strings_and_duplicate_keys_are_refused() -> None:
+    assert parse_yaml("start: 2026-03-11T14:00\nday: 2026-03-11\n") == {"start": "2026-03-11T14:00", "day": "2026-03-11"}
+    with pytest.raises(yaml.YAMLError, match="duplicate key 'id'"):
+        parse_yaml("id: a\nid: b\n")
+
+
+def test_hidden_mutation_ids_must_be_unique() -> None:
+    data = task_data()
+    mutation = data["evaluator"]["hidden_mutations"][0]
+    data["evaluator"]["hidden_mutations"].append(dict(mutation))
+    task, problems = load_task_text("dup.yaml", dump(data))
+    assert task is None
+    assert any("hidden mutation ids must be unique" in p.message for p in problems)
+
+
+def test_public_and_evaluator_parts_share_no_field() -> None:
+    assert set(PublicTask.model_fields) == {"id", "world", "instruction", "principal"}
+    assert not set(PublicTask.model_fields) & set(EvaluatorSpec.model_fields)
+    task = load_task(suite_file(BASE_ID))
+    public = task.public_task
+    assert isinstance(public, PublicTask) and not isinstance(public, Task)
+    assert public.instruction == task.public.instruction

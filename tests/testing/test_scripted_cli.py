@@ -1,0 +1,87 @@
+"""``python -m contextdelta.testing.server``: the ready line, flags, exit codes, and serve_scripted's subprocess."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from contextdelta.testing import ServerStartError, fetch_stats, serve_scripted
+from tests.testing.episode_loop import FIXTURES, first_messages, fixture_tasks
+
+READY = re.compile(r"^ready port=(\d+) base_url=http://127\.0\.0\.1:(\d+)/v1 model=scripted-unsafe tasks=2$")
+
+
+def server_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "contextdelta.testing.server", *args]
+
+
+def test_prints_ready_with_the_chosen_port_and_serves_until_terminated() -> None:
+    process = subprocess.Popen(
+        server_command("--policy", "unsafe", "--tasks", str(FIXTURES), "--port", "0", "--latency-ms", "1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline().strip()
+        match = READY.match(line)
+        assert match is not None, line
+        assert match.group(1) == match.group(2) and int(match.group(1)) > 0
+        with urllib.request.urlopen(f"http://127.0.0.1:{match.group(1)}/v1/models", timeout=5) as response:
+            assert json.loads(response.read())["data"][0]["id"] == "scripted-unsafe"
+    finally:
+        process.terminate()
+        assert process.wait(timeout=10) == 0
+
+
+def test_bad_fault_selector_exits_2() -> None:
+    result = subprocess.run(
+        server_command("--policy", "oracle", "--tasks", str(FIXTURES), "--fail-429", "sometimes"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2 and "bad request selector" in result.stderr and "ready" not in result.stdout
+
+
+def test_unknown_policy_and_missing_tasks_are_usage_errors(tmp_path: Path) -> None:
+    for args in (
+        ("--policy", "clever", "--tasks", str(FIXTURES)),
+        ("--policy", "oracle", "--tasks", str(tmp_path / "missing")),
+    ):
+        result = subprocess.run(server_command(*args), capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2, result
+
+
+def test_serve_scripted_runs_a_subprocess_with_faults() -> None:
+    task = fixture_tasks()["fixture-mug-refund"]
+    body = json.dumps({"model": "x", "messages": first_messages(task)}).encode()
+    with serve_scripted("oracle", FIXTURES, fail_500=1) as base_url:
+        post = urllib.request.Request(f"{base_url}/chat/completions", data=body, method="POST")
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(post, timeout=5)
+        assert caught.value.code == 500
+        with urllib.request.urlopen(post, timeout=5) as response:
+            assert json.loads(response.read())["model"] == "scripted-oracle"
+        assert fetch_stats(base_url)["faults"] == {"fail_500": 1}
+
+
+def test_serve_scripted_reports_a_server_that_cannot_start(tmp_path: Path) -> None:
+    (tmp_path / "broken.yaml").write_text("schema_version: 1\nid: Not Valid\n", encoding="utf-8")
+    with pytest.raises(ServerStartError, match=r"broken\.yaml"), serve_scripted("oracle", tmp_path):
+        pass
+
+
+def test_faults_as_plan_or_options_not_both() -> None:
+    from contextdelta.testing import FaultPlan
+
+    with pytest.raises(TypeError), serve_scripted("oracle", FIXTURES, faults=FaultPlan(), fail_500=1):
+        pass
