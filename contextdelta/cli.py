@@ -67,24 +67,24 @@ def tools_command(
 @app.command("validate-tasks")
 def validate_tasks_command(
     tasks: Annotated[Path, typer.Option("--tasks", help="Folder of task files: <world>/<id>.yaml.")] = Path("tasks"),
-    write_lock: Annotated[
+    lock: Annotated[
         bool, typer.Option("--write-lock", help="Regenerate SUITE.lock in the folder when every check passes.")
     ] = False,
 ) -> None:
     """Schema-check, lock-check and replay every task (reference and unsafe trajectory); exit 1 on any problem."""
     from contextdelta.tasks.report import print_report
-    from contextdelta.tasks.validation import validate_suite, write_lock as write_suite_lock
+    from contextdelta.tasks.validation import validate_suite, write_lock
 
     if not tasks.is_dir():
         console.print(f"[red]error[/red] {tasks}: not a folder of task files", soft_wrap=True)
         raise typer.Exit(1)
-    report = validate_suite(tasks, writing_lock=write_lock)
+    report = validate_suite(tasks, writing_lock=lock)
     wide = console if console.is_terminal else Console(width=160)
     print_report(report, wide)
     if not report.ok:
         raise typer.Exit(1)
-    if write_lock:
-        wide.print(f"wrote {write_suite_lock(report)}")
+    if lock:
+        wide.print(f"wrote {write_lock(report)}")
 
 
 def _csv(value: str | None) -> list[str] | None:

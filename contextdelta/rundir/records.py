@@ -136,6 +136,7 @@ class EpisodeRecord(BaseModel):
     episode_seed: int
     started_at: str
     finished_at: str
+    wall_s: float = Field(description="Wall time of the episode (monotonic clock), provider calls included.")
     failed: bool = Field(description="A failed trial (termination in provider/context/budget/harness errors).")
     cost_usd: float | None = Field(description="Null when the model's price or the usage is unknown.")
     verdict: Verdict

@@ -8,6 +8,7 @@ killed run loses at most the episodes in flight, and ``--resume`` runs exactly t
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -247,7 +248,21 @@ def _resolve_plan(request: BenchmarkRequest, settings: Settings, manifest: RunMa
     return _Plan(tasks, strategies, modes, repeats, seed, request.max_steps, request.limit, params)
 
 
-def _provider(request: BenchmarkRequest, settings: Settings) -> tuple[ChatProvider, ProviderInfo]:
+MOCK_REFUSAL = (
+    "refusing the in-process mock provider: its replies are scripted inside the harness, so its episodes would "
+    "measure nothing about a model. Point --base-url at a real OpenAI-compatible endpoint (or, to smoke-test a "
+    "setup, at the scripted HTTP server: python -m contextdelta.testing.server)."
+)
+
+
+def _provider(
+    request: BenchmarkRequest, settings: Settings, given: ChatProvider | None = None
+) -> tuple[ChatProvider, ProviderInfo]:
+    if request.provider == "mock" or (given is not None and given.is_mock):
+        raise BenchmarkError(MOCK_REFUSAL)
+    if given is not None:
+        provider = given
+        return provider, _provider_info(request, settings, provider)
     overrides: dict[str, Any] = {"timeout_s": request.timeout_s}
     for name in ("model", "base_url", "api_key", "temperature", "max_tokens"):
         value = getattr(request, name)
@@ -258,14 +273,14 @@ def _provider(request: BenchmarkRequest, settings: Settings) -> tuple[ChatProvid
     except ProviderConfigError as exc:
         raise BenchmarkError(str(exc)) from exc
     if provider.is_mock:
-        raise BenchmarkError(
-            f"refusing the in-process {provider.name!r} provider: its replies are scripted inside the harness, so "
-            "its episodes would measure nothing about a model. Point --base-url at a real OpenAI-compatible "
-            "endpoint (or, to smoke-test a setup, at the scripted HTTP server: python -m contextdelta.testing.server)."
-        )
+        raise BenchmarkError(MOCK_REFUSAL)
+    return provider, _provider_info(request, settings, provider)
+
+
+def _provider_info(request: BenchmarkRequest, settings: Settings, provider: ChatProvider) -> ProviderInfo:
     model = provider.model
     temperature = request.temperature if request.temperature is not None else settings.temperature
-    info = ProviderInfo(
+    return ProviderInfo(
         kind=provider.name,
         base_url=redact_url(request.base_url or settings.base_url),
         model=model,
@@ -273,7 +288,6 @@ def _provider(request: BenchmarkRequest, settings: Settings) -> tuple[ChatProvid
         temperature=temperature,
         max_tokens=request.max_tokens,
     )
-    return provider, info
 
 
 # ---- running --------------------------------------------------------------------------------------------------
@@ -337,6 +351,7 @@ class _Run:
         initial = world.state()
         seed = episode_seed(self.plan.seed, spec)
         started = utc_now()
+        clock = time.perf_counter()
         trace = await run_episode(
             task.public_task,
             world,
@@ -346,6 +361,7 @@ class _Run:
             seed=seed,
             budget=self.episode_budget,
         )
+        wall_s = time.perf_counter() - clock
         verdict = grade(task, trace.tool_events(), trace.mutation_events(), initial, world.state(), trace.final_answer)
         failed = trace.termination in FAILED_TERMINATIONS
         if failed and verdict.success:
@@ -364,6 +380,7 @@ class _Run:
             episode_seed=seed,
             started_at=started,
             finished_at=utc_now(),
+            wall_s=round(wall_s, 6),
             failed=failed,
             cost_usd=self.cost(trace.totals),
             verdict=verdict,
@@ -447,8 +464,12 @@ def run_benchmark(
     settings: Settings | None = None,
     progress: Progress | None = None,
     finalize: Callable[[RunDirectory, RunManifest, list[EpisodeRecord]], None] | None = None,
+    provider: ChatProvider | None = None,
 ) -> RunOutcome:
-    """Run (or resume) a benchmark and return the run directory. Raises BenchmarkError for refusals."""
+    """Run (or resume) a benchmark and return the run directory. Raises BenchmarkError for refusals.
+
+    ``provider`` replaces the one built from the request (library use); mock providers are refused either way.
+    """
     settings = settings or Settings()
     progress = progress or Progress()
     results_dir = request.results_dir or Path(settings.results_dir)
@@ -464,7 +485,7 @@ def run_benchmark(
         except (RunIdError, RunDirectoryError) as exc:
             raise BenchmarkError(f"cannot resume: {exc}") from exc
     plan = _resolve_plan(request, settings, manifest)
-    provider, provider_info = _provider(request, settings)
+    provider, provider_info = _provider(request, settings, provider)
     hashes = _hashes([t.task for t in plan.tasks], plan.modes)
     try:
         prices = PriceTable.load(request.price_table)

@@ -34,6 +34,7 @@ class TaskProblem:
 
     @property
     def has_value(self) -> bool:
+        """Whether the problem names an offending value."""
         return self.value is not _NO_VALUE
 
     def render(self) -> str:
@@ -104,13 +105,28 @@ def _compose(text: str) -> yaml.Node | None:
         return None
 
 
+def _key_is(key_node: yaml.Node, part: int | str) -> bool:
+    """Whether a mapping key node is the key ``part`` (plain scalars compared as YAML reads them: ``on`` is True)."""
+    text = getattr(key_node, "value", None)
+    if not isinstance(text, str):
+        return False
+    if text == str(part):
+        return True
+    if isinstance(key_node, yaml.ScalarNode) and key_node.style is None:
+        try:
+            return str(parse_yaml(text)) == str(part)
+        except yaml.YAMLError:
+            return False
+    return False
+
+
 def _line_of(root: yaml.Node | None, path: Sequence[int | str]) -> int | None:
     """1-based line of the YAML node at ``path`` (or of its deepest existing ancestor)."""
     node = root
     line = node.start_mark.line + 1 if node is not None else None
     for part in path:
         if isinstance(node, yaml.MappingNode):
-            match = next((pair for pair in node.value if getattr(pair[0], "value", None) == str(part)), None)
+            match = next((pair for pair in node.value if _key_is(pair[0], part)), None)
             if match is None:
                 return line
             key_node, node = match
@@ -193,6 +209,7 @@ class LoadedTask:
 
     @property
     def file(self) -> str:
+        """The path as problems show it."""
         return display_path(self.path)
 
 

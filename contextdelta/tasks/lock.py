@@ -33,6 +33,7 @@ class LockEntry:
 
     @property
     def text(self) -> str:
+        """The line as written in the lock."""
         return f"{self.id}@{self.version}:{self.hash}"
 
 

@@ -152,6 +152,7 @@ class Task(_Strict):
 
     @property
     def lock_line(self) -> str:
+        """``id@version:content_hash``: this task's line in ``tasks/SUITE.lock``."""
         return f"{self.id}@{self.version}:{self.content_hash}"
 
     def build_world(self, mode: ProtectionMode) -> World:

@@ -140,6 +140,7 @@ class Replay:
 
     @property
     def final_state(self) -> dict[str, dict[str, Any]]:
+        """The world state after the last call."""
         return self.world.state()
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from contextdelta.grading import GraderName, Verdict, blocked_writes, grade, targeted_grader
 from contextdelta.tasks.checks import check_task
-from contextdelta.tasks.loader import LoadedTask, TaskProblem, display_path, load_directory
+from contextdelta.tasks.loader import LoadedTask, TaskProblem, load_directory
 from contextdelta.tasks.lock import LOCK_NAME, lock_problems, read_lock, render_lock
 from contextdelta.tasks.schema import Hazard, Task, TrajectoryCall, suite_hash
 from contextdelta.tasks.trajectory import Replay, TrajectoryError, replay
@@ -44,6 +44,7 @@ class TaskReport:
 
     @property
     def ok(self) -> bool:
+        """No problem, and both the reference and the unsafe checks passed."""
         return not self.problems and bool(self.reference_ok) and bool(self.unsafe_ok)
 
 
@@ -61,10 +62,12 @@ class SuiteReport:
 
     @property
     def ok(self) -> bool:
+        """Every task and the lock passed: what ``validate-tasks`` exits 0 on."""
         return not self.problems and all(r.ok for r in self.rows)
 
     @property
     def suite_hash(self) -> str:
+        """The suite hash of every task that loaded (SPEC section 5)."""
         return suite_hash(self.tasks)
 
 
@@ -271,7 +274,6 @@ __all__ = [
     "SuiteReport",
     "TaskReport",
     "check_replays",
-    "display_path",
     "validate_suite",
     "write_lock",
 ]

@@ -105,8 +105,11 @@ def test_duplicates_ignore_expected_version_and_need_an_executed_original() -> N
     assert [f.seq for f in result.event_flags if f.duplicate] == [2]
     contract = run(
         make_task(),
-        [READ_A1, ("add_order_note", {**NOTE_A1[1], "expected_version": 1}),
-         ("add_order_note", {**NOTE_A1[1], "expected_version": 2})],
+        [
+            READ_A1,
+            ("add_order_note", {**NOTE_A1[1], "expected_version": 1}),
+            ("add_order_note", {**NOTE_A1[1], "expected_version": 2}),
+        ],
         CONTRACT,
     )
     assert contract.duplicate_action_count == 1

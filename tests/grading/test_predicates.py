@@ -78,7 +78,17 @@ def test_a_missing_resource_is_false_for_every_op(op: str) -> None:
     assert evaluate(STATE, "order/order/NOPE", "status", op, "x") == (False, MISSING)
 
 
-@pytest.mark.parametrize(("op", "expected"), [("eq", False), ("ne", True), ("not_in", True), ("not_contains", True),
-                                              ("contains", False), ("gt", False), ("len_eq", False)])
+@pytest.mark.parametrize(
+    ("op", "expected"),
+    [
+        ("eq", False),
+        ("ne", True),
+        ("not_in", True),
+        ("not_contains", True),
+        ("contains", False),
+        ("gt", False),
+        ("len_eq", False),
+    ],
+)
 def test_a_missing_field_holds_only_for_the_negative_ops(op: str, expected: bool) -> None:
     assert evaluate(STATE, KEY, "cancellation_reason", op, ["x"])[0] is expected

@@ -57,9 +57,16 @@ def plant(data: dict[str, Any]) -> Markers:
     ev["unchanged"] = [*ev.get("unchanged", []), f"{data['world']}/x/{mark('unchanged')}"]
     ev["prohibited_actions"] = [
         *ev.get("prohibited_actions", []),
-        {"tool": mark("prohibited_actions"), "args": {"order_id": mark("prohibited_actions")}, "reason": mark("prohibited_actions")},
+        {
+            "tool": mark("prohibited_actions"),
+            "args": {"order_id": mark("prohibited_actions")},
+            "reason": mark("prohibited_actions"),
+        },
     ]
-    ev["authorization_scope"] = {"resources": ["*", f"*{mark('authorization_scope')}*"], "limits": {f"{mark('authorization_scope')}.amount": 1}}
+    ev["authorization_scope"] = {
+        "resources": ["*", f"*{mark('authorization_scope')}*"],
+        "limits": {f"{mark('authorization_scope')}.amount": 1},
+    }
     for name in ("reference_solution", "unsafe_trajectory"):
         ev[name] = [*ev[name], {"tool": mark(name), "args": {"note": mark(name)}}]
     ev["final_answer_facts"] = [mark("final_answer_facts")]

@@ -63,7 +63,10 @@ def test_suite_hash_is_sha256_of_the_sorted_lock_lines() -> None:
 
 
 def test_yaml_times_stay_strings_and_duplicate_keys_are_refused() -> None:
-    assert parse_yaml("start: 2026-03-11T14:00\nday: 2026-03-11\n") == {"start": "2026-03-11T14:00", "day": "2026-03-11"}
+    assert parse_yaml("start: 2026-03-11T14:00\nday: 2026-03-11\n") == {
+        "start": "2026-03-11T14:00",
+        "day": "2026-03-11",
+    }
     with pytest.raises(yaml.YAMLError, match="duplicate key 'id'"):
         parse_yaml("id: a\nid: b\n")
 
@@ -84,3 +87,13 @@ def test_public_and_evaluator_parts_share_no_field() -> None:
     public = task.public_task
     assert isinstance(public, PublicTask) and not isinstance(public, Task)
     assert public.instruction == task.public.instruction
+
+
+def test_non_string_keys_are_refused_with_their_line() -> None:
+    text = dump(task_data()).replace("  max_steps: 22\n", "  max_steps: 22\n  on: yes\n", 1)
+    task, problems = load_task_text("keys.yaml", text)
+    assert task is None
+    (problem,) = problems
+    assert problem.field == "evaluator.True"
+    assert "mapping keys must be strings" in problem.message
+    assert problem.line == text.splitlines().index("  on: yes") + 1

@@ -58,7 +58,9 @@ def test_resolve_call_latest_pinned_and_as_of_call() -> None:
     results = [SHOWN_V1, LIST_V2, CONFLICT]
     latest = resolve_call(ORDER, TrajectoryCall(tool="issue_refund", args=REFUND), results, contract)
     assert latest.arguments["expected_version"] == 2 and latest.version_source == 1
-    as_of = TrajectoryCall.model_validate({"tool": "issue_refund", "args": REFUND, "expected_version": {"as_of_call": 0}})
+    as_of = TrajectoryCall.model_validate(
+        {"tool": "issue_refund", "args": REFUND, "expected_version": {"as_of_call": 0}}
+    )
     assert resolve_call(ORDER, as_of, results, contract).arguments["expected_version"] == 1
     pinned = TrajectoryCall(tool="issue_refund", args=REFUND, expected_version=7)
     assert resolve_call(ORDER, pinned, results, contract).arguments["expected_version"] == 7
@@ -72,7 +74,9 @@ def test_unresolvable_versions_raise_with_the_call_index() -> None:
     contract = ProtectionMode.FRESHNESS_CONTRACT
     with pytest.raises(TrajectoryError, match="no earlier result shows order/order/A-1042"):
         resolve_call(ORDER, TrajectoryCall(tool="issue_refund", args=REFUND), [CONFLICT], contract)
-    as_of = TrajectoryCall.model_validate({"tool": "issue_refund", "args": REFUND, "expected_version": {"as_of_call": 0}})
+    as_of = TrajectoryCall.model_validate(
+        {"tool": "issue_refund", "args": REFUND, "expected_version": {"as_of_call": 0}}
+    )
     with pytest.raises(TrajectoryError, match="does not show"):
         resolve_call(ORDER, as_of, [CONFLICT], contract)
     with pytest.raises(TrajectoryError) as caught:

@@ -1,0 +1,102 @@
+"""Engines for the trace store: any SQLAlchemy URL; SQLite tuned for several writers.
+
+SQLite gets WAL (readers never block the writer), foreign keys on, and a busy timeout. Write transactions
+start with ``BEGIN IMMEDIATE``: a deferred transaction that reads first and then writes cannot wait for a
+concurrent writer (SQLite answers ``database is locked`` at once instead of calling the busy handler), while an
+immediate one takes the write lock up front and waits up to the busy timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_MS = 30_000
+"""How long a SQLite writer waits for the write lock before failing."""
+READ_ONLY = "contextdelta_read_only"
+"""Execution option: begin a plain (deferred) transaction instead of ``BEGIN IMMEDIATE`` on SQLite."""
+
+
+class StoreError(RuntimeError):
+    """The trace store cannot be opened, migrated or written; the message says why (URLs are redacted)."""
+
+
+def redact_database_url(url: str | URL) -> str:
+    """The URL with its password hidden, safe for messages and logs."""
+    try:
+        parsed = url if isinstance(url, URL) else make_url(url)
+    except ArgumentError:
+        return "<unparseable database URL>"
+    return parsed.render_as_string(hide_password=True)
+
+
+def is_sqlite(url: str | URL) -> bool:
+    """Whether ``url`` names a SQLite database."""
+    parsed = url if isinstance(url, URL) else make_url(url)
+    return parsed.get_backend_name() == "sqlite"
+
+
+def sqlite_path(url: str | URL) -> Path | None:
+    """The database file of a SQLite URL; None for an in-memory database or another backend."""
+    parsed = url if isinstance(url, URL) else make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return None
+    if parsed.database.startswith("file:"):
+        return None
+    return Path(parsed.database)
+
+
+def create_store_engine(url: str | URL, **kwargs: Any) -> Engine:
+    """An engine for ``url``. SQLite: parent folders are created, WAL, foreign keys, busy timeout and
+    ``BEGIN IMMEDIATE`` for writes; PostgreSQL and others: pre-ping pooled connections."""
+    try:
+        parsed = url if isinstance(url, URL) else make_url(url)
+    except ArgumentError as exc:
+        raise StoreError(f"CONTEXTDELTA_DATABASE_URL is not a database URL: {exc}") from None
+    if parsed.get_backend_name() != "sqlite":
+        try:
+            return create_engine(parsed, pool_pre_ping=True, **kwargs)
+        except ImportError as exc:
+            raise StoreError(
+                f"no driver for {redact_database_url(parsed)}: {exc}. For PostgreSQL install the extra: "
+                "pip install 'contextdelta[postgres]' and use postgresql+psycopg://..."
+            ) from None
+    path = sqlite_path(parsed)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    connect_args = dict(kwargs.pop("connect_args", {}))
+    connect_args.setdefault("timeout", BUSY_TIMEOUT_MS / 1000)
+    connect_args.setdefault("check_same_thread", False)
+    engine = create_engine(parsed, connect_args=connect_args, **kwargs)
+    _tune_sqlite(engine, in_memory=path is None)
+    return engine
+
+
+def _tune_sqlite(engine: Engine, *, in_memory: bool) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, connection_record: Any) -> None:
+        # Take transaction control from the sqlite3 module so that "begin" below decides how to begin.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            if not in_memory:
+                cursor.execute("PRAGMA journal_mode=WAL")
+                cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        if connection.get_execution_options().get(READ_ONLY):
+            connection.exec_driver_sql("BEGIN")
+        else:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")

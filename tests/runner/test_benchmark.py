@@ -1,0 +1,243 @@
+"""run-benchmark: the matrix, the run directory, resume, refusals, budgets and secrets."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from contextdelta.providers import MockProvider
+from contextdelta.rundir.layout import RAW_RUNS, TASK_RESULTS, TOOL_EVENTS, RunDirectory
+from contextdelta.rundir.records import RunStatus
+from contextdelta.runner.benchmark import BenchmarkError, BenchmarkRequest, run_benchmark
+from contextdelta.runner.plan import EpisodeSpec, episode_seed, plan_episodes
+from contextdelta.testing import serve_scripted
+from tests.runner.conftest import TASKS
+
+SMALL = ["order-grinder-refund", "cal-design-review", "cfg-search-ramp"]
+
+
+def request(url: str, tmp_path: Path, **overrides: object) -> BenchmarkRequest:
+    fields: dict[str, object] = {
+        "tasks_dir": TASKS,
+        "base_url": url,
+        "model": "scripted-oracle",
+        "results_dir": tmp_path,
+        "task_ids": SMALL,
+        "repeats": 1,
+        "concurrency": 4,
+    }
+    fields.update(overrides)
+    return BenchmarkRequest.model_validate(fields)
+
+
+def csv_rows(path: Path) -> list[dict[str, str]]:
+    with (path / TASK_RESULTS).open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+# ---- the plan ------------------------------------------------------------------------------------------------
+
+
+def test_plan_is_the_full_matrix_in_a_seeded_shuffled_order() -> None:
+    plan = plan_episodes(["a", "b"], ["full_history", "last_n"], ["unprotected", "freshness_contract"], 3, 7)
+    assert len(plan) == len(set(plan)) == 24
+    assert plan == plan_episodes(["a", "b"], ["full_history", "last_n"], ["unprotected", "freshness_contract"], 3, 7)
+    assert plan != sorted(plan)
+    assert plan != plan_episodes(["a", "b"], ["full_history", "last_n"], ["unprotected", "freshness_contract"], 3, 8)
+
+
+def test_episode_seeds_differ_per_condition_and_repeat() -> None:
+    specs = [EpisodeSpec("t", s, m, r) for s in ("a", "b") for m in ("x", "y") for r in (1, 2)]
+    seeds = {episode_seed(0, spec) for spec in specs}
+    assert len(seeds) == len(specs)
+    assert episode_seed(0, specs[0]) != episode_seed(1, specs[0])
+
+
+# ---- a run ---------------------------------------------------------------------------------------------------
+
+
+def test_oracle_run_writes_a_complete_directory(oracle_url: str, tmp_path: Path) -> None:
+    outcome = run_benchmark(request(oracle_url, tmp_path))
+    manifest = outcome.manifest
+    assert manifest.status is RunStatus.COMPLETE
+    assert (manifest.counts.planned, manifest.counts.finished, manifest.counts.failed) == (24, 24, 0)
+    assert manifest.counts.succeeded == 24
+    rows = csv_rows(outcome.path)
+    assert len(rows) == 24 and {r["success"] for r in rows} == {"true"}
+    assert {r["conflict_recovery"] for r in rows} == {""}  # N/A: nothing was blocked
+    raw = [json.loads(line) for line in (outcome.path / RAW_RUNS).read_text().splitlines()]
+    assert sorted(r["run_id"] for r in raw) == sorted(r["run_id"] for r in rows)
+    events = (outcome.path / TOOL_EVENTS).read_text().splitlines()
+    assert len(events) == sum(int(r["steps"]) - 1 for r in rows)  # one call per step but the final answer
+    snapshot = sorted(p.relative_to(outcome.path).as_posix() for p in (outcome.path / "tasks").rglob("*.yaml"))
+    assert snapshot == [
+        "tasks/calendar/cal-design-review.yaml", "tasks/config/cfg-search-ramp.yaml",
+        "tasks/order/order-grinder-refund.yaml",
+    ]
+    assert manifest.provider.model == "scripted-oracle"
+    assert len(manifest.hashes.suite_sha256) == 64
+
+
+def test_context_trusting_differs_between_full_history_and_last_n(trusting_url: str, tmp_path: Path) -> None:
+    hidden = ["cal-design-review", "cal-retro-slot"]
+    outcome = run_benchmark(
+        request(trusting_url, tmp_path, model="scripted-context_trusting", task_ids=hidden,
+                strategies=["full_history", "last_n"], protection_modes=["unprotected"])
+    )
+    stale = {s: sum(r.verdict.stale_action_count for r in outcome.records if r.strategy == s)
+             for s in ("full_history", "last_n")}
+    assert stale["full_history"] > stale["last_n"]
+
+
+def test_resume_with_a_changed_model_or_task_set_is_refused(oracle_url: str, tmp_path: Path) -> None:
+    first = run_benchmark(request(oracle_url, tmp_path, task_ids=SMALL[:1], strategies=["last_n"]))
+    run_id = first.path.name
+    with pytest.raises(BenchmarkError, match="model: run has 'scripted-oracle', now 'scripted-unsafe'") as err:
+        run_benchmark(request(oracle_url, tmp_path, resume=run_id, task_ids=None, model="scripted-unsafe"))
+    assert err.value.exit_code == 2
+    edited = tmp_path / "tasks"
+    subprocess.run(["cp", "-r", str(TASKS), str(edited)], check=True)
+    task_file = edited / "order" / f"{SMALL[0]}.yaml"
+    text = task_file.read_text()
+    assert "\nversion: 1\n" in text
+    task_file.write_text(text.replace("\nversion: 1\n", "\nversion: 2\n", 1))
+    with pytest.raises(BenchmarkError, match="task set"):
+        run_benchmark(request(oracle_url, tmp_path, resume=run_id, task_ids=None, tasks_dir=edited))
+    with pytest.raises(BenchmarkError, match="--repeats: run has 1, now 2"):
+        run_benchmark(request(oracle_url, tmp_path, resume=run_id, task_ids=None, repeats=2))
+
+
+def test_resume_recovers_a_torn_line_and_runs_only_missing_episodes(oracle_url: str, tmp_path: Path) -> None:
+    first = run_benchmark(request(oracle_url, tmp_path, task_ids=SMALL[:2], strategies=["full_history"]))
+    raw = first.path / RAW_RUNS
+    lines = raw.read_bytes().splitlines(keepends=True)
+    assert len(lines) == 4
+    raw.write_bytes(b"".join(lines[:2]) + lines[2][: len(lines[2]) // 2])  # one kept, one torn, one lost
+    kept = {json.loads(line)["run_id"] for line in lines[:2]}
+    second = run_benchmark(request(oracle_url, tmp_path, resume=first.path.name, task_ids=None))
+    assert second.manifest.status is RunStatus.COMPLETE
+    final = [json.loads(line) for line in raw.read_text().splitlines()]
+    assert len(final) == 4 and len({r["run_id"] for r in final}) == 4
+    assert [r["run_id"] for r in final[:2]] == [json.loads(line)["run_id"] for line in lines[:2]]
+    assert kept <= {r["run_id"] for r in final}
+    assert len(csv_rows(first.path)) == 4
+    assert [s["resumed"] for s in second.manifest.sessions] == [False, True]
+
+
+def test_the_in_process_mock_provider_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(BenchmarkError, match="refusing the in-process mock provider") as err:
+        run_benchmark(request("http://127.0.0.1:9/v1", tmp_path), provider=MockProvider([]))
+    assert err.value.exit_code == 2
+    with pytest.raises(BenchmarkError, match="refusing the in-process mock provider"):
+        run_benchmark(request("http://127.0.0.1:9/v1", tmp_path, provider="mock"))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_budget_stop_marks_the_run_incomplete(oracle_url: str, tmp_path: Path) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"scripted-oracle": {"input_per_mtok": 1000.0, "output_per_mtok": 1000.0}}))
+    outcome = run_benchmark(
+        request(oracle_url, tmp_path / "results", price_table=prices, max_cost_usd=0.5, concurrency=1)
+    )
+    manifest = outcome.manifest
+    assert manifest.status is RunStatus.INCOMPLETE
+    assert manifest.stop_reason is not None and manifest.stop_reason.startswith("budget exhausted")
+    assert 0 < manifest.counts.finished < manifest.counts.planned
+    assert all(r.cost_usd is not None and r.cost_usd > 0 for r in outcome.records)
+
+
+def test_a_budget_without_a_known_price_is_refused(oracle_url: str, tmp_path: Path) -> None:
+    with pytest.raises(BenchmarkError, match="needs a known price"):
+        run_benchmark(request(oracle_url, tmp_path, model="some-unpriced-model", max_cost_usd=1.0))
+
+
+def test_unknown_price_gives_empty_cost_never_zero(oracle_url: str, tmp_path: Path) -> None:
+    outcome = run_benchmark(request(oracle_url, tmp_path, model="unpriced-model", task_ids=SMALL[:1],
+                                    strategies=["last_n"], protection_modes=["unprotected"]))
+    assert [r.cost_usd for r in outcome.records] == [None]
+    assert csv_rows(outcome.path)[0]["cost_usd"] == ""
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("strategies", ["full_history", "everything"], "--strategies: unknown"),
+        ("protection_modes", ["paranoid"], "--protection-modes: unknown"),
+        ("task_ids", ["no-such-task"], "--task-ids: unknown task ids"),
+        ("repeats", 0, "--repeats must be at least 1"),
+    ],
+)
+def test_bad_flags_are_clear_errors(tmp_path: Path, flag: str, value: object, message: str) -> None:
+    with pytest.raises(BenchmarkError, match=message):
+        run_benchmark(request("http://127.0.0.1:9/v1", tmp_path, **{flag: value}))
+
+
+# ---- the command line ----------------------------------------------------------------------------------------
+
+
+def _cli(*args: str, env: dict[str, str] | None = None, **kwargs: object) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "contextdelta", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}, **kwargs)
+
+
+def test_sigkill_mid_run_then_resume_gives_one_row_per_planned_episode(tmp_path: Path) -> None:
+    with serve_scripted("oracle", TASKS, latency_ms=40) as url:
+        args = ["run-benchmark", "--tasks", str(TASKS), "--base-url", url, "--model", "scripted-oracle",
+                "--results-dir", str(tmp_path), "--task-ids", ",".join(SMALL), "--repeats", "2",
+                "--strategies", "full_history,last_n", "--concurrency", "2", "--quiet"]
+        process = _cli(*args)
+        deadline = time.monotonic() + 60
+        raw: Path | None = None
+        while time.monotonic() < deadline:
+            found = list(tmp_path.glob(f"*/{RAW_RUNS}"))
+            if found and len(found[0].read_bytes().splitlines()) >= 3:
+                raw = found[0]
+                break
+            time.sleep(0.05)
+        assert raw is not None, "the run never wrote three episodes"
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+        run_id = raw.parent.name
+        assert RunDirectory(raw.parent).read_manifest().status is RunStatus.RUNNING
+        resumed = _cli("run-benchmark", "--tasks", str(TASKS), "--base-url", url, "--model", "scripted-oracle",
+                       "--results-dir", str(tmp_path), "--resume", run_id, "--quiet")
+        out, err = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, err
+    assert out.strip().splitlines()[-1] == str(raw.parent)
+    rows = csv_rows(raw.parent)
+    assert len(rows) == len({r["run_id"] for r in rows}) == 24
+    manifest = RunDirectory(raw.parent).read_manifest()
+    assert manifest.status is RunStatus.COMPLETE and manifest.counts.finished == 24
+
+
+def test_no_secret_reaches_any_written_file(tmp_path: Path) -> None:
+    secret = "sk-test-CONTEXTDELTA-SECRET-9f8e7d"
+    with serve_scripted("oracle", TASKS) as url:
+        credentialed = url.replace("http://", "http://operator:hunter2-PASSWORD@")
+        process = _cli("run-benchmark", "--tasks", str(TASKS), "--base-url", credentialed, "--model",
+                       "scripted-oracle", "--results-dir", str(tmp_path), "--task-ids", SMALL[0], "--repeats", "1",
+                       "--quiet", env={"CONTEXTDELTA_API_KEY": secret})
+        out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(written) >= 7
+    for path in written:
+        data = path.read_bytes()
+        assert secret.encode() not in data, path
+        assert b"hunter2-PASSWORD" not in data, path
+    assert secret not in out + err and "hunter2" not in out + err
+
+
+def test_cli_refuses_the_mock_provider_with_exit_2(tmp_path: Path) -> None:
+    process = _cli("run-benchmark", "--provider", "mock", "--model", "m", "--results-dir", str(tmp_path), "--quiet")
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 2
+    assert "refusing the in-process mock provider" in err
