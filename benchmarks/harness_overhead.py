@@ -55,7 +55,7 @@ def main() -> None:
     for record in records:
         totals = record.trace.totals
         provider_s = sum((s.response.elapsed_s or s.response.latency_s) for s in record.trace.steps if s.response)
-        provider_s += sum(c.elapsed_s or c.latency_s for s in record.trace.steps for c in s.context.summary_calls)
+        provider_s += sum(c.latency_s for s in record.trace.steps for c in s.context.summary_calls)
         model_calls = totals.agent_calls + totals.summary_calls
         calls += model_calls
         per_step_ms.append(1000 * max(0.0, record.wall_s - provider_s) / max(1, model_calls))

@@ -29,8 +29,9 @@ def encoding() -> tiktoken.Encoding:
     return tiktoken.get_encoding(ENCODING_NAME)
 
 
+@lru_cache(maxsize=65536)
 def count_text_tokens(text: str) -> int:
-    """Tokens in ``text``."""
+    """Tokens in ``text`` (memoised: each step re-counts a history that is mostly unchanged)."""
     return len(encoding().encode_ordinary(text))
 
 

@@ -8,6 +8,7 @@ The API key is held as a secret: it is never part of a repr, a log line or an ex
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import time
@@ -15,7 +16,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletion
 from pydantic import SecretStr
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
@@ -148,41 +148,65 @@ class OpenAIProvider:
                     # an attempt never outlives the total budget (but always gets a moment to answer)
                     remaining = self.retry.max_total_s - (time.perf_counter() - started)
                     attempt_started = time.perf_counter()
-                    completion = await self._client.chat.completions.create(
+                    # the raw body, not the client's pydantic model: it is what we store, and building and
+                    # dumping the model costs more than the rest of the harness per step
+                    raw = await self._client.chat.completions.with_raw_response.create(
                         **request, timeout=min(self.timeout_s, max(remaining, 0.5))
                     )
+                    body = raw.http_response.content
                     latency = time.perf_counter() - attempt_started
         except openai.OpenAIError as exc:
             raise self._failure(exc, attempts, time.perf_counter() - started) from None
-        return self._response(completion, latency, attempts - 1, time.perf_counter() - started)
+        return self._response(body, latency, attempts - 1, time.perf_counter() - started)
 
     # ---- internals ---------------------------------------------------------------------------------------
 
-    def _response(self, completion: ChatCompletion, latency: float, retries: int, elapsed: float) -> ProviderResponse:
-        if not completion.choices:
-            raise ProviderFailure(
-                "provider_error", "the endpoint returned a response with no choices", retries, elapsed_s=elapsed
-            )
-        choice = completion.choices[0]
-        message = choice.message
+    def _response(self, body: bytes, latency: float, retries: int, elapsed: float) -> ProviderResponse:
+        def fail(why: str) -> ProviderFailure:
+            return ProviderFailure("provider_error", f"the endpoint returned {why}", retries, elapsed_s=elapsed)
+
+        try:
+            completion = json.loads(body)
+        except ValueError:
+            raise fail(f"a body that is not JSON: {self._scrub(body[:200].decode('utf-8', 'replace'))!r}") from None
+        if not isinstance(completion, dict):
+            raise fail("a JSON body that is not an object")
+        choices = completion.get("choices")
+        if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+            raise fail("a response with no choices")
+        choice = choices[0]
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise fail("a choice without a message")
         calls: list[ToolCallRequest] = []
-        for call in message.tool_calls or []:
-            if call.type == "function":
-                calls.append(
-                    ToolCallRequest(id=call.id, name=call.function.name, arguments=call.function.arguments or "")
+        for index, call in enumerate(message.get("tool_calls") or []):
+            if not isinstance(call, dict):
+                raise fail(f"tool_calls[{index}] that is not an object")
+            if call.get("type") == "custom":  # a free-form tool call: its input is the raw argument text
+                spec = call.get("custom") or {}
+                name, arguments = spec.get("name"), spec.get("input")
+            else:
+                spec = call.get("function") or {}
+                name, arguments = spec.get("name"), spec.get("arguments")
+            calls.append(
+                ToolCallRequest(
+                    id=str(call.get("id") or ""),
+                    name=str(name or ""),
+                    arguments=arguments if isinstance(arguments, str) else json.dumps(arguments or {}),
                 )
-            else:  # a custom (free-form) tool call: its input is the raw argument text
-                calls.append(ToolCallRequest(id=call.id, name=call.custom.name, arguments=call.custom.input or ""))
+            )
+        content = message.get("content")
+        model = completion.get("model")
         return ProviderResponse(
-            content=message.content,
+            content=content if isinstance(content, str) else None,
             tool_calls=calls,
-            finish_reason=choice.finish_reason,
+            finish_reason=choice.get("finish_reason"),
             usage=usage_of(completion),
             latency_s=latency,
             retries=retries,
             elapsed_s=elapsed,
-            model=completion.model,
-            raw=completion.model_dump(mode="json", exclude_unset=True),
+            model=model if isinstance(model, str) else None,
+            raw=completion,
         )
 
     def _failure(self, exc: openai.OpenAIError, attempts: int, elapsed: float) -> ProviderFailure:
@@ -221,16 +245,21 @@ class OpenAIProvider:
         )
 
 
-def usage_of(completion: ChatCompletion) -> Usage | None:
-    """Token usage of a completion, with cached prompt tokens when the endpoint reports them."""
-    usage = completion.usage
-    if usage is None:
+def usage_of(completion: dict[str, Any]) -> Usage | None:
+    """Token usage of a raw completion body, with cached prompt tokens when the endpoint reports them."""
+    usage = completion.get("usage")
+    if not isinstance(usage, dict):
         return None
-    details = usage.prompt_tokens_details
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+
+    def count(value: Any) -> int:
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
     return Usage(
-        prompt_tokens=usage.prompt_tokens or 0,
-        completion_tokens=usage.completion_tokens or 0,
-        cached_tokens=details.cached_tokens if details is not None else None,
+        prompt_tokens=count(usage.get("prompt_tokens")),
+        completion_tokens=count(usage.get("completion_tokens")),
+        cached_tokens=count(cached) if cached is not None else None,
     )
 
 

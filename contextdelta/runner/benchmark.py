@@ -491,7 +491,9 @@ def run_benchmark(
         prices = PriceTable.load(request.price_table)
     except PriceTableError as exc:
         raise BenchmarkError(str(exc)) from exc
-    max_cost = request.max_cost_usd if request.max_cost_usd is not None else (manifest and manifest.max_cost_usd)
+    max_cost = request.max_cost_usd
+    if max_cost is None and manifest is not None:
+        max_cost = manifest.max_cost_usd
     max_episode_cost = request.max_episode_cost_usd
     if max_episode_cost is None and manifest is not None:
         max_episode_cost = manifest.max_episode_cost_usd

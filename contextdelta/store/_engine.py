@@ -53,9 +53,13 @@ def sqlite_path(url: str | URL) -> Path | None:
     return Path(parsed.database)
 
 
-def create_store_engine(url: str | URL, **kwargs: Any) -> Engine:
+def create_store_engine(url: str | URL, *, foreign_keys: bool = True, **kwargs: Any) -> Engine:
     """An engine for ``url``. SQLite: parent folders are created, WAL, foreign keys, busy timeout and
-    ``BEGIN IMMEDIATE`` for writes; PostgreSQL and others: pre-ping pooled connections."""
+    ``BEGIN IMMEDIATE`` for writes; PostgreSQL and others: pre-ping pooled connections.
+
+    ``foreign_keys=False`` is for migrations only: SQLite's batch mode recreates a table by copying it and
+    dropping the old one, and with foreign keys on that drop would cascade into the child tables.
+    """
     try:
         parsed = url if isinstance(url, URL) else make_url(url)
     except ArgumentError as exc:
@@ -75,11 +79,11 @@ def create_store_engine(url: str | URL, **kwargs: Any) -> Engine:
     connect_args.setdefault("timeout", BUSY_TIMEOUT_MS / 1000)
     connect_args.setdefault("check_same_thread", False)
     engine = create_engine(parsed, connect_args=connect_args, **kwargs)
-    _tune_sqlite(engine, in_memory=path is None)
+    _tune_sqlite(engine, in_memory=path is None, foreign_keys=foreign_keys)
     return engine
 
 
-def _tune_sqlite(engine: Engine, *, in_memory: bool) -> None:
+def _tune_sqlite(engine: Engine, *, in_memory: bool, foreign_keys: bool) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, connection_record: Any) -> None:
         # Take transaction control from the sqlite3 module so that "begin" below decides how to begin.
@@ -89,7 +93,7 @@ def _tune_sqlite(engine: Engine, *, in_memory: bool) -> None:
             if not in_memory:
                 cursor.execute("PRAGMA journal_mode=WAL")
                 cursor.execute("PRAGMA synchronous=NORMAL")
-            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute(f"PRAGMA foreign_keys={'ON' if foreign_keys else 'OFF'}")
             cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         finally:
             cursor.close()

@@ -89,6 +89,9 @@ class ScriptedServer:
         self.latency_ms = latency_ms
         self._lock = threading.Lock()
         self._requests = 0
+        self._in_flight = 0
+        self._max_in_flight = 0
+        self._sends_without_nodelay = 0
         self._fault_counts: Counter[str] = Counter()
         self._httpd = _HTTPServer((host, port), _Handler, self)
         self._thread: threading.Thread | None = None
@@ -144,6 +147,8 @@ class ScriptedServer:
                 "tasks": len(self.policy.catalog),
                 "requests": self._requests,
                 "faults": dict(sorted(self._fault_counts.items())),
+                "max_in_flight": self._max_in_flight,
+                "sends_without_nodelay": self._sends_without_nodelay,
             }
 
     # ---- request handling (called from handler threads) --------------------------------------------------
@@ -237,8 +242,21 @@ class ScriptedServer:
     def _delayed(self, hits: list[FaultKind], answer: _Answer) -> _Answer:
         delay_ms = self.latency_ms + (self.faults.slow_ms if FaultKind.SLOW in hits else 0)
         if delay_ms:
-            time.sleep(delay_ms / 1000)
+            with self._lock:  # how many requests overlap in time: tests check concurrency without a stopwatch
+                self._in_flight += 1
+                self._max_in_flight = max(self._max_in_flight, self._in_flight)
+            try:
+                time.sleep(delay_ms / 1000)
+            finally:
+                with self._lock:
+                    self._in_flight -= 1
         return answer
+
+    def note_send(self, nodelay: bool) -> None:
+        """Record a response written on a socket without TCP_NODELAY (there should be none)."""
+        if not nodelay:
+            with self._lock:
+                self._sends_without_nodelay += 1
 
 
 def _request_problem(body: Any) -> str | None:
@@ -395,6 +413,7 @@ class _Handler(BaseHTTPRequestHandler):
             *(f"{name}: {value}" for name, value in answer.headers),
         ]
         data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+        self.server.app.note_send(bool(self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)))
         try:
             self.connection.sendall(data)  # the whole response in one send (see the module docstring)
         except OSError:  # the client went away (e.g. it timed out on a slow response)

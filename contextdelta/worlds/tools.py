@@ -160,11 +160,22 @@ class ToolSpec(Generic[A]):
         )
 
     def openai_schema(self, mode: ProtectionMode) -> dict[str, Any]:
-        """The OpenAI ``tools`` entry for this tool in a protection mode."""
-        parameters = _clean_schema(self.args_model(mode).model_json_schema())
+        """The OpenAI ``tools`` entry for this tool in a protection mode (a fresh copy each call)."""
+        return copy.deepcopy(self._schemas[ProtectionMode(mode)])
+
+    @cached_property
+    def _schemas(self) -> dict[ProtectionMode, dict[str, Any]]:
+        # Deriving a JSON schema through pydantic costs ~1 ms per tool; every episode step needs them.
         return {
-            "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": parameters},
+            mode: {
+                "type": "function",
+                "function": {
+                    "name": self.name,
+                    "description": self.description,
+                    "parameters": _clean_schema(self.args_model(mode).model_json_schema()),
+                },
+            }
+            for mode in ProtectionMode
         }
 
 

@@ -6,7 +6,6 @@ import asyncio
 import http.client
 import json
 import math
-import statistics
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -113,23 +112,20 @@ def test_bad_json_is_400(server: ScriptedServer) -> None:
     assert status == 400 and payload["error"]["code"] == "invalid_json"
 
 
-def test_keep_alive_and_one_send_responses_are_fast(server: ScriptedServer) -> None:
-    """Many requests on one connection; each answer must not stall on Nagle + delayed ACK (~40 ms)."""
+def test_keep_alive_on_one_connection_with_nodelay(server: ScriptedServer) -> None:
+    """Many requests on one connection, each written on a TCP_NODELAY socket (no Nagle + delayed-ACK stall)."""
     connection = http.client.HTTPConnection(server.host, server.port, timeout=10)
     body = json.dumps(chat_body()).encode()
-    timings = []
     sockets = set()
     for _ in range(30):
-        started = time.perf_counter()
         connection.request("POST", "/v1/chat/completions", body=body, headers={"Content-Type": "application/json"})
         response = connection.getresponse()
         response.read()
-        timings.append(time.perf_counter() - started)
         sockets.add(id(connection.sock))
         assert response.status == 200 and response.getheader("Connection") == "keep-alive"
     connection.close()
     assert len(sockets) == 1  # one TCP connection served all of them
-    assert statistics.median(timings) < 0.02, timings
+    assert server.stats()["sends_without_nodelay"] == 0
 
 
 def test_latency_ms_delays_each_answer() -> None:
@@ -228,14 +224,12 @@ def test_32_concurrent_episodes_against_a_subprocess_server() -> None:
             )
 
     with serve_scripted("oracle", FIXTURES, latency_ms=20) as base_url:
-        started = time.perf_counter()
         episodes = asyncio.run(all_episodes(base_url))
-        took = time.perf_counter() - started
         stats = fetch_stats(base_url)
     assert all(end_state_holds(MUG, e.world) == [] for e in episodes)
     assert all(r.retries == 0 for e in episodes for r in e.responses)
     assert stats["requests"] == 32 * 5
-    assert took < 32 * 5 * 0.02 / 2  # far from serial: the calls overlapped
+    assert stats["max_in_flight"] > 1  # the calls overlapped at the server
 
 
 def test_chunked_request_bodies_are_read(server: ScriptedServer) -> None:

@@ -1,0 +1,134 @@
+"""The llama.cpp side of the local model (llama-cpp-python): load a GGUF file, tokenize, generate.
+
+Prompt-prefix reuse: ``Llama.generate`` keeps the key-value cache of the previous call and evaluates only the
+tokens after the longest prefix it shares with the new prompt. An agent's consecutive requests share everything
+up to the newest tool results, so most prompt tokens are not processed again; the reused count is reported as
+``cached_tokens``. Sampling follows the request: temperature 0 is greedy decoding; otherwise top-p and
+temperature with the request's seed (no top-k or min-p, which OpenAI endpoints do not apply).
+"""
+
+from __future__ import annotations
+
+import codecs
+import random
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from contextdelta.local_model.engine import Generation
+from contextdelta.local_model.prompt import CHAT_TEMPLATE_KEY, ChatTemplate
+
+
+class LlamaGenerator:
+    """A :class:`~contextdelta.local_model.engine.TextGenerator` over one ``llama_cpp.Llama`` (not thread-safe)."""
+
+    def __init__(self, llama: Any) -> None:
+        self._llama = llama
+        self.n_ctx: int = int(llama.n_ctx())
+
+    @property
+    def llama(self) -> Any:
+        """The underlying ``llama_cpp.Llama``."""
+        return self._llama
+
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids of a rendered prompt; special tokens written in the text (``<|im_start|>``) are parsed."""
+        return list(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def generate(
+        self,
+        tokens: list[int],
+        *,
+        max_tokens: int,
+        temperature: float,
+        top_p: float,
+        seed: int | None,
+        stop: Sequence[str],
+    ) -> Generation:
+        """Sample up to ``max_tokens`` tokens after ``tokens`` (see the module notes)."""
+        import llama_cpp
+
+        llama = self._llama
+        cached = _common_prefix(list(llama._input_ids), tokens)
+        cached = min(cached, len(tokens) - 1)  # the last prompt token is always evaluated again
+        llama.set_seed(seed if seed is not None else random.randrange(2**31))
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        text = ""
+        produced = 0
+        finish: Literal["stop", "length"] = "length"
+        started = time.perf_counter()
+        first_token_at: float | None = None
+        vocab = llama._model.vocab
+        stream = llama.generate(
+            tokens, temp=temperature, top_p=top_p, top_k=0, min_p=0.0, typical_p=1.0, repeat_penalty=1.0
+        )
+        try:
+            for token in stream:
+                if first_token_at is None:
+                    first_token_at = time.perf_counter()
+                if llama_cpp.llama_vocab_is_eog(vocab, token):
+                    finish = "stop"
+                    break
+                produced += 1
+                text += decoder.decode(llama.detokenize([token]))
+                cut = _stop_position(text, stop)
+                if cut is not None:
+                    text = text[:cut]
+                    finish = "stop"
+                    break
+                if produced >= max_tokens:
+                    break
+        finally:
+            stream.close()
+        text += decoder.decode(b"", final=True)
+        ended = time.perf_counter()
+        first = first_token_at or ended
+        return Generation(
+            text=text,
+            prompt_tokens=len(tokens),
+            cached_tokens=max(cached, 0),
+            completion_tokens=produced,
+            finish_reason=finish,
+            prompt_seconds=first - started,
+            generation_seconds=ended - first,
+        )
+
+
+def load_llama(path: Path, *, n_ctx: int, n_threads: int) -> tuple[LlamaGenerator, ChatTemplate]:
+    """Load the GGUF file at ``path`` and compile its embedded chat template."""
+    from llama_cpp import Llama
+
+    llama = Llama(
+        model_path=str(path),
+        n_ctx=n_ctx,
+        n_threads=n_threads,
+        n_threads_batch=n_threads,
+        verbose=False,
+    )
+    source = llama.metadata.get(CHAT_TEMPLATE_KEY)
+    if not source:
+        raise ValueError(f"{path}: the model file has no chat template ({CHAT_TEMPLATE_KEY})")
+    template = ChatTemplate(source, bos_token=_token_text(llama, llama.token_bos()),
+                            eos_token=_token_text(llama, llama.token_eos()))
+    return LlamaGenerator(llama), template
+
+
+def _token_text(llama: Any, token: int) -> str:
+    if token is None or token < 0:
+        return ""
+    return bytes(llama.detokenize([token], special=True)).decode("utf-8", errors="replace")
+
+
+def _common_prefix(previous: Sequence[int], tokens: Sequence[int]) -> int:
+    count = 0
+    for a, b in zip(previous, tokens, strict=False):
+        if a != b:
+            break
+        count += 1
+    return count
+
+
+def _stop_position(text: str, stop: Sequence[str]) -> int | None:
+    positions = [text.find(s) for s in stop if s and s in text]
+    return min(positions) if positions else None

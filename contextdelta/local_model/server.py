@@ -1,0 +1,102 @@
+"""The local model's OpenAI-compatible HTTP endpoint (FastAPI on uvicorn), bound to 127.0.0.1 by default.
+
+Routes: ``GET /v1/models``, ``GET /v1/models/{id}``, ``POST /v1/chat/completions``, ``GET /health``. Errors use
+OpenAI's body shape (``{"error": {"message", "type", "param", "code"}}``); a prompt longer than the context
+window is a 400 with code ``context_length_exceeded``. Generation runs in a worker thread so the event loop
+keeps accepting requests while it waits on the engine's lock.
+
+:func:`serve` binds the socket itself (port 0 picks a free one) and calls ``on_ready`` with the bound port once
+uvicorn has started, i.e. once requests are answered; the command line prints its ``ready`` line there.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from contextdelta.local_model.engine import EndpointError, LocalChatEngine
+
+KEEP_ALIVE_S = 120
+"""Idle keep-alive: longer than a generation, so a client's pooled connection is not closed under it."""
+
+
+def create_app(engine: LocalChatEngine) -> FastAPI:
+    """The FastAPI application serving ``engine``."""
+    app = FastAPI(title="ContextDelta local model", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.exception_handler(EndpointError)
+    async def _endpoint_error(request: Request, exc: EndpointError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "model": engine.served_name, "requests_served": engine.requests_served}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return engine.models()
+
+    @app.get("/v1/models/{model_id}")
+    async def model(model_id: str) -> dict[str, Any]:
+        if model_id != engine.served_name:
+            raise EndpointError(404, f"The model {model_id!r} does not exist.", code="model_not_found")
+        return engine.model_card()
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> dict[str, Any]:
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            raise EndpointError(400, "the request body is not valid JSON") from None
+        return await run_in_threadpool(engine.chat_completion, body)
+
+    return app
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0: a free port)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(
+    engine: LocalChatEngine,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    on_ready: Callable[[int], None] | None = None,
+    log_level: str = "warning",
+) -> None:
+    """Serve ``engine`` until SIGINT/SIGTERM (uvicorn's own handlers shut it down gracefully)."""
+    sock = bind_socket(host, port)
+    bound_port = int(sock.getsockname()[1])
+    config = uvicorn.Config(
+        create_app(engine), log_level=log_level, access_log=False, timeout_keep_alive=KEEP_ALIVE_S
+    )
+    server = uvicorn.Server(config)
+
+    def announce() -> None:
+        while not server.started and not server.should_exit:
+            time.sleep(0.05)
+        if server.started and on_ready is not None:
+            on_ready(bound_port)
+
+    threading.Thread(target=announce, name="local-model-ready", daemon=True).start()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()

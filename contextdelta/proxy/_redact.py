@@ -1,0 +1,64 @@
+"""Redaction of credentials before anything the proxy saw is stored or logged.
+
+Three layers: values under credential-like keys are replaced whole; every known secret (the proxy token, the
+upstream key, the bearer token a client sent, a password in the upstream URL) is cut out of every string; and
+strings that look like API keys or bearer headers are masked even when nobody declared them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+REDACTED = "[REDACTED]"
+
+_SECRET_KEY = re.compile(
+    r"^(.*[_\-])?(api[_\-]?key|apikey|authorization|proxy[_\-]?authorization|password|passwd|secret|"
+    r"access[_\-]?token|refresh[_\-]?token|auth[_\-]?token|id[_\-]?token|session[_\-]?token|bearer|credentials?)$",
+    re.IGNORECASE,
+)
+_KEY_LIKE = re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{12,}")
+_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}")
+
+
+def is_secret_key(name: str) -> bool:
+    """Whether a mapping key names a credential (``api_key``, ``Authorization``, ``client_secret`` ...)."""
+    return bool(_SECRET_KEY.match(name))
+
+
+class Redactor:
+    """Removes credentials from JSON values and text. Secrets shorter than 4 characters are ignored (a one-letter
+    "secret" would shred every string)."""
+
+    def __init__(self, secrets: Iterable[str | None] = ()) -> None:
+        self._secrets: set[str] = set()
+        for secret in secrets:
+            self.add(secret)
+
+    def add(self, secret: str | None) -> None:
+        """Also cut ``secret`` out of everything redacted from now on."""
+        if secret and len(secret) >= 4:
+            self._secrets.add(secret)
+
+    def text(self, value: str, extra: Iterable[str] = ()) -> str:
+        """``value`` with every known secret and every key- or bearer-looking string masked."""
+        secrets = self._secrets | {s for s in extra if s and len(s) >= 4}
+        for secret in sorted(secrets, key=len, reverse=True):
+            value = value.replace(secret, REDACTED)
+        value = _KEY_LIKE.sub(REDACTED, value)
+        return _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", value)
+
+    def json(self, value: Any, extra: Iterable[str] = ()) -> Any:
+        """A copy of a JSON value with credential keys' values and secrets in strings masked."""
+        extra = tuple(extra)
+        if isinstance(value, dict):
+            return {
+                k: REDACTED if isinstance(k, str) and is_secret_key(k) and v not in (None, "") else self.json(v, extra)
+                for k, v in value.items()
+            }
+        if isinstance(value, list):
+            return [self.json(v, extra) for v in value]
+        if isinstance(value, str):
+            return self.text(value, extra)
+        return value

@@ -1,0 +1,432 @@
+"""``contextdelta serve``: an OpenAI-compatible recording proxy.
+
+``POST /v1/chat/completions`` (plain and ``stream: true``), ``GET /v1/models`` and ``GET /v1/models/<id>`` are
+forwarded to the upstream base URL (``--upstream``, e.g. ``http://127.0.0.1:8000/v1``); the answer goes back to
+the client unchanged (status, body, content type and the rate-limit/retry headers), upstream errors included.
+A stream is relayed chunk by chunk as it arrives. After the answer is sent, the pair is stored in the trace
+store with its latency, time to first byte and token usage (for a stream: reassembled from the chunks).
+
+Credentials never reach the store or the log: the Authorization header is never stored, and the request and
+response are redacted (:class:`~contextdelta.proxy.Redactor`) first. The upstream is called with
+``--upstream-api-key`` when given; without one, the client's own Authorization header is passed on (unless
+it was the proxy's bearer token). Built on ``http.server.ThreadingHTTPServer`` like the scripted test server;
+sockets use TCP_NODELAY and a non-stream response is written in one send.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hmac
+import http.client
+import json
+import logging
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from contextdelta.proxy._redact import Redactor
+from contextdelta.settings import redact_url
+from contextdelta.store import ProxyTrace, Store
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 64 * 1024 * 1024
+FORWARDED_REQUEST_HEADERS = ("content-type", "accept", "user-agent", "openai-organization", "openai-project")
+PASSED_RESPONSE_HEADERS = ("content-type", "retry-after", "x-request-id", "openai-processing-ms", "openai-version")
+PASSED_RESPONSE_PREFIXES = ("x-ratelimit-",)
+HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "content-length"}
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where the proxy forwards to: scheme, host, port, the base path (``/v1``) and any credentials."""
+
+    scheme: str
+    host: str
+    port: int
+    base_path: str
+    userinfo: tuple[str, str] | None
+
+    @classmethod
+    def parse(cls, url: str) -> Upstream:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                f"--upstream must be an http(s) URL such as http://127.0.0.1:8000/v1, got {redact_url(url)!r}"
+            )
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        userinfo = (unquote(parts.username or ""), unquote(parts.password or "")) if parts.username else None
+        return cls(parts.scheme, parts.hostname, port, parts.path.rstrip("/"), userinfo)
+
+    def connection(self, timeout_s: float) -> http.client.HTTPConnection:
+        cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
+        return cls(self.host, self.port, timeout=timeout_s)
+
+    @property
+    def display(self) -> str:
+        """The URL without credentials (what is stored and printed)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}{self.base_path}"
+
+
+@dataclass
+class ProxyConfig:
+    """How the proxy runs. ``token``: clients must send ``Authorization: Bearer <token>``; None: no check."""
+
+    upstream: str
+    host: str = "127.0.0.1"
+    port: int = 0
+    token: str | None = None
+    upstream_api_key: str | None = None
+    timeout_s: float = 600.0
+    extra_secrets: list[str] = field(default_factory=list)
+
+
+class RecordingProxy:
+    """The recording proxy. ``start``/``stop`` (background thread), or ``serve_forever`` in the foreground."""
+
+    def __init__(self, config: ProxyConfig, store: Store | None) -> None:
+        self.config = config
+        self.upstream = Upstream.parse(config.upstream)
+        self.store = store
+        self.redactor = Redactor([config.token, config.upstream_api_key, *config.extra_secrets])
+        if self.upstream.userinfo:
+            self.redactor.add(self.upstream.userinfo[1])
+        self.recorded = 0
+        self.record_errors = 0
+        self._lock = threading.Lock()
+        self._httpd = _HTTPServer((config.host, config.port), _Handler, self)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def host(self) -> str:
+        return str(self._httpd.server_address[0])
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """What clients use as their OpenAI base URL."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/v1"
+
+    def serve_forever(self) -> None:
+        self._httpd.serve_forever(poll_interval=0.1)
+
+    def start(self) -> RecordingProxy:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self.serve_forever, name="recording-proxy", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._httpd.shutdown()
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._httpd.server_close()
+
+    def __enter__(self) -> RecordingProxy:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # ---- used by the handler ----------------------------------------------------------------------------
+
+    def authorized(self, header: str | None) -> bool:
+        if self.config.token is None:
+            return True
+        expected = f"Bearer {self.config.token}".encode()
+        return header is not None and hmac.compare_digest(header.strip().encode(), expected)
+
+    def upstream_headers(self, incoming: Any) -> dict[str, str]:
+        headers = {name: incoming[name] for name in FORWARDED_REQUEST_HEADERS if incoming.get(name)}
+        if self.config.upstream_api_key:
+            headers["Authorization"] = f"Bearer {self.config.upstream_api_key}"
+        elif self.config.token is None and incoming.get("authorization"):
+            headers["Authorization"] = incoming["authorization"]
+        elif self.upstream.userinfo:
+            user, password = self.upstream.userinfo
+            headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        return headers
+
+    def record(self, trace: ProxyTrace) -> None:
+        if self.store is None:
+            return
+        try:
+            self.store.record_proxy_trace(trace)
+            with self._lock:
+                self.recorded += 1
+        except Exception as exc:  # a store failure must not break the client's call
+            with self._lock:
+                self.record_errors += 1
+            log.warning("could not record a proxy trace: %s", type(exc).__name__)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _error_body(status: int, message: str, code: str) -> bytes:
+    error = {"message": message, "type": "proxy_error" if status >= 500 else "invalid_request_error", "param": None,
+             "code": code}
+    return json.dumps({"error": error}).encode()
+
+
+def _json_or_none(raw: bytes) -> Any:
+    try:
+        return json.loads(raw) if raw.strip() else None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+
+
+def _usage(value: Any) -> tuple[int | None, int | None, int | None]:
+    usage = value.get("usage") if isinstance(value, dict) else None
+    if not isinstance(usage, dict):
+        return None, None, None
+    prompt, completion, total = (usage.get(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens"))
+    if total is None and isinstance(prompt, int) and isinstance(completion, int):
+        total = prompt + completion
+    return (
+        prompt if isinstance(prompt, int) else None,
+        completion if isinstance(completion, int) else None,
+        total if isinstance(total, int) else None,
+    )
+
+
+def reassemble_stream(sse: str) -> dict[str, Any] | None:
+    """A chat.completion built from the ``data:`` chunks of a chat-completions stream (None if none parse)."""
+    chunks = []
+    for line in sse.splitlines():
+        if line.startswith("data:"):
+            data = line[5:].strip()
+            if data and data != "[DONE]":
+                parsed = _json_or_none(data.encode())
+                if isinstance(parsed, dict):
+                    chunks.append(parsed)
+    if not chunks:
+        return None
+    choices: dict[int, dict[str, Any]] = {}
+    usage = None
+    for chunk in chunks:
+        if isinstance(chunk.get("usage"), dict):
+            usage = chunk["usage"]
+        for choice in chunk.get("choices") or []:
+            slot = choices.setdefault(
+                int(choice.get("index", 0)),
+                {"index": int(choice.get("index", 0)), "message": {"role": "assistant", "content": None},
+                 "finish_reason": None},
+            )
+            delta = choice.get("delta") or {}
+            message = slot["message"]
+            if delta.get("role"):
+                message["role"] = delta["role"]
+            if delta.get("content") is not None:
+                message["content"] = (message["content"] or "") + delta["content"]
+            for call in delta.get("tool_calls") or []:
+                calls = message.setdefault("tool_calls", [])
+                index = int(call.get("index", len(calls)))
+                while len(calls) <= index:
+                    calls.append({"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+                target = calls[index]
+                if call.get("id"):
+                    target["id"] = call["id"]
+                function = call.get("function") or {}
+                target["function"]["name"] += function.get("name") or ""
+                target["function"]["arguments"] += function.get("arguments") or ""
+            if choice.get("finish_reason"):
+                slot["finish_reason"] = choice["finish_reason"]
+    first = chunks[0]
+    return {
+        "id": first.get("id"),
+        "object": "chat.completion",
+        "created": first.get("created"),
+        "model": first.get("model"),
+        "choices": [choices[i] for i in sorted(choices)],
+        "usage": usage,
+        "reassembled_from_chunks": len(chunks),
+    }
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 256
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], proxy: RecordingProxy) -> None:
+        self.proxy = proxy
+        super().__init__(address, handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "contextdelta-proxy/1"
+    timeout = 300
+    server: _HTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the default logs the request line; the handler logs method, path, status and latency itself
+
+    # ---- routing ----------------------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        path = urlsplit(self.path).path.rstrip("/")
+        if path == "/v1/models" or path.startswith("/v1/models/"):
+            self._forward(None)
+        else:
+            self._send_simple(404, _error_body(404, f"No route for GET {path or '/'}.", "not_found"))
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        if length > MAX_BODY_BYTES:
+            self._send_simple(413, _error_body(413, "Request body too large.", "body_too_large"))
+            return
+        raw = self.rfile.read(length) if length else b""
+        path = urlsplit(self.path).path.rstrip("/")
+        if path != "/v1/chat/completions":
+            self._send_simple(404, _error_body(404, f"No route for POST {path or '/'}.", "not_found"))
+            return
+        self._forward(raw)
+
+    # ---- forwarding -------------------------------------------------------------------------------------
+
+    def _forward(self, body: bytes | None) -> None:
+        proxy = self.server.proxy
+        started = time.perf_counter()
+        created = _now()
+        client_auth = self.headers.get("authorization")
+        if not proxy.authorized(client_auth):
+            self._send_simple(401, _error_body(401, "Missing or wrong bearer token for this proxy.", "unauthorized"))
+            log.info("%s %s -> 401 (bad proxy token)", self.command, urlsplit(self.path).path)
+            return
+        client_secret = client_auth.split(None, 1)[-1] if client_auth else ""
+        request_json = _json_or_none(body) if body is not None else None
+        stream = bool(isinstance(request_json, dict) and request_json.get("stream"))
+        model = request_json.get("model") if isinstance(request_json, dict) else None
+        parts = urlsplit(self.path)
+        target = proxy.upstream.base_path + parts.path[len("/v1"):] + (f"?{parts.query}" if parts.query else "")
+        trace = ProxyTrace(
+            created_at=created,
+            method=self.command,
+            path=parts.path,
+            upstream=proxy.upstream.display,
+            status_code=0,
+            latency_s=0.0,
+            stream=stream,
+            model=model if isinstance(model, str) else None,
+            request=proxy.redactor.json(request_json, [client_secret]) if request_json is not None else None,
+        )
+        if body is not None and request_json is None:
+            trace.response_text = None
+            trace.error = "request body is not JSON"
+        connection = proxy.upstream.connection(proxy.config.timeout_s)
+        try:
+            try:
+                connection.request(self.command, target, body=body, headers=proxy.upstream_headers(self.headers))
+                if connection.sock is not None:
+                    connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                response = connection.getresponse()
+            except (OSError, http.client.HTTPException) as exc:
+                message = f"upstream {proxy.upstream.display} unreachable: {type(exc).__name__}: {exc}"
+                message = proxy.redactor.text(message, [client_secret])
+                self._send_simple(502, _error_body(502, message, "upstream_unreachable"))
+                trace.status_code, trace.error = 502, message
+                return
+            trace.first_byte_s = time.perf_counter() - started
+            trace.status_code = response.status
+            headers = self._passed_headers(response)
+            content_type = response.getheader("content-type") or ""
+            if stream and response.status == 200 and "text/event-stream" in content_type:
+                raw = self._relay_stream(response, headers, trace)
+                text = raw.decode("utf-8", errors="replace")
+                reassembled = reassemble_stream(text)
+                trace.response = proxy.redactor.json(reassembled, [client_secret]) if reassembled else None
+                trace.response_text = proxy.redactor.text(text, [client_secret])
+            else:
+                raw = response.read()
+                self._send_whole(response.status, headers, raw)
+                parsed = _json_or_none(raw)
+                if parsed is not None:
+                    trace.response = proxy.redactor.json(parsed, [client_secret])
+                else:
+                    trace.response_text = proxy.redactor.text(raw.decode("utf-8", errors="replace"), [client_secret])
+            if isinstance(trace.response, dict):
+                trace.prompt_tokens, trace.completion_tokens, trace.total_tokens = _usage(trace.response)
+                if isinstance(trace.response.get("model"), str) and trace.model is None:
+                    trace.model = trace.response["model"]
+                error = trace.response.get("error")
+                if response.status >= 400 and isinstance(error, dict):
+                    trace.error = str(error.get("message"))[:2000]
+        finally:
+            connection.close()
+            trace.latency_s = time.perf_counter() - started
+            log.info("%s %s -> %d in %.3fs", self.command, parts.path, trace.status_code, trace.latency_s)
+            proxy.record(trace)
+
+    def _passed_headers(self, response: http.client.HTTPResponse) -> list[tuple[str, str]]:
+        passed = []
+        for name, value in response.getheaders():
+            lower = name.lower()
+            if lower in HOP_BY_HOP:
+                continue
+            if lower in PASSED_RESPONSE_HEADERS or lower.startswith(PASSED_RESPONSE_PREFIXES):
+                passed.append((name, value))
+        return passed
+
+    def _head(self, status: int, headers: list[tuple[str, str]]) -> bytes:
+        reason = http.client.responses.get(status, "")
+        lines = [f"HTTP/1.1 {status} {reason}", f"Server: {self.server_version}"]
+        lines += [f"{name}: {value}" for name, value in headers]
+        return ("\r\n".join(lines) + "\r\n").encode("latin-1")
+
+    def _send_whole(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+        head = self._head(status, [*headers, ("Content-Length", str(len(body)))])
+        with contextlib.suppress(OSError):
+            self.wfile.write(head + b"\r\n" + body)
+            self.wfile.flush()
+
+    def _send_simple(self, status: int, body: bytes) -> None:
+        self._send_whole(status, [("Content-Type", "application/json")], body)
+
+    def _relay_stream(
+        self, response: http.client.HTTPResponse, headers: list[tuple[str, str]], trace: ProxyTrace
+    ) -> bytes:
+        """Pass an SSE stream on chunk by chunk (chunked transfer encoding); returns every byte relayed."""
+        received = bytearray()
+        client_open = True
+        try:
+            self.wfile.write(self._head(200, [*headers, ("Transfer-Encoding", "chunked")]) + b"\r\n")
+            self.wfile.flush()
+        except OSError:
+            client_open = False
+        while True:
+            piece = response.read1(65536)
+            if not piece:
+                break
+            received += piece
+            if client_open:
+                try:
+                    self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                    self.wfile.flush()
+                except OSError:
+                    client_open = False
+                    trace.error = "client disconnected during the stream"
+                    break
+        if client_open:
+            with contextlib.suppress(OSError):
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+        return bytes(received)

@@ -1,0 +1,218 @@
+"""Turning run-directory records into store rows: one run group, one episode with its steps and events.
+
+Ingestion is idempotent: an episode is keyed by (run group, run id) and carries the SHA-256 of its canonical
+JSON, so importing the same run directory twice changes nothing, and an episode whose record changed (a
+re-graded run) is replaced whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from contextdelta.canonical import content_hash
+from contextdelta.rundir.records import EpisodeRecord, RunManifest
+from contextdelta.settings import redact_url
+from contextdelta.store._models import EpisodeRow, MutationRow, RunGroupRow, StepRow, ToolEventRow
+
+
+@dataclass(frozen=True)
+class FailureAttribution:
+    """What the store keeps of an episode's attribution: one failure mode and its cause chain (JSON)."""
+
+    failure_mode: str | None
+    cause: dict[str, Any] | None = None
+
+
+Attributor = Callable[[EpisodeRecord], FailureAttribution]
+"""Classifies one episode (the failure-atlas classifier); None-mode for a success."""
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def record_sha256(record: EpisodeRecord) -> str:
+    """The SHA-256 of an episode's canonical JSON: equal records give equal hashes."""
+    return content_hash(record.model_dump(mode="json"))
+
+
+def upsert_run_group(session: Session, manifest: RunManifest, source_path: str | None) -> RunGroupRow:
+    """Insert or refresh the run group row from its manifest (status and counts change while a run goes on)."""
+    row = session.get(RunGroupRow, manifest.run_group_id)
+    values: dict[str, Any] = {
+        "status": manifest.status.value,
+        "created_at": manifest.created_at,
+        "updated_at": manifest.updated_at,
+        "finished_at": manifest.finished_at,
+        "provider_kind": manifest.provider.kind,
+        "base_url": redact_url(manifest.provider.base_url),
+        "model": manifest.provider.model,
+        "summary_model": manifest.provider.summary_model,
+        "temperature": manifest.provider.temperature,
+        "seed": manifest.seed,
+        "repeats": manifest.repeats,
+        "strategies": list(manifest.strategies),
+        "protection_modes": list(manifest.protection_modes),
+        "suite_sha256": manifest.hashes.suite_sha256,
+        "harness_sha256": manifest.hashes.harness_sha256,
+        "planned": manifest.counts.planned,
+        "finished": manifest.counts.finished,
+        "succeeded": manifest.counts.succeeded,
+        "failed": manifest.counts.failed,
+        "manifest": manifest.model_dump(mode="json"),
+        "ingested_at": utc_now(),
+    }
+    if source_path is not None:
+        values["source_path"] = source_path
+    if row is None:
+        row = RunGroupRow(id=manifest.run_group_id, **values)
+        session.add(row)
+    else:
+        for name, value in values.items():
+            setattr(row, name, value)
+    return row
+
+
+def episode_row(record: EpisodeRecord, attribution: FailureAttribution | None) -> EpisodeRow:
+    """The episode with its steps, tool events and hidden mutations, ready to add to a session."""
+    v, trace, totals = record.verdict, record.trace, record.trace.totals
+    flags = {f.seq: f for f in v.event_flags}
+    row = EpisodeRow(
+        run_group_id=record.run_group_id,
+        run_id=record.run_id,
+        task_id=record.task_id,
+        task_version=record.task_version,
+        task_hash=record.task_hash,
+        world=record.world,
+        hazard=record.hazard,
+        strategy=record.strategy,
+        protection_mode=record.protection_mode,
+        repeat=record.repeat,
+        episode_seed=record.episode_seed,
+        model=trace.model,
+        started_at=record.started_at,
+        finished_at=record.finished_at,
+        success=v.success,
+        failed=record.failed,
+        termination_reason=trace.termination.value,
+        end_state=v.end_state,
+        no_stale_action=v.no_stale_action,
+        no_duplicate_action=v.no_duplicate_action,
+        refresh_before_write=v.refresh_before_write,
+        conflict_recovery=v.conflict_recovery,
+        authorized=v.authorized,
+        no_prohibited_action=v.no_prohibited_action,
+        stale_action_count=v.stale_action_count,
+        duplicate_action_count=v.duplicate_action_count,
+        prohibited_action_count=v.prohibited_action_count,
+        blocked_write_count=v.blocked_write_count,
+        steps_count=trace.step_count,
+        tool_call_count=totals.tool_calls,
+        agent_prompt_tokens=totals.agent_usage.prompt_tokens,
+        agent_completion_tokens=totals.agent_usage.completion_tokens,
+        summary_prompt_tokens=totals.summary_usage.prompt_tokens,
+        summary_completion_tokens=totals.summary_usage.completion_tokens,
+        usage_complete=totals.usage_complete,
+        latency_s=totals.latency_s,
+        cost_usd=record.cost_usd,
+        final_answer=trace.final_answer,
+        error=trace.error,
+        verdict=v.model_dump(mode="json"),
+        initial_messages=list(trace.initial_messages),
+        final_state=trace.evaluator.final_state,
+        record_sha256=record_sha256(record),
+        failure_mode=attribution.failure_mode if attribution else None,
+        failure_cause=attribution.cause if attribution else None,
+    )
+    for step in trace.steps:
+        response = step.response
+        row.steps.append(
+            StepRow(
+                step=step.step,
+                messages=list(step.messages),
+                messages_sha256=step.messages_sha256,
+                harness_prompt_tokens=step.harness_prompt_tokens,
+                canonical_message_count=step.context.canonical_message_count,
+                removed=list(step.context.removed),
+                inserted=list(step.context.inserted),
+                summary_calls=[c.model_dump(mode="json") for c in step.context.summary_calls],
+                response_content=response.content if response else None,
+                response_tool_calls=[c.model_dump(mode="json") for c in response.tool_calls] if response else [],
+                finish_reason=response.finish_reason if response else None,
+                prompt_tokens=response.usage.prompt_tokens if response and response.usage else None,
+                completion_tokens=response.usage.completion_tokens if response and response.usage else None,
+                latency_s=response.latency_s if response else None,
+                retries=response.retries if response else 0,
+                note=step.note,
+                error=step.error,
+            )
+        )
+    for event in trace.tool_events():
+        flag = flags.get(event.seq)
+        row.tool_events.append(
+            ToolEventRow(
+                seq=event.seq,
+                step=event.step,
+                call_index=event.index,
+                call_id=event.call_id,
+                tool=event.tool,
+                arguments=event.arguments,
+                kind=event.kind.value if event.kind else None,
+                resource=event.resource,
+                observed_version=event.observed_version,
+                observed_seq=event.observed_seq,
+                version_at_execution=event.version_at_execution,
+                expected_version=event.expected_version,
+                outcome=event.outcome.value,
+                error_code=event.error_code,
+                result=event.result,
+                stale=bool(flag and flag.stale),
+                duplicate=bool(flag and flag.duplicate),
+                prohibited=bool(flag and flag.prohibited),
+                state_before=event.state_before,
+                state_after=event.state_after,
+            )
+        )
+    for position, mutation in enumerate(trace.mutation_events()):
+        row.mutations.append(
+            MutationRow(
+                position=position,
+                mutation_id=mutation.mutation_id,
+                actor=mutation.actor,
+                step=mutation.step,
+                after_seq=mutation.after_seq,
+                trigger=mutation.trigger,
+                resources=list(mutation.resources),
+                versions_before=dict(mutation.versions_before),
+                versions_after=dict(mutation.versions_after),
+                outcome=mutation.outcome.value,
+                error_code=mutation.error_code,
+            )
+        )
+    return row
+
+
+def upsert_episode(session: Session, record: EpisodeRecord, attributor: Attributor | None) -> str:
+    """Insert the episode, replace it when its record changed, or leave it; returns added/updated/unchanged."""
+    digest = record_sha256(record)
+    existing = session.execute(
+        select(EpisodeRow.id, EpisodeRow.record_sha256).where(
+            EpisodeRow.run_group_id == record.run_group_id, EpisodeRow.run_id == record.run_id
+        )
+    ).one_or_none()
+    if existing is not None and existing.record_sha256 == digest:
+        return "unchanged"
+    if existing is not None:
+        # Children first: SQLite may run with foreign keys off (then ON DELETE CASCADE does nothing).
+        for table in (StepRow, ToolEventRow, MutationRow):
+            session.execute(delete(table).where(table.episode_id == existing.id))
+        session.execute(delete(EpisodeRow).where(EpisodeRow.id == existing.id))
+        session.flush()
+    session.add(episode_row(record, attributor(record) if attributor else None))
+    return "added" if existing is None else "updated"

@@ -1,0 +1,255 @@
+"""The trace store: open (and migrate) a database, ingest run directories and episodes, record proxy traces."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine, func, select
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from contextdelta.rundir.layout import RunDirectory
+from contextdelta.rundir.records import EpisodeRecord, RunManifest
+from contextdelta.settings import Settings
+from contextdelta.store._engine import READ_ONLY, create_store_engine, redact_database_url
+from contextdelta.store._ingest import Attributor, upsert_episode, upsert_run_group
+from contextdelta.store._migrate import UpgradeReport, upgrade_database
+from contextdelta.store._models import EpisodeRow, ProxyTraceRow
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+WRITE_ATTEMPTS = 5
+
+
+@dataclass
+class ImportReport:
+    """What importing one run directory did."""
+
+    run_group_id: str
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.added + self.updated + self.unchanged
+
+
+@dataclass
+class ProxyTrace:
+    """One request/response pair seen by the recording proxy, already redacted."""
+
+    created_at: str
+    method: str
+    path: str
+    upstream: str
+    status_code: int
+    latency_s: float
+    stream: bool = False
+    model: str | None = None
+    first_byte_s: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    request: Any = None
+    response: Any = None
+    response_text: str | None = None
+    error: str | None = None
+
+
+class Store:
+    """A trace-store database. :meth:`open` migrates it to head first (SPEC: migrations apply at startup)."""
+
+    def __init__(self, engine: Engine, *, attributor: Attributor | None = None) -> None:
+        self.engine = engine
+        self.attributor = attributor
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+        self._reader = sessionmaker(engine.execution_options(**{READ_ONLY: True}), expire_on_commit=False)
+        self.upgrade: UpgradeReport | None = None
+
+    @classmethod
+    def open(
+        cls, url: str | None = None, *, upgrade: bool = True, attributor: Attributor | None = None
+    ) -> Store:
+        """Open the store at ``url`` (default: ``CONTEXTDELTA_DATABASE_URL``), migrated to head unless told not to."""
+        url = url or Settings().database_url
+        report = upgrade_database(url) if upgrade else None
+        store = cls(create_store_engine(url), attributor=attributor)
+        store.upgrade = report
+        return store
+
+    @property
+    def url(self) -> str:
+        """The database URL with its password hidden."""
+        return redact_database_url(self.engine.url)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ---- sessions -----------------------------------------------------------------------------------------
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A write transaction (``BEGIN IMMEDIATE`` on SQLite), committed on success."""
+        with self._sessions.begin() as session:
+            yield session
+
+    @contextmanager
+    def read_session(self) -> Iterator[Session]:
+        """A read-only session that never takes SQLite's write lock."""
+        with self._reader() as session:
+            yield session
+
+    def _write(self, work: Callable[[Session], T]) -> T:
+        """Run ``work`` in a write transaction, retrying a locked database or a lost insert race."""
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            try:
+                with self.session() as session:
+                    return work(session)
+            except (OperationalError, IntegrityError) as exc:
+                retryable = isinstance(exc, IntegrityError) or "locked" in str(exc).lower() or "busy" in str(exc)
+                if not retryable or attempt == WRITE_ATTEMPTS:
+                    raise
+                log.debug("store write attempt %d failed (%s); retrying", attempt, type(exc).__name__)
+                time.sleep(0.05 * 2**attempt)
+        raise AssertionError("unreachable")
+
+    # ---- ingestion ----------------------------------------------------------------------------------------
+
+    def ingest_manifest(self, manifest: RunManifest, source_path: Path | str | None = None) -> None:
+        """Insert or refresh one run group from its manifest."""
+        path = str(source_path) if source_path is not None else None
+        self._write(lambda s: upsert_run_group(s, manifest, path))
+
+    def ingest_episode(self, record: EpisodeRecord) -> str:
+        """Insert one episode (its run group must exist); ``added``, ``updated`` or ``unchanged``."""
+        return self._write(lambda s: upsert_episode(s, record, self.attributor))
+
+    def import_run(self, directory: RunDirectory | Path) -> ImportReport:
+        """Load a run directory: its manifest and every episode of ``raw_runs.jsonl``. Idempotent."""
+        directory = directory if isinstance(directory, RunDirectory) else RunDirectory(directory)
+        manifest = directory.read_manifest()
+        records = directory.read_episodes()
+        self.ingest_manifest(manifest, directory.path.resolve())
+        report = ImportReport(manifest.run_group_id)
+        for record in records:
+            outcome = self.ingest_episode(record)
+            setattr(report, outcome, getattr(report, outcome) + 1)
+        return report
+
+    def record_proxy_trace(self, trace: ProxyTrace) -> int:
+        """Store one proxy request/response pair; returns its row id."""
+
+        def add(session: Session) -> int:
+            row = ProxyTraceRow(**trace.__dict__)
+            session.add(row)
+            session.flush()
+            return row.id
+
+        return self._write(add)
+
+    # ---- queries ------------------------------------------------------------------------------------------
+
+    def episode_count(self, run_group_id: str | None = None) -> int:
+        query = select(func.count()).select_from(EpisodeRow)
+        if run_group_id is not None:
+            query = query.where(EpisodeRow.run_group_id == run_group_id)
+        with self.read_session() as session:
+            return int(session.execute(query).scalar_one())
+
+    def proxy_traces(self) -> list[ProxyTraceRow]:
+        """Every recorded proxy pair, oldest first."""
+        with self.read_session() as session:
+            return list(session.scalars(select(ProxyTraceRow).order_by(ProxyTraceRow.id)))
+
+
+def open_store(url: str | None = None, *, attributor: Attributor | None = None) -> Store:
+    """Open and migrate the store; what the CLI, the proxy and the dashboard call at startup."""
+    return Store.open(url, attributor=attributor)
+
+
+_STOP = object()
+
+
+@dataclass
+class StoreWriter:
+    """Writes a running benchmark's episodes to the store from a background thread.
+
+    The run directory stays the source of truth: a store failure is logged once and never stops the run (the
+    episodes can be loaded later with ``contextdelta db import``). Call :meth:`close` to drain the queue.
+    """
+
+    store: Store
+    results_dir: Path
+    on_error: Callable[[str], None] = lambda message: None
+    written: int = 0
+    errors: list[str] = field(default_factory=list)
+    _queue: queue.Queue[Any] = field(default_factory=queue.Queue)
+    _groups: set[str] = field(default_factory=set)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> StoreWriter:
+        self._thread = threading.Thread(target=self._work, name="contextdelta-store-writer", daemon=True)
+        self._thread.start()
+        return self
+
+    def episode(self, record: EpisodeRecord) -> None:
+        """Queue one finished episode (a Progress.episode callback)."""
+        self._queue.put(record)
+
+    def manifest(self, manifest: RunManifest, path: Path | None = None) -> None:
+        """Queue a manifest refresh (status and counts at the end of a run)."""
+        self._queue.put((manifest, path))
+
+    def close(self, timeout_s: float = 120.0) -> None:
+        """Write everything queued, then stop the thread."""
+        if self._thread is None:
+            return
+        self._queue.put(_STOP)
+        self._thread.join(timeout_s)
+        self._thread = None
+
+    def _fail(self, message: str) -> None:
+        if not self.errors:
+            self.on_error(message)
+        self.errors.append(message)
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            try:
+                if isinstance(item, tuple):
+                    manifest, path = item
+                    self.store.ingest_manifest(manifest, path)
+                    self._groups.add(manifest.run_group_id)
+                    continue
+                record: EpisodeRecord = item
+                if record.run_group_id not in self._groups:
+                    directory = RunDirectory(self.results_dir / record.run_group_id)
+                    self.store.ingest_manifest(directory.read_manifest(), directory.path.resolve())
+                    self._groups.add(record.run_group_id)
+                self.store.ingest_episode(record)
+                self.written += 1
+            except Exception as exc:  # the run directory is the source of truth: report, never stop the run
+                self._fail(
+                    f"trace store {self.store.url}: {type(exc).__name__}: {exc}; the run directory is complete, load "
+                    "it later with `contextdelta db import RUN_ID`"
+                )
+

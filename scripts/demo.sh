@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# `make demo`: the real benchmark, end to end, on the embedded local model. No API key, no network at run time.
+#
+# Starts `contextdelta local-model serve` on a free loopback port, waits for its `ready` line, runs
+# `contextdelta run-benchmark` on the demo slice (every strategy, both protection modes), verifies the run
+# directory, prints the report, and stops the server on exit (also on error or Ctrl-C).
+#
+# The slice and model are chosen to finish in about 30 minutes on a 2-core CPU machine (README, "Demo").
+# Override with environment variables:
+#   DEMO_MODEL (0.5b)  DEMO_TASK_IDS  DEMO_STRATEGIES  DEMO_MODES  DEMO_REPEATS (1)  DEMO_RESULTS_DIR (results)
+#   DEMO_TASKS (tasks)  DEMO_READY_TIMEOUT_S (900: the first start assembles and hashes the model file)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BIN=${BIN:-.venv/bin}
+MODEL=${DEMO_MODEL:-0.5b}
+TASKS=${DEMO_TASKS:-tasks}
+TASK_IDS=${DEMO_TASK_IDS:-order-chair-billing,cal-arch-review-move,cfg-staging-access}
+STRATEGIES=${DEMO_STRATEGIES:-full_history,last_n,semantic_summary,typed_state_digest}
+MODES=${DEMO_MODES:-unprotected,freshness_contract}
+REPEATS=${DEMO_REPEATS:-1}
+RESULTS_DIR=${DEMO_RESULTS_DIR:-results}
+READY_TIMEOUT_S=${DEMO_READY_TIMEOUT_S:-900}
+
+started=$(date +%s)
+work=$(mktemp -d "${TMPDIR:-/tmp}/contextdelta-demo.XXXXXX")
+server_out="$work/server.stdout"
+server_log="$work/server.log"
+server_pid=""
+
+stop_server() {
+    if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
+        kill -TERM "$server_pid" 2>/dev/null || true
+        for _ in $(seq 1 50); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.2; done
+        kill -KILL "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+    fi
+    server_pid=""
+}
+trap stop_server EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+echo "== starting the local model ($MODEL); server log: $server_log"
+"$BIN/contextdelta" local-model serve --model "$MODEL" --port 0 >"$server_out" 2>"$server_log" &
+server_pid=$!
+
+deadline=$((SECONDS + READY_TIMEOUT_S))
+ready_line=""
+while [[ -z "$ready_line" ]]; do
+    ready_line=$(grep -m1 '^ready ' "$server_out" || true)
+    [[ -n "$ready_line" ]] && break
+    if ! kill -0 "$server_pid" 2>/dev/null; then
+        echo "error: the local model server exited before it was ready; its log:" >&2
+        tail -n 40 "$server_log" >&2
+        exit 1
+    fi
+    if ((SECONDS >= deadline)); then
+        echo "error: the local model server was not ready within ${READY_TIMEOUT_S}s; its log:" >&2
+        tail -n 40 "$server_log" >&2
+        exit 1
+    fi
+    sleep 1
+done
+base_url=$(sed -n 's/.* base_url=\([^ ]*\).*/\1/p' <<<"$ready_line")
+served_model=$(sed -n 's/.* model=\([^ ]*\).*/\1/p' <<<"$ready_line")
+echo "== $ready_line"
+
+echo "== run-benchmark: tasks $TASK_IDS x strategies $STRATEGIES x modes $MODES x $REPEATS repeat(s)"
+"$BIN/contextdelta" run-benchmark \
+    --tasks "$TASKS" \
+    --task-ids "$TASK_IDS" \
+    --strategies "$STRATEGIES" \
+    --protection-modes "$MODES" \
+    --repeats "$REPEATS" \
+    --model "$served_model" \
+    --base-url "$base_url" \
+    --results-dir "$RESULTS_DIR" \
+    --concurrency 1 \
+    --no-quiet | tee "$work/run.out"
+run_dir=$(tail -n 1 "$work/run.out")
+run_id=$(basename "$run_dir")
+stop_server
+
+echo "== verify $run_id"
+"$BIN/contextdelta" verify "$run_id" --results-dir "$RESULTS_DIR"
+
+echo "== report $run_id"
+"$BIN/contextdelta" report "$run_id" --results-dir "$RESULTS_DIR"
+
+elapsed=$(($(date +%s) - started))
+printf '== demo finished in %dm%02ds; run directory: %s\n' $((elapsed / 60)) $((elapsed % 60)) "$run_dir"
