@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -124,11 +125,18 @@ def run_benchmark_command(
     summary_keep: Annotated[int | None, typer.Option(help="Groups kept verbatim after a summary/digest (3).")] = None,
     resume: Annotated[str | None, typer.Option(help="Continue run RUN_ID: run only its missing episodes.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar (for CI).")] = False,
+    database_url: Annotated[
+        str | None, typer.Option(help="Trace store URL (default CONTEXTDELTA_DATABASE_URL).", show_default=False)
+    ] = None,
+    no_store: Annotated[
+        bool, typer.Option("--no-store", help="Do not write episodes to the trace store (the run directory only).")
+    ] = False,
 ) -> None:
     """Run tasks x strategies x protection modes x repeats; the last line printed is the run directory."""
     from contextdelta.report import write_reports
     from contextdelta.runner.benchmark import BenchmarkError, BenchmarkRequest, Progress, run_benchmark
     from contextdelta.runner.progress import ProgressDisplay
+    from contextdelta.store import Finalize
 
     request = BenchmarkRequest(
         tasks_dir=tasks, task_ids=_csv(task_ids), strategies=_csv(strategies), protection_modes=_csv(protection_modes),
@@ -141,12 +149,24 @@ def run_benchmark_command(
     err = Console(stderr=True)
     display = None if quiet else ProgressDisplay(err)
     callbacks = display.callbacks() if display else Progress(message=lambda text: err.print(text))
+    finalize: Finalize = write_reports
+    writer = None
+    if not no_store:  # the run directory stays the source of truth; the store gets a copy of each episode
+        from contextdelta.settings import Settings
+        from contextdelta.store import attach_store_writer
+
+        callbacks, finalize, writer = attach_store_writer(
+            callbacks, write_reports, results_dir=results_dir or Path(Settings().results_dir),
+            database_url=database_url, on_error=lambda text: err.print(f"[yellow]warning:[/yellow] {text}"),
+        )
     try:
-        outcome = run_benchmark(request, progress=callbacks, finalize=write_reports)
+        outcome = run_benchmark(request, progress=callbacks, finalize=finalize)
     except BenchmarkError as exc:
         err.print(f"[red]error:[/red] {exc.message}", highlight=False)
         raise typer.Exit(exc.exit_code) from None
     finally:
+        if writer is not None:
+            writer.close()
         if display:
             display.stop()
     counts = outcome.manifest.counts
@@ -158,6 +178,334 @@ def run_benchmark_command(
     typer.echo(str(outcome.path))
     if outcome.interrupted:
         raise typer.Exit(130)
+
+
+# ---- trace store, proxy, replay, attribution ------------------------------------------------------------------
+
+db_app = typer.Typer(help="The trace store: migrations and imports.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+DatabaseUrlOption = Annotated[
+    str | None, typer.Option("--database-url", help="SQLAlchemy URL (default CONTEXTDELTA_DATABASE_URL).")
+]
+ResultsDirOption = Annotated[
+    Path | None, typer.Option("--results-dir", help="Folder of run directories (default CONTEXTDELTA_RESULTS_DIR).")
+]
+
+
+def _fail(message: str, code: int) -> typer.Exit:
+    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def _open_store(database_url: str | None) -> object:
+    from contextdelta.store import StoreError, open_store
+
+    try:
+        return open_store(database_url)
+    except StoreError as exc:
+        raise _fail(str(exc), 1) from None
+
+
+def _run_directory(run_id: str, results_dir: Path | None) -> Path:
+    from contextdelta.rundir.ids import RunIdError, run_dir
+    from contextdelta.settings import Settings
+
+    try:
+        return run_dir(results_dir or Path(Settings().results_dir), run_id)
+    except RunIdError as exc:
+        raise _fail(str(exc), 2) from None
+
+
+def _episodes(run_id: str, results_dir: Path | None, run: str | None) -> list[object]:
+    from contextdelta.replay import EpisodeNotFound, select_episodes
+    from contextdelta.rundir.layout import RunDirectory, RunDirectoryError
+
+    directory = RunDirectory(_run_directory(run_id, results_dir))
+    try:
+        records = directory.read_episodes()
+    except RunDirectoryError as exc:
+        raise _fail(str(exc), 2) from None
+    try:
+        return list(select_episodes(records, run))
+    except EpisodeNotFound as exc:
+        raise _fail(str(exc), 2) from None
+
+
+def _print_text(text: object, color: bool | None) -> None:
+    from rich.text import Text
+
+    assert isinstance(text, Text)
+    out = Console(force_terminal=color, no_color=color is False, highlight=False)
+    if out.is_terminal and color is not False:
+        out.print(text, soft_wrap=True, end="")
+    else:
+        typer.echo(text.plain, nl=False)
+
+
+ColorOption = Annotated[
+    bool | None, typer.Option("--color/--no-color", help="Colour (default: only in a terminal).", show_default=False)
+]
+
+
+@db_app.command("upgrade")
+def db_upgrade_command(database_url: DatabaseUrlOption = None) -> None:
+    """Apply the migrations (fresh, unversioned or older databases are upgraded in place; rows are kept)."""
+    from contextdelta.settings import Settings
+    from contextdelta.store import StoreError, redact_database_url, upgrade_database
+
+    url = database_url or Settings().database_url
+    try:
+        report = upgrade_database(url)
+    except StoreError as exc:
+        raise _fail(str(exc), 1) from None
+    where = redact_database_url(url)
+    if report.changed:
+        typer.echo(f"{where}: {report.found} database upgraded from {report.before or 'empty'} to {report.after}")
+    else:
+        typer.echo(f"{where}: already at {report.after}")
+
+
+@db_app.command("import")
+def db_import_command(
+    run_id: Annotated[str, typer.Argument(help="Run directory name under --results-dir.")],
+    results_dir: ResultsDirOption = None,
+    database_url: DatabaseUrlOption = None,
+) -> None:
+    """Load a run directory into the trace store (idempotent: importing twice changes nothing)."""
+    from contextdelta.rundir.layout import RunDirectory, RunDirectoryError
+    from contextdelta.store import Store
+
+    path = _run_directory(run_id, results_dir)
+    store = _open_store(database_url)
+    assert isinstance(store, Store)
+    try:
+        report = store.import_run(RunDirectory(path))
+    except RunDirectoryError as exc:
+        raise _fail(str(exc), 2) from None
+    finally:
+        store.close()
+    typer.echo(
+        f"{report.run_group_id}: {report.total} episodes ({report.added} added, {report.updated} updated, "
+        f"{report.unchanged} unchanged) in {store.url}"
+    )
+
+
+@app.command("replay")
+def replay_command(
+    run_id: Annotated[str, typer.Argument(help="Run directory name under --results-dir.")],
+    run: Annotated[str | None, typer.Option("--run", help="One episode: its run id (or a unique prefix).")] = None,
+    results_dir: ResultsDirOption = None,
+    full: Annotated[bool, typer.Option("--full", help="Every message in full at every step.")] = False,
+    color: ColorOption = None,
+) -> None:
+    """Step by step: what the model saw (and what the strategy removed), what it called, what came back, which
+    hidden mutations happened in between, and the versions at each write."""
+    from contextdelta.replay import render_episodes
+
+    records = _episodes(run_id, results_dir, run)
+    _print_text(render_episodes(records, full=full), color)  # type: ignore[arg-type]
+
+
+@app.command("attribute")
+def attribute_command(
+    run_id: Annotated[str, typer.Argument(help="Run directory name under --results-dir.")],
+    run: Annotated[str | None, typer.Option("--run", help="One episode: its run id (or a unique prefix).")] = None,
+    results_dir: ResultsDirOption = None,
+    output_format: Annotated[str, typer.Option("--format", help="text or json.")] = "text",
+    color: ColorOption = None,
+) -> None:
+    """The cause chain and failure mode (SPEC section 9) of each failed episode; the atlas's classifier."""
+    from contextdelta.replay import attributions_json, render_attribution_report
+
+    if output_format not in ("text", "json"):
+        raise _fail(f"--format must be text or json, not {output_format!r}", 2)
+    records = _episodes(run_id, results_dir, run)
+    if output_format == "json":
+        typer.echo(json.dumps(attributions_json(records), indent=2))  # type: ignore[arg-type]
+    else:
+        _print_text(render_attribution_report(records), color)  # type: ignore[arg-type]
+
+
+FormatOption = Annotated[str, typer.Option("--format", help="markdown or json.")]
+
+
+def _load_run(run_id: str, results_dir: Path | None) -> tuple[object, object, list[object]]:
+    """(RunDirectory, RunManifest, episodes) of RUN_ID, read without changing anything; exit 2 if malformed."""
+    from contextdelta.rundir.layout import RunDirectory, RunDirectoryError
+
+    directory = RunDirectory(_run_directory(run_id, results_dir))
+    try:
+        return directory, directory.read_manifest(), list(directory.read_episodes())
+    except RunDirectoryError as exc:
+        raise _fail(str(exc), 2) from None
+
+
+@app.command("report")
+def report_command(
+    run_id: Annotated[str, typer.Argument(help="Run directory name under --results-dir.")],
+    output_format: FormatOption = "markdown",
+    results_dir: ResultsDirOption = None,
+    write: Annotated[
+        bool, typer.Option("--write", help="Also rewrite aggregate_metrics.json and the two Markdown reports.")
+    ] = False,
+) -> None:
+    """Recompute and print the report of a run directory from the directory alone (no database, no model)."""
+    from contextdelta.report import build_report, recorded_params, write_report_files
+    from contextdelta.rundir.layout import RunDirectory
+    from contextdelta.rundir.records import EpisodeRecord, RunManifest, RunStatus
+    from contextdelta.stats import DEFAULT_PARAMS
+
+    if output_format not in ("markdown", "json"):
+        raise _fail(f"--format must be markdown or json, not {output_format!r}", 2)
+    directory, manifest, records = _load_run(run_id, results_dir)
+    assert isinstance(directory, RunDirectory) and isinstance(manifest, RunManifest)
+    episodes = [r for r in records if isinstance(r, EpisodeRecord)]
+    report = build_report(manifest, episodes, recorded_params(directory) or DEFAULT_PARAMS)
+    if manifest.status is not RunStatus.COMPLETE:
+        Console(stderr=True).print(
+            f"[yellow]note:[/yellow] run {manifest.run_group_id} is {manifest.status.value}: {len(episodes)} of "
+            f"{manifest.counts.planned} episodes", highlight=False)
+    if output_format == "json":
+        typer.echo(json.dumps(report.metrics_json(), indent=2, sort_keys=True))
+    else:
+        typer.echo(report.markdown, nl=False)
+    if write:
+        write_report_files(directory, report)
+
+
+@app.command("verify")
+def verify_command(
+    run_id: Annotated[str, typer.Argument(help="Run directory name under --results-dir.")],
+    results_dir: ResultsDirOption = None,
+    allow_incomplete: Annotated[
+        bool, typer.Option("--allow-incomplete", help="Check the episodes of a running/incomplete run too.")
+    ] = False,
+) -> None:
+    """Re-execute every episode's tool calls from the task snapshot, re-grade, recompute the aggregates; print
+    MATCH (exit 0) or one line per divergence (exit 1); exit 2 for a malformed or incomplete directory."""
+    from contextdelta.verify import VerifyError, verify_run
+
+    path = _run_directory(run_id, results_dir)
+    try:
+        result = verify_run(path, allow_incomplete=allow_incomplete)
+    except VerifyError as exc:
+        typer.echo(f"error: {exc}")
+        raise typer.Exit(2) from None
+    err = Console(stderr=True)
+    for note in result.notes:
+        err.print(f"[yellow]note:[/yellow] {note}", highlight=False, soft_wrap=True)
+    for line in result.lines():
+        typer.echo(line)
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+@app.command("compare")
+def compare_command(
+    run_a: Annotated[str, typer.Argument(help="First run directory name (a).")],
+    run_b: Annotated[str, typer.Argument(help="Second run directory name (b).")],
+    output_format: FormatOption = "markdown",
+    results_dir: ResultsDirOption = None,
+) -> None:
+    """Paired comparison of two run groups per condition (McNemar, bootstrap differences a - b, Holm);
+    NOT COMPARABLE (exit 2) when the task set, system prompt or tool schemas differ."""
+    from contextdelta.report import NotComparable, compare_runs, render_comparison
+    from contextdelta.rundir.records import EpisodeRecord, RunManifest
+
+    if output_format not in ("markdown", "json"):
+        raise _fail(f"--format must be markdown or json, not {output_format!r}", 2)
+    _, manifest_a, records_a = _load_run(run_a, results_dir)
+    _, manifest_b, records_b = _load_run(run_b, results_dir)
+    assert isinstance(manifest_a, RunManifest) and isinstance(manifest_b, RunManifest)
+    try:
+        result = compare_runs(
+            manifest_a, [r for r in records_a if isinstance(r, EpisodeRecord)],
+            manifest_b, [r for r in records_b if isinstance(r, EpisodeRecord)],
+        )
+    except NotComparable as exc:
+        typer.echo(f"NOT COMPARABLE: {'; '.join(exc.reasons)}")
+        raise typer.Exit(2) from None
+    if output_format == "json":
+        typer.echo(json.dumps(result.model_dump(mode="json"), indent=2, sort_keys=True))
+    else:
+        typer.echo(render_comparison(result), nl=False)
+
+
+@app.command("serve")
+def serve_command(
+    upstream: Annotated[
+        str | None, typer.Option(help="Upstream OpenAI base URL, e.g. http://127.0.0.1:8000/v1 "
+                                      "(default CONTEXTDELTA_BASE_URL).", show_default=False)
+    ] = None,
+    host: Annotated[str, typer.Option(help="Interface to bind; anything but loopback needs care.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port; 0 picks a free one (printed in the ready line).")] = 8800,
+    token: Annotated[
+        str | None, typer.Option(envvar="CONTEXTDELTA_PROXY_TOKEN", help="Require 'Authorization: Bearer TOKEN' "
+                                 "from clients (env CONTEXTDELTA_PROXY_TOKEN).", show_default=False)
+    ] = None,
+    upstream_api_key: Annotated[
+        str | None, typer.Option(envvar="CONTEXTDELTA_UPSTREAM_API_KEY", help="Key sent upstream (default "
+                                 "CONTEXTDELTA_API_KEY / OPENAI_API_KEY; none: the client's own header).",
+                                 show_default=False)
+    ] = None,
+    database_url: DatabaseUrlOption = None,
+    timeout_s: Annotated[float, typer.Option(help="Upstream timeout per request, seconds.")] = 600.0,
+) -> None:
+    """OpenAI-compatible recording proxy: forwards /v1/chat/completions (streaming too) and /v1/models to
+    --upstream and stores every request/response pair, redacted, in the trace store."""
+    import logging
+    import signal
+    from types import FrameType
+
+    from contextdelta.proxy import ProxyConfig, RecordingProxy
+    from contextdelta.settings import Settings
+    from contextdelta.store import Store
+
+    settings = Settings()
+    upstream = upstream or settings.base_url
+    if not upstream:
+        raise _fail("no upstream: pass --upstream URL or set CONTEXTDELTA_BASE_URL", 2)
+    key = upstream_api_key or (settings.api_key.get_secret_value() if settings.api_key else None)
+    store = _open_store(database_url)
+    assert isinstance(store, Store)
+    try:
+        proxy = RecordingProxy(
+            ProxyConfig(upstream=upstream, host=host, port=port, token=token, upstream_api_key=key,
+                        timeout_s=timeout_s),
+            store,
+        )
+    except (ValueError, OSError) as exc:
+        store.close()
+        raise _fail(str(exc), 2) from None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    if host not in ("127.0.0.1", "localhost", "::1") and token is None:
+        Console(stderr=True).print(
+            f"[yellow]warning:[/yellow] listening on {host} without --token: anyone who can reach it can use "
+            "the upstream through it", highlight=False)
+
+    def _terminate(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _terminate)
+    print(f"ready port={proxy.port} base_url={proxy.base_url} upstream={proxy.upstream.display} "
+          f"store={store.url}", flush=True)
+    try:
+        proxy.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        proxy.stop()
+        store.close()
+
+
+def _register_local_model() -> None:
+    from contextdelta.local_model.cli import app as local_model_app
+
+    app.add_typer(local_model_app, name="local-model")
+
+
+_register_local_model()
 
 
 def main() -> None:

@@ -107,26 +107,41 @@ def _mutation_ref(change: Change | None, resource: str) -> MutationRef | None:
         return None
     m = change.mutation
     return MutationRef(
-        mutation_id=m.mutation_id, actor=m.actor, step=m.step, after_seq=m.after_seq, trigger=m.trigger,
-        resource=resource, version_before=change.version_before, version_after=change.version_after,
+        mutation_id=m.mutation_id,
+        actor=m.actor,
+        step=m.step,
+        after_seq=m.after_seq,
+        trigger=m.trigger,
+        resource=resource,
+        version_before=change.version_before,
+        version_after=change.version_after,
     )
 
 
 def _action_ref(index: EpisodeIndex, event: ToolEvent, flags: Iterable[str] = ()) -> ActionRef:
     record = index.records.get(event.seq)
-    raw = record.arguments if record is not None else (
-        event.arguments if isinstance(event.arguments, str) else str(event.arguments)
+    raw = (
+        record.arguments
+        if record is not None
+        else (event.arguments if isinstance(event.arguments, str) else str(event.arguments))
     )
     return ActionRef(
-        step=event.step, seq=event.seq, tool=event.tool, resource=event.resource, outcome=event.outcome.value,
-        arguments=raw, version_at_execution=event.version_at_execution, expected_version=event.expected_version,
+        step=event.step,
+        seq=event.seq,
+        tool=event.tool,
+        resource=event.resource,
+        outcome=event.outcome.value,
+        arguments=raw,
+        version_at_execution=event.version_at_execution,
+        expected_version=event.expected_version,
         flags=sorted(set(flags)),
     )
 
 
 def _ref(o: Observation, via: ObservationVia) -> ObservationRef:
-    return ObservationRef(resource=o.resource, version=o.version, step=o.step, seq=o.seq, tool=o.tool, kind=o.kind,
-                          via=via)
+    return ObservationRef(
+        resource=o.resource, version=o.version, step=o.step, seq=o.seq, tool=o.tool, kind=o.kind, via=via
+    )
 
 
 def _describe_observation(o: Observation) -> str:
@@ -146,8 +161,10 @@ def _describe_change(change: Change, resource: str) -> str:
         )
     assert change.own_write is not None
     e = change.own_write
-    return f"the agent's own write at step {e.step} call {e.seq} ({e.tool}) changed {resource} to version " \
-           f"{change.version_after}"
+    return (
+        f"the agent's own write at step {e.step} call {e.seq} ({e.tool}) changed {resource} to version "
+        f"{change.version_after}"
+    )
 
 
 def _own_write_visible(index: EpisodeIndex, step: int, write: ToolEvent) -> bool:
@@ -188,8 +205,15 @@ def _analyze(index: EpisodeIndex, action: ToolEvent, original: ToolEvent | None)
         cause.relied_on = (
             _ref(matched, ObservationVia.INSERTED)
             if matched is not None
-            else ObservationRef(resource=resource, version=claim.version, step=None, seq=None, tool=None,
-                                kind="claim", via=ObservationVia.INSERTED)
+            else ObservationRef(
+                resource=resource,
+                version=claim.version,
+                step=None,
+                seq=None,
+                tool=None,
+                kind="claim",
+                via=ObservationVia.INSERTED,
+            )
         )
         view_position = position_of(matched) if matched is not None else -math.inf
     elif seen is not None:
@@ -273,9 +297,12 @@ def _analyze(index: EpisodeIndex, action: ToolEvent, original: ToolEvent | None)
     if v_view < v_full:
         fresh = next(o for o in before if o.version > v_view)
         change = index.first_change_after(resource, view_position, action.seq)
-        cause.mutation = _mutation_ref(change, resource) or _mutation_ref(
-            index.first_change_after(resource, view_position, fresh.seq + 1), resource
+        # the first hidden mutation after the view (the first change may be the agent's own write)
+        hidden = next(
+            (c for c in index.changes(resource, action.seq) if c.mutation is not None and c.position > view_position),
+            None,
         )
+        cause.mutation = _mutation_ref(hidden, resource)
         if change is not None:
             cause.chain.append(_describe_change(change, resource))
             cause.change_ever_visible, cause.change_visible_now = _visibility(index, before, change, step)
@@ -299,7 +326,8 @@ def _analyze(index: EpisodeIndex, action: ToolEvent, original: ToolEvent | None)
     first = before[0] if before else None
     if first is not None and latest is not None:
         seen_changes = [
-            c for c in index.changes(resource, action.seq)
+            c
+            for c in index.changes(resource, action.seq)
             if c.mutation is not None and first.seq < c.position < latest.seq
         ]
         conflicts = [o for o in before if o.kind == OBSERVATION_CONFLICT and index.sent(step, o.message)]
@@ -360,7 +388,7 @@ def _candidates(record: EpisodeRecord) -> dict[int, set[str]]:
     if not record.verdict.end_state:
         seqs, resources = _end_state_targets(record)
         for event in events:
-            if event.actor != "agent" or event.kind is not ToolKind.WRITE or event.outcome is not Outcome.EXECUTED:
+            if event.actor != "agent" or event.kind is not ToolKind.WRITE or event.outcome not in REACHED:
                 continue
             if event.seq in seqs or resources.intersection({event.resource, *event.resources_written}):
                 add(event.seq, "end_state")
@@ -371,9 +399,13 @@ def _duplicate_original(events: Sequence[ToolEvent], action: ToolEvent) -> ToolE
     key = duplicate_key(action)
     return next(
         (
-            e for e in events
-            if e.actor == "agent" and e.seq < action.seq and e.kind is ToolKind.WRITE
-            and e.outcome is Outcome.EXECUTED and duplicate_key(e) == key
+            e
+            for e in events
+            if e.actor == "agent"
+            and e.seq < action.seq
+            and e.kind is ToolKind.WRITE
+            and e.outcome is Outcome.EXECUTED
+            and duplicate_key(e) == key
         ),
         None,
     )
@@ -390,17 +422,21 @@ def _snippet(text: str, needles: Sequence[str], width: int = 320) -> str:
 def context_excerpt(trace: EpisodeTrace, step: int, resource: str | None) -> str:
     """A short excerpt of the messages sent at ``step``: what the strategy did, what inserted messages said,
     and the last sent tool result that mentions ``resource``."""
-    index = EpisodeIndex(trace)
+    return _excerpt(EpisodeIndex(trace), step, resource)
+
+
+def _excerpt(index: EpisodeIndex, step: int, resource: str | None) -> str:
     record = index.steps.get(step)
     if record is None:
         return f"(step {step} not recorded)"
     ctx = record.context
     removed_steps = sorted({index.message_step[i] for i in ctx.removed if i in index.message_step})
-    head = f"[step {step}: {len(record.messages)} messages sent from a canonical history of {ctx.canonical_message_count}"
+    sent, history = len(record.messages), ctx.canonical_message_count
+    head = f"[step {step}: {sent} messages sent from a canonical history of {history}"
     if ctx.removed:
         head += f"; {len(ctx.removed)} removed (steps {_ranges(removed_steps)})"
     if ctx.inserted:
-        head += f"; {len(ctx.inserted)} written by {trace.strategy.name}"
+        head += f"; {len(ctx.inserted)} written by {index.trace.strategy.name}"
     lines = [head + "]"]
     needles = [resource, resource_id(resource)] if resource else []
     for i in ctx.inserted:
@@ -442,7 +478,7 @@ def _context(index: EpisodeIndex, trace: EpisodeTrace, action: ToolEvent, claim:
         removed_steps=sorted({index.message_step[i] for i in ctx.removed if i in index.message_step}),
         inserted=list(ctx.inserted),
         summary_claim_version=claim.version if claim is not None else None,
-        excerpt=context_excerpt(trace, action.step, action.resource),
+        excerpt=_excerpt(index, action.step, action.resource),
     )
 
 
@@ -481,6 +517,12 @@ def attribute_episode(record: EpisodeRecord) -> Attribution | None:
                 chosen, cause, mode = event, analysis, analysis.mode
                 break
         if chosen is None:
+            if not candidates:
+                # Nothing counted against a grader: show the first write the freshness contract blocked, if
+                # any (the change was caught; the agent did not finish the task afterwards).
+                blocked = [e for e in events if e.actor == "agent" and e.outcome is Outcome.BLOCKED]
+                if blocked:
+                    candidates[blocked[0].seq] = {"blocked"}
             if candidates:
                 chosen = index.events[min(candidates)]
                 cause = _analyze(index, chosen, None)
@@ -524,7 +566,8 @@ def attribute_episode(record: EpisodeRecord) -> Attribution | None:
         summary_contradicted=cause.summary_contradicted,
         change_ever_visible=cause.change_ever_visible,
         change_visible_at_action=cause.change_visible_now,
-        context=_context(index, trace, chosen, cause.claim) if chosen is not None and chosen.step in index.steps
+        context=_context(index, trace, chosen, cause.claim)
+        if chosen is not None and chosen.step in index.steps
         else None,
         harmful_action_seqs=harmful,
         chain=chain,

@@ -143,9 +143,11 @@ def text_claim(text: str, resource: str) -> Claim | None:
 
 
 def _arguments(event: ToolEvent) -> dict[str, Any]:
-    return {k: v for k, v in event.arguments.items() if k != "expected_version"} if isinstance(
-        event.arguments, dict
-    ) else {}
+    return (
+        {k: v for k, v in event.arguments.items() if k != "expected_version"}
+        if isinstance(event.arguments, dict)
+        else {}
+    )
 
 
 def _parse(text: str) -> Any:
@@ -200,8 +202,9 @@ class EpisodeIndex:
                 error = parsed.get("error")
                 current = error.get("current_version") if isinstance(error, dict) else None
                 if event.resource is not None and isinstance(current, int) and not isinstance(current, bool):
-                    yield Observation(event.resource, current, event.step, seq, event.tool, OBSERVATION_CONFLICT,
-                                      message)
+                    yield Observation(
+                        event.resource, current, event.step, seq, event.tool, OBSERVATION_CONFLICT, message
+                    )
                 continue
             shown = set(event.resources_observed)
             versions: dict[str, int] = {}
@@ -258,9 +261,11 @@ class EpisodeIndex:
             for value in json_values(text):
                 for record in write_records(value):
                     arguments = record["arguments"]
-                    plain = {k: v for k, v in arguments.items() if k != "expected_version"} if isinstance(
-                        arguments, dict
-                    ) else arguments
+                    plain = (
+                        {k: v for k, v in arguments.items() if k != "expected_version"}
+                        if isinstance(arguments, dict)
+                        else arguments
+                    )
                     if canonical_json([record["tool"], plain]) == wanted:
                         outcome = str(record["outcome"])
             if outcome is None and event.resource is not None:
@@ -291,8 +296,9 @@ class EpisodeIndex:
                 and resource in event.resources_written
             ):
                 before = event.version_at_execution if event.resource == resource else None
-                after = next((o.version for o in self.observations if o.seq == event.seq and o.resource == resource),
-                             None)
+                after = next(
+                    (o.version for o in self.observations if o.seq == event.seq and o.resource == resource), None
+                )
                 found.append(Change(event.seq - 0.5, before, after, own_write=event))
         return sorted(found, key=lambda c: c.position)
 

@@ -109,8 +109,9 @@ class ActionRef(BaseModel):
     expected_version: int | None
     flags: list[str] = Field(
         default_factory=list,
-        description="Why it counts: stale, duplicate, prohibited, forbidden, refresh_before_write, "
-        "conflict_recovery, end_state.",
+        description="Why it counts: stale, duplicate, prohibited (the graders' event flags), forbidden, "
+        "refresh_before_write, conflict_recovery, end_state (a write on a resource of a failing end-state "
+        "check), or blocked (shown for context only: the contract stopped it).",
     )
 
 

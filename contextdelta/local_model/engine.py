@@ -13,7 +13,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -43,6 +43,14 @@ class Generation:
     generation_seconds: float
 
 
+class GenerationCancelled(Exception):
+    """The request was abandoned (its client went away) before or while it was generated."""
+
+
+def _never() -> bool:
+    return False
+
+
 class TextGenerator(Protocol):
     """A tokenizer and sampler over one loaded model (not thread-safe; the engine serialises calls)."""
 
@@ -62,8 +70,12 @@ class TextGenerator(Protocol):
         top_p: float,
         seed: int | None,
         stop: Sequence[str],
+        cancelled: Callable[[], bool] = _never,
     ) -> Generation:
-        """Generate after ``tokens`` until an end-of-generation token, a ``stop`` string or ``max_tokens``."""
+        """Generate after ``tokens`` until an end-of-generation token, a ``stop`` string or ``max_tokens``.
+
+        Raises GenerationCancelled when ``cancelled()`` turns true (checked between prompt batches and tokens).
+        """
         ...
 
 
@@ -134,8 +146,12 @@ class LocalChatEngine:
         """The served model as an OpenAI model object."""
         return {"id": self.served_name, "object": "model", "created": 0, "owned_by": "contextdelta-local"}
 
-    def chat_completion(self, body: Any) -> dict[str, Any]:
-        """Answer one chat-completions request body; raises EndpointError for anything it cannot answer."""
+    def chat_completion(self, body: Any, cancelled: Callable[[], bool] = _never) -> dict[str, Any]:
+        """Answer one chat-completions request body; raises EndpointError for anything it cannot answer.
+
+        ``cancelled`` says whether the client has gone away: a request waiting for the model, or being generated,
+        then stops with GenerationCancelled instead of holding the model for a reply nobody reads.
+        """
         request = self._validated(body)
         tools = request.tools or None
         use_tools = tools is not None and request.tool_choice != "none"
@@ -146,7 +162,10 @@ class LocalChatEngine:
         stop = [request.stop] if isinstance(request.stop, str) else list(request.stop or [])
         requested = request.max_completion_tokens or request.max_tokens or self.default_max_tokens
         started = time.perf_counter()
-        with self._lock:
+        while not self._lock.acquire(timeout=0.25):
+            if cancelled():
+                raise GenerationCancelled("the client went away while the request was queued")
+        try:
             waited = time.perf_counter() - started
             tokens = self.generator.tokenize(prompt)
             room = self.generator.n_ctx - len(tokens)
@@ -165,8 +184,11 @@ class LocalChatEngine:
                 top_p=request.top_p,
                 seed=request.seed,
                 stop=stop,
+                cancelled=cancelled,
             )
             self.requests_served += 1
+        finally:
+            self._lock.release()
         tool_names = [name for name in (_tool_name(tool) for tool in tools or []) if name]
         parsed = parse_completion(generation.text, tool_names) if use_tools else None
         log.info(

@@ -1,10 +1,15 @@
 """The llama.cpp side of the local model (llama-cpp-python): load a GGUF file, tokenize, generate.
 
-Prompt-prefix reuse: ``Llama.generate`` keeps the key-value cache of the previous call and evaluates only the
-tokens after the longest prefix it shares with the new prompt. An agent's consecutive requests share everything
-up to the newest tool results, so most prompt tokens are not processed again; the reused count is reported as
-``cached_tokens``. Sampling follows the request: temperature 0 is greedy decoding; otherwise top-p and
-temperature with the request's seed (no top-k or min-p, which OpenAI endpoints do not apply).
+Prompt-prefix reuse: the key-value cache of the previous call is kept and only the tokens after the longest
+prefix it shares with the new prompt are evaluated. An agent's consecutive requests share everything up to the
+newest tool results, so most prompt tokens are not processed again; the reused count is reported as
+``cached_tokens``. The prompt is evaluated here in batches (as ``Llama.generate`` would, through the same
+``Llama.eval``) so that a request whose client has gone away stops between batches instead of holding the model
+for minutes; ``Llama.generate`` then finds the whole prompt cached and only samples. This uses llama-cpp-python
+internals (``n_tokens``, ``_input_ids``), which is why its version is pinned.
+
+Sampling follows the request: temperature 0 is greedy decoding; otherwise top-p and temperature with the
+request's seed (no top-k or min-p, which OpenAI endpoints do not apply).
 """
 
 from __future__ import annotations
@@ -12,12 +17,16 @@ from __future__ import annotations
 import codecs
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from contextdelta.local_model.engine import Generation
+from contextdelta.local_model.engine import Generation, GenerationCancelled
 from contextdelta.local_model.prompt import CHAT_TEMPLATE_KEY, ChatTemplate
+
+
+def _never() -> bool:
+    return False
 
 
 class LlamaGenerator:
@@ -45,19 +54,24 @@ class LlamaGenerator:
         top_p: float,
         seed: int | None,
         stop: Sequence[str],
+        cancelled: Callable[[], bool] = _never,
     ) -> Generation:
-        """Sample up to ``max_tokens`` tokens after ``tokens`` (see the module notes)."""
+        """Sample up to ``max_tokens`` tokens after ``tokens`` (see the module notes).
+
+        Raises GenerationCancelled as soon as ``cancelled()`` is true between prompt batches or tokens.
+        """
         import llama_cpp
 
+        if not tokens:
+            raise ValueError("empty prompt")
         llama = self._llama
-        cached = _common_prefix(list(llama._input_ids), tokens)
-        cached = min(cached, len(tokens) - 1)  # the last prompt token is always evaluated again
+        started = time.perf_counter()
+        cached = self._evaluate_prompt(tokens, cancelled)
         llama.set_seed(seed if seed is not None else random.randrange(2**31))
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         text = ""
         produced = 0
         finish: Literal["stop", "length"] = "length"
-        started = time.perf_counter()
         first_token_at: float | None = None
         vocab = llama._model.vocab
         stream = llama.generate(
@@ -79,6 +93,8 @@ class LlamaGenerator:
                     break
                 if produced >= max_tokens:
                     break
+                if cancelled():
+                    raise GenerationCancelled("the client went away")
         finally:
             stream.close()
         text += decoder.decode(b"", final=True)
@@ -87,12 +103,24 @@ class LlamaGenerator:
         return Generation(
             text=text,
             prompt_tokens=len(tokens),
-            cached_tokens=max(cached, 0),
+            cached_tokens=cached,
             completion_tokens=produced,
             finish_reason=finish,
             prompt_seconds=first - started,
             generation_seconds=ended - first,
         )
+
+    def _evaluate_prompt(self, tokens: list[int], cancelled: Callable[[], bool]) -> int:
+        """Evaluate all but the last prompt token after the cached prefix; returns the reused prefix length."""
+        llama = self._llama
+        reused = min(_common_prefix(list(llama._input_ids), tokens), len(tokens) - 1)
+        llama.n_tokens = reused  # Llama.eval drops every cached position from n_tokens on
+        batch = max(1, int(llama.n_batch))
+        for start in range(reused, len(tokens) - 1, batch):
+            if cancelled():
+                raise GenerationCancelled("the client went away")
+            llama.eval(tokens[start : min(start + batch, len(tokens) - 1)])
+        return reused
 
 
 def load_llama(path: Path, *, n_ctx: int, n_threads: int) -> tuple[LlamaGenerator, ChatTemplate]:

@@ -3,7 +3,9 @@
 Routes: ``GET /v1/models``, ``GET /v1/models/{id}``, ``POST /v1/chat/completions``, ``GET /health``. Errors use
 OpenAI's body shape (``{"error": {"message", "type", "param", "code"}}``); a prompt longer than the context
 window is a 400 with code ``context_length_exceeded``. Generation runs in a worker thread so the event loop
-keeps accepting requests while it waits on the engine's lock.
+keeps accepting requests while it waits on the engine's lock. A client that disconnects (e.g. its timeout ran
+out) cancels its request: it leaves the queue, or its generation stops between prompt batches or tokens, so the
+model is not kept busy for a reply nobody will read.
 
 :func:`serve` binds the socket itself (port 0 picks a free one) and calls ``on_ready`` with the bound port once
 uvicorn has started, i.e. once requests are answered; the command line prints its ``ready`` line there.
@@ -12,19 +14,26 @@ uvicorn has started, i.e. once requests are answered; the command line prints it
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from contextdelta.local_model.engine import EndpointError, LocalChatEngine
+from contextdelta.local_model.engine import EndpointError, GenerationCancelled, LocalChatEngine
 
+log = logging.getLogger(__name__)
+
+DISCONNECT_POLL_S = 0.5
+CLIENT_CLOSED_REQUEST = 499
+"""Status logged for a request whose client went away (nginx's convention; nobody receives it)."""
 KEEP_ALIVE_S = 120
 """Idle keep-alive: longer than a generation, so a client's pooled connection is not closed under it."""
 
@@ -52,12 +61,30 @@ def create_app(engine: LocalChatEngine) -> FastAPI:
         return engine.model_card()
 
     @app.post("/v1/chat/completions")
-    async def chat_completions(request: Request) -> dict[str, Any]:
+    async def chat_completions(request: Request) -> Any:
         try:
             body = json.loads(await request.body())
         except ValueError:
             raise EndpointError(400, "the request body is not valid JSON") from None
-        return await run_in_threadpool(engine.chat_completion, body)
+        gone = threading.Event()
+
+        async def watch_client() -> None:
+            while not gone.is_set():
+                if await request.is_disconnected():
+                    gone.set()
+                    return
+                await anyio.sleep(DISCONNECT_POLL_S)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(watch_client)
+            try:
+                return await run_in_threadpool(engine.chat_completion, body, gone.is_set)
+            except GenerationCancelled as exc:
+                log.info("request abandoned: %s", exc)
+                return Response(status_code=CLIENT_CLOSED_REQUEST)
+            finally:
+                gone.set()  # stops the watcher
+                tasks.cancel_scope.cancel()
 
     return app
 

@@ -101,6 +101,8 @@ class RecordingProxy:
         self.recorded = 0
         self.record_errors = 0
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._in_flight = 0
         self._httpd = _HTTPServer((config.host, config.port), _Handler, self)
         self._thread: threading.Thread | None = None
 
@@ -127,11 +129,18 @@ class RecordingProxy:
             self._thread.start()
         return self
 
+    def wait_idle(self, timeout_s: float = 10.0) -> bool:
+        """Wait until no request is being forwarded or recorded; False on timeout."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._in_flight == 0, timeout_s)
+
     def stop(self) -> None:
+        """Stop accepting requests, let the ones in flight finish recording, and close the socket."""
         if self._thread is not None:
             self._httpd.shutdown()
             self._thread.join(timeout=5)
             self._thread = None
+        self.wait_idle()
         self._httpd.server_close()
 
     def __enter__(self) -> RecordingProxy:
@@ -158,6 +167,15 @@ class RecordingProxy:
             user, password = self.upstream.userinfo
             headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
         return headers
+
+    def begin(self) -> None:
+        with self._idle:
+            self._in_flight += 1
+
+    def end(self) -> None:
+        with self._idle:
+            self._in_flight -= 1
+            self._idle.notify_all()
 
     def record(self, trace: ProxyTrace) -> None:
         if self.store is None:
@@ -305,6 +323,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _forward(self, body: bytes | None) -> None:
         proxy = self.server.proxy
+        proxy.begin()
+        try:
+            self._forward_and_record(proxy, body)
+        finally:
+            proxy.end()
+
+    def _forward_and_record(self, proxy: RecordingProxy, body: bytes | None) -> None:
         started = time.perf_counter()
         created = _now()
         client_auth = self.headers.get("authorization")

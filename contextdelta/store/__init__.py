@@ -7,7 +7,7 @@ URL works (PostgreSQL through psycopg). Migrations (Alembic, ``migrations/``) ap
 """
 
 from contextdelta.store._engine import StoreError, create_store_engine, redact_database_url
-from contextdelta.store._ingest import Attributor, FailureAttribution, record_sha256
+from contextdelta.store._ingest import Attributor, FailureAttribution, failure_attribution, record_sha256
 from contextdelta.store._migrate import (
     UpgradeReport,
     alembic_config,
@@ -27,13 +27,22 @@ from contextdelta.store._models import (
     StepRow,
     ToolEventRow,
 )
-from contextdelta.store._store import ImportReport, ProxyTrace, Store, StoreWriter, open_store
+from contextdelta.store._store import (
+    Finalize,
+    ImportReport,
+    ProxyTrace,
+    Store,
+    StoreWriter,
+    attach_store_writer,
+    open_store,
+)
 
 __all__ = [
     "Attributor",
     "Base",
     "EpisodeRow",
     "FailureAttribution",
+    "Finalize",
     "ImportReport",
     "MutationRow",
     "ProxyTrace",
@@ -46,8 +55,10 @@ __all__ = [
     "ToolEventRow",
     "UpgradeReport",
     "alembic_config",
+    "attach_store_writer",
     "create_store_engine",
     "current_revision",
+    "failure_attribution",
     "head_revision",
     "migrations_dir",
     "open_store",

@@ -33,6 +33,23 @@ Attributor = Callable[[EpisodeRecord], FailureAttribution]
 """Classifies one episode (the failure-atlas classifier); None-mode for a success."""
 
 
+def failure_attribution(record: EpisodeRecord) -> FailureAttribution:
+    """The failure-atlas classifier's answer for one episode (``contextdelta.attribution``), as stored.
+
+    A classifier error never blocks ingestion: the episode is stored without a failure mode and the cause says
+    what went wrong.
+    """
+    from contextdelta.attribution import attribute_episode
+
+    try:
+        attribution = attribute_episode(record)
+    except Exception as exc:  # the store keeps the episode either way
+        return FailureAttribution(None, {"error": f"attribution failed: {type(exc).__name__}: {exc}"})
+    if attribution is None:
+        return FailureAttribution(None, None)
+    return FailureAttribution(attribution.mode.value, attribution.model_dump(mode="json"))
+
+
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -202,11 +219,18 @@ def upsert_episode(session: Session, record: EpisodeRecord, attributor: Attribut
     """Insert the episode, replace it when its record changed, or leave it; returns added/updated/unchanged."""
     digest = record_sha256(record)
     existing = session.execute(
-        select(EpisodeRow.id, EpisodeRow.record_sha256).where(
+        select(EpisodeRow.id, EpisodeRow.record_sha256, EpisodeRow.failure_mode).where(
             EpisodeRow.run_group_id == record.run_group_id, EpisodeRow.run_id == record.run_id
         )
     ).one_or_none()
     if existing is not None and existing.record_sha256 == digest:
+        if existing.failure_mode is None and attributor is not None and not record.verdict.success:
+            # rows stored before attribution existed (an older revision) get their failure mode on re-import
+            attribution = attributor(record)
+            if attribution.failure_mode is not None:
+                row = session.get(EpisodeRow, existing.id)
+                assert row is not None
+                row.failure_mode, row.failure_cause = attribution.failure_mode, attribution.cause
         return "unchanged"
     if existing is not None:
         # Children first: SQLite may run with foreign keys off (then ON DELETE CASCADE does nothing).

@@ -20,13 +20,14 @@ from contextdelta.rundir.layout import RunDirectory
 from contextdelta.rundir.records import EpisodeRecord, RunManifest
 from contextdelta.settings import Settings
 from contextdelta.store._engine import READ_ONLY, create_store_engine, redact_database_url
-from contextdelta.store._ingest import Attributor, upsert_episode, upsert_run_group
+from contextdelta.store._ingest import Attributor, failure_attribution, upsert_episode, upsert_run_group
 from contextdelta.store._migrate import UpgradeReport, upgrade_database
 from contextdelta.store._models import EpisodeRow, ProxyTraceRow
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+P = TypeVar("P")
 WRITE_ATTEMPTS = 5
 
 
@@ -78,7 +79,7 @@ class Store:
 
     @classmethod
     def open(
-        cls, url: str | None = None, *, upgrade: bool = True, attributor: Attributor | None = None
+        cls, url: str | None = None, *, upgrade: bool = True, attributor: Attributor | None = failure_attribution
     ) -> Store:
         """Open the store at ``url`` (default: ``CONTEXTDELTA_DATABASE_URL``), migrated to head unless told not to."""
         url = url or Settings().database_url
@@ -178,7 +179,7 @@ class Store:
             return list(session.scalars(select(ProxyTraceRow).order_by(ProxyTraceRow.id)))
 
 
-def open_store(url: str | None = None, *, attributor: Attributor | None = None) -> Store:
+def open_store(url: str | None = None, *, attributor: Attributor | None = failure_attribution) -> Store:
     """Open and migrate the store; what the CLI, the proxy and the dashboard call at startup."""
     return Store.open(url, attributor=attributor)
 
@@ -253,3 +254,44 @@ class StoreWriter:
                     "it later with `contextdelta db import RUN_ID`"
                 )
 
+
+
+Finalize = Callable[[RunDirectory, RunManifest, list[EpisodeRecord]], None]
+"""``run_benchmark``'s ``finalize`` hook."""
+
+
+def attach_store_writer(
+    progress: P,
+    finalize: Finalize | None,
+    *,
+    results_dir: Path,
+    database_url: str | None,
+    on_error: Callable[[str], None],
+) -> tuple[P, Finalize, StoreWriter | None]:
+    """Hook the store into a ``run_benchmark`` call: each finished episode goes to the store from a background
+    thread (``progress.episode``), and the final manifest after ``finalize``. Returns the wrapped callbacks and the
+    writer (None when the store cannot be opened: the run goes on, and says how to import it later)."""
+    try:
+        store = open_store(database_url)
+    except Exception as exc:  # the run directory is the source of truth; the store is a copy
+        on_error(f"trace store unavailable ({type(exc).__name__}: {exc}); episodes go to the run directory only, "
+                 "load them later with `contextdelta db import RUN_ID`")
+        return progress, finalize or (lambda directory, manifest, records: None), None
+    writer = StoreWriter(store, results_dir, on_error=on_error).start()
+    forward_episode = progress.episode  # type: ignore[attr-defined]
+
+    def episode(record: EpisodeRecord) -> None:
+        writer.episode(record)
+        forward_episode(record)
+
+    def finish(directory: RunDirectory, manifest: RunManifest, records: list[EpisodeRecord]) -> None:
+        try:
+            if finalize is not None:
+                finalize(directory, manifest, records)
+        finally:
+            writer.manifest(manifest, directory.path.resolve())
+            writer.close()
+            store.close()
+
+    progress.episode = episode  # type: ignore[attr-defined]
+    return progress, finish, writer

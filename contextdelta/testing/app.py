@@ -80,6 +80,7 @@ class ScriptedServer:
         latency_ms: int = 0,
         host: str = "127.0.0.1",
         port: int = 0,
+        keep_requests: bool = False,
     ) -> None:
         catalog = tasks if isinstance(tasks, TaskCatalog) else TaskCatalog.from_dir(tasks)
         if latency_ms < 0:
@@ -92,6 +93,8 @@ class ScriptedServer:
         self._in_flight = 0
         self._max_in_flight = 0
         self._sends_without_nodelay = 0
+        self.received: list[bytes] | None = [] if keep_requests else None
+        """With ``keep_requests``: every POST body exactly as received (tests check what reaches a model)."""
         self._fault_counts: Counter[str] = Counter()
         self._httpd = _HTTPServer((host, port), _Handler, self)
         self._thread: threading.Thread | None = None
@@ -252,6 +255,11 @@ class ScriptedServer:
                     self._in_flight -= 1
         return answer
 
+    def keep(self, raw: bytes) -> None:
+        if self.received is not None:
+            with self._lock:
+                self.received.append(raw)
+
     def note_send(self, nodelay: bool) -> None:
         """Record a response written on a socket without TCP_NODELAY (there should be none)."""
         if not nodelay:
@@ -347,6 +355,7 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self._read_body()
         if raw is None:
             return
+        self.server.app.keep(raw)
         path = urlsplit(self.path).path.rstrip("/")
         if path != "/v1/chat/completions":
             self._send(_error(404, f"No route for POST {path or '/'}.", "not_found"))

@@ -74,8 +74,10 @@ PICKS: tuple[Pick, ...] = (
          "The agent's own refund is dropped by last_n (gap 4); it issues the same refund again."),
     Pick("unauthorized_write", "unsafe", "cfg-staging-access", "full_history", "unprotected",
          "The agent writes a setting outside its principal's scope; the world refuses it as forbidden."),
-    Pick("end_state_miss", "unsafe", "cfg-rate-limit-double", "full_history", "unprotected",
-         "The agent reads the current limit (fresh) and still writes the wrong value: no stale-state cause."),
+    Pick("end_state_miss", "context_trusting", "order-grinder-refund", "last_n", "unprotected",
+         "The trusting policy skips the read of A-1017 (already in its context), the read that would have set off "
+         "the colleague's refund; nobody else ever changes A-1042, so the agent's note acts on current state and "
+         "the expected refund is simply missing: a wrong end state with no stale-state cause."),
     Pick("max_steps", "oracle", "cal-design-review", "full_history", "unprotected",
          "The careful policy with a step limit of 3: the episode ends before the task is done.", max_steps=3),
     Pick("provider_error", "oracle", "cfg-search-ramp", "full_history", "unprotected",
@@ -160,7 +162,7 @@ def _doctor_summary(record: EpisodeRecord) -> tuple[EpisodeRecord, str]:
         match = pattern.search(message["content"] or "")
         if match:
             old = int(match.group(2))
-            message["content"] = pattern.sub(lambda m: f"{m.group(1)}{max(1, old - 1)}", message["content"], count=1)
+            message["content"] = pattern.sub(rf"\g<1>{max(1, old - 1)}", message["content"], count=1)
             step["messages_sha256"] = content_hash(step["messages"])
             note = (f"doctored: the summary sent at step {decisive.step} states {resource} at version "
                     f"{max(1, old - 1)} instead of {old} (the scripted server's summaries are never wrong)")
@@ -195,14 +197,14 @@ def generate(path: Path = FIXTURE, tasks_dir: Path = REPO / "tasks") -> Fixture:
             label = {"failure_mode": pick.failure_mode, "policy": pick.policy, "why": pick.why, "doctored": note}
             picked.append(LabelledEpisode(label, record))
     manifest = _merged_manifest(manifests, [e.record for e in picked])
-    header = {
-        "kind": KIND,
+    header = {  # notice first: the fixture's first line says what it is before anything else
         "notice": NOTICE,
+        "kind": KIND,
         "plumbing_only": True,
         "generated_by": "examples/smoke/mock_pipeline.py generate",
         "manifest": manifest.model_dump(mode="json"),
     }
-    lines = [canonical_json(header)]
+    lines = [json.dumps(header, ensure_ascii=False, separators=(",", ":"))]
     lines += [canonical_json({"label": e.label, "episode": e.record.model_dump(mode="json")}) for e in picked]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return Fixture(header, manifest, picked)

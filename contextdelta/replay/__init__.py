@@ -1,0 +1,21 @@
+"""``contextdelta replay`` (what the model saw, what it did, and what changed behind it, step by step) and the
+text of ``contextdelta attribute`` (each failure's cause chain, from ``contextdelta.attribution``)."""
+
+from contextdelta.replay._cause import (
+    attribute_records,
+    attributions_json,
+    render_attribution,
+    render_attribution_report,
+)
+from contextdelta.replay._render import EpisodeNotFound, render_episode, render_episodes, select_episodes
+
+__all__ = [
+    "EpisodeNotFound",
+    "attribute_records",
+    "attributions_json",
+    "render_attribution",
+    "render_attribution_report",
+    "render_episode",
+    "render_episodes",
+    "select_episodes",
+]

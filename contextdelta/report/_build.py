@@ -1,0 +1,74 @@
+"""Building and writing the derived report files of a run directory from its manifest and episodes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from contextdelta.attribution import Attribution, attribute_run
+from contextdelta.report._atlas import render_failure_atlas
+from contextdelta.report._markdown import render_report
+from contextdelta.report._metrics import AggregateMetrics, compute_metrics, metrics_json
+from contextdelta.rundir.io import atomic_write_json, atomic_write_text
+from contextdelta.rundir.layout import AGGREGATE_METRICS, BENCHMARK_REPORT, FAILURE_ATLAS, RunDirectory
+from contextdelta.rundir.records import EpisodeRecord, RunManifest
+from contextdelta.stats import DEFAULT_PARAMS, AnalysisParams
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """Everything the report files of one run are made of."""
+
+    manifest: RunManifest
+    records: list[EpisodeRecord]
+    attributions: list[Attribution]
+    metrics: AggregateMetrics
+
+    @property
+    def markdown(self) -> str:
+        """``benchmark_report.md``."""
+        return render_report(self.manifest, self.records, self.metrics)
+
+    @property
+    def atlas(self) -> str:
+        """``failure_atlas.md``."""
+        return render_failure_atlas(self.manifest, len(self.records), self.attributions)
+
+    def metrics_json(self) -> dict[str, Any]:
+        """``aggregate_metrics.json`` as a JSON value."""
+        return metrics_json(self.metrics)
+
+
+def build_report(
+    manifest: RunManifest, records: list[EpisodeRecord], params: AnalysisParams = DEFAULT_PARAMS
+) -> RunReport:
+    """Attribute every failure and compute every aggregate of a run (complete or not)."""
+    ordered = sorted(records, key=lambda r: r.run_id)
+    attributions = attribute_run(ordered)
+    metrics = compute_metrics(manifest, ordered, params, attributions=attributions)
+    return RunReport(manifest, ordered, attributions, metrics)
+
+
+def recorded_params(directory: RunDirectory) -> AnalysisParams | None:
+    """The analysis parameters recorded in the run's ``aggregate_metrics.json``; None when absent or unreadable."""
+    try:
+        value = json.loads(directory.file(AGGREGATE_METRICS).read_text(encoding="utf-8"))
+        analysis = value["analysis"]
+        return AnalysisParams(resamples=analysis["resamples"], seed=analysis["seed"], confidence=analysis["confidence"])
+    except (OSError, ValueError, KeyError, TypeError, ValidationError):
+        return None
+
+
+def write_report_files(directory: RunDirectory, report: RunReport) -> None:
+    """Write ``aggregate_metrics.json``, ``failure_atlas.md`` and ``benchmark_report.md`` atomically."""
+    atomic_write_json(directory.file(AGGREGATE_METRICS), report.metrics_json())
+    atomic_write_text(directory.file(FAILURE_ATLAS), report.atlas)
+    atomic_write_text(directory.file(BENCHMARK_REPORT), report.markdown)
+
+
+def write_reports(directory: RunDirectory, manifest: RunManifest, records: list[EpisodeRecord]) -> None:
+    """The runner's ``finalize`` hook: rebuild the report files after every run or resume (complete or not)."""
+    write_report_files(directory, build_report(manifest, records, recorded_params(directory) or DEFAULT_PARAMS))

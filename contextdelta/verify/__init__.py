@@ -1,0 +1,15 @@
+"""Receipts (SPEC section 10): ``verify`` re-derives every recorded fact of a run directory offline.
+
+result = verify_run(path)          # raises VerifyError (exit 2) for a malformed or incomplete directory
+result.ok, result.lines()          # ["MATCH"] or one "run_id: field: detail" line per divergence
+"""
+
+from contextdelta.verify._verify import (
+    Divergence,
+    VerifyError,
+    VerifyResult,
+    load_run,
+    verify_run,
+)
+
+__all__ = ["Divergence", "VerifyError", "VerifyResult", "load_run", "verify_run"]

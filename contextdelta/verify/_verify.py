@@ -1,0 +1,490 @@
+"""``verify RUN_ID``: re-derive every recorded fact of a run directory offline (SPEC section 10).
+
+Checks, in order:
+
+1. the directory: manifest readable, every file present, status ``complete`` (``running``/``incomplete`` is
+   refused unless ``allow_incomplete``); these are `VerifyError` (exit 2), not divergences;
+2. the task snapshot in ``tasks/``: each file loads, each task's version and content hash match the manifest,
+   the suite hash, the public messages and the tool schemas re-derive;
+3. the episode set: exactly the planned (task, strategy, mode, repeat) episodes, and the manifest counts;
+4. each episode, re-executed in a fresh world built from the snapshot task: ``begin_step`` then every recorded
+   tool call (name, raw arguments, call id); every tool result, tool event and hidden-mutation event, the final
+   state and its hash compared with the record; then re-graded and every verdict field compared;
+5. ``task_results.csv`` row by row and cell by cell, and ``tool_events.jsonl`` line by line, against what the
+   episodes give;
+6. ``aggregate_metrics.json`` recomputed with its recorded analysis parameters (numbers equal within a
+   relative 1e-9), and ``failure_atlas.md`` / ``benchmark_report.md`` rebuilt byte for byte.
+
+Differences between the installed code and the run's (harness or statistics hash) are reported as notes, since
+they can explain a divergence.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from contextdelta.agent import initial_messages, system_prompt_sha256
+from contextdelta.canonical import canonical_json, content_hash
+from contextdelta.grading import grade
+from contextdelta.report import build_report
+from contextdelta.rundir.ids import episode_run_id
+from contextdelta.rundir.layout import (
+    AGGREGATE_METRICS,
+    BENCHMARK_REPORT,
+    FAILURE_ATLAS,
+    RAW_RUNS,
+    REQUIRED_FILES,
+    TASK_RESULTS,
+    TASKS_SNAPSHOT,
+    TOOL_EVENTS,
+    RunDirectory,
+    RunDirectoryError,
+    render_tool_events,
+    task_result_row,
+)
+from contextdelta.rundir.records import FAILED_TERMINATIONS, TASK_RESULT_COLUMNS, EpisodeRecord, RunManifest, RunStatus
+from contextdelta.runner.provenance import source_hash
+from contextdelta.stats import AnalysisParams, analysis_sha256
+from contextdelta.tasks import Task, suite_hash
+from contextdelta.tasks.loader import load_directory
+from contextdelta.worlds import ProtectionMode, get_world
+
+REL_TOL = 1e-9
+"""Relative tolerance for recomputed real-valued aggregates (BLAS summation order may change the last bits)."""
+ABS_TOL = 1e-12
+MAX_PER_FILE = 50
+"""At most this many divergences are listed per derived file; the rest are counted in one line."""
+
+
+class VerifyError(Exception):
+    """A run directory verify cannot check: malformed or incomplete (exit 2). The message says why."""
+
+
+class Divergence(BaseModel):
+    """One fact that does not re-derive: which episode (or the run group) and which field."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    field: str
+    detail: str
+
+    def render(self) -> str:
+        return f"{self.run_id}: {self.field}: {self.detail}"
+
+
+@dataclass
+class VerifyResult:
+    """What verify found."""
+
+    run_group_id: str
+    episodes: int
+    divergences: list[Divergence] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.divergences
+
+    def lines(self) -> list[str]:
+        """``["MATCH"]`` or one line per divergence."""
+        return ["MATCH"] if self.ok else [d.render() for d in self.divergences]
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else canonical_json(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _text_difference(recorded: str, derived: str, width: int = 30) -> str:
+    """Where two texts first differ, with a little context from each."""
+    at = next(
+        (i for i, (a, b) in enumerate(zip(recorded, derived, strict=False)) if a != b), min(len(recorded), len(derived))
+    )
+    start = max(0, at - width)
+    return (
+        f"differs at character {at}: recorded {recorded[start : at + width]!r}, "
+        f"re-executed {derived[start : at + width]!r}"
+    )
+
+
+def _differences(recorded: Any, derived: Any, path: str = "") -> Iterator[tuple[str, Any, Any]]:
+    """(path, recorded, derived) of every leaf that differs; numbers compare within the tolerance."""
+    if isinstance(recorded, dict) and isinstance(derived, dict):
+        for key in sorted(set(recorded) | set(derived), key=str):
+            child = f"{path}.{key}" if path else str(key)
+            if key not in recorded:
+                yield child, "(missing)", derived[key]
+            elif key not in derived:
+                yield child, recorded[key], "(missing)"
+            else:
+                yield from _differences(recorded[key], derived[key], child)
+    elif isinstance(recorded, list) and isinstance(derived, list):
+        if len(recorded) != len(derived):
+            yield f"{path}.length", len(recorded), len(derived)
+        for i, (a, b) in enumerate(zip(recorded, derived, strict=False)):
+            yield from _differences(a, b, f"{path}[{i}]")
+    elif (
+        isinstance(recorded, int | float)
+        and isinstance(derived, int | float)
+        and not isinstance(recorded, bool)
+        and not isinstance(derived, bool)
+    ):
+        if not math.isclose(recorded, derived, rel_tol=REL_TOL, abs_tol=ABS_TOL):
+            yield path, recorded, derived
+    elif recorded != derived or type(recorded) is not type(derived):
+        yield path, recorded, derived
+
+
+class _Verifier:
+    def __init__(self, directory: RunDirectory, manifest: RunManifest, records: list[EpisodeRecord]) -> None:
+        self.directory = directory
+        self.manifest = manifest
+        self.records = records
+        self.group = manifest.run_group_id
+        self.result = VerifyResult(run_group_id=self.group, episodes=len(records))
+        self.tasks: dict[str, Task] = {}
+
+    def diverge(self, run_id: str, name: str, detail: str) -> None:
+        self.result.divergences.append(Divergence(run_id=run_id, field=name, detail=detail))
+
+    def compare(self, run_id: str, name: str, recorded: Any, derived: Any) -> None:
+        for path, a, b in _differences(recorded, derived):
+            where = f"{name}.{path}" if path else name
+            self.diverge(run_id, where, f"recorded {_short(a)}, re-derived {_short(b)}")
+
+    # ---- 2. the task snapshot -------------------------------------------------------------------------------
+
+    def check_snapshot(self) -> None:
+        snapshot = self.directory.file(TASKS_SNAPSHOT)
+        loaded, problems = load_directory(snapshot)
+        for problem in problems:
+            self.diverge(self.group, f"tasks/{Path(problem.file).name}", problem.render())
+        by_id = {t.task.id: t.task for t in loaded}
+        wanted = {t.id for t in self.manifest.tasks}
+        for extra in sorted(set(by_id) - wanted):
+            self.diverge(self.group, f"tasks/{extra}", "task file in the snapshot that the manifest does not list")
+        prompt_same = system_prompt_sha256() == self.manifest.hashes.system_prompt_sha256
+        if not prompt_same:
+            self.result.notes.append(
+                "the installed system prompt differs from the run's: public messages not re-derived"
+            )
+        for info in self.manifest.tasks:
+            task = by_id.get(info.id)
+            if task is None:
+                self.diverge(self.group, f"tasks/{info.id}", "missing from the snapshot (or does not load)")
+                continue
+            self.tasks[info.id] = task
+            if task.version != info.version:
+                self.diverge(
+                    self.group, f"tasks/{info.id}.version", f"manifest {info.version}, snapshot {task.version}"
+                )
+            if task.content_hash != info.hash:
+                self.diverge(
+                    self.group,
+                    f"tasks/{info.id}.hash",
+                    f"manifest {info.hash[:16]}, snapshot file hashes to {task.content_hash[:16]}",
+                )
+            if task.world != info.world or task.evaluator.hazard.value != info.hazard:
+                self.diverge(
+                    self.group,
+                    f"tasks/{info.id}.world/hazard",
+                    f"manifest {info.world}/{info.hazard}, snapshot {task.world}/{task.evaluator.hazard.value}",
+                )
+            if prompt_same and content_hash(initial_messages(task.public_task)) != info.public_messages_sha256:
+                self.diverge(
+                    self.group,
+                    f"tasks/{info.id}.public_messages_sha256",
+                    "the snapshot's public task gives different initial messages",
+                )
+        tasks = list(self.tasks.values())
+        if len(tasks) == len(self.manifest.tasks) and suite_hash(tasks) != self.manifest.hashes.suite_sha256:
+            self.diverge(
+                self.group,
+                "suite_sha256",
+                f"manifest {self.manifest.hashes.suite_sha256[:16]}, snapshot {suite_hash(tasks)[:16]}",
+            )
+        worlds = sorted({t.world for t in self.manifest.tasks})
+        modes = sorted(self.manifest.protection_modes)
+        try:
+            schemas = content_hash(
+                {w: {m: get_world(w).tool_schemas(ProtectionMode(m)) for m in modes} for w in worlds}
+            )
+        except (KeyError, ValueError) as exc:
+            self.diverge(self.group, "tool_schemas_sha256", f"cannot derive the tool schemas: {exc}")
+        else:
+            if schemas != self.manifest.hashes.tool_schemas_sha256:
+                self.diverge(
+                    self.group,
+                    "tool_schemas_sha256",
+                    f"manifest {self.manifest.hashes.tool_schemas_sha256[:16]}, re-derived {schemas[:16]}",
+                )
+
+    # ---- 3. the episode set ----------------------------------------------------------------------------------
+
+    def check_episode_set(self, complete: bool) -> None:
+        m = self.manifest
+        planned = {
+            episode_run_id(t.id, s, p, r)
+            for t in m.tasks
+            for s in m.strategies
+            for p in m.protection_modes
+            for r in range(1, m.repeats + 1)
+        }
+        present = [r.run_id for r in self.records]
+        if m.counts.planned != len(planned):
+            self.diverge(self.group, "counts.planned", f"manifest {m.counts.planned}, the matrix gives {len(planned)}")
+        if complete:
+            for missing in sorted(planned - set(present)):
+                self.diverge(missing, RAW_RUNS, "planned episode missing from raw_runs.jsonl")
+        for extra in sorted(set(present) - planned):
+            self.diverge(extra, RAW_RUNS, "episode not in the planned matrix")
+        counts = {
+            "finished": len(self.records),
+            "failed": sum(r.failed for r in self.records),
+            "succeeded": sum(r.verdict.success for r in self.records),
+        }
+        for name, value in counts.items():
+            if getattr(m.counts, name) != value:
+                self.diverge(
+                    self.group, f"counts.{name}", f"manifest {getattr(m.counts, name)}, raw_runs.jsonl gives {value}"
+                )
+
+    # ---- 4. re-execution ----------------------------------------------------------------------------------------
+
+    def check_episode(self, record: EpisodeRecord) -> None:
+        rid = record.run_id
+        if record.run_group_id != self.group:
+            self.diverge(rid, "run_group_id", f"recorded {record.run_group_id}, manifest {self.group}")
+        info = next((t for t in self.manifest.tasks if t.id == record.task_id), None)
+        task = self.tasks.get(record.task_id)
+        if info is None or task is None:
+            self.diverge(rid, "task_id", f"task {record.task_id} is not in the manifest and snapshot")
+            return
+        for name, recorded, expected in (
+            ("task_version", record.task_version, task.version),
+            ("task_hash", record.task_hash, info.hash),
+            ("world", record.world, task.world),
+            ("hazard", record.hazard, task.evaluator.hazard.value),
+        ):
+            if recorded != expected:
+                self.diverge(rid, name, f"recorded {_short(recorded)}, expected {_short(expected)}")
+        trace = record.trace
+        if trace.system_prompt_sha256 != self.manifest.hashes.system_prompt_sha256:
+            self.diverge(rid, "trace.system_prompt_sha256", "differs from the manifest's system prompt hash")
+        if content_hash(trace.initial_messages) != info.public_messages_sha256:
+            self.diverge(rid, "trace.initial_messages", "differ from the manifest's public messages hash")
+        try:
+            world = task.build_world(ProtectionMode(record.protection_mode))
+        except ValueError as exc:
+            self.diverge(rid, "protection_mode", f"cannot build the world: {exc}")
+            return
+        if content_hash(world.tool_schemas()) != trace.tools_sha256:
+            self.diverge(rid, "trace.tools_sha256", "the re-built world offers different tool schemas")
+        initial = world.state()
+        for step in trace.steps:
+            where = f"steps[{step.step}]"
+            before = [m.model_dump(mode="json") for m in world.begin_step(step.step)]
+            self.compare(
+                rid,
+                f"{where}.mutations_before_step",
+                [m.model_dump(mode="json") for m in step.evaluator.mutations_before_step],
+                before,
+            )
+            events = step.evaluator.tool_events
+            if len(events) != len(step.tool_calls):
+                self.diverge(rid, f"{where}.tool_events", f"{len(step.tool_calls)} tool calls but {len(events)} events")
+            after: list[dict[str, Any]] = []
+            for i, call in enumerate(step.tool_calls):
+                result = world.call(call.name, call.arguments, call.call_id)
+                label = f"{where}.tool_calls[{i}]"
+                if result.content != call.result:
+                    self.diverge(
+                        rid,
+                        f"{label}.result",
+                        f"call seq {result.event.seq} {call.name}: " + _text_difference(call.result, result.content),
+                    )
+                if i < len(events):
+                    self.compare(
+                        rid,
+                        f"{where}.tool_events[{i}]",
+                        events[i].model_dump(mode="json"),
+                        result.event.model_dump(mode="json"),
+                    )
+                after.extend(m.model_dump(mode="json") for m in result.mutations)
+            self.compare(
+                rid,
+                f"{where}.mutations_after_calls",
+                [m.model_dump(mode="json") for m in step.evaluator.mutations_after_calls],
+                after,
+            )
+        final = world.state()
+        if canonical_json(final) != canonical_json(trace.evaluator.final_state):
+            self.compare(rid, "final_state", trace.evaluator.final_state, final)
+        if world.state_hash() != trace.evaluator.final_state_hash:
+            self.diverge(
+                rid,
+                "final_state_hash",
+                f"recorded {trace.evaluator.final_state_hash[:16]}, re-derived {world.state_hash()[:16]}",
+            )
+        verdict = grade(task, world.events, world.mutation_log, initial, final, trace.final_answer)
+        failed = trace.termination in FAILED_TERMINATIONS
+        if failed and verdict.success:
+            verdict = verdict.model_copy(update={"success": False})
+        if failed != record.failed:
+            self.diverge(
+                rid, "failed", f"recorded {record.failed}, termination {trace.termination.value} gives {failed}"
+            )
+        self.compare(rid, "verdict", record.verdict.model_dump(mode="json"), verdict.model_dump(mode="json"))
+
+    # ---- 5. derived per-episode files ---------------------------------------------------------------------------
+
+    def check_task_results(self) -> None:
+        text = self.directory.file(TASK_RESULTS).read_text(encoding="utf-8")
+        reader = csv.DictReader(io.StringIO(text))
+        if tuple(reader.fieldnames or ()) != TASK_RESULT_COLUMNS:
+            self.diverge(self.group, f"{TASK_RESULTS} header", f"columns {_short(reader.fieldnames)}")
+            return
+        rows: dict[str, dict[str, str]] = {}
+        for number, row in enumerate(reader, start=2):
+            rid = row.get("run_id") or f"(line {number})"
+            if rid in rows:
+                self.diverge(rid, TASK_RESULTS, f"line {number}: a second row for this episode")
+            rows[rid] = row
+        expected = {r.run_id: task_result_row(r) for r in self.records}
+        for rid in sorted(set(expected) - set(rows)):
+            self.diverge(rid, TASK_RESULTS, "row missing (the episode is in raw_runs.jsonl)")
+        for rid in sorted(set(rows) - set(expected)):
+            self.diverge(rid, TASK_RESULTS, "row for an episode that is not in raw_runs.jsonl")
+        for rid in sorted(set(rows) & set(expected)):
+            for column in TASK_RESULT_COLUMNS:
+                found, wanted = rows[rid].get(column), expected[rid][column]
+                if found != wanted:
+                    self.diverge(rid, f"{TASK_RESULTS} {column}", f"file {found!r}, episode gives {wanted!r}")
+
+    def check_tool_events(self) -> None:
+        path = self.directory.file(TOOL_EVENTS)
+        actual = path.read_text(encoding="utf-8")
+        expected = render_tool_events(self.records)
+        if actual == expected:
+            return
+        actual_rows = self._keyed_lines(actual)
+        expected_rows = self._keyed_lines(expected)
+        before = len(self.result.divergences)
+        for key in sorted(set(expected_rows) - set(actual_rows)):
+            self.diverge(key[0], f"{TOOL_EVENTS} seq {key[1]}", "line missing")
+        for key in sorted(set(actual_rows) - set(expected_rows)):
+            self.diverge(key[0], f"{TOOL_EVENTS} seq {key[1]}", "line for a call that is not in raw_runs.jsonl")
+        for key in sorted(set(actual_rows) & set(expected_rows)):
+            self.compare(key[0], f"{TOOL_EVENTS} seq {key[1]}", actual_rows[key], expected_rows[key])
+        if len(self.result.divergences) == before:
+            self.diverge(self.group, TOOL_EVENTS, "same lines, but not in the order or format render_tool_events gives")
+
+    def _keyed_lines(self, text: str) -> dict[tuple[str, int], Any]:
+        rows: dict[tuple[str, int], Any] = {}
+        for number, line in enumerate(text.splitlines(), start=1):
+            try:
+                value = json.loads(line)
+                key = (str(value["run_id"]), int(value["seq"]))
+            except (ValueError, KeyError, TypeError):
+                self.diverge(self.group, f"{TOOL_EVENTS} line {number}", "not a tool event line")
+                continue
+            if key in rows:
+                self.diverge(key[0], f"{TOOL_EVENTS} seq {key[1]}", f"line {number}: a second line for this call")
+            rows[key] = value
+        return rows
+
+    # ---- 6. aggregates and reports ----------------------------------------------------------------------------
+
+    def check_reports(self) -> None:
+        try:
+            recorded = json.loads(self.directory.file(AGGREGATE_METRICS).read_text(encoding="utf-8"))
+            analysis = recorded["analysis"]
+            params = AnalysisParams(
+                resamples=analysis["resamples"], seed=analysis["seed"], confidence=analysis["confidence"]
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            self.diverge(self.group, AGGREGATE_METRICS, f"unreadable analysis parameters ({exc})")
+            return
+        recorded_hash = str(analysis.get("analysis_sha256"))
+        if recorded_hash != analysis_sha256():
+            self.result.notes.append(
+                f"the statistics code differs from the run's (analysis_sha256 {recorded_hash[:16]} recorded, "
+                f"{analysis_sha256()[:16]} installed): aggregates may legitimately differ"
+            )
+        report = build_report(self.manifest, self.records, params)
+        derived = report.metrics_json()
+        derived["analysis"]["analysis_sha256"] = analysis.get("analysis_sha256")
+        found = list(_differences(recorded, derived))
+        for path, a, b in found[:MAX_PER_FILE]:
+            self.diverge(self.group, f"{AGGREGATE_METRICS} {path}", f"recorded {_short(a)}, recomputed {_short(b)}")
+        if len(found) > MAX_PER_FILE:
+            self.diverge(self.group, AGGREGATE_METRICS, f"{len(found) - MAX_PER_FILE} more differing values")
+        for name, text in ((FAILURE_ATLAS, report.atlas), (BENCHMARK_REPORT, report.markdown)):
+            actual = self.directory.file(name).read_text(encoding="utf-8")
+            if actual != text:
+                line = _first_differing_line(actual, text)
+                self.diverge(self.group, name, f"differs from the one rebuilt from the episodes (first at line {line})")
+
+
+def _first_differing_line(a: str, b: str) -> int:
+    for number, (x, y) in enumerate(zip(a.splitlines(), b.splitlines(), strict=False), start=1):
+        if x != y:
+            return number
+    return min(len(a.splitlines()), len(b.splitlines())) + 1
+
+
+def load_run(path: Path, *, allow_incomplete: bool = False) -> tuple[RunDirectory, RunManifest, list[EpisodeRecord]]:
+    """Open a run directory for verification; raises VerifyError when it is malformed or incomplete."""
+    directory = RunDirectory(path)
+    try:
+        manifest = directory.read_manifest()
+    except RunDirectoryError as exc:
+        raise VerifyError(f"malformed run directory: {exc}") from exc
+    missing = [name for name in REQUIRED_FILES if not directory.file(name).is_file()]
+    if not directory.file(TASKS_SNAPSHOT).is_dir():
+        missing.append(f"{TASKS_SNAPSHOT}/")
+    if missing:
+        raise VerifyError(f"malformed run directory {path}: missing {', '.join(missing)}")
+    try:
+        records = directory.read_episodes()
+    except RunDirectoryError as exc:
+        raise VerifyError(f"malformed run directory: {exc}") from exc
+    if manifest.status is not RunStatus.COMPLETE and not allow_incomplete:
+        raise VerifyError(
+            f"incomplete run {manifest.run_group_id}: status {manifest.status.value}, {len(records)} of "
+            f"{manifest.counts.planned} episodes in raw_runs.jsonl"
+            + (f" ({manifest.stop_reason})" if manifest.stop_reason else "")
+            + f"; resume it with `contextdelta run-benchmark --resume {manifest.run_group_id}` (or pass "
+            "--allow-incomplete to check the episodes that exist)"
+        )
+    return directory, manifest, records
+
+
+def verify_run(path: Path, *, allow_incomplete: bool = False) -> VerifyResult:
+    """Re-derive everything in the run directory at ``path`` (see the module docstring).
+
+    Raises:
+        VerifyError: the directory is malformed, or incomplete without ``allow_incomplete``.
+    """
+    directory, manifest, records = load_run(path, allow_incomplete=allow_incomplete)
+    verifier = _Verifier(directory, manifest, records)
+    if manifest.hashes.harness_sha256 != source_hash():
+        verifier.result.notes.append("the installed harness source differs from the run's (harness_sha256)")
+    verifier.check_snapshot()
+    verifier.check_episode_set(complete=manifest.status is RunStatus.COMPLETE)
+    for record in records:
+        verifier.check_episode(record)
+    verifier.check_task_results()
+    verifier.check_tool_events()
+    verifier.check_reports()
+    return verifier.result

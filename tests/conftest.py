@@ -1,0 +1,24 @@
+"""Session-wide test settings: nothing a test runs may write into the checkout's results/ or read a user's .env."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Point the default database and results folder at a temporary folder (subprocesses inherit it)."""
+    root: Path = tmp_path_factory.mktemp("contextdelta-home")
+    saved = {k: os.environ.get(k) for k in ("CONTEXTDELTA_DATABASE_URL", "CONTEXTDELTA_RESULTS_DIR")}
+    os.environ["CONTEXTDELTA_DATABASE_URL"] = f"sqlite:///{root / 'contextdelta.db'}"
+    os.environ["CONTEXTDELTA_RESULTS_DIR"] = str(root / "results")
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value

@@ -1,0 +1,261 @@
+"""The recording proxy, driven through the ``openai`` client, with the scripted server (and a small SSE server) as
+upstream: recorded pairs, redaction, streaming passthrough, upstream errors, the bearer token."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from contextdelta.agent import initial_messages
+from contextdelta.proxy import REDACTED, ProxyConfig, RecordingProxy, Redactor, reassemble_stream
+from contextdelta.store import Store
+from contextdelta.tasks.loader import load_directory
+from contextdelta.testing import serve_scripted
+from contextdelta.worlds import ProtectionMode
+
+TASKS = Path(__file__).resolve().parents[2] / "tasks"
+CLIENT_KEY = "sk-proxytest-CLIENTKEY-0123456789abcdef"
+UPSTREAM_KEY = "sk-proxytest-UPSTREAMKEY-abcdef0123456789"
+URL_PASSWORD = "hunter2-url-password"
+
+
+@pytest.fixture(scope="module")
+def oracle_url() -> Iterator[str]:
+    with serve_scripted("oracle", TASKS, in_process=True) as url:
+        yield url
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store.open(f"sqlite:///{tmp_path / 'proxy.db'}") as opened:
+        yield opened
+
+
+def _task_request() -> dict[str, Any]:
+    loaded, _ = load_directory(TASKS)
+    task = next(t.task for t in loaded if t.task.id == "order-grinder-refund")
+    world = task.build_world(ProtectionMode.UNPROTECTED)
+    return {"model": "scripted-oracle", "messages": initial_messages(task.public_task), "tools": world.tool_schemas()}
+
+
+def _client(proxy: RecordingProxy, key: str = CLIENT_KEY) -> openai.OpenAI:
+    return openai.OpenAI(base_url=proxy.base_url, api_key=key, max_retries=0, timeout=30)
+
+
+def _database_bytes(tmp_path: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in tmp_path.glob("proxy.db*"))
+
+
+def test_chat_and_models_are_forwarded_and_recorded(oracle_url: str, store: Store) -> None:
+    with RecordingProxy(ProxyConfig(upstream=oracle_url), store) as proxy:
+        client = _client(proxy)
+        completion = client.chat.completions.create(**_task_request())
+        models = client.models.list()
+    assert completion.choices[0].message.tool_calls, "the oracle's first step is a tool call"
+    assert [m.id for m in models.data] == ["scripted-oracle"]
+    chat, listing = store.proxy_traces()
+    assert (chat.method, chat.path, chat.status_code, chat.stream) == ("POST", "/v1/chat/completions", 200, False)
+    assert chat.model == "scripted-oracle" and chat.upstream == oracle_url
+    assert chat.request["messages"][1]["role"] == "user"
+    assert chat.response["id"] == completion.id
+    assert completion.usage is not None
+    assert (chat.prompt_tokens, chat.completion_tokens) == (completion.usage.prompt_tokens,
+                                                             completion.usage.completion_tokens)
+    assert chat.latency_s > 0 and chat.first_byte_s is not None and chat.first_byte_s <= chat.latency_s
+    assert (listing.method, listing.path, listing.status_code) == ("GET", "/v1/models", 200)
+    assert listing.response["data"][0]["id"] == "scripted-oracle"
+
+
+def test_keys_and_url_credentials_never_reach_the_database_or_the_log(
+    oracle_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    upstream = oracle_url.replace("http://", f"http://user:{URL_PASSWORD}@")
+    with Store.open(f"sqlite:///{tmp_path / 'proxy.db'}") as opened:
+        with RecordingProxy(ProxyConfig(upstream=upstream, upstream_api_key=UPSTREAM_KEY), opened) as proxy:
+            _client(proxy).chat.completions.create(
+                **_task_request(), extra_body={"api_key": CLIENT_KEY, "metadata": {"note": f"my key is {CLIENT_KEY}"}}
+            )
+        (trace,) = opened.proxy_traces()
+    assert trace.request["api_key"] == REDACTED
+    assert trace.request["metadata"]["note"] == f"my key is {REDACTED}"
+    assert trace.upstream == oracle_url  # the user:password part is gone
+    database = _database_bytes(tmp_path)
+    assert b"scripted-oracle" in database  # the file is readable as bytes: the check below means something
+    for secret in (CLIENT_KEY, UPSTREAM_KEY, URL_PASSWORD):
+        assert secret.encode() not in database
+        assert secret not in caplog.text
+
+
+def test_upstream_500_passes_through_unchanged(store: Store) -> None:
+    with (
+        serve_scripted("oracle", TASKS, in_process=True, fail_500="all") as failing,
+        RecordingProxy(ProxyConfig(upstream=failing), store) as proxy,
+        pytest.raises(openai.InternalServerError) as raised,
+    ):
+        _client(proxy).chat.completions.create(**_task_request())
+    assert raised.value.status_code == 500
+    assert "failed this request on purpose" in str(raised.value)
+    body = raised.value.body
+    assert isinstance(body, dict) and body.get("code") == "injected_fault"
+    (trace,) = store.proxy_traces()
+    assert trace.status_code == 500 and "on purpose" in (trace.error or "")
+
+
+def test_an_unreachable_upstream_is_a_502_with_an_openai_error(store: Store) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again: nothing listens there
+    with (
+        RecordingProxy(ProxyConfig(upstream=f"http://127.0.0.1:{port}/v1"), store) as proxy,
+        pytest.raises(openai.APIStatusError) as raised,
+    ):
+        _client(proxy).chat.completions.create(**_task_request())
+    assert raised.value.status_code == 502
+    (trace,) = store.proxy_traces()
+    assert trace.status_code == 502 and "unreachable" in (trace.error or "")
+
+
+def test_the_bearer_token_protects_the_proxy(oracle_url: str, store: Store) -> None:
+    token = "proxy-token-abcdef123456"
+    with RecordingProxy(ProxyConfig(upstream=oracle_url, token=token), store) as proxy:
+        with pytest.raises(openai.AuthenticationError):
+            _client(proxy, key="wrong-token").models.list()
+        assert [m.id for m in _client(proxy, key=token).models.list().data] == ["scripted-oracle"]
+    (trace,) = store.proxy_traces()  # the refused request was never forwarded, so never recorded
+    assert trace.status_code == 200
+
+
+# ---- streaming --------------------------------------------------------------------------------------------------
+
+PIECES = ["Stale ", "state ", "is ", "dangerous."]
+
+
+class _SSEHandler(BaseHTTPRequestHandler):
+    """A minimal streaming upstream: four content chunks 50 ms apart, then a usage chunk and [DONE]."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        assert body["stream"] is True
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        base = {"id": "chatcmpl-sse", "object": "chat.completion.chunk", "created": 0, "model": "sse-model"}
+        events = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}]
+        events += [{**base, "choices": [{"index": 0, "delta": {"content": p}}]} for p in PIECES]
+        events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        events.append({**base, "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 4,
+                                                        "total_tokens": 11}})
+        for event in events:
+            self._chunk(f"data: {json.dumps(event)}\n\n".encode())
+            time.sleep(0.05)
+        self._chunk(b"data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+
+@pytest.fixture
+def sse_url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SSEHandler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def test_streaming_is_relayed_chunk_by_chunk_and_reassembled(sse_url: str, store: Store) -> None:
+    with RecordingProxy(ProxyConfig(upstream=sse_url), store) as proxy:
+        started = time.perf_counter()
+        stream = _client(proxy).chat.completions.create(
+            model="sse-model", messages=[{"role": "user", "content": "hi"}], stream=True,
+            stream_options={"include_usage": True},
+        )
+        arrivals, pieces = [], []
+        for chunk in stream:
+            arrivals.append(time.perf_counter() - started)
+            if chunk.choices and chunk.choices[0].delta.content:
+                pieces.append(chunk.choices[0].delta.content)
+    assert pieces == PIECES
+    assert arrivals[-1] - arrivals[0] > 0.2  # chunks came as the upstream sent them, not in one piece at the end
+    (trace,) = store.proxy_traces()
+    assert trace.stream and trace.status_code == 200
+    assert trace.response["choices"][0]["message"]["content"] == "".join(PIECES)
+    assert trace.response["choices"][0]["finish_reason"] == "stop"
+    assert (trace.prompt_tokens, trace.completion_tokens, trace.total_tokens) == (7, 4, 11)
+    assert trace.response_text is not None and trace.response_text.rstrip().endswith("data: [DONE]")
+
+
+def test_reassembly_merges_tool_call_fragments() -> None:
+    chunks = [
+        {"id": "x", "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [
+            {"index": 0, "id": "call_1", "function": {"name": "get_order", "arguments": "{\"order"}}]}}]},
+        {"id": "x", "choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "function": {"arguments": "_id\": \"A-1\"}"}}]}, "finish_reason": "tool_calls"}]},
+    ]
+    sse = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    merged = reassemble_stream(sse)
+    assert merged is not None
+    call = merged["choices"][0]["message"]["tool_calls"][0]
+    assert call["id"] == "call_1" and json.loads(call["function"]["arguments"]) == {"order_id": "A-1"}
+
+
+def test_redactor_masks_keys_values_and_key_shaped_strings() -> None:
+    redactor = Redactor(["s3cret-token"])
+    value = {
+        "api_key": "anything", "Authorization": "Bearer abc", "max_tokens": 5, "prompt_tokens": 3,
+        "messages": [{"content": "use s3cret-token or sk-abcdefghijklmnop1234 with Bearer abcdefghijkl"}],
+    }
+    redacted = redactor.json(value)
+    assert redacted["api_key"] == REDACTED and redacted["Authorization"] == REDACTED
+    assert (redacted["max_tokens"], redacted["prompt_tokens"]) == (5, 3)  # *_tokens are counts, not secrets
+    assert redacted["messages"][0]["content"] == f"use {REDACTED} or {REDACTED} with Bearer {REDACTED}"
+
+
+def test_cli_serve_prints_ready_records_and_stops_on_sigterm(oracle_url: str, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'proxy.db'}"
+    env = {**os.environ, "CONTEXTDELTA_PROXY_TOKEN": "cli-token-0123456789"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "contextdelta", "serve", "--upstream", oracle_url, "--port", "0", "--database-url", url],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        assert process.stdout is not None
+        ready = process.stdout.readline()
+        assert ready.startswith("ready port="), ready
+        fields = dict(part.split("=", 1) for part in ready.split()[1:])
+        assert fields["base_url"].startswith("http://127.0.0.1:") and fields["upstream"] == oracle_url
+        client = openai.OpenAI(base_url=fields["base_url"], api_key="cli-token-0123456789", max_retries=0)
+        assert [m.id for m in client.models.list().data] == ["scripted-oracle"]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=20)
+    assert process.returncode == 0, err
+    assert "GET /v1/models -> 200" in err and "cli-token-0123456789" not in err
+    with Store.open(url) as opened:
+        assert [t.path for t in opened.proxy_traces()] == ["/v1/models"]

@@ -1,0 +1,93 @@
+"""``contextdelta replay``: a golden-file test of one known episode, and the command line (plain when piped)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from contextdelta.cli import app
+from contextdelta.replay import EpisodeNotFound, render_episode, select_episodes
+from examples.smoke.mock_pipeline import Fixture, load_fixture, write_run_directory
+
+GOLDEN = Path(__file__).parent / "golden" / "context_dropped_fresh_observation.txt"
+RUN = "cfg-legacy-cleanup.last_n.unprotected.r1"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def fixture() -> Fixture:
+    return load_fixture()
+
+
+@pytest.fixture
+def results(tmp_path: Path, fixture: Fixture) -> Path:
+    return write_run_directory(tmp_path / "results", fixture).parent
+
+
+def test_replay_of_a_known_episode_matches_the_golden_file(fixture: Fixture) -> None:
+    text = render_episode(fixture.episode("context_dropped_fresh_observation")).plain
+    if os.environ.get("UPDATE_GOLDEN"):
+        GOLDEN.write_text(text, encoding="utf-8")
+    assert text == GOLDEN.read_text(encoding="utf-8"), "replay output changed; UPDATE_GOLDEN=1 rewrites the golden"
+
+
+def test_replay_shows_context_calls_mutations_and_versions(fixture: Fixture) -> None:
+    text = render_episode(fixture.episode("context_dropped_fresh_observation")).plain
+    step9 = text[text.index("── step 9 "): text.index("── step 10 ")]
+    # what the strategy removed from the full history (the read that showed the change, step 4)
+    assert "not sent: [2-11] (steps 1-5)" in step9
+    assert "- [10] assistant (step 5)" in step9
+    # what the model called, what came back, and the versions at the write
+    assert "→ #8 delete_config" in step9
+    assert "agent last saw v2 (call #3) · at execution v2 · key_frozen  PROHIBITED REJECTED" in step9
+    assert '← {"error":{"code":"key_frozen"' in step9
+    # the hidden mutation between the calls
+    assert ("hidden mutation finance-claims-export-key by finance-data@lumen.dev (after call #0, after_tool_call): "
+            "config/setting/prod:legacy.batch_export_enabled v1 → v2") in text
+
+
+def test_replay_shows_what_a_summary_strategy_wrote(fixture: Fixture) -> None:
+    text = render_episode(fixture.episode("summary_distorted_state")).plain
+    assert "+ [2] user, written by the strategy (sent in place of removed history):" in text
+    assert "Summary of your earlier steps 1-4" in text
+    assert "summary call folded steps 1-4 into the summary" in text
+
+
+def test_full_replay_lists_every_sent_message(fixture: Fixture) -> None:
+    record = fixture.episode("never_refreshed")
+    short, full = render_episode(record).plain, render_episode(record, full=True).plain
+    assert "  sent:\n" in full and "… (+" not in full
+    assert len(full) > len(short)
+
+
+def test_cli_replay_is_plain_when_piped_and_coloured_on_request(results: Path) -> None:
+    plain = runner.invoke(app, ["replay", "mock-pipeline", "--run", RUN, "--results-dir", str(results)])
+    assert plain.exit_code == 0, plain.output
+    assert "\x1b[" not in plain.stdout
+    assert plain.stdout == GOLDEN.read_text(encoding="utf-8")
+    coloured = runner.invoke(app, ["replay", "mock-pipeline", "--run", RUN, "--results-dir", str(results), "--color"])
+    assert coloured.exit_code == 0 and "\x1b[" in coloured.stdout
+
+
+def test_cli_replay_without_run_replays_every_episode(results: Path, fixture: Fixture) -> None:
+    result = runner.invoke(app, ["replay", "mock-pipeline", "--results-dir", str(results)])
+    assert result.exit_code == 0
+    assert result.stdout.count("═══ episode ") == len(fixture.episodes)
+
+
+def test_cli_replay_refuses_bad_ids(results: Path) -> None:
+    traversal = runner.invoke(app, ["replay", "../mock-pipeline", "--results-dir", str(results)])
+    assert traversal.exit_code == 2 and "invalid RUN_ID" in traversal.output
+    unknown = runner.invoke(app, ["replay", "mock-pipeline", "--run", "nope", "--results-dir", str(results)])
+    assert unknown.exit_code == 2 and "matches no episode" in unknown.output
+
+
+def test_select_episodes_accepts_a_unique_prefix(fixture: Fixture) -> None:
+    records = [e.record for e in fixture.episodes]
+    chosen = select_episodes(records, "cfg-staging")
+    assert [r.run_id for r in chosen] == ["cfg-staging-access.full_history.unprotected.r1"]
+    with pytest.raises(EpisodeNotFound, match="several"):
+        select_episodes(records, "cfg-legacy-cleanup")

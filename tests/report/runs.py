@@ -1,0 +1,107 @@
+"""Real run directories for the report, verify and attribution tests, built once per test session.
+
+Each builder runs a small matrix against the scripted HTTP server (deterministic policies) with the real runner
+and ``write_reports`` as its finalize hook, under one session-wide temporary results folder. Tests must not
+modify these directories: copy one (`copy_run`) before tampering with it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from contextdelta.report import write_reports
+from contextdelta.rundir.layout import RunDirectory
+from contextdelta.rundir.records import EpisodeRecord
+from contextdelta.runner.benchmark import BenchmarkRequest, run_benchmark
+from contextdelta.testing import serve_scripted
+
+TASKS = Path(__file__).resolve().parents[2] / "tasks"
+STRATEGIES = ["full_history", "last_n", "semantic_summary", "typed_state_digest"]
+MODES = ["unprotected", "freshness_contract"]
+TRUST_TASKS = ["cfg-rate-limit-double", "order-desk-cancel", "order-grinder-refund"]
+UNSAFE_TASKS = ["cal-assistant-scope", "cal-onsite-loop", "order-address-after-ship"]
+
+
+@functools.cache
+def results_dir() -> Path:
+    """The session's results folder (removed at exit)."""
+    path = Path(tempfile.mkdtemp(prefix="contextdelta-report-tests-"))
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+def _run(policy: str, task_ids: list[str], **options: object) -> Path:
+    fields: dict[str, object] = {
+        "tasks_dir": TASKS,
+        "model": f"scripted-{policy}",
+        "results_dir": results_dir(),
+        "task_ids": task_ids,
+        "strategies": STRATEGIES,
+        "protection_modes": MODES,
+        "repeats": 1,
+        "concurrency": 4,
+    }
+    fields.update(options)
+    with serve_scripted(policy, TASKS, in_process=True) as url:
+        fields["base_url"] = url
+        outcome = run_benchmark(BenchmarkRequest.model_validate(fields), finalize=write_reports)
+    return outcome.path
+
+
+@functools.cache
+def trusting_run() -> Path:
+    """context_trusting on 3 tasks, every strategy and mode, 2 repeats (48 episodes): stale actions under
+    full_history (never_refreshed) and end-state misses."""
+    return _run("context_trusting", TRUST_TASKS, repeats=2)
+
+
+@functools.cache
+def unsafe_run() -> Path:
+    """unsafe on 3 tasks, every strategy and mode (24 episodes): duplicates, superseded views, forbidden calls."""
+    return _run("unsafe", UNSAFE_TASKS)
+
+
+@functools.cache
+def oracle_pair_run() -> Path:
+    """oracle on the trusting run's tasks, full_history and last_n, unprotected, 2 repeats (12 episodes, all pass)."""
+    return _run("oracle", TRUST_TASKS, strategies=["full_history", "last_n"], protection_modes=["unprotected"],
+                repeats=2)
+
+
+@functools.cache
+def single_task_run() -> Path:
+    """oracle on one task (4 episodes, all pass): the one-task, all-pass degenerate case."""
+    return _run("oracle", ["cfg-search-ramp"], strategies=["full_history", "typed_state_digest"])
+
+
+@functools.cache
+def max_steps_run() -> Path:
+    """oracle with a 2-step limit on a 4-step task (1 episode that ends at the step limit)."""
+    return _run("oracle", ["order-desk-cancel"], strategies=["full_history"], protection_modes=["unprotected"],
+                max_steps=2)
+
+
+@functools.cache
+def incomplete_run() -> Path:
+    """oracle with a price and a budget that one episode exhausts: status incomplete, 1 of 3 episodes."""
+    prices = results_dir() / "prices.json"
+    prices.write_text(json.dumps({"scripted-oracle": {"input_per_mtok": 1000.0, "output_per_mtok": 1000.0}}))
+    return _run("oracle", TRUST_TASKS, strategies=["full_history"], protection_modes=["unprotected"],
+                concurrency=1, price_table=prices, max_cost_usd=0.001)
+
+
+def records(path: Path) -> dict[str, EpisodeRecord]:
+    """The episodes of a run directory by run id."""
+    return {r.run_id: r for r in RunDirectory(path).read_episodes()}
+
+
+def copy_run(path: Path, into: Path) -> Path:
+    """A copy of a run directory under ``into`` (same name), safe to tamper with."""
+    target = into / path.name
+    shutil.copytree(path, target)
+    return target

@@ -1,0 +1,195 @@
+"""benchmark_report.md, failure_atlas.md, and the `report` and `compare` commands."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from contextdelta.cli import app
+from contextdelta.report import build_report, compare_runs
+from contextdelta.rundir.layout import (
+    AGGREGATE_METRICS,
+    BENCHMARK_REPORT,
+    FAILURE_ATLAS,
+    MANIFEST,
+    RAW_RUNS,
+    REQUIRED_FILES,
+    RunDirectory,
+)
+from contextdelta.rundir.records import EpisodeRecord
+from tests.report import runs
+
+cli = CliRunner()
+STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = cli.invoke(app, [*args, "--results-dir", str(runs.results_dir())])
+    return result.exit_code, result.stdout
+
+
+@pytest.fixture(scope="module")
+def trusting() -> Path:
+    return runs.trusting_run()
+
+
+def test_the_runner_writes_every_derived_file(trusting: Path) -> None:
+    assert all((trusting / name).is_file() for name in REQUIRED_FILES)
+
+
+def test_report_sections_numbers_and_statements(trusting: Path) -> None:
+    text = (trusting / BENCHMARK_REPORT).read_text()
+    manifest = RunDirectory(trusting).read_manifest()
+    for heading in ("## Setup", "## Definitions", "## Results per condition", "## RQ1:", "## RQ2:", "## RQ3:",
+                    "## Tokens and cost", "## Failure modes", "## Failed trials", "## Limitations", "## Receipts"):
+        assert heading in text
+    assert f"| suite hash | `{manifest.hashes.suite_sha256}` |" in text
+    assert "| model | `scripted-context_trusting` (openai) |" in text
+    assert "| episodes | 48 finished of 48 planned; 16 succeeded; 0 failed trials |" in text
+    # full_history / unprotected: nothing succeeds, 4 of 6 episodes stale (2 tasks x 2 repeats)
+    assert "| full_history / unprotected | 6 | 0.0% [0.0%, 0.0%] | 66.7% [" in text
+    assert "stay in every denominator as non-successes" in text
+    assert "includes zero" in text and "the data do not show a difference" in text
+    assert "p (Holm, m=6)" in text and "p (Holm, m=4)" in text
+    assert "not a language model" in text  # the scripted server is named for what it is
+    assert "nan" not in text.lower()
+
+
+def test_report_times_are_measurement_times_and_rebuilds_are_identical(trusting: Path) -> None:
+    directory = RunDirectory(trusting)
+    manifest, records = directory.read_manifest(), directory.read_episodes()
+    allowed = {manifest.created_at, manifest.updated_at, manifest.finished_at}
+    allowed |= {r.started_at for r in records} | {r.finished_at for r in records}
+    text = (trusting / BENCHMARK_REPORT).read_text()
+    assert set(STAMP.findall(text)) <= allowed
+    assert manifest.created_at in text
+    rebuilt = build_report(manifest, list(reversed(records)))
+    assert rebuilt.markdown == text
+    assert rebuilt.atlas == (trusting / FAILURE_ATLAS).read_text()
+
+
+def test_failure_atlas_groups_failures_with_their_cause_chain(trusting: Path) -> None:
+    text = (trusting / FAILURE_ATLAS).read_text()
+    assert "32 failed episodes of 48 finished" in text
+    assert "## never_refreshed (16)" in text and "## end_state_miss (16)" in text
+    assert "| `never_refreshed` | 4 | 0 | 4 | 0 | 4 | 0 | 4 | 0 | 16 |" in text
+    entry = text.split("### order-desk-cancel.full_history.unprotected.r1", 1)[1].split("### ", 1)[0]
+    assert "- harmful/decisive action: step 4, call 3 `add_order_note` on `order/order/B-2210`, executed at " \
+           "version 2; counts as: refresh_before_write, stale" in entry
+    assert "- relied-on observation: order/order/B-2210 version 1, entered at step 1, call 0 (list_orders)" in entry
+    assert "- hidden mutation that made it stale: `warehouse-ships-desk` by warehouse-leipzig (step 2, after " \
+           "call 1, after_tool_call): order/order/B-2210 version 1 -> 2" in entry
+    assert "Context the model saw at step 4:" in entry and "```text" in entry
+
+
+def test_report_command_prints_the_report_from_the_directory(trusting: Path) -> None:
+    code, out = invoke("report", trusting.name)
+    assert code == 0 and out == (trusting / BENCHMARK_REPORT).read_text()
+    code, out = invoke("report", trusting.name, "--format", "json")
+    assert code == 0 and json.loads(out) == json.loads((trusting / AGGREGATE_METRICS).read_text())
+
+
+def test_report_command_on_an_incomplete_run_says_so() -> None:
+    path = runs.incomplete_run()
+    code, out = invoke("report", path.name)
+    assert code == 0
+    assert "**Incomplete run** (status `incomplete`: budget exhausted" in out
+    assert "1 of 3 episodes finished" in out and f"--resume {path.name}" in out
+
+
+def test_report_write_rebuilds_deleted_files(tmp_path: Path) -> None:
+    path = runs.copy_run(runs.oracle_pair_run(), tmp_path)
+    original = (path / BENCHMARK_REPORT).read_text()
+    for name in (BENCHMARK_REPORT, FAILURE_ATLAS, AGGREGATE_METRICS):
+        (path / name).unlink()
+    result = cli.invoke(app, ["report", path.name, "--write", "--results-dir", str(tmp_path)])
+    assert result.exit_code == 0
+    assert (path / BENCHMARK_REPORT).read_text() == original
+    assert (path / FAILURE_ATLAS).is_file() and (path / AGGREGATE_METRICS).is_file()
+
+
+@pytest.mark.parametrize("run_id", ["../etc", "a/b", "nope-not-a-run"])
+def test_report_refuses_bad_or_unknown_run_ids(run_id: str) -> None:
+    code, _ = invoke("report", run_id)
+    assert code == 2
+
+
+def test_report_on_a_malformed_directory_exits_2(tmp_path: Path) -> None:
+    path = runs.copy_run(runs.oracle_pair_run(), tmp_path)
+    (path / MANIFEST).write_text("{}")
+    result = cli.invoke(app, ["report", path.name, "--results-dir", str(tmp_path)])
+    assert result.exit_code == 2
+
+
+# ---- compare --------------------------------------------------------------------------------------------------
+
+
+def test_compare_pairs_shared_conditions(trusting: Path) -> None:
+    oracle = runs.oracle_pair_run()
+    code, out = invoke("compare", oracle.name, trusting.name)
+    assert code == 0
+    assert f"# Comparison: {oracle.name} (a) vs {trusting.name} (b)" in out
+    code, out = invoke("compare", oracle.name, trusting.name, "--format", "json")
+    report = json.loads(out)
+    assert [c["strategy"] for c in report["shared_conditions"]] == ["full_history", "last_n"]
+    assert len(report["only_in_b"]) == 6 and report["only_in_a"] == []
+    success = next(f for f in report["families"] if f["metric"] == "success")
+    full = next(c for c in success["comparisons"] if c["a"]["strategy"] == "full_history")
+    # oracle passes all 6 pairs; context_trusting fails 4 of them (2 stale tasks x 2 repeats) and 2 more
+    # on order-grinder-refund: every pair is discordant in a's favour
+    assert (full["mcnemar"]["only_a"], full["mcnemar"]["only_b"], full["mcnemar"]["n_pairs"]) == (6, 0, 6)
+    assert full["difference"]["estimate"] == pytest.approx(1.0)
+    assert full["mcnemar"]["pvalue"] == pytest.approx(2 / 2**6)
+    assert success["family_size"] == 2
+
+
+def test_compare_refuses_a_different_task_set(trusting: Path) -> None:
+    code, out = invoke("compare", runs.unsafe_run().name, trusting.name)
+    assert code == 2 and out.startswith("NOT COMPARABLE: task set differs")
+
+
+def _edit_run(path: Path, manifest_hashes: dict[str, str], tools_sha256: str | None = None) -> None:
+    data = json.loads((path / MANIFEST).read_text())
+    data["hashes"].update(manifest_hashes)
+    (path / MANIFEST).write_text(json.dumps(data))
+    if tools_sha256 is not None:
+        lines = []
+        for line in (path / RAW_RUNS).read_text().splitlines():
+            record = EpisodeRecord.model_validate_json(line)
+            record.trace.tools_sha256 = tools_sha256
+            lines.append(record.model_dump_json())
+        (path / RAW_RUNS).write_text("\n".join(lines) + "\n")
+
+
+def test_compare_names_a_different_system_prompt_or_tool_schemas(tmp_path: Path, trusting: Path) -> None:
+    base = runs.copy_run(trusting, tmp_path)
+    prompt = runs.copy_run(runs.oracle_pair_run(), tmp_path / "p")
+    shutil.move(prompt, tmp_path / "prompt")
+    _edit_run(tmp_path / "prompt", {"system_prompt_sha256": "0" * 64, "system_prompt_version": "2"})
+    result = cli.invoke(app, ["compare", "prompt", base.name, "--results-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stdout.startswith("NOT COMPARABLE: system prompt differs (version 2 000000000000 vs version 1")
+    tools = runs.copy_run(runs.oracle_pair_run(), tmp_path / "t")
+    shutil.move(tools, tmp_path / "tools")
+    _edit_run(tmp_path / "tools", {"tool_schemas_sha256": "1" * 64}, tools_sha256="1" * 64)
+    result = cli.invoke(app, ["compare", "tools", base.name, "--results-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stdout.startswith(
+        "NOT COMPARABLE: tool schemas differ (config world in unprotected, order world in unprotected)"
+    )
+
+
+def test_compare_is_symmetric_in_its_counts(trusting: Path) -> None:
+    a, b = RunDirectory(runs.oracle_pair_run()), RunDirectory(trusting)
+    ab = compare_runs(a.read_manifest(), a.read_episodes(), b.read_manifest(), b.read_episodes())
+    ba = compare_runs(b.read_manifest(), b.read_episodes(), a.read_manifest(), a.read_episodes())
+    for fa, fb in zip(ab.families, ba.families, strict=True):
+        for x, y in zip(fa.comparisons, fb.comparisons, strict=True):
+            assert (x.mcnemar.only_a, x.mcnemar.only_b) == (y.mcnemar.only_b, y.mcnemar.only_a)
+            assert x.mcnemar.pvalue == y.mcnemar.pvalue
+            assert x.difference.estimate == pytest.approx(-(y.difference.estimate or 0.0))

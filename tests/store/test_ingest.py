@@ -1,0 +1,196 @@
+"""Ingestion: idempotent import of a run directory, the CLI, and concurrent writers during a benchmark run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from sqlalchemy import func, select
+from typer.testing import CliRunner
+
+from contextdelta.cli import app
+from contextdelta.rundir.layout import RAW_RUNS, RunDirectory
+from contextdelta.runner.benchmark import BenchmarkRequest, Progress, run_benchmark
+from contextdelta.store import (
+    EpisodeRow,
+    MutationRow,
+    ProxyTraceRow,
+    RunGroupRow,
+    StepRow,
+    Store,
+    ToolEventRow,
+    attach_store_writer,
+)
+from contextdelta.testing import serve_scripted
+from examples.smoke.mock_pipeline import Fixture
+
+TASKS = Path(__file__).resolve().parents[2] / "tasks"
+runner = CliRunner()
+
+
+def _counts(store: Store) -> dict[str, int]:
+    with store.read_session() as session:
+        return {
+            row.__tablename__: int(session.execute(select(func.count()).select_from(row)).scalar_one())
+            for row in (RunGroupRow, EpisodeRow, StepRow, ToolEventRow, MutationRow)
+        }
+
+
+def test_import_is_idempotent_and_complete(sqlite_url: str, mock_run: Path, mock_fixture: Fixture) -> None:
+    store = Store.open(sqlite_url)
+    first = store.import_run(RunDirectory(mock_run))
+    after_first = _counts(store)
+    second = store.import_run(RunDirectory(mock_run))
+
+    records = [e.record for e in mock_fixture.episodes]
+    assert (first.added, first.updated, first.unchanged) == (10, 0, 0)
+    assert (second.added, second.updated, second.unchanged) == (0, 0, 10)
+    assert _counts(store) == after_first == {
+        "run_groups": 1,
+        "episodes": 10,
+        "steps": sum(r.trace.step_count for r in records),
+        "tool_events": sum(len(r.trace.tool_events()) for r in records),
+        "hidden_mutations": sum(len(r.trace.mutation_events()) for r in records),
+    }
+    with store.read_session() as session:
+        episode = session.scalars(
+            select(EpisodeRow).where(EpisodeRow.run_id == "cfg-legacy-cleanup.last_n.unprotected.r1")
+        ).one()
+        assert (episode.world, episode.strategy, episode.protection_mode) == ("config", "last_n", "unprotected")
+        assert episode.failure_mode == "context_dropped_fresh_observation"
+        assert episode.failure_cause is not None and episode.failure_cause["action"]["seq"] == 8
+        assert [s.step for s in episode.steps] == list(range(1, 12))
+        assert episode.steps[4].removed == [2, 3]  # what last_n left out at step 5
+        prohibited = [e for e in episode.tool_events if e.prohibited]
+        assert [(e.seq, e.tool, e.outcome) for e in prohibited] == [(8, "delete_config", "rejected")]
+        assert [m.mutation_id for m in episode.mutations] == ["finance-claims-export-key"]
+        group = session.get(RunGroupRow, "mock-pipeline")
+        assert group is not None and group.planned == 10 and group.source_path == str(mock_run.resolve())
+    store.close()
+
+
+def test_a_changed_episode_replaces_the_stored_one_whole(sqlite_url: str, mock_run: Path) -> None:
+    store = Store.open(sqlite_url)
+    store.import_run(mock_run)
+    before = _counts(store)
+    raw = mock_run / RAW_RUNS
+    lines = raw.read_text().splitlines()
+    changed = json.loads(lines[0])
+    changed["trace"]["final_answer"] = "edited after the fact"
+    raw.write_text("\n".join([json.dumps(changed), *lines[1:]]) + "\n")
+
+    report = store.import_run(mock_run)
+
+    assert (report.added, report.updated, report.unchanged) == (0, 1, 9)
+    assert _counts(store) == before  # the old steps and events went with the old row
+    with store.read_session() as session:
+        answer = session.scalars(select(EpisodeRow.final_answer).where(EpisodeRow.run_id == changed["run_id"])).one()
+    assert answer == "edited after the fact"
+    store.close()
+
+
+def test_cli_db_upgrade_and_import(sqlite_url: str, mock_run: Path) -> None:
+    upgraded = runner.invoke(app, ["db", "upgrade", "--database-url", sqlite_url])
+    assert upgraded.exit_code == 0, upgraded.output
+    assert "fresh database upgraded from empty to 0002" in upgraded.stdout
+    assert "already at 0002" in runner.invoke(app, ["db", "upgrade", "--database-url", sqlite_url]).stdout
+
+    args = ["db", "import", "mock-pipeline", "--results-dir", str(mock_run.parent), "--database-url", sqlite_url]
+    first = runner.invoke(app, args)
+    second = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert "10 episodes (10 added, 0 updated, 0 unchanged)" in first.stdout
+    assert "10 episodes (0 added, 0 updated, 10 unchanged)" in second.stdout
+
+    bad = runner.invoke(app, ["db", "import", "../etc", "--results-dir", str(mock_run.parent), "--database-url",
+                              sqlite_url])
+    assert bad.exit_code == 2 and "invalid RUN_ID" in bad.output
+
+
+def _record_proxy_traces(url: str, count: int) -> subprocess.Popen[str]:
+    """Another process writing to the same database: ``count`` proxy traces, as fast as it can."""
+    script = (
+        "import sys\n"
+        "from contextdelta.store import ProxyTrace, Store\n"
+        "store = Store.open(sys.argv[1])\n"
+        "for i in range(int(sys.argv[2])):\n"
+        "    store.record_proxy_trace(ProxyTrace(created_at='2026-01-01T00:00:00Z', method='POST',\n"
+        "        path='/v1/chat/completions', upstream='http://127.0.0.1:1/v1', status_code=200, latency_s=0.01,\n"
+        "        request={'i': i}))\n"
+        "print('done', flush=True)\n"
+    )
+    return subprocess.Popen([sys.executable, "-c", script, url, str(count)], stdout=subprocess.PIPE, text=True)
+
+
+def test_concurrent_writers_during_a_benchmark_run_lose_no_rows(
+    sqlite_url: str, mock_run: Path, tmp_path: Path
+) -> None:
+    results = tmp_path / "runs"
+    Store.open(sqlite_url).close()  # migrate first, so every writer starts on the same schema
+    other_process = _record_proxy_traces(sqlite_url, 150)
+    imports: list[int] = []
+
+    def importer() -> None:  # a third writer: `db import` of another run, over and over
+        with Store.open(sqlite_url) as store:
+            for _ in range(4):
+                imports.append(store.import_run(mock_run).total)
+
+    thread = threading.Thread(target=importer)
+    with serve_scripted("oracle", TASKS) as url:
+        thread.start()
+        progress, finalize, writer = attach_store_writer(
+            Progress(), None, results_dir=results, database_url=sqlite_url, on_error=lambda text: None
+        )
+        outcome = run_benchmark(
+            BenchmarkRequest(
+                tasks_dir=TASKS, base_url=url, model="scripted-oracle", results_dir=results, repeats=2, concurrency=4,
+                task_ids=["order-grinder-refund", "cal-design-review", "cfg-search-ramp"],
+                strategies=["full_history", "last_n"], protection_modes=["unprotected", "freshness_contract"],
+            ),
+            progress=progress,
+            finalize=finalize,
+        )
+    thread.join(60)
+    assert other_process.wait(60) == 0
+
+    assert writer is not None and writer.errors == [] and writer.written == 24
+    assert imports == [10, 10, 10, 10]
+    with Store.open(sqlite_url) as store:
+        assert store.episode_count(outcome.manifest.run_group_id) == 24
+        assert store.episode_count("mock-pipeline") == 10
+        with store.read_session() as session:
+            assert session.execute(select(func.count()).select_from(ProxyTraceRow)).scalar_one() == 150
+            group = session.get(RunGroupRow, outcome.manifest.run_group_id)
+            assert group is not None and (group.status, group.finished) == ("complete", 24)
+            stored = set(session.scalars(select(EpisodeRow.run_id).where(
+                EpisodeRow.run_group_id == outcome.manifest.run_group_id)))
+        assert stored == {r.run_id for r in outcome.records}
+
+
+def test_a_broken_store_never_stops_a_run(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the database folder should be")
+    messages: list[str] = []
+    _, _, writer = attach_store_writer(
+        Progress(), None, results_dir=tmp_path, database_url=f"sqlite:///{blocker}/x/contextdelta.db",
+        on_error=messages.append,
+    )
+    assert writer is None and "db import" in messages[0]
+
+
+def test_cli_run_benchmark_writes_episodes_to_the_store(sqlite_url: str, tmp_path: Path) -> None:
+    with serve_scripted("unsafe", TASKS) as url:
+        result = runner.invoke(app, [
+            "run-benchmark", "--tasks", str(TASKS), "--task-ids", "order-grinder-refund", "--strategies", "last_n",
+            "--protection-modes", "unprotected", "--repeats", "1", "--base-url", url, "--model", "scripted-unsafe",
+            "--results-dir", str(tmp_path / "runs"), "--database-url", sqlite_url, "--quiet",
+        ])
+    assert result.exit_code == 0, result.output
+    run_path = Path(result.stdout.strip().splitlines()[-1])
+    with Store.open(sqlite_url) as store, store.read_session() as session:
+        rows = session.execute(select(EpisodeRow.run_id, EpisodeRow.failure_mode).where(
+            EpisodeRow.run_group_id == run_path.name)).all()
+    assert [tuple(r) for r in rows] == [("order-grinder-refund.last_n.unprotected.r1", "never_refreshed")]

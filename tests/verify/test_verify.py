@@ -1,0 +1,221 @@
+"""verify: an untouched run directory verifies MATCH; each kind of tampering is named by run id and field;
+malformed and incomplete directories exit 2 with the reason."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from contextdelta.cli import app
+from contextdelta.rundir.layout import (
+    AGGREGATE_METRICS,
+    BENCHMARK_REPORT,
+    MANIFEST,
+    RAW_RUNS,
+    TASK_RESULTS,
+    TOOL_EVENTS,
+)
+from contextdelta.rundir.records import TASK_RESULT_COLUMNS
+from contextdelta.verify import VerifyError, verify_run
+from tests.report import runs
+
+cli = CliRunner()
+EPISODE = "cal-onsite-loop.last_n.unprotected.r1"
+
+
+def verify(path: Path, *extra: str) -> tuple[int, list[str]]:
+    result = cli.invoke(app, ["verify", path.name, "--results-dir", str(path.parent), *extra])
+    return result.exit_code, result.stdout.splitlines()
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Path:
+    """A private copy of the unsafe run (24 episodes), to tamper with."""
+    return runs.copy_run(runs.unsafe_run(), tmp_path)
+
+
+def edit_episode(path: Path, run_id: str, change: Callable[[dict[str, object]], None]) -> None:
+    lines = (path / RAW_RUNS).read_text().splitlines()
+    for i, line in enumerate(lines):
+        value = json.loads(line)
+        if value["run_id"] == run_id:
+            change(value)
+            lines[i] = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    (path / RAW_RUNS).write_text("\n".join(lines) + "\n")
+
+
+def test_untouched_runs_verify_match() -> None:
+    for path in (runs.unsafe_run(), runs.trusting_run(), runs.oracle_pair_run(), runs.single_task_run(),
+                 runs.max_steps_run()):
+        result = verify_run(path)
+        assert result.lines() == ["MATCH"], (path, result.lines()[:5])
+    code, out = verify(runs.unsafe_run())
+    assert (code, out) == (0, ["MATCH"])
+
+
+def test_a_flipped_verdict_is_named(run: Path) -> None:
+    def flip(value: dict[str, object]) -> None:
+        verdict = value["verdict"]
+        assert isinstance(verdict, dict) and verdict["success"] is False
+        verdict["success"] = True
+
+    edit_episode(run, EPISODE, flip)
+    code, out = verify(run)
+    assert code == 1
+    assert f"{EPISODE}: verdict.success: recorded true, re-derived false" in out
+    assert f"{EPISODE}: task_results.csv success: file 'false', episode gives 'true'" in out
+    assert f"{run.name}: counts.succeeded: manifest 1, raw_runs.jsonl gives 2" in out
+
+
+def test_an_edited_csv_cell_is_named(run: Path) -> None:
+    rows = list(csv.DictReader(io.StringIO((run / TASK_RESULTS).read_text())))
+    row = next(r for r in rows if r["run_id"] == EPISODE)
+    real = row["steps"]
+    row["steps"] = "99"
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(TASK_RESULT_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    (run / TASK_RESULTS).write_text(buffer.getvalue())
+    code, out = verify(run)
+    assert (code, out) == (1, [f"{EPISODE}: task_results.csv steps: file '99', episode gives '{real}'"])
+
+
+def test_an_altered_tool_result_is_named(run: Path) -> None:
+    def alter(value: dict[str, object]) -> None:
+        trace = value["trace"]
+        assert isinstance(trace, dict)
+        call = trace["steps"][0]["tool_calls"][0]
+        call["result"] = call["result"].replace('"capacity":4', '"capacity":40')
+
+    edit_episode(run, EPISODE, alter)
+    code, out = verify(run)
+    assert code == 1
+    assert len(out) == 1 and out[0].startswith(
+        f"{EPISODE}: steps[1].tool_calls[0].result: call seq 0 find_free_slots: differs at character "
+    )
+    assert '"capacity":40' in out[0] and '"capacity":4,' in out[0]
+
+
+def test_an_altered_tool_event_and_final_state_are_named(run: Path) -> None:
+    def alter(value: dict[str, object]) -> None:
+        trace = value["trace"]
+        assert isinstance(trace, dict)
+        trace["steps"][1]["evaluator"]["tool_events"][0]["version_at_execution"] = 7
+        trace["evaluator"]["final_state"]["calendar/room/birch-2f"]["version"] = 9
+
+    edit_episode(run, EPISODE, alter)
+    code, out = verify(run)
+    assert code == 1
+    assert f"{EPISODE}: steps[2].tool_events[0].version_at_execution: recorded 7, re-derived 1" in out
+    assert f"{EPISODE}: final_state.calendar/room/birch-2f.version: recorded 9, re-derived 3" in out
+
+
+def test_a_changed_task_file_in_the_snapshot_is_named(run: Path) -> None:
+    task = run / "tasks" / "calendar" / "cal-onsite-loop.yaml"
+    text = task.read_text()
+    assert "        capacity: 4\n" in text
+    task.write_text(text.replace("        capacity: 4\n", "        capacity: 5\n"))
+    code, out = verify(run)
+    assert code == 1
+    assert any(line.startswith(f"{run.name}: tasks/cal-onsite-loop.hash: manifest ") for line in out)
+    assert any(line.startswith(f"{run.name}: suite_sha256: manifest ") for line in out)
+    # the re-execution shows the changed room in the first tool result of every cal-onsite-loop episode
+    assert any(line.startswith(f"{EPISODE}: steps[1].tool_calls[0].result:") for line in out)
+
+
+def test_a_comment_in_a_task_file_changes_nothing(run: Path) -> None:
+    task = run / "tasks" / "calendar" / "cal-onsite-loop.yaml"
+    task.write_text("# an extra comment\n" + task.read_text())
+    assert verify(run) == (0, ["MATCH"])
+
+
+def test_a_deleted_episode_line_is_named(run: Path) -> None:
+    lines = (run / RAW_RUNS).read_text().splitlines()
+    kept = [line for line in lines if json.loads(line)["run_id"] != EPISODE]
+    assert len(kept) == len(lines) - 1
+    (run / RAW_RUNS).write_text("\n".join(kept) + "\n")
+    code, out = verify(run)
+    assert code == 1
+    assert f"{EPISODE}: raw_runs.jsonl: planned episode missing from raw_runs.jsonl" in out
+    assert f"{EPISODE}: task_results.csv: row for an episode that is not in raw_runs.jsonl" in out
+    assert f"{run.name}: counts.finished: manifest 24, raw_runs.jsonl gives 23" in out
+
+
+def test_deleted_derived_lines_are_named(run: Path) -> None:
+    csv_lines = (run / TASK_RESULTS).read_text().splitlines()
+    victim = next(line for line in csv_lines if line.startswith(EPISODE + ","))
+    (run / TASK_RESULTS).write_text("\n".join(line for line in csv_lines if line != victim) + "\n")
+    event_lines = (run / TOOL_EVENTS).read_text().splitlines()
+    dropped = next(line for line in event_lines if json.loads(line)["run_id"] == EPISODE)
+    seq = json.loads(dropped)["seq"]
+    (run / TOOL_EVENTS).write_text("\n".join(line for line in event_lines if line != dropped) + "\n")
+    code, out = verify(run)
+    assert code == 1
+    assert out == [
+        f"{EPISODE}: task_results.csv: row missing (the episode is in raw_runs.jsonl)",
+        f"{EPISODE}: tool_events.jsonl seq {seq}: line missing",
+    ]
+
+
+def test_edited_aggregates_and_reports_are_named(run: Path) -> None:
+    data = json.loads((run / AGGREGATE_METRICS).read_text())
+    data["conditions"][0]["rates"]["success"]["estimate"] = 0.5
+    (run / AGGREGATE_METRICS).write_text(json.dumps(data, indent=2, sort_keys=True))
+    report = (run / BENCHMARK_REPORT).read_text()
+    (run / BENCHMARK_REPORT).write_text(report.replace("## Limitations", "## Limitations\n\n- all good"))
+    code, out = verify(run)
+    assert code == 1
+    assert out[0] == f"{run.name}: aggregate_metrics.json conditions[0].rates.success.estimate: recorded 0.5, " \
+                     "recomputed 0.0"
+    assert out[1].startswith(f"{run.name}: benchmark_report.md: differs from the one rebuilt from the episodes")
+    assert len(out) == 2
+
+
+def test_a_float_in_the_last_bits_is_not_a_divergence(run: Path) -> None:
+    data = json.loads((run / AGGREGATE_METRICS).read_text())
+    mean = data["conditions"][0]["means"]["agent_tokens"]
+    mean["estimate"] = mean["estimate"] * (1 + 1e-13)
+    (run / AGGREGATE_METRICS).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    assert verify(run) == (0, ["MATCH"])
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda p: (p / AGGREGATE_METRICS).unlink(), "missing aggregate_metrics.json"),
+        (lambda p: (p / MANIFEST).write_text("{not json"), "run_manifest.json"),
+        (lambda p: (p / RAW_RUNS).write_text("{}\n" + (p / RAW_RUNS).read_text()), "raw_runs.jsonl: line 1"),
+        (lambda p: (p / RAW_RUNS).write_text("garbage\n" + (p / RAW_RUNS).read_text()), "not valid JSON"),
+    ],
+)
+def test_a_malformed_directory_exits_2_with_the_reason(
+    run: Path, damage: Callable[[Path], object], reason: str
+) -> None:
+    damage(run)
+    code, out = verify(run)
+    assert code == 2
+    assert len(out) == 1 and out[0].startswith("error: malformed run directory") and reason in out[0]
+
+
+def test_an_incomplete_run_exits_2_unless_allowed() -> None:
+    path = runs.incomplete_run()
+    code, out = verify(path)
+    assert code == 2
+    assert out[0].startswith(f"error: incomplete run {path.name}: status incomplete, 1 of 3 episodes")
+    assert "--allow-incomplete" in out[0]
+    with pytest.raises(VerifyError, match="incomplete"):
+        verify_run(path)
+    assert verify(path, "--allow-incomplete") == (0, ["MATCH"])
+
+
+def test_unknown_or_unsafe_run_ids_exit_2(tmp_path: Path) -> None:
+    for run_id in ("../x", "missing-run"):
+        result = cli.invoke(app, ["verify", run_id, "--results-dir", str(tmp_path)])
+        assert result.exit_code == 2
