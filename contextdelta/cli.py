@@ -110,7 +110,7 @@ def run_benchmark_command(
     concurrency: Annotated[int, typer.Option(help="Episodes run at once.")] = 4,
     seed: Annotated[int | None, typer.Option(help="Run seed (default CONTEXTDELTA_SEED).")] = None,
     model: Annotated[str | None, typer.Option(help="Model name (default CONTEXTDELTA_MODEL).")] = None,
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint (default CONTEXTDELTA_BASE_URL).")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint (CONTEXTDELTA_BASE_URL).")] = None,
     summary_model: Annotated[str | None, typer.Option(help="Model for semantic_summary (default: --model).")] = None,
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default 0).")] = None,
     max_tokens: Annotated[int | None, typer.Option(help="Completion token cap per model call.")] = None,

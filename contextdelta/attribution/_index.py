@@ -24,6 +24,7 @@ from contextdelta.agent.records import EpisodeTrace, StepRecord, ToolCallRecord
 from contextdelta.canonical import canonical_json
 from contextdelta.grading import mutation_position
 from contextdelta.worlds import MutationEvent, Outcome, ToolEvent, ToolKind
+from contextdelta.worlds.views import json_values_in, resource_views, write_records
 
 OBSERVATION_READ = "read"
 OBSERVATION_OWN_WRITE = "own_write"
@@ -31,7 +32,6 @@ OBSERVATION_CONFLICT = "version_conflict"
 
 _CLAIM_WINDOW = 80
 _VERSION_NEAR = re.compile(r"\bversion\s*(?:is\s*|[:=#]\s*)?(\d+)|\bv(\d+)\b", re.IGNORECASE)
-_DECODER = json.JSONDecoder()
 
 
 @dataclass(frozen=True)
@@ -68,47 +68,6 @@ class Claim:
     text: str
 
 
-def json_values(text: str) -> Iterator[Any]:
-    """Every JSON object or array embedded in ``text``, outermost first, in document order."""
-    i = 0
-    while i < len(text):
-        if text[i] in "{[":
-            try:
-                value, end = _DECODER.raw_decode(text, i)
-            except ValueError:
-                i += 1
-                continue
-            yield value
-            i = end
-        else:
-            i += 1
-
-
-def resource_objects(value: Any) -> Iterator[dict[str, Any]]:
-    """Every object with a string ``resource`` and an integer ``version``, depth first in document order."""
-    if isinstance(value, dict):
-        version = value.get("version")
-        if isinstance(value.get("resource"), str) and isinstance(version, int) and not isinstance(version, bool):
-            yield value
-        for child in value.values():
-            yield from resource_objects(child)
-    elif isinstance(value, list):
-        for child in value:
-            yield from resource_objects(child)
-
-
-def write_records(value: Any) -> Iterator[dict[str, Any]]:
-    """Every object shaped like a write record: ``tool`` (str), ``arguments`` and ``outcome`` (str)."""
-    if isinstance(value, dict):
-        if isinstance(value.get("tool"), str) and "arguments" in value and isinstance(value.get("outcome"), str):
-            yield value
-        for child in value.values():
-            yield from write_records(child)
-    elif isinstance(value, list):
-        for child in value:
-            yield from write_records(child)
-
-
 def message_text(message: dict[str, Any]) -> str:
     """The text content of a chat message (string content or the text parts of a list)."""
     content = message.get("content")
@@ -127,8 +86,8 @@ def resource_id(resource: str) -> str:
 def text_claim(text: str, resource: str) -> Claim | None:
     """The version a text states for ``resource``: JSON objects first, then prose near the key or id."""
     found: int | None = None
-    for value in json_values(text):
-        for obj in resource_objects(value):
+    for value in json_values_in(text):
+        for obj in resource_views(value):
             if obj["resource"] == resource:
                 found = obj["version"]
     if found is not None:
@@ -208,7 +167,7 @@ class EpisodeIndex:
                 continue
             shown = set(event.resources_observed)
             versions: dict[str, int] = {}
-            for obj in resource_objects(parsed):
+            for obj in resource_views(parsed):
                 if obj["resource"] in shown:
                     versions[obj["resource"]] = obj["version"]
             own = event.kind is ToolKind.WRITE and event.outcome is Outcome.EXECUTED
@@ -258,7 +217,7 @@ class EpisodeIndex:
         wanted = canonical_json([event.tool, _arguments(event)])
         outcome: str | None = None
         for text in self.inserted_texts(step):
-            for value in json_values(text):
+            for value in json_values_in(text):
                 for record in write_records(value):
                     arguments = record["arguments"]
                     plain = (

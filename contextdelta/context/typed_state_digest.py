@@ -27,6 +27,7 @@ from typing import Any
 
 from contextdelta.canonical import canonical_json
 from contextdelta.context.base import PINNED, Message, Segment, StrategyBase, TransformResult, check_window, compaction
+from contextdelta.worlds.views import resource_views
 
 DIGEST_VERSION = 1
 
@@ -80,7 +81,7 @@ def build_state_digest(
         own_write = name in write_tools and not failed
         shown: list[str] = []
         if not failed:
-            for obj in _resources(parsed):
+            for obj in resource_views(parsed):
                 key = obj["resource"]
                 shown.append(key)
                 state = {k: v for k, v in obj.items() if k not in ("resource", "version")}
@@ -158,19 +159,6 @@ def _arguments(raw: str) -> Any:
     """Parsed arguments when they are a JSON object, else the raw text (as the agent sent it)."""
     parsed = _parse(raw) if raw.strip() else {}
     return parsed if isinstance(parsed, dict) else raw
-
-
-def _resources(value: Any) -> Iterator[dict[str, Any]]:
-    """Every resource object inside a parsed tool result, depth first in document order."""
-    if isinstance(value, dict):
-        version = value.get("version")
-        if isinstance(value.get("resource"), str) and isinstance(version, int) and not isinstance(version, bool):
-            yield value
-        for child in value.values():
-            yield from _resources(child)
-    elif isinstance(value, list):
-        for child in value:
-            yield from _resources(child)
 
 
 def _conflict(earlier: dict[str, Any], later: dict[str, Any]) -> bool:

@@ -179,7 +179,7 @@ def serve_command(
 
     from contextdelta.local_model.engine import LocalChatEngine
     from contextdelta.local_model.llama import load_llama
-    from contextdelta.local_model.server import serve
+    from contextdelta.local_model.server import EndpointServer
 
     n_threads = threads or default_threads()
     generator, template = load_llama(path, n_ctx=n_ctx, n_threads=n_threads)
@@ -190,7 +190,7 @@ def serve_command(
     def ready(bound: int) -> None:
         print(f"ready port={bound} base_url=http://{host}:{bound}/v1 model={spec.served_name}", flush=True)
 
-    serve(engine, host=host, port=port, on_ready=ready)
+    EndpointServer(engine, host=host, port=port).run(on_ready=ready)
 
 
 def _progress_printer(spec: LocalModelSpec) -> Any:

@@ -7,8 +7,8 @@ keeps accepting requests while it waits on the engine's lock. A client that disc
 out) cancels its request: it leaves the queue, or its generation stops between prompt batches or tokens, so the
 model is not kept busy for a reply nobody will read.
 
-:func:`serve` binds the socket itself (port 0 picks a free one) and calls ``on_ready`` with the bound port once
-uvicorn has started, i.e. once requests are answered; the command line prints its ``ready`` line there.
+:class:`EndpointServer` binds the socket itself (port 0 picks a free one) and calls ``on_ready`` with the bound
+port once uvicorn has started, i.e. once requests are answered; the command line prints its ``ready`` line there.
 """
 
 from __future__ import annotations
@@ -100,30 +100,66 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(
-    engine: LocalChatEngine,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    on_ready: Callable[[int], None] | None = None,
-    log_level: str = "warning",
-) -> None:
-    """Serve ``engine`` until SIGINT/SIGTERM (uvicorn's own handlers shut it down gracefully)."""
-    sock = bind_socket(host, port)
-    bound_port = int(sock.getsockname()[1])
-    config = uvicorn.Config(
-        create_app(engine), log_level=log_level, access_log=False, timeout_keep_alive=KEEP_ALIVE_S
-    )
-    server = uvicorn.Server(config)
+class EndpointServer:
+    """``engine`` served on ``host:port`` (port 0: a free port, see :attr:`port`); the socket is bound at once.
 
-    def announce() -> None:
-        while not server.started and not server.should_exit:
-            time.sleep(0.05)
-        if server.started and on_ready is not None:
-            on_ready(bound_port)
+    :meth:`run` serves in the foreground until SIGINT/SIGTERM (uvicorn's own handlers shut it down gracefully);
+    :meth:`start` / :meth:`stop` (or ``with``) serve from a background thread, for tests.
+    """
 
-    threading.Thread(target=announce, name="local-model-ready", daemon=True).start()
-    try:
-        server.run(sockets=[sock])
-    finally:
-        sock.close()
+    def __init__(self, engine: LocalChatEngine, *, host: str = "127.0.0.1", port: int = 0,
+                 log_level: str = "warning") -> None:
+        self.engine = engine
+        self.host = host
+        self._socket = bind_socket(host, port)
+        self.port = int(self._socket.getsockname()[1])
+        config = uvicorn.Config(
+            create_app(engine), log_level=log_level, access_log=False, timeout_keep_alive=KEEP_ALIVE_S
+        )
+        self._server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL clients use, e.g. ``http://127.0.0.1:8080/v1``."""
+        return f"http://{self.host}:{self.port}/v1"
+
+    def run(self, on_ready: Callable[[int], None] | None = None) -> None:
+        """Serve until stopped; ``on_ready(port)`` is called once requests are answered."""
+
+        def announce() -> None:
+            while not self._server.started and not self._server.should_exit:
+                time.sleep(0.05)
+            if self._server.started and on_ready is not None:
+                on_ready(self.port)
+
+        threading.Thread(target=announce, name="local-model-ready", daemon=True).start()
+        try:
+            self._server.run(sockets=[self._socket])
+        finally:
+            self._socket.close()
+
+    def start(self, timeout_s: float = 30.0) -> EndpointServer:
+        """Serve from a daemon thread; returns once requests are answered."""
+        ready = threading.Event()
+        self._thread = threading.Thread(
+            target=self.run, kwargs={"on_ready": lambda port: ready.set()}, name="local-model-server", daemon=True
+        )
+        self._thread.start()
+        if not ready.wait(timeout_s):
+            self.stop()
+            raise RuntimeError(f"the local model endpoint did not start within {timeout_s}s")
+        return self
+
+    def stop(self) -> None:
+        """Ask the server to shut down and wait for its thread."""
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def __enter__(self) -> EndpointServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

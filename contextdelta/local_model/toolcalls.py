@@ -8,14 +8,16 @@ recognised, in this order (the first form that yields a call wins; the others ar
 - fenced: a Markdown code block (```` ```json ... ``` ````) holding a call object, a list of them, or several;
 - bare: call objects (or a list of them) written into the text as plain JSON.
 
-A call object has a string ``name`` and an ``arguments`` (or ``parameters``) member; one with only a ``name`` is a
-call when the name is one of the request's tools. ``{"type": "function", "function": {...}}`` is unwrapped.
+A call object has a string ``name`` and an ``arguments`` (or ``parameters``) member; one with only a ``name`` is
+a call inside a tag, and elsewhere when the name is one of the request's tools. OpenAI's own shape,
+``{"type": "function", "function": {...}}``, is unwrapped.
 
 The parser records what the model decided and nothing more: every call is returned in order, repeated calls
 included, and nothing is validated against the tool schemas (the agent loop does that and records invalid
 calls). Arguments that are a JSON object are re-serialised; a string is passed through as written; when the call
-is not valid JSON, the name is recovered and the argument text is passed through exactly as the model wrote it.
-A tag or block whose tool name cannot be recovered is left in the text.
+is not valid JSON (malformed, or cut off by the token limit), the name is recovered and the argument text is
+passed through exactly as the model wrote it. A tag or block whose tool name cannot be recovered is left in the
+text.
 """
 
 from __future__ import annotations
@@ -177,7 +179,8 @@ def _call_from_object(value: Any, tool_names: Collection[str], form: CallForm) -
         return None
     key = next((k for k in _ARGUMENT_KEYS if k in value), None)
     if key is None:
-        if name not in tool_names:
+        # no arguments given: inside a tag that is a call; elsewhere only when it names a tool
+        if form != "tagged" and name not in tool_names:
             return None
         return ParsedToolCall(name=name, arguments="{}", form=form)
     return ParsedToolCall(name=name, arguments=_argument_text(value[key]), form=form)
@@ -195,8 +198,8 @@ def _broken_call(text: str, form: CallForm) -> ParsedToolCall | None:
     if match is None:
         return None
     raw = match.group("args")
-    if raw is None:
-        return ParsedToolCall(name=match.group("name"), arguments="{}", form=form)
+    if raw is None:  # cut off before its arguments: pass on what follows the name, as written
+        raw = text[match.end("name") + 1 :].lstrip(" \t\r\n,")
     raw = raw.strip()
     # the call object's own closing brace is not part of the arguments
     if raw.endswith("}") and raw.count("}") > raw.count("{"):

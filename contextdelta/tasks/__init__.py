@@ -24,9 +24,9 @@ from contextdelta.tasks.trajectory import (
     latest_shown_version,
     replay,
     resolve_call,
-    shown_version,
     write_resource,
 )
+from contextdelta.worlds.views import shown_version
 
 __all__ = [
     "TASK_SCHEMA_VERSION",

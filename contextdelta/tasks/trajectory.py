@@ -8,8 +8,7 @@ A resource is *shown* by a result when some JSON object in it has ``"resource": 
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +16,7 @@ from pydantic import ValidationError
 
 from contextdelta.tasks.schema import Task, TrajectoryCall, VersionFromCall
 from contextdelta.worlds import ProtectionMode, ToolKind, World, WorldDefinition, resource_key
+from contextdelta.worlds.views import shown_version
 
 
 class TrajectoryError(ValueError):
@@ -26,29 +26,6 @@ class TrajectoryError(ValueError):
         super().__init__(f"call {index}: {message}")
         self.index = index
         self.message = message
-
-
-def _objects(value: Any) -> Iterator[Mapping[str, Any]]:
-    if isinstance(value, Mapping):
-        yield value
-        for child in value.values():
-            yield from _objects(child)
-    elif isinstance(value, list):
-        for child in value:
-            yield from _objects(child)
-
-
-def shown_version(result: str, key: str) -> int | None:
-    """The version of resource ``key`` shown in one tool result text, or None if the result does not show it."""
-    try:
-        parsed = json.loads(result)
-    except (json.JSONDecodeError, TypeError):
-        return None
-    for obj in _objects(parsed):
-        version = obj.get("version")
-        if obj.get("resource") == key and isinstance(version, int) and not isinstance(version, bool):
-            return version
-    return None
 
 
 def latest_shown_version(results: Sequence[str], key: str) -> tuple[int, int] | None:

@@ -67,12 +67,12 @@ from contextdelta.testing.transcript import (
     ToolCallSeen,
     Transcript,
     error_code_of,
-    json_values_in,
     nonce_of,
     text_of,
     version_in,
 )
 from contextdelta.worlds import WORLDS, ToolKind, ToolSpec, WorldDefinition, get_world, resource_key
+from contextdelta.worlds.views import json_values_in, write_records
 
 SUMMARY_MARKER = "ContextDelta summary prompt"
 """Agreed with the semantic_summary strategy: its summary requests' system message contains this line."""
@@ -370,18 +370,6 @@ def _outcome_word(call: ToolCallSeen) -> str:
 
 
 # ---- write records in message text (state digest, scripted summary) --------------------------------------
-
-
-def write_records(value: Any) -> Iterable[dict[str, Any]]:
-    """JSON objects ``{"tool": str, "arguments": dict, "outcome": str, ...}`` inside a JSON value."""
-    if isinstance(value, dict):
-        if isinstance(value.get("tool"), str) and isinstance(value.get("arguments"), dict) and "outcome" in value:
-            yield value
-        for child in value.values():
-            yield from write_records(child)
-    elif isinstance(value, list):
-        for child in value:
-            yield from write_records(child)
 
 
 def _write_record_visible(transcript: Transcript, tool: str, arguments: Mapping[str, Any]) -> bool:

@@ -9,12 +9,13 @@ visible anywhere in the messages.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from contextdelta.canonical import canonical_json, sha256_hex
+from contextdelta.worlds.views import json_values_in, resource_views
 
 
 class Phase(StrEnum):
@@ -77,46 +78,6 @@ def text_of(content: Any) -> str:
         texts = [part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"]
         return "\n".join(t for t in texts if isinstance(t, str))
     return str(content)
-
-
-_DECODER = json.JSONDecoder()
-
-
-def json_values_in(text: str) -> Iterator[Any]:
-    """Every JSON object or array embedded in ``text`` (the whole text when it is JSON), outermost only."""
-    stripped = text.strip()
-    if stripped[:1] in ("{", "["):
-        try:
-            yield json.loads(stripped)
-            return
-        except json.JSONDecodeError:
-            pass
-    position = 0
-    while True:
-        starts = [i for i in (text.find("{", position), text.find("[", position)) if i >= 0]
-        if not starts:
-            return
-        start = min(starts)
-        try:
-            value, end = _DECODER.raw_decode(text, start)
-        except json.JSONDecodeError:
-            position = start + 1
-            continue
-        yield value
-        position = end
-
-
-def resource_views(value: Any) -> Iterator[dict[str, Any]]:
-    """Every resource view inside a JSON value: a dict with a string ``resource`` and an integer ``version``."""
-    if isinstance(value, dict):
-        resource, version = value.get("resource"), value.get("version")
-        if isinstance(resource, str) and isinstance(version, int) and not isinstance(version, bool):
-            yield value
-        for child in value.values():
-            yield from resource_views(child)
-    elif isinstance(value, list):
-        for child in value:
-            yield from resource_views(child)
 
 
 def error_code_of(result: Any) -> str | None:

@@ -47,8 +47,14 @@ def test_no_marker_reaches_any_request_body(tmp_path: Path) -> None:
     for policy in ("oracle", "unsafe"):
         with ScriptedServer(policy, tasks, keep_requests=True) as server:
             outcome = run_benchmark(
-                BenchmarkRequest(tasks_dir=tasks, base_url=server.base_url, model=f"scripted-{policy}",
-                                 results_dir=tmp_path / policy, repeats=1, concurrency=8)
+                BenchmarkRequest(
+                    tasks_dir=tasks,
+                    base_url=server.base_url,
+                    model=f"scripted-{policy}",
+                    results_dir=tmp_path / policy,
+                    repeats=1,
+                    concurrency=8,
+                )
             )
             bodies = list(server.received or [])
         assert outcome.manifest.counts.finished == 24 * 4 * 2

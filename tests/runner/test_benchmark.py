@@ -79,7 +79,8 @@ def test_oracle_run_writes_a_complete_directory(oracle_url: str, tmp_path: Path)
     assert len(events) == sum(int(r["steps"]) - 1 for r in rows)  # one call per step but the final answer
     snapshot = sorted(p.relative_to(outcome.path).as_posix() for p in (outcome.path / "tasks").rglob("*.yaml"))
     assert snapshot == [
-        "tasks/calendar/cal-design-review.yaml", "tasks/config/cfg-search-ramp.yaml",
+        "tasks/calendar/cal-design-review.yaml",
+        "tasks/config/cfg-search-ramp.yaml",
         "tasks/order/order-grinder-refund.yaml",
     ]
     assert manifest.provider.model == "scripted-oracle"
@@ -89,11 +90,19 @@ def test_oracle_run_writes_a_complete_directory(oracle_url: str, tmp_path: Path)
 def test_context_trusting_differs_between_full_history_and_last_n(trusting_url: str, tmp_path: Path) -> None:
     hidden = ["cal-design-review", "cal-retro-slot"]
     outcome = run_benchmark(
-        request(trusting_url, tmp_path, model="scripted-context_trusting", task_ids=hidden,
-                strategies=["full_history", "last_n"], protection_modes=["unprotected"])
+        request(
+            trusting_url,
+            tmp_path,
+            model="scripted-context_trusting",
+            task_ids=hidden,
+            strategies=["full_history", "last_n"],
+            protection_modes=["unprotected"],
+        )
     )
-    stale = {s: sum(r.verdict.stale_action_count for r in outcome.records if r.strategy == s)
-             for s in ("full_history", "last_n")}
+    stale = {
+        s: sum(r.verdict.stale_action_count for r in outcome.records if r.strategy == s)
+        for s in ("full_history", "last_n")
+    }
     assert stale["full_history"] > stale["last_n"]
 
 
@@ -160,8 +169,16 @@ def test_a_budget_without_a_known_price_is_refused(oracle_url: str, tmp_path: Pa
 
 
 def test_unknown_price_gives_empty_cost_never_zero(oracle_url: str, tmp_path: Path) -> None:
-    outcome = run_benchmark(request(oracle_url, tmp_path, model="unpriced-model", task_ids=SMALL[:1],
-                                    strategies=["last_n"], protection_modes=["unprotected"]))
+    outcome = run_benchmark(
+        request(
+            oracle_url,
+            tmp_path,
+            model="unpriced-model",
+            task_ids=SMALL[:1],
+            strategies=["last_n"],
+            protection_modes=["unprotected"],
+        )
+    )
     assert [r.cost_usd for r in outcome.records] == [None]
     assert csv_rows(outcome.path)[0]["cost_usd"] == ""
 
@@ -184,15 +201,38 @@ def test_bad_flags_are_clear_errors(tmp_path: Path, flag: str, value: object, me
 
 
 def _cli(*args: str, env: dict[str, str] | None = None, **kwargs: object) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "contextdelta", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "contextdelta", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+        **kwargs,
+    )
 
 
 def test_sigkill_mid_run_then_resume_gives_one_row_per_planned_episode(tmp_path: Path) -> None:
     with serve_scripted("oracle", TASKS, latency_ms=40) as url:
-        args = ["run-benchmark", "--tasks", str(TASKS), "--base-url", url, "--model", "scripted-oracle",
-                "--results-dir", str(tmp_path), "--task-ids", ",".join(SMALL), "--repeats", "2",
-                "--strategies", "full_history,last_n", "--concurrency", "2", "--quiet"]
+        args = [
+            "run-benchmark",
+            "--tasks",
+            str(TASKS),
+            "--base-url",
+            url,
+            "--model",
+            "scripted-oracle",
+            "--results-dir",
+            str(tmp_path),
+            "--task-ids",
+            ",".join(SMALL),
+            "--repeats",
+            "2",
+            "--strategies",
+            "full_history,last_n",
+            "--concurrency",
+            "2",
+            "--quiet",
+        ]
         process = _cli(*args)
         deadline = time.monotonic() + 60
         raw: Path | None = None
@@ -207,8 +247,20 @@ def test_sigkill_mid_run_then_resume_gives_one_row_per_planned_episode(tmp_path:
         process.wait(timeout=10)
         run_id = raw.parent.name
         assert RunDirectory(raw.parent).read_manifest().status is RunStatus.RUNNING
-        resumed = _cli("run-benchmark", "--tasks", str(TASKS), "--base-url", url, "--model", "scripted-oracle",
-                       "--results-dir", str(tmp_path), "--resume", run_id, "--quiet")
+        resumed = _cli(
+            "run-benchmark",
+            "--tasks",
+            str(TASKS),
+            "--base-url",
+            url,
+            "--model",
+            "scripted-oracle",
+            "--results-dir",
+            str(tmp_path),
+            "--resume",
+            run_id,
+            "--quiet",
+        )
         out, err = resumed.communicate(timeout=120)
     assert resumed.returncode == 0, err
     assert out.strip().splitlines()[-1] == str(raw.parent)
@@ -222,9 +274,23 @@ def test_no_secret_reaches_any_written_file(tmp_path: Path) -> None:
     secret = "sk-test-CONTEXTDELTA-SECRET-9f8e7d"
     with serve_scripted("oracle", TASKS) as url:
         credentialed = url.replace("http://", "http://operator:hunter2-PASSWORD@")
-        process = _cli("run-benchmark", "--tasks", str(TASKS), "--base-url", credentialed, "--model",
-                       "scripted-oracle", "--results-dir", str(tmp_path), "--task-ids", SMALL[0], "--repeats", "1",
-                       "--quiet", env={"CONTEXTDELTA_API_KEY": secret})
+        process = _cli(
+            "run-benchmark",
+            "--tasks",
+            str(TASKS),
+            "--base-url",
+            credentialed,
+            "--model",
+            "scripted-oracle",
+            "--results-dir",
+            str(tmp_path),
+            "--task-ids",
+            SMALL[0],
+            "--repeats",
+            "1",
+            "--quiet",
+            env={"CONTEXTDELTA_API_KEY": secret},
+        )
         out, err = process.communicate(timeout=120)
     assert process.returncode == 0, err
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
@@ -238,6 +304,6 @@ def test_no_secret_reaches_any_written_file(tmp_path: Path) -> None:
 
 def test_cli_refuses_the_mock_provider_with_exit_2(tmp_path: Path) -> None:
     process = _cli("run-benchmark", "--provider", "mock", "--model", "m", "--results-dir", str(tmp_path), "--quiet")
-    out, err = process.communicate(timeout=60)
+    _, err = process.communicate(timeout=60)
     assert process.returncode == 2
     assert "refusing the in-process mock provider" in err

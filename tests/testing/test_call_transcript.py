@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from contextdelta.canonical import canonical_json
 from contextdelta.testing import CallId, Phase, Transcript
-from contextdelta.testing.transcript import json_values_in, nonce_of, resource_views, text_of
+from contextdelta.testing.transcript import nonce_of, text_of
+from contextdelta.worlds.views import json_values_in, resource_views
 
 VIEW_1 = {"resource": "order/order/A-1", "version": 1, "status": "paid"}
 VIEW_2 = {"resource": "order/order/A-1", "version": 2, "status": "refunded"}
