@@ -499,6 +499,33 @@ def serve_command(
         store.close()
 
 
+@app.command("dashboard")
+def dashboard_command(
+    results_dir: ResultsDirOption = None,
+    port: Annotated[int, typer.Option(help="Port to serve on.")] = 8501,
+    host: Annotated[str, typer.Option(help="Interface to bind; anything but loopback exposes your runs.")] = (
+        "127.0.0.1"
+    ),
+    database_url: DatabaseUrlOption = None,
+) -> None:
+    """Streamlit failure-atlas browser: runs, conditions, failure atlas and episode timelines of the run directories
+    in --results-dir. Headless, no usage statistics, no outside requests; stop it with Ctrl-C."""
+    import os
+
+    from contextdelta.dashboard.launch import exec_streamlit, streamlit_command, streamlit_env
+    from contextdelta.settings import Settings
+    from contextdelta.store import Store
+
+    folder = results_dir or Path(Settings().results_dir)
+    store = _open_store(database_url)  # applies the migrations before the app starts
+    assert isinstance(store, Store)
+    store.close()
+    command = streamlit_command(folder, host=host, port=port)
+    env = streamlit_env(os.environ, database_url=database_url)
+    print(f"dashboard: http://{host}:{port}/ (results {folder.resolve()})", flush=True)
+    exec_streamlit(command, env)
+
+
 def _register_local_model() -> None:
     from contextdelta.local_model.cli import app as local_model_app
 

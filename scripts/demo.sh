@@ -5,10 +5,14 @@
 # `contextdelta run-benchmark` on the demo slice (every strategy, both protection modes), verifies the run
 # directory, prints the report, and stops the server on exit (also on error or Ctrl-C).
 #
-# The slice and model are chosen to finish in about 30 minutes on a 2-core CPU machine (README, "Demo").
-# Override with environment variables:
-#   DEMO_MODEL (0.5b)  DEMO_TASK_IDS  DEMO_STRATEGIES  DEMO_MODES  DEMO_REPEATS (1)  DEMO_RESULTS_DIR (results)
-#   DEMO_TASKS (tasks)  DEMO_READY_TIMEOUT_S (900: the first start assembles and hashes the model file)
+# The slice, model and limits are chosen to finish within 30 minutes on a 2-core CPU machine (README, "Demo"):
+# one task per world x 4 strategies x 2 modes x 1 repeat = 24 episodes, at most 5 steps and 256 completion tokens
+# per call, with the reduced strategies' windows shrunk (last_n 2, summary/digest after 2 groups, keep 1) so that
+# they already act within 5 steps. Override with environment variables:
+#   DEMO_MODEL (0.5b)  DEMO_TASK_IDS  DEMO_STRATEGIES  DEMO_MODES  DEMO_REPEATS (1)  DEMO_MAX_STEPS (5)
+#   DEMO_MAX_TOKENS (256)  DEMO_LAST_N (2)  DEMO_SUMMARY_TRIGGER (2)  DEMO_SUMMARY_KEEP (1)
+#   DEMO_RESULTS_DIR (results)  DEMO_TASKS (tasks)  DEMO_SERVER_ARGS (extra `local-model serve` flags)
+#   DEMO_READY_TIMEOUT_S (900: the first start assembles and hashes the model file)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +23,11 @@ TASK_IDS=${DEMO_TASK_IDS:-order-chair-billing,cal-arch-review-move,cfg-staging-a
 STRATEGIES=${DEMO_STRATEGIES:-full_history,last_n,semantic_summary,typed_state_digest}
 MODES=${DEMO_MODES:-unprotected,freshness_contract}
 REPEATS=${DEMO_REPEATS:-1}
+MAX_STEPS=${DEMO_MAX_STEPS:-5}
+MAX_TOKENS=${DEMO_MAX_TOKENS:-256}
+LAST_N=${DEMO_LAST_N:-2}
+SUMMARY_TRIGGER=${DEMO_SUMMARY_TRIGGER:-2}
+SUMMARY_KEEP=${DEMO_SUMMARY_KEEP:-1}
 RESULTS_DIR=${DEMO_RESULTS_DIR:-results}
 READY_TIMEOUT_S=${DEMO_READY_TIMEOUT_S:-900}
 
@@ -42,7 +51,8 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 echo "== starting the local model ($MODEL); server log: $server_log"
-"$BIN/contextdelta" local-model serve --model "$MODEL" --port 0 >"$server_out" 2>"$server_log" &
+read -r -a server_args <<<"${DEMO_SERVER_ARGS:-}"
+"$BIN/contextdelta" local-model serve --model "$MODEL" --port 0 "${server_args[@]}" >"$server_out" 2>"$server_log" &
 server_pid=$!
 
 deadline=$((SECONDS + READY_TIMEOUT_S))
@@ -66,18 +76,24 @@ base_url=$(sed -n 's/.* base_url=\([^ ]*\).*/\1/p' <<<"$ready_line")
 served_model=$(sed -n 's/.* model=\([^ ]*\).*/\1/p' <<<"$ready_line")
 echo "== $ready_line"
 
-echo "== run-benchmark: tasks $TASK_IDS x strategies $STRATEGIES x modes $MODES x $REPEATS repeat(s)"
+echo "== run-benchmark: tasks $TASK_IDS x strategies $STRATEGIES x modes $MODES x $REPEATS repeat(s)," \
+    "at most $MAX_STEPS steps (progress below; one episode takes about a minute)"
 "$BIN/contextdelta" run-benchmark \
     --tasks "$TASKS" \
     --task-ids "$TASK_IDS" \
     --strategies "$STRATEGIES" \
     --protection-modes "$MODES" \
     --repeats "$REPEATS" \
+    --max-steps "$MAX_STEPS" \
+    --max-tokens "$MAX_TOKENS" \
+    --last-n "$LAST_N" \
+    --summary-trigger "$SUMMARY_TRIGGER" \
+    --summary-keep "$SUMMARY_KEEP" \
     --model "$served_model" \
     --base-url "$base_url" \
     --results-dir "$RESULTS_DIR" \
-    --concurrency 1 \
-    --no-quiet | tee "$work/run.out"
+    --timeout-s 300 \
+    --concurrency 1 | tee "$work/run.out"
 run_dir=$(tail -n 1 "$work/run.out")
 run_id=$(basename "$run_dir")
 stop_server

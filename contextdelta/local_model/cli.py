@@ -155,6 +155,9 @@ def serve_command(
         int, typer.Option(min=1, help="Completion tokens allowed when a request sets no max_tokens.")
     ] = 1024,
     cache_dir: CacheOption = None,
+    record: Annotated[
+        Path | None, typer.Option(help="Append one JSON line per generation (raw model text, tokens, timings).")
+    ] = None,
     verbose: Annotated[bool, typer.Option(help="Log every request to stderr.")] = True,
 ) -> None:
     """Serve the pinned model as an OpenAI-compatible endpoint (/v1/models, /v1/chat/completions)."""
@@ -184,7 +187,7 @@ def serve_command(
     n_threads = threads or default_threads()
     generator, template = load_llama(path, n_ctx=n_ctx, n_threads=n_threads)
     engine = LocalChatEngine(generator, template, spec.served_name, default_max_tokens=max_tokens,
-                             fingerprint=spec.sha256)
+                             fingerprint=spec.sha256, record_path=record)
     typer.echo(f"loaded {spec.title}: n_ctx={n_ctx}, threads={n_threads}", err=True)
 
     def ready(bound: int) -> None:

@@ -10,11 +10,13 @@ builds the response body with token usage. It never re-generates and never filte
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -128,14 +130,18 @@ class LocalChatEngine:
         *,
         default_max_tokens: int = DEFAULT_MAX_TOKENS,
         fingerprint: str = "",
+        record_path: Path | None = None,
     ) -> None:
-        """``fingerprint`` identifies the exact model file (e.g. its SHA-256) in ``system_fingerprint``."""
+        """``fingerprint`` identifies the exact model file (e.g. its SHA-256) in ``system_fingerprint``;
+        ``record_path``, when given, gets one JSON line per generation with the raw text the model wrote."""
         self.generator = generator
         self.template = template
         self.served_name = served_name
         self.default_max_tokens = default_max_tokens
         self.system_fingerprint = f"contextdelta-local-{fingerprint[:16]}" if fingerprint else "contextdelta-local"
+        self.record_path = record_path
         self._lock = threading.Lock()
+        self._record_lock = threading.Lock()
         self.requests_served = 0
 
     def models(self) -> dict[str, Any]:
@@ -191,6 +197,8 @@ class LocalChatEngine:
             self._lock.release()
         tool_names = [name for name in (_tool_name(tool) for tool in tools or []) if name]
         parsed = parse_completion(generation.text, tool_names) if use_tools else None
+        if self.record_path is not None:
+            self._record(self.record_path, generation, parsed)
         log.info(
             "chat: %d prompt tokens (%d cached) in %.1fs, %d completion tokens in %.1fs, %d tool calls, "
             "%.1fs queued",
@@ -223,6 +231,21 @@ class LocalChatEngine:
                 param="model",
             )
         return request
+
+    def _record(self, path: Path, generation: Generation, parsed: ParsedCompletion | None) -> None:
+        line = {
+            "model": self.served_name,
+            "prompt_tokens": generation.prompt_tokens,
+            "cached_tokens": generation.cached_tokens,
+            "completion_tokens": generation.completion_tokens,
+            "finish_reason": generation.finish_reason,
+            "prompt_seconds": round(generation.prompt_seconds, 3),
+            "generation_seconds": round(generation.generation_seconds, 3),
+            "text": generation.text,
+            "tool_calls": [[c.name, c.arguments, c.form] for c in parsed.tool_calls] if parsed else None,
+        }
+        with self._record_lock, path.open("a", encoding="utf-8") as sink:
+            sink.write(json.dumps(line, ensure_ascii=False) + "\n")
 
     def _response(self, generation: Generation, parsed: ParsedCompletion | None) -> dict[str, Any]:
         digest = hashlib.sha256(f"{time.time_ns()}:{generation.text}".encode()).hexdigest()

@@ -79,6 +79,8 @@ def create_app(engine: LocalChatEngine) -> FastAPI:
             tasks.start_soon(watch_client)
             try:
                 return await run_in_threadpool(engine.chat_completion, body, gone.is_set)
+            except EndpointError as exc:  # answered here: raised out of a task group it would be wrapped
+                return JSONResponse(exc.body(), status_code=exc.status)
             except GenerationCancelled as exc:
                 log.info("request abandoned: %s", exc)
                 return Response(status_code=CLIENT_CLOSED_REQUEST)

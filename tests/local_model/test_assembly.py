@@ -60,7 +60,9 @@ def test_matching_parts_are_assembled_in_order_into_the_cache(tmp_path: Path) ->
     paths = _write_parts(tmp_path / "site", PARTS)
     seen: list[tuple[int, int]] = []
 
-    result = ensure_model_file(spec, tmp_path / "cache", locate=_locator(paths), progress=lambda d, t: seen.append((d, t)))
+    result = ensure_model_file(
+        spec, tmp_path / "cache", locate=_locator(paths), progress=lambda done, total: seen.append((done, total))
+    )
 
     assert result == tmp_path / "cache" / "fake.gguf"
     assert result.read_bytes() == b"".join(PARTS)

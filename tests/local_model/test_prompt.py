@@ -25,7 +25,11 @@ HISTORY = [
         "role": "assistant",
         "content": None,
         "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "get_order", "arguments": '{"order_id": "B-2198"}'}},
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "get_order", "arguments": '{"order_id": "B-2198"}'},
+            },
             {"id": "call_2", "type": "function", "function": {"name": "get_order", "arguments": "{order: B-2198"}},
         ],
     },
@@ -60,7 +64,8 @@ def test_without_tools_no_tool_section_is_rendered() -> None:
 
 
 def test_text_parts_and_null_content_become_text() -> None:
-    message = template_message({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]})
+    parts = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+    message = template_message({"role": "user", "content": parts})
     assert message["content"] == "ab"
     assert template_message({"role": "assistant", "content": None})["content"] == ""
     with pytest.raises(PromptError):

@@ -16,7 +16,8 @@ def _calls(text: str) -> list[tuple[str, str, str]]:
 
 
 def test_a_tagged_call() -> None:
-    parsed = parse_completion('<tool_call>\n{"name": "get_order", "arguments": {"order_id": "B-2210"}}\n</tool_call>', TOOLS)
+    text = '<tool_call>\n{"name": "get_order", "arguments": {"order_id": "B-2210"}}\n</tool_call>'
+    parsed = parse_completion(text, TOOLS)
     assert parsed.tool_calls == [ParsedToolCall("get_order", '{"order_id": "B-2210"}', "tagged")]
     assert parsed.content is None
 
@@ -43,12 +44,18 @@ def test_a_fenced_call_and_a_fenced_list() -> None:
     assert _calls('```json\n{"name": "get_order", "arguments": {"order_id": "B-1"}}\n```') == [
         ("get_order", '{"order_id": "B-1"}', "fenced")
     ]
-    listed = '```\n[{"name": "get_order", "arguments": {"order_id": "B-1"}}, {"name": "cancel_order", "arguments": {}}]\n```'
+    listed = (
+        '```\n[{"name": "get_order", "arguments": {"order_id": "B-1"}}, '
+        '{"name": "cancel_order", "arguments": {}}]\n```'
+    )
     assert [c[0] for c in _calls(listed)] == ["get_order", "cancel_order"]
 
 
 def test_bare_calls_written_into_the_text() -> None:
-    text = 'I will check it.\n{"name": "get_order", "arguments": {"order_id": "B-1"}}\n{"name": "refund_order", "arguments": {"order_id": "B-1", "amount_cents": 1490}}'
+    text = (
+        'I will check it.\n{"name": "get_order", "arguments": {"order_id": "B-1"}}\n'
+        '{"name": "refund_order", "arguments": {"order_id": "B-1", "amount_cents": 1490}}'
+    )
     parsed = parse_completion(text, TOOLS)
     assert [c.name for c in parsed.tool_calls] == ["get_order", "refund_order"]
     assert parsed.content == "I will check it."

@@ -429,3 +429,61 @@ def test_same_sequence_gives_byte_identical_logs(world_name: str) -> None:
     first, second = run(), run()
     assert first == second
     assert len(first[0]) > 100
+
+
+STALE_SCENARIOS: dict[str, tuple[dict[str, Any], tuple[str, dict[str, Any]], tuple[str, dict[str, Any]], str]] = {
+    "order": (
+        {"id": "ship", "actor": "warehouse", "trigger": {"after_tool_call": {"tool": "get_order"}}, "set": SHIP_A1001},
+        ("get_order", {"order_id": "A-1001"}),
+        ("add_order_note", {"order_id": "A-1001", "text": "customer asked to hold"}),
+        A1001,
+    ),
+    "calendar": (
+        {
+            "id": "move",
+            "actor": "ana",
+            "trigger": {"after_tool_call": {"tool": "get_event"}},
+            "tool": {"name": "update_attendees", "args": {"event_id": "evt-1", "add": ["dee@corp.example"]}},
+        },
+        ("get_event", {"event_id": "evt-1"}),
+        ("update_attendees", {"event_id": "evt-1", "remove": ["ben@corp.example"]}),
+        "calendar/event/evt-1",
+    ),
+    "config": (
+        {
+            "id": "bump",
+            "actor": "payments-oncall",
+            "trigger": {"after_tool_call": {"tool": "get_config"}},
+            "tool": {"name": "set_config", "args": {"environment": "prod", "key": "payments.retry_limit", "value": 7}},
+        },
+        ("get_config", {"environment": "prod", "key": "payments.retry_limit"}),
+        ("set_config", {"environment": "prod", "key": "payments.retry_limit", "value": 4}),
+        "config/setting/prod:payments.retry_limit",
+    ),
+}
+
+
+@pytest.mark.parametrize("world_name", sorted(STALE_SCENARIOS))
+def test_stale_write_per_world_executes_unprotected_and_is_blocked_under_the_contract(world_name: str) -> None:
+    mutation, (read_tool, read_args), (write_tool, write_args), key = STALE_SCENARIOS[world_name]
+    outcomes = {}
+    for mode in ProtectionMode:
+        world = make_world(world_name, mode, mutations=[mutation])
+        world.begin_step(1)
+        seen = json.loads(world.call(read_tool, read_args).content)
+        observed = next(v["version"] for v in seen.values() if isinstance(v, dict) and v.get("resource") == key)
+        assert world.version(key) == observed + 1  # the other actor wrote after the read
+        world.begin_step(2)
+        args = dict(write_args)
+        if mode is ProtectionMode.FRESHNESS_CONTRACT:
+            args["expected_version"] = observed
+        before = world.state_hash()
+        result = world.call(write_tool, args)
+        assert (result.event.observed_version, result.event.version_at_execution) == (observed, observed + 1)
+        outcomes[mode] = result.event.outcome
+        if mode is ProtectionMode.FRESHNESS_CONTRACT:
+            assert world.state_hash() == before
+    assert outcomes == {
+        ProtectionMode.UNPROTECTED: Outcome.EXECUTED,
+        ProtectionMode.FRESHNESS_CONTRACT: Outcome.BLOCKED,
+    }

@@ -1,0 +1,79 @@
+"""Episode: the timeline of one episode. Per step, the context the model saw next to the full history (what the
+strategy removed or wrote marked), the tool calls and results with the versions at every write, and the hidden
+mutations where they happened; the verdict and, for a failure, its cause chain on top."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from contextdelta.dashboard import _html, _ui
+from contextdelta.dashboard.data import RunLoadError
+from contextdelta.dashboard.timeline import episode_timeline
+
+st.title("Episode")
+folder, runs = _ui.runs_or_stop()
+run = _ui.run_data_or_stop(_ui.select_run(folder, runs))
+if not run.episodes:
+    st.info(f"Run `{run.run_group_id}` has no finished episode yet.")
+    st.stop()
+summary = _ui.select_episode(run.episodes)
+try:
+    record = _ui.cached_episode(run.path, summary.run_id)
+except RunLoadError as exc:
+    _ui.malformed(run.run_group_id, str(exc))
+timeline = episode_timeline(record, run.attributions.get(summary.run_id))
+
+st.caption(
+    f"Episode `{timeline.run_id}` of run group `{timeline.run_group_id}` · task `{timeline.task}` · world "
+    f"{timeline.world} · hazard {timeline.hazard} · strategy `{timeline.strategy}` · mode "
+    f"`{timeline.protection_mode}` · repeat {timeline.repeat} · model `{timeline.model}`"
+)
+outcome, steps_col, mutations_col, termination_col = st.columns(4)
+outcome.metric("outcome", "success" if timeline.success else ("failed trial" if timeline.failed_trial else "FAIL"))
+steps_col.metric("steps", len(timeline.steps))
+mutations_col.metric("hidden mutations", len(timeline.mutations))
+termination_col.metric("termination", timeline.termination)
+
+st.markdown("**Verdict**")
+st.dataframe(
+    [{name: ("N/A" if passed is None else ("pass" if passed else "FAIL")) for name, passed in timeline.graders}],
+    hide_index=True,
+)
+for reason in timeline.reasons:
+    st.markdown(f"- {reason}")
+attribution = timeline.attribution
+if attribution is not None:
+    chain = "\n".join(f"{n}. {link}" for n, link in enumerate(attribution.chain, 1))
+    st.error(f"**Failure mode `{attribution.mode.value}`**: {attribution.explanation}\n\n{chain}")
+if timeline.error:
+    st.warning(f"Episode error: {timeline.error}")
+
+st.subheader("Timeline")
+st.html(_html.legend())
+expand_all = st.toggle("Expand every step", value=False, key="cd_expand_all")
+for step in timeline.steps:
+    wanted = expand_all or step.decisive or bool(step.mutations) or step.flagged
+    with st.expander(_html.step_title(step), expanded=wanted):
+        for mutation in step.mutations_before:
+            st.html(_html.mutation(mutation))
+        sent, history = st.columns(2)
+        with sent:
+            st.markdown(f"**Context sent** ({len(step.sent)} messages, {step.prompt_tokens} tokens)")
+            st.html(_html.messages(step.sent, column="sent"))
+        with history:
+            st.markdown(
+                f"**Full history** ({len(step.history)} messages; {step.removed} not sent"
+                + (f", {len(step.newly_removed)} newly removed" if step.newly_removed else "")
+                + ")"
+            )
+            st.html(_html.messages(step.history, column="history"))
+        for line in step.summary_calls:
+            st.caption(f"summary call: {line}")
+        if step.note:
+            st.caption(f"note: {step.note}")
+        st.html(_html.reply(step.reply) + _html.items(step.items))
+        if step.error:
+            st.warning(f"step error: {step.error}")
+if timeline.final_answer is not None:
+    st.markdown("**Final answer**")
+    st.text(timeline.final_answer)

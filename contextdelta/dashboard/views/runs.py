@@ -1,0 +1,39 @@
+"""Runs: every run group in the results folder with its model, date, suite hash, status, counts and success."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from contextdelta.dashboard import _ui
+from contextdelta.dashboard.data import runs_rows
+
+st.title("Runs")
+folder, runs = _ui.runs_or_stop()
+st.caption(f"Run groups in `{folder}`, newest first. Pick one in the sidebar to open its other pages.")
+rows = runs_rows(runs)
+for row in rows:
+    row["open"] = f"conditions?{_ui.RUN_PARAM}={row['run group']}"
+if rows:
+    st.dataframe(
+        rows,
+        hide_index=True,
+        column_order=["run group", "open", *[k for k in rows[0] if k not in ("run group", "open")]],
+        column_config={
+            "success": st.column_config.NumberColumn("success", format="%.1f%%", help="succeeded / finished"),
+            "open": st.column_config.LinkColumn("conditions", display_text="open"),
+        },
+    )
+running = [s for s in runs if s.readable and s.in_progress]
+if running:
+    st.info(
+        "Still in progress: "
+        + ", ".join(f"`{s.run_group_id}` ({s.finished} of {s.planned} episodes)" for s in running)
+        + ". Their success is shown once they finish; reload for newer counts."
+    )
+broken = [s for s in runs if not s.readable]
+if broken:
+    st.error(
+        "These folders are not readable run directories and are left out:\n\n"
+        + "\n".join(f"- `{s.run_group_id}`: {s.error}" for s in broken)
+    )
+selected = _ui.select_run(folder, runs)

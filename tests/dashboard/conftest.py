@@ -1,0 +1,61 @@
+"""Run directories for the dashboard tests: real runs from the scripted HTTP server (`tests.report.runs`), copied
+into a results folder of the dashboard's own, plus broken and unfinished variants built from those copies."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from contextdelta.rundir.layout import AGGREGATE_METRICS, MANIFEST, RAW_RUNS
+from tests.report import runs
+
+
+@pytest.fixture(scope="session")
+def trusting_run() -> Path:
+    """context_trusting, 3 tasks, every condition, 2 repeats: never_refreshed failures after hidden mutations."""
+    return runs.trusting_run()
+
+
+@pytest.fixture(scope="session")
+def unsafe_run() -> Path:
+    """unsafe, 3 tasks, every condition: removed context, duplicates, forbidden calls."""
+    return runs.unsafe_run()
+
+
+@pytest.fixture(scope="session")
+def results(tmp_path_factory: pytest.TempPathFactory, trusting_run: Path, unsafe_run: Path) -> Path:
+    """A results folder holding the two runs (read-only for the tests)."""
+    folder = tmp_path_factory.mktemp("dashboard-results")
+    runs.copy_run(trusting_run, folder)
+    runs.copy_run(unsafe_run, folder)
+    return folder
+
+
+def make_running(source: Path, into: Path, keep: int) -> Path:
+    """A copy of ``source`` as a run still in progress: status running, ``keep`` episodes, a torn last line, and
+    no report files yet."""
+    target = runs.copy_run(source, into)
+    manifest = json.loads((target / MANIFEST).read_text())
+    manifest.update(status="running", finished_at=None)
+    manifest["counts"].update(finished=0, succeeded=0, failed=0)
+    (target / MANIFEST).write_text(json.dumps(manifest))
+    lines = (target / RAW_RUNS).read_text().splitlines(keepends=True)
+    (target / RAW_RUNS).write_text("".join(lines[:keep]) + lines[keep][: len(lines[keep]) // 2])
+    (target / AGGREGATE_METRICS).unlink()
+    return target
+
+
+def make_malformed(source: Path, into: Path, name: str) -> Path:
+    """A copy of ``source`` under ``name`` whose ``raw_runs.jsonl`` line 2 is not an episode."""
+    target = into / name
+    shutil.copytree(source, target)
+    manifest = json.loads((target / MANIFEST).read_text())
+    manifest["run_group_id"] = name
+    (target / MANIFEST).write_text(json.dumps(manifest))
+    lines = (target / RAW_RUNS).read_text().splitlines(keepends=True)
+    lines[1] = json.dumps({"run_id": "broken", "steps": "not a list"}) + "\n"
+    (target / RAW_RUNS).write_text("".join(lines))
+    return target

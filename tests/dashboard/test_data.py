@@ -1,0 +1,395 @@
+"""The dashboard's data layer and episode timeline, on real run directories from the scripted server."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+from contextdelta.attribution import attribute_run
+from contextdelta.dashboard import launch
+from contextdelta.dashboard.data import (
+    ATLAS_FILTERS,
+    MALFORMED,
+    AtlasFilter,
+    RunLoadError,
+    comparison_rows,
+    condition_rows,
+    default_episode,
+    failure_mode_counts,
+    filter_failures,
+    filter_from_query,
+    filter_options,
+    filter_query,
+    list_runs,
+    load_episode,
+    load_run,
+    rate_matrix,
+    rate_points,
+    results_dir_problem,
+    run_signature,
+    runs_rows,
+)
+from contextdelta.dashboard.timeline import episode_timeline
+from contextdelta.rundir.layout import AGGREGATE_METRICS, RAW_RUNS
+from contextdelta.rundir.records import EpisodeRecord
+from tests.dashboard.conftest import make_malformed, make_running
+from tests.report import runs
+
+
+@pytest.fixture(scope="module")
+def trusting_records(trusting_run: Path) -> dict[str, EpisodeRecord]:
+    return runs.records(trusting_run)
+
+
+@pytest.fixture(scope="module")
+def unsafe_records(unsafe_run: Path) -> dict[str, EpisodeRecord]:
+    return runs.records(unsafe_run)
+
+
+# ---- the results folder ---------------------------------------------------------------------------------------
+
+
+def test_results_dir_problem_names_missing_empty_and_non_folder(tmp_path: Path, results: Path) -> None:
+    assert "does not exist" in (results_dir_problem(tmp_path / "nope") or "")
+    assert "No run directories" in (results_dir_problem(tmp_path) or "")
+    (tmp_path / "notes.txt").write_text("x")
+    assert "not a folder" in (results_dir_problem(tmp_path / "notes.txt") or "")
+    assert results_dir_problem(results) is None
+
+
+def test_list_runs_reads_each_manifest_newest_first_and_flags_broken_ones(
+    tmp_path: Path, trusting_run: Path, unsafe_run: Path, trusting_records: dict[str, EpisodeRecord]
+) -> None:
+    runs.copy_run(trusting_run, tmp_path)
+    runs.copy_run(unsafe_run, tmp_path)
+    (tmp_path / "no-manifest").mkdir()
+    (tmp_path / "bad-json").mkdir()
+    (tmp_path / "bad-json" / "run_manifest.json").write_text("{not json")
+    (tmp_path / ".hidden").mkdir()
+    summaries = list_runs(tmp_path)
+    by_id = {s.run_group_id: s for s in summaries}
+    assert set(by_id) == {trusting_run.name, unsafe_run.name, "no-manifest", "bad-json"}
+    readable = [s for s in summaries if s.readable]
+    assert [s.run_group_id for s in readable] == sorted((trusting_run.name, unsafe_run.name), reverse=True)
+    trusting = by_id[trusting_run.name]
+    assert trusting.status == "complete" and trusting.model == "scripted-context_trusting"
+    assert trusting.finished == trusting.planned == len(trusting_records) == 48
+    succeeded = sum(r.success and not r.failed for r in trusting_records.values())
+    assert trusting.succeeded == succeeded and trusting.success_rate == pytest.approx(succeeded / 48)
+    manifest = json.loads((trusting_run / "run_manifest.json").read_text())
+    assert trusting.suite_sha256 == manifest["hashes"]["suite_sha256"]
+    for name in ("no-manifest", "bad-json"):
+        assert by_id[name].status == MALFORMED and not by_id[name].readable
+    assert "missing" in (by_id["no-manifest"].error or "")
+    assert "run_manifest.json" in (by_id["bad-json"].error or "")
+    rows = runs_rows(summaries)
+    assert [r["run group"] for r in rows] == [s.run_group_id for s in readable]
+    row = next(r for r in rows if r["run group"] == trusting_run.name)
+    assert row["episodes"] == "48 / 48" and row["suite hash"] == manifest["hashes"]["suite_sha256"][:12]
+    assert row["success"] == round(100 * succeeded / 48, 1)
+
+
+def test_a_running_run_counts_complete_lines_and_leaves_success_unknown(tmp_path: Path, unsafe_run: Path) -> None:
+    make_running(unsafe_run, tmp_path, keep=5)
+    (summary,) = list_runs(tmp_path)
+    assert summary.status == "running" and summary.in_progress
+    assert summary.finished == 5 and summary.planned == 24
+    assert summary.succeeded is None and summary.success_rate is None
+
+
+def test_run_signature_changes_when_an_episode_is_appended(tmp_path: Path, unsafe_run: Path) -> None:
+    target = runs.copy_run(unsafe_run, tmp_path)
+    before = run_signature(target)
+    assert before == run_signature(target)
+    with (target / RAW_RUNS).open("a") as handle:
+        handle.write("\n")
+    assert run_signature(target) != before
+
+
+# ---- loading a run ------------------------------------------------------------------------------------------------
+
+
+def test_load_run_uses_the_recorded_metrics_and_attributes_every_failure(
+    trusting_run: Path, trusting_records: dict[str, EpisodeRecord]
+) -> None:
+    data = load_run(trusting_run)
+    assert data.metrics_source == AGGREGATE_METRICS and not data.in_progress
+    recorded = json.loads((trusting_run / AGGREGATE_METRICS).read_text())
+    assert data.metrics.model_dump(mode="json") == recorded
+    expected = attribute_run(sorted(trusting_records.values(), key=lambda r: r.run_id))
+    assert [(f.run_id, f.failure_mode) for f in data.failures] == [(a.run_id, a.mode.value) for a in expected]
+    assert len(data.episodes) == 48
+    for failure in data.failures:
+        record = trusting_records[failure.run_id]
+        assert (failure.world, failure.task_id, failure.hazard) == (record.world, record.task_id, record.hazard)
+        assert (failure.strategy, failure.protection_mode) == (record.strategy, record.protection_mode)
+    never = [f for f in data.failures if f.failure_mode == "never_refreshed"]
+    assert never and all(f.mutation and f.action for f in never)
+
+
+def test_load_run_recomputes_the_metrics_of_a_run_in_progress(tmp_path: Path, unsafe_run: Path) -> None:
+    data = load_run(make_running(unsafe_run, tmp_path, keep=7))
+    assert data.in_progress and data.metrics_source.startswith("recomputed")
+    assert len(data.episodes) == 7 and data.metrics.episodes.finished == 7
+    assert sum(c.episodes for c in data.metrics.conditions) == 7
+
+
+def test_load_run_recomputes_when_the_recorded_metrics_are_unreadable(tmp_path: Path, unsafe_run: Path) -> None:
+    target = runs.copy_run(unsafe_run, tmp_path)
+    (target / AGGREGATE_METRICS).write_text("{}")
+    data = load_run(target)
+    assert data.metrics_source.startswith("recomputed")
+    recorded = json.loads((unsafe_run / AGGREGATE_METRICS).read_text())
+    assert data.metrics.model_dump(mode="json")["conditions"] == recorded["conditions"]
+
+
+def test_load_run_names_the_malformed_line(tmp_path: Path, unsafe_run: Path) -> None:
+    target = make_malformed(unsafe_run, tmp_path, "broken-run")
+    with pytest.raises(RunLoadError, match=r"raw_runs\.jsonl: line 2"):
+        load_run(target)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RunLoadError, match=r"run_manifest\.json: missing"):
+        load_run(tmp_path / "empty")
+
+
+def test_load_episode_validates_one_line(unsafe_run: Path, unsafe_records: dict[str, EpisodeRecord]) -> None:
+    run_id = sorted(unsafe_records)[5]
+    assert load_episode(unsafe_run, run_id) == unsafe_records[run_id]
+    with pytest.raises(RunLoadError, match="no episode 'nope'"):
+        load_episode(unsafe_run, "nope")
+
+
+def test_default_episode_prefers_a_failure_with_a_hidden_mutation(trusting_run: Path) -> None:
+    data = load_run(trusting_run)
+    first = default_episode(data.episodes)
+    assert first is not None and not first.success and first.hidden_mutations > 0
+    assert default_episode(()) is None
+
+
+# ---- the atlas filter -----------------------------------------------------------------------------------------
+
+
+def test_filters_narrow_the_atlas_to_the_matching_failures(
+    unsafe_run: Path, unsafe_records: dict[str, EpisodeRecord]
+) -> None:
+    failures = load_run(unsafe_run).failures
+    assert filter_failures(failures, AtlasFilter()) == list(failures)
+    modes = {a.run_id: a.mode.value for a in attribute_run(list(unsafe_records.values()))}
+    for f in ATLAS_FILTERS:
+        for value in filter_options(failures)[f.param]:
+            shown = filter_failures(failures, AtlasFilter({f.param: (value,)}))
+            expected = sorted(
+                run_id
+                for run_id, mode in modes.items()
+                if (mode if f.param == "mode" else str(getattr(unsafe_records[run_id], f.attribute))) == value
+            )
+            assert [r.run_id for r in shown] == expected, (f.param, value)
+    both = filter_failures(failures, AtlasFilter({"mode": ("unauthorized_write",), "protection": ("unprotected",)}))
+    assert both and all(
+        r.failure_mode == "unauthorized_write" and r.protection_mode == "unprotected" for r in both
+    )
+    two_modes = filter_failures(failures, AtlasFilter({"mode": ("unauthorized_write", "ignored_visible_change")}))
+    assert len(two_modes) == sum(m in ("unauthorized_write", "ignored_visible_change") for m in modes.values())
+
+
+def test_filter_options_order_modes_as_the_atlas_does(unsafe_run: Path) -> None:
+    options = filter_options(load_run(unsafe_run).failures)
+    assert options["mode"] == ["unauthorized_write", "context_dropped_fresh_observation", "context_dropped_own_write",
+                               "ignored_visible_change"]
+    assert options["protection"] == ["freshness_contract", "unprotected"]
+    assert options["world"] == ["calendar", "order"]
+
+
+def test_query_parameters_round_trip_and_unknown_values_are_reported() -> None:
+    options = {"mode": ["never_refreshed", "end_state_miss"], "world": ["order", "config"], "task": ["a", "b"]}
+    parsed, ignored = filter_from_query(
+        {"mode": ["never_refreshed", "bogus"], "world": "order,config", "task": "", "run": "x"}, options
+    )
+    assert parsed == AtlasFilter({"mode": ("never_refreshed",), "world": ("order", "config")})
+    assert ignored == ["mode=bogus"]
+    assert filter_query(parsed) == {"mode": ["never_refreshed"], "world": ["order", "config"]}
+    assert filter_from_query(filter_query(parsed), options) == (parsed, [])
+    assert not AtlasFilter({"mode": ()}).active and parsed.active
+
+
+def test_failure_mode_counts_add_up(trusting_run: Path) -> None:
+    failures = load_run(trusting_run).failures
+    table = failure_mode_counts(failures)
+    assert {row["failure mode"]: row["total"] for row in table} == Counter(f.failure_mode for f in failures)
+    for row in table:
+        assert sum(v for k, v in row.items() if k not in ("failure mode", "total")) == row["total"]
+
+
+# ---- the conditions page --------------------------------------------------------------------------------------
+
+
+def test_rates_match_the_episodes_of_each_condition(
+    trusting_run: Path, trusting_records: dict[str, EpisodeRecord]
+) -> None:
+    metrics = load_run(trusting_run).metrics
+    episodes: dict[tuple[str, str], list[EpisodeRecord]] = defaultdict(list)
+    for r in trusting_records.values():
+        episodes[(r.strategy, r.protection_mode)].append(r)
+    points = rate_points(metrics)
+    assert len(points) == 8 * 3
+    for point in points:
+        mine = episodes[(point["strategy"], point["protection_mode"])]
+        if point["metric"] == "success":
+            expected = sum(r.success and not r.failed for r in mine) / len(mine)
+        elif point["metric"] == "stale action":
+            expected = sum(r.verdict.stale_action_count > 0 for r in mine) / len(mine)
+        else:
+            continue
+        assert point["rate"] == pytest.approx(expected)
+        assert point["low"] <= point["rate"] <= point["high"]
+    matrix = rate_matrix(metrics)
+    assert [row["strategy"] for row in matrix] == ["full_history", "last_n", "semantic_summary", "typed_state_digest"]
+    by_condition = {(c.condition.strategy, c.condition.protection_mode): c for c in metrics.conditions}
+    for row in matrix:
+        for mode in ("unprotected", "freshness_contract"):
+            rate = by_condition[(row["strategy"], mode)].rates["success"].estimate
+            assert rate is not None
+            assert row[f"success · {mode}"].startswith(f"{100 * rate:.1f}%")
+
+
+def test_condition_rows_show_pass_k_and_token_cost(
+    trusting_run: Path, trusting_records: dict[str, EpisodeRecord]
+) -> None:
+    metrics = load_run(trusting_run).metrics
+    rows = {row["condition"]: row for row in condition_rows(metrics)}
+    row = rows["full_history / unprotected"]
+    assert row["episodes"] == 6 and row["tasks"] == 3
+    assert {"pass^1", "pass^2", "pass^2 unbiased"} <= set(row)
+    mine = [r for r in trusting_records.values() if (r.strategy, r.protection_mode) == ("full_history", "unprotected")]
+    total = sum(r.trace.totals.agent_usage.total_tokens + r.trace.totals.summary_usage.total_tokens for r in mine)
+    assert row["total tokens"] == f"{total:,}"
+
+
+def test_comparison_rows_are_the_mcnemar_tables(trusting_run: Path) -> None:
+    metrics = load_run(trusting_run).metrics
+    rows = comparison_rows(metrics)
+    assert len(rows) == sum(len(q.comparisons) for q in metrics.research_questions) == 6 + 4 + 4
+    for row in rows:
+        assert row["both"] + row["only a"] + row["only b"] + row["neither"] == row["pairs"] == 6
+    assert {row["question"] for row in rows} == {"RQ1", "RQ2", "RQ3"}
+
+
+# ---- the episode timeline -------------------------------------------------------------------------------------
+
+
+def test_timeline_puts_each_hidden_mutation_right_after_the_call_that_triggered_it(
+    trusting_records: dict[str, EpisodeRecord],
+) -> None:
+    record = trusting_records["order-desk-cancel.last_n.unprotected.r2"]
+    (mutation,) = record.trace.mutation_events()
+    timeline = episode_timeline(record)
+    for step in timeline.steps:
+        ids = [m.mutation_id for m in step.mutations]
+        assert ids == ([mutation.mutation_id] if step.step == mutation.step else [])
+    step = timeline.steps[mutation.step - 1]
+    kinds = [(i.kind, i.call.seq if i.call else i.mutation.after_seq if i.mutation else None) for i in step.items]
+    position = kinds.index(("mutation", mutation.after_seq))
+    assert kinds[position - 1] == ("call", mutation.after_seq)
+    view = step.mutations[0]
+    before, after = mutation.versions_before, mutation.versions_after
+    assert view.changes == tuple((r, before[r], after[r]) for r in mutation.resources)
+    assert mutation.mutation_id in view.text and "after call #" in view.text
+
+
+def test_timeline_moves_before_step_mutations_to_the_top_of_their_step(
+    trusting_records: dict[str, EpisodeRecord],
+) -> None:
+    record = trusting_records["order-desk-cancel.last_n.unprotected.r2"]
+    (mutation,) = record.trace.mutation_events()
+    steps = [s.model_copy(deep=True) for s in record.trace.steps]
+    moved = mutation.model_copy(update={"after_seq": None, "trigger": "before_step", "step": mutation.step + 1})
+    steps[mutation.step - 1].evaluator.mutations_after_calls = []
+    steps[mutation.step].evaluator.mutations_before_step = [moved]
+    edited = record.model_copy(update={"trace": record.trace.model_copy(update={"steps": steps})})
+    timeline = episode_timeline(edited)
+    step = timeline.steps[mutation.step]
+    assert [m.mutation_id for m in step.mutations_before] == [mutation.mutation_id]
+    assert step.mutations_before[0].where == f"before step {mutation.step + 1}"
+    assert not any(i.kind == "mutation" for s in timeline.steps for i in s.items)
+
+
+def test_timeline_marks_removed_history_and_inserted_messages(unsafe_records: dict[str, EpisodeRecord]) -> None:
+    for record in unsafe_records.values():
+        timeline = episode_timeline(record)
+        for raw, step in zip(record.trace.steps, timeline.steps, strict=True):
+            removed = set(raw.context.removed)
+            assert len(step.history) == raw.context.canonical_message_count
+            assert {m.index for m in step.history if m.status == "removed"} == removed
+            assert {m.index for m in step.history if m.status == "pinned"} == {0, 1}
+            assert len(step.sent) == len(raw.messages)
+            assert {m.index for m in step.sent if m.status == "inserted"} == set(raw.context.inserted)
+            kept = [m.history_index for m in step.sent if m.status != "inserted"]
+            assert kept == [i for i in range(raw.context.canonical_message_count) if i not in removed]
+    digest = episode_timeline(unsafe_records["cal-onsite-loop.typed_state_digest.unprotected.r1"])
+    assert any(m.status == "inserted" for s in digest.steps for m in s.sent)
+
+
+def test_timeline_shows_observed_versus_current_version_at_each_write(
+    trusting_records: dict[str, EpisodeRecord],
+) -> None:
+    record = trusting_records["cfg-rate-limit-double.full_history.unprotected.r1"]
+    attribution = next(a for a in attribute_run([record]))
+    timeline = episode_timeline(record, attribution)
+    events = {e.seq: e for e in record.trace.tool_events()}
+    stale = {f.seq for f in record.verdict.event_flags if f.stale}
+    assert stale
+    writes = [c for s in timeline.steps for c in s.calls if c.is_write]
+    assert writes
+    for call in writes:
+        event = events[call.seq]
+        assert call.observed_version == event.observed_version
+        assert call.version_at_execution == event.version_at_execution
+        assert ("stale" in call.flags) == (call.seq in stale)
+        if call.seq in stale:
+            assert call.behind
+    assert attribution.action is not None
+    assert [s.step for s in timeline.steps if s.decisive] == [attribution.action.step]
+    assert not timeline.success and ("no_stale_action", False) in timeline.graders
+
+
+# ---- the launcher ---------------------------------------------------------------------------------------------
+
+
+def test_streamlit_command_keeps_streamlit_local_and_quiet(tmp_path: Path) -> None:
+    command = launch.streamlit_command(tmp_path / "results", host="127.0.0.1", port=8600)
+    assert command[:5] == [sys.executable, "-m", "streamlit", "run", str(launch.APP_SCRIPT)]
+    options = dict(zip(command[5:-3:2], command[6:-3:2], strict=True))
+    assert options == {
+        "--server.address": "127.0.0.1",
+        "--server.port": "8600",
+        "--server.headless": "true",
+        "--browser.gatherUsageStats": "false",
+        "--global.developmentMode": "false",
+        "--server.fileWatcherType": "none",
+        "--server.runOnSave": "false",
+        "--client.toolbarMode": "viewer",
+    }
+    assert command[-3:] == ["--", "--results-dir", str((tmp_path / "results").resolve())]
+    env = launch.streamlit_env({"PATH": "/bin"}, database_url="sqlite:///x.db")
+    assert env == {
+        "PATH": "/bin",
+        "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false",
+        "CONTEXTDELTA_DATABASE_URL": "sqlite:///x.db",
+    }
+
+
+def test_the_app_reads_its_results_dir_from_its_arguments_then_the_environment(tmp_path: Path) -> None:
+    app = str(launch.APP_SCRIPT)
+    assert launch.resolve_results_dir([app, "--results-dir", str(tmp_path)], {}) == tmp_path
+    assert launch.resolve_results_dir([app], {"CONTEXTDELTA_RESULTS_DIR": "/data/r"}) == Path("/data/r")
+    # someone else's argv (pytest, AppTest) is not the app's
+    assert launch.script_results_dir(["pytest", "--results-dir", "/x"]) is None
+    assert launch.resolve_results_dir(["pytest", "--results-dir", "/x"], {"CONTEXTDELTA_RESULTS_DIR": "/y"}) == Path(
+        "/y"
+    )
+    assert launch.resolve_results_dir(["pytest"], {}) == Path(os.environ["CONTEXTDELTA_RESULTS_DIR"])
