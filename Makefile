@@ -35,7 +35,7 @@ test: $(VENV)
 	$(BIN)/python -m pytest -q
 
 lint: $(VENV)
-	$(BIN)/ruff check contextdelta tests
+	$(BIN)/ruff check contextdelta tests benchmarks
 	$(BIN)/mypy contextdelta
 
 clean:

@@ -41,12 +41,20 @@ def main() -> None:
     parser.add_argument("--tasks", type=Path, default=ROOT / "tasks")
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory() as results, serve_scripted(args.policy, args.tasks,
-                                                                   latency_ms=args.latency_ms) as url:
+    with (
+        tempfile.TemporaryDirectory() as results,
+        serve_scripted(args.policy, args.tasks, latency_ms=args.latency_ms) as url,
+    ):
         started = time.perf_counter()
         outcome = run_benchmark(
-            BenchmarkRequest(tasks_dir=args.tasks, base_url=url, model=f"scripted-{args.policy}",
-                             results_dir=Path(results), repeats=args.repeats, concurrency=args.concurrency)
+            BenchmarkRequest(
+                tasks_dir=args.tasks,
+                base_url=url,
+                model=f"scripted-{args.policy}",
+                results_dir=Path(results),
+                repeats=args.repeats,
+                concurrency=args.concurrency,
+            )
         )
         wall = time.perf_counter() - started
     records = outcome.records
@@ -60,14 +68,26 @@ def main() -> None:
         calls += model_calls
         per_step_ms.append(1000 * max(0.0, record.wall_s - provider_s) / max(1, model_calls))
     per_step_ms.sort()
+    latencies = sorted(s.response.latency_s for r in records for s in r.trace.steps if s.response)
     p95 = per_step_ms[min(len(per_step_ms) - 1, int(0.95 * len(per_step_ms)))]
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"machine: {platform.platform()} | {platform.machine()} | cpus={os.cpu_count()} | python {platform.python_version()}")
-    print(f"matrix: {len(records)} episodes ({outcome.manifest.counts.succeeded} succeeded), {calls} model calls, "
-          f"policy={args.policy}, latency={args.latency_ms} ms, concurrency={args.concurrency}")
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    server = resource.getrusage(resource.RUSAGE_CHILDREN)  # the scripted server, waited for on exit
+    rss_mb = own.ru_maxrss / 1024
+    machine = f"{platform.platform()} | {platform.machine()} | cpus={os.cpu_count()}"
+    print(f"machine: {machine} | python {platform.python_version()}")
+    print(
+        f"matrix: {len(records)} episodes ({outcome.manifest.counts.succeeded} succeeded), {calls} model calls, "
+        f"policy={args.policy}, latency={args.latency_ms} ms, concurrency={args.concurrency}"
+    )
     print(f"wall time: {wall:.1f} s | episodes/s: {len(records) / wall:.2f}")
+    print(f"provider call latency (client side): median {1000 * statistics.median(latencies):.1f} ms | "
+          f"p95 {1000 * latencies[int(0.95 * (len(latencies) - 1))]:.1f} ms")
     print(f"harness ms per model call: median {statistics.median(per_step_ms):.2f} | p95 {p95:.2f}")
     print(f"peak RSS (harness process): {rss_mb:.0f} MB")
+    print(
+        f"CPU per model call: harness process {1000 * (own.ru_utime + own.ru_stime) / calls:.2f} ms "
+        f"(client, harness, grading, files), scripted server {1000 * (server.ru_utime + server.ru_stime) / calls:.2f} ms"
+    )
     if args.latency_ms:
         ideal = calls * args.latency_ms / 1000 / args.concurrency
         print(f"ideal latency-bound wall time: {ideal:.1f} s | measured {wall:.1f} s | ratio {ideal / wall:.3f}")

@@ -39,8 +39,10 @@ def atomic_write_json(path: Path, value: Any) -> None:
 
 
 class JsonlWriter:
-    """Appends one JSON document per line and flushes (and fsyncs) after each batch, so a kill loses at most
-    the line being written; :func:`read_jsonl` detects and drops such a torn last line."""
+    """Appends one JSON document per line and flushes after each batch, so a killed process loses at most the
+    line being written (:func:`read_jsonl` detects and drops such a torn last line). Data reaches the disk
+    (fsync) when the writer closes; an episode lost to a machine crash before that is simply missing, and
+    ``--resume`` runs it again. An fsync per episode would block the event loop that runs the episodes."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -55,10 +57,12 @@ class JsonlWriter:
             lines.append(canonical_json(data) + "\n")
         self._handle.write("".join(lines))
         self._handle.flush()
-        os.fsync(self._handle.fileno())
 
     def close(self) -> None:
-        self._handle.close()
+        if not self._handle.closed:
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+            self._handle.close()
 
     def __enter__(self) -> JsonlWriter:
         return self
