@@ -6,11 +6,11 @@
 # directory, prints the report, and stops the server on exit (also on error or Ctrl-C).
 #
 # The slice, model and limits are chosen to finish within 30 minutes on a 2-core CPU machine (README, "Demo"):
-# one task per world x 4 strategies x 2 modes x 1 repeat = 24 episodes, at most 5 steps and 256 completion tokens
-# per call, with the reduced strategies' windows shrunk (last_n 2, summary/digest after 2 groups, keep 1) so that
-# they already act within 5 steps. Override with environment variables:
-#   DEMO_MODEL (0.5b)  DEMO_TASK_IDS  DEMO_STRATEGIES  DEMO_MODES  DEMO_REPEATS (1)  DEMO_MAX_STEPS (5)
-#   DEMO_MAX_TOKENS (256)  DEMO_LAST_N (2)  DEMO_SUMMARY_TRIGGER (2)  DEMO_SUMMARY_KEEP (1)
+# one task per world x 4 strategies x 2 modes x 1 repeat = 24 episodes, at most 4 steps and 160 completion tokens
+# per call, with the reduced strategies' windows shrunk (last_n 1; summary/digest once more than 1 group, keep 1)
+# so that they act from step 3 on. Override with environment variables:
+#   DEMO_MODEL (0.5b)  DEMO_TASK_IDS  DEMO_STRATEGIES  DEMO_MODES  DEMO_REPEATS (1)  DEMO_MAX_STEPS (4)
+#   DEMO_MAX_TOKENS (160)  DEMO_LAST_N (1)  DEMO_SUMMARY_TRIGGER (1)  DEMO_SUMMARY_KEEP (1)
 #   DEMO_RESULTS_DIR (results)  DEMO_TASKS (tasks)  DEMO_SERVER_ARGS (extra `local-model serve` flags)
 #   DEMO_READY_TIMEOUT_S (900: the first start assembles and hashes the model file)
 set -euo pipefail
@@ -23,10 +23,10 @@ TASK_IDS=${DEMO_TASK_IDS:-order-chair-billing,cal-arch-review-move,cfg-staging-a
 STRATEGIES=${DEMO_STRATEGIES:-full_history,last_n,semantic_summary,typed_state_digest}
 MODES=${DEMO_MODES:-unprotected,freshness_contract}
 REPEATS=${DEMO_REPEATS:-1}
-MAX_STEPS=${DEMO_MAX_STEPS:-5}
-MAX_TOKENS=${DEMO_MAX_TOKENS:-256}
-LAST_N=${DEMO_LAST_N:-2}
-SUMMARY_TRIGGER=${DEMO_SUMMARY_TRIGGER:-2}
+MAX_STEPS=${DEMO_MAX_STEPS:-4}
+MAX_TOKENS=${DEMO_MAX_TOKENS:-160}
+LAST_N=${DEMO_LAST_N:-1}
+SUMMARY_TRIGGER=${DEMO_SUMMARY_TRIGGER:-1}
 SUMMARY_KEEP=${DEMO_SUMMARY_KEEP:-1}
 RESULTS_DIR=${DEMO_RESULTS_DIR:-results}
 READY_TIMEOUT_S=${DEMO_READY_TIMEOUT_S:-900}
@@ -52,7 +52,8 @@ trap 'exit 143' TERM
 
 echo "== starting the local model ($MODEL); server log: $server_log"
 read -r -a server_args <<<"${DEMO_SERVER_ARGS:-}"
-"$BIN/contextdelta" local-model serve --model "$MODEL" --port 0 "${server_args[@]}" >"$server_out" 2>"$server_log" &
+"$BIN/contextdelta" local-model serve --model "$MODEL" --port 0 ${server_args[@]+"${server_args[@]}"} \
+    >"$server_out" 2>"$server_log" &
 server_pid=$!
 
 deadline=$((SECONDS + READY_TIMEOUT_S))

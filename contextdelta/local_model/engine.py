@@ -5,6 +5,12 @@
 context window, generates under a lock (one generation at a time; concurrent requests queue, which also keeps
 the key-value cache of the previous prompt for the next one to reuse), parses the tool calls out of the text and
 builds the response body with token usage. It never re-generates and never filters what the model wrote.
+
+Request fields: ``messages``, ``tools``, ``tool_choice``, ``temperature`` (default 1, as OpenAI's), ``top_p``,
+``seed``, ``max_tokens``/``max_completion_tokens`` (default :data:`DEFAULT_MAX_TOKENS`, and never more than the
+room left in the window), ``stop``; other fields are ignored. ``tool_choice="none"`` renders no tools and parses no
+calls; ``auto``, ``required`` and a named function are all answered like ``auto``, since nothing constrains what
+the model writes. ``stream``, ``n > 1`` and a ``model`` other than the served one are refused.
 """
 
 from __future__ import annotations
