@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contextdelta.report._format import pct, pp, pvalue, table
+from contextdelta.report._format import comparison_cells, pp, table
 from contextdelta.report._metrics import Comparison, ConditionKey, episode_values
 from contextdelta.rundir.records import EpisodeRecord, RunManifest, RunStatus
 from contextdelta.stats import (
@@ -202,18 +202,7 @@ def render_comparison(report: ComparisonReport) -> str:
         if not family.comparisons:
             lines += ["No shared condition.", ""]
             continue
-        rows = [
-            [
-                c.name,
-                pct(c.rate_a),
-                pct(c.rate_b),
-                pp(c.difference),
-                f"{c.mcnemar.only_a} / {c.mcnemar.only_b} of {c.mcnemar.n_pairs}",
-                pvalue(c.mcnemar.pvalue),
-                pvalue(c.mcnemar.pvalue_holm),
-            ]
-            for c in family.comparisons
-        ]
+        rows = [comparison_cells(c) for c in family.comparisons]
         lines += table(
             [
                 "condition",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from contextdelta.report._metrics import Comparison
 from contextdelta.stats import Estimate
 
 
@@ -50,3 +51,16 @@ def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
 def fence(text: str) -> list[str]:
     """A fenced code block that cannot be closed early by the text."""
     return ["```text", text.replace("```", "'''"), "```"]
+
+
+def comparison_cells(c: Comparison) -> list[str]:
+    """The cells of one paired comparison: name, both rates, the difference, the discordant pairs, p and Holm p."""
+    return [
+        c.name,
+        pct(c.rate_a),
+        pct(c.rate_b),
+        pp(c.difference),
+        f"{c.mcnemar.only_a} / {c.mcnemar.only_b} of {c.mcnemar.n_pairs}",
+        pvalue(c.mcnemar.pvalue),
+        pvalue(c.mcnemar.pvalue_holm),
+    ]

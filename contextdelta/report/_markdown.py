@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from contextdelta.attribution import MODE_PRECEDENCE
-from contextdelta.report._format import num, pct, pp, pvalue, table
+from contextdelta.report._format import comparison_cells, num, pct, pp, pvalue, table
 from contextdelta.report._metrics import (
     AggregateMetrics,
     Comparison,
@@ -165,18 +165,7 @@ def _question(rq: ResearchQuestion, title: str) -> list[str]:
     lines = [f"## {rq.id}: {title}", "", rq.question, ""]
     if not rq.comparisons:
         return [*lines, "Not answered: the run lacks the conditions it compares.", ""]
-    rows = [
-        [
-            c.name,
-            pct(c.rate_a),
-            pct(c.rate_b),
-            pp(c.difference),
-            f"{c.mcnemar.only_a} / {c.mcnemar.only_b} of {c.mcnemar.n_pairs}",
-            pvalue(c.mcnemar.pvalue),
-            pvalue(c.mcnemar.pvalue_holm),
-        ]
-        for c in rq.comparisons
-    ]
+    rows = [comparison_cells(c) for c in rq.comparisons]
     header = [
         "comparison (a vs b)",
         "rate a",
