@@ -84,10 +84,10 @@ def main() -> None:
           f"p95 {1000 * latencies[int(0.95 * (len(latencies) - 1))]:.1f} ms")
     print(f"harness ms per model call: median {statistics.median(per_step_ms):.2f} | p95 {p95:.2f}")
     print(f"peak RSS (harness process): {rss_mb:.0f} MB")
-    print(
-        f"CPU per model call: harness process {1000 * (own.ru_utime + own.ru_stime) / calls:.2f} ms "
-        f"(client, harness, grading, files), scripted server {1000 * (server.ru_utime + server.ru_stime) / calls:.2f} ms"
-    )
+    own_ms = 1000 * (own.ru_utime + own.ru_stime) / calls
+    server_ms = 1000 * (server.ru_utime + server.ru_stime) / calls
+    print(f"CPU per model call: harness process {own_ms:.2f} ms (client, harness, grading, files), "
+          f"scripted server {server_ms:.2f} ms")
     if args.latency_ms:
         ideal = calls * args.latency_ms / 1000 / args.concurrency
         print(f"ideal latency-bound wall time: {ideal:.1f} s | measured {wall:.1f} s | ratio {ideal / wall:.3f}")

@@ -107,6 +107,32 @@ class OpenAIProvider:
         """Close the HTTP connection pool."""
         await self._client.close()
 
+    async def preflight(self, timeout_s: float = 10.0) -> str | None:
+        """Why this endpoint cannot serve a benchmark, or None when it answers.
+
+        One ``GET /models`` without retries: unreachable (connection refused, DNS, timeout) or a rejected key
+        (401/403) is a problem worth stopping for before a run records hundreds of failed trials; any other
+        answer, an error status included (not every OpenAI-compatible server lists models), is fine.
+        """
+        where = redact_url(self.base_url) or "the default OpenAI endpoint"
+        # a client of its own: the run's client must first be used on the event loop that runs the episodes
+        client = openai.AsyncOpenAI(
+            api_key=self._api_key.get_secret_value() or PLACEHOLDER_API_KEY,
+            base_url=self.base_url,
+            timeout=timeout_s,
+            max_retries=0,
+        )
+        try:
+            await client.get("/models", cast_to=bytes)
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            return f"cannot reach {where}: {self._scrub(describe_error(exc))}"
+        except openai.APIStatusError as exc:
+            if exc.status_code in (401, 403):
+                return f"{where} refused the API key (HTTP {exc.status_code}); check CONTEXTDELTA_API_KEY"
+        finally:
+            await client.close()
+        return None
+
     async def complete(
         self,
         messages: list[dict[str, Any]],

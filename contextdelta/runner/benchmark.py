@@ -512,6 +512,11 @@ def run_benchmark(
             f"a cost budget needs a known price for {provider_info.model!r} (and the summary model); "
             'add it with --price-table FILE (JSON: {"model": {"input_per_mtok": .., "output_per_mtok": ..}})'
         )
+    preflight = getattr(provider, "preflight", None)
+    if preflight is not None:
+        problem = anyio.run(preflight)
+        if problem is not None:
+            raise BenchmarkError(f"{problem}. Nothing was run; check --base-url / CONTEXTDELTA_BASE_URL.")
     specs = plan_episodes(
         [t.task.id for t in plan.tasks], plan.strategies, plan.modes, plan.repeats, order_seed(plan.seed)
     )

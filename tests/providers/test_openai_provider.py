@@ -434,3 +434,41 @@ def test_a_malformed_200_body_is_a_provider_error(sleep: RecordingSleep, body: b
         server.server_close()
     assert failure.reason == "provider_error"
     assert why in failure.message
+
+
+class _ModelsStatus(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    status = 200
+
+    def do_GET(self) -> None:
+        data = b'{"error": {"message": "nope"}}' if self.status >= 400 else b'{"object": "list", "data": []}'
+        self.send_response(self.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("status", "problem"), [(200, None), (404, None), (401, "refused the API key (HTTP 401)")])
+def test_preflight_stops_only_for_unreachable_endpoints_and_rejected_keys(
+    sleep: RecordingSleep, status: int, problem: str | None
+) -> None:
+    handler = type("ModelsStatus", (_ModelsStatus,), {"status": status})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        p = provider(f"http://127.0.0.1:{server.server_address[1]}/v1", sleep)
+        found = asyncio.run(p.preflight(timeout_s=5))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (found is None) if problem is None else (found is not None and problem in found and KEY not in found)
+
+
+def test_preflight_names_an_unreachable_endpoint(sleep: RecordingSleep) -> None:
+    found = asyncio.run(provider("http://127.0.0.1:9/v1", sleep).preflight(timeout_s=5))
+    assert found is not None and found.startswith("cannot reach http://127.0.0.1:9/v1")

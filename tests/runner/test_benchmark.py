@@ -307,3 +307,10 @@ def test_cli_refuses_the_mock_provider_with_exit_2(tmp_path: Path) -> None:
     _, err = process.communicate(timeout=60)
     assert process.returncode == 2
     assert "refusing the in-process mock provider" in err
+
+
+def test_an_unreachable_endpoint_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    with pytest.raises(BenchmarkError, match=r"cannot reach http://127\.0\.0\.1:9/v1") as err:
+        run_benchmark(request("http://127.0.0.1:9/v1", tmp_path / "results"))
+    assert err.value.exit_code == 2
+    assert not (tmp_path / "results").exists()
