@@ -26,10 +26,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from contextdelta._loopback import LoopbackService, ThreadedHTTPServer
 from contextdelta.proxy._redact import Redactor
 from contextdelta.settings import redact_url
 from contextdelta.store import ProxyTrace, Store
@@ -88,8 +89,10 @@ class ProxyConfig:
     extra_secrets: list[str] = field(default_factory=list)
 
 
-class RecordingProxy:
+class RecordingProxy(LoopbackService):
     """The recording proxy. ``start``/``stop`` (background thread), or ``serve_forever`` in the foreground."""
+
+    thread_name = "recording-proxy"
 
     def __init__(self, config: ProxyConfig, store: Store | None) -> None:
         self.config = config
@@ -103,51 +106,15 @@ class RecordingProxy:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._in_flight = 0
-        self._httpd = _HTTPServer((config.host, config.port), _Handler, self)
-        self._thread: threading.Thread | None = None
-
-    @property
-    def host(self) -> str:
-        return str(self._httpd.server_address[0])
-
-    @property
-    def port(self) -> int:
-        return int(self._httpd.server_address[1])
-
-    @property
-    def base_url(self) -> str:
-        """What clients use as their OpenAI base URL."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/v1"
-
-    def serve_forever(self) -> None:
-        self._httpd.serve_forever(poll_interval=0.1)
-
-    def start(self) -> RecordingProxy:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self.serve_forever, name="recording-proxy", daemon=True)
-            self._thread.start()
-        return self
+        self._bind(config.host, config.port, _Handler)
 
     def wait_idle(self, timeout_s: float = 10.0) -> bool:
         """Wait until no request is being forwarded or recorded; False on timeout."""
         with self._idle:
             return self._idle.wait_for(lambda: self._in_flight == 0, timeout_s)
 
-    def stop(self) -> None:
-        """Stop accepting requests, let the ones in flight finish recording, and close the socket."""
-        if self._thread is not None:
-            self._httpd.shutdown()
-            self._thread.join(timeout=5)
-            self._thread = None
-        self.wait_idle()
-        self._httpd.server_close()
-
-    def __enter__(self) -> RecordingProxy:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+    def _before_close(self) -> None:
+        self.wait_idle()  # let the requests in flight finish recording
 
     # ---- used by the handler ----------------------------------------------------------------------------
 
@@ -195,8 +162,12 @@ def _now() -> str:
 
 
 def _error_body(status: int, message: str, code: str) -> bytes:
-    error = {"message": message, "type": "proxy_error" if status >= 500 else "invalid_request_error", "param": None,
-             "code": code}
+    error = {
+        "message": message,
+        "type": "proxy_error" if status >= 500 else "invalid_request_error",
+        "param": None,
+        "code": code,
+    }
     return json.dumps({"error": error}).encode()
 
 
@@ -241,8 +212,11 @@ def reassemble_stream(sse: str) -> dict[str, Any] | None:
         for choice in chunk.get("choices") or []:
             slot = choices.setdefault(
                 int(choice.get("index", 0)),
-                {"index": int(choice.get("index", 0)), "message": {"role": "assistant", "content": None},
-                 "finish_reason": None},
+                {
+                    "index": int(choice.get("index", 0)),
+                    "message": {"role": "assistant", "content": None},
+                    "finish_reason": None,
+                },
             )
             delta = choice.get("delta") or {}
             message = slot["message"]
@@ -275,21 +249,16 @@ def reassemble_stream(sse: str) -> dict[str, Any] | None:
     }
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 256
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], proxy: RecordingProxy) -> None:
-        self.proxy = proxy
-        super().__init__(address, handler)
-
-
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "contextdelta-proxy/1"
     timeout = 300
-    server: _HTTPServer
+    server: ThreadedHTTPServer
+
+    @property
+    def proxy(self) -> RecordingProxy:
+        owner: RecordingProxy = self.server.owner
+        return owner
 
     def setup(self) -> None:
         super().setup()
@@ -322,7 +291,7 @@ class _Handler(BaseHTTPRequestHandler):
     # ---- forwarding -------------------------------------------------------------------------------------
 
     def _forward(self, body: bytes | None) -> None:
-        proxy = self.server.proxy
+        proxy = self.proxy
         proxy.begin()
         try:
             self._forward_and_record(proxy, body)
@@ -342,7 +311,7 @@ class _Handler(BaseHTTPRequestHandler):
         stream = bool(isinstance(request_json, dict) and request_json.get("stream"))
         model = request_json.get("model") if isinstance(request_json, dict) else None
         parts = urlsplit(self.path)
-        target = proxy.upstream.base_path + parts.path[len("/v1"):] + (f"?{parts.query}" if parts.query else "")
+        target = proxy.upstream.base_path + parts.path[len("/v1") :] + (f"?{parts.query}" if parts.query else "")
         trace = ProxyTrace(
             created_at=created,
             method=self.command,

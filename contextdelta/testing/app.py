@@ -27,11 +27,12 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from contextdelta._loopback import LoopbackService, ThreadedHTTPServer
 from contextdelta.canonical import canonical_json
 from contextdelta.testing.faults import REPLY_FAULTS, FaultKind, FaultPlan
 from contextdelta.testing.policies import (
@@ -64,12 +65,14 @@ class _Answer:
     """Close the connection without sending anything."""
 
 
-class ScriptedServer:
+class ScriptedServer(LoopbackService):
     """A scripted policy served over HTTP on ``host:port`` (port 0 picks a free port).
 
     Use :meth:`start` (background thread) and :meth:`stop`, or ``with ScriptedServer(...) as server``; or
     :meth:`serve_forever` in the foreground (the command-line entry point does).
     """
+
+    thread_name = "scripted-server"
 
     def __init__(
         self,
@@ -96,50 +99,11 @@ class ScriptedServer:
         self.received: list[bytes] | None = [] if keep_requests else None
         """With ``keep_requests``: every POST body exactly as received (tests check what reaches a model)."""
         self._fault_counts: Counter[str] = Counter()
-        self._httpd = _HTTPServer((host, port), _Handler, self)
-        self._thread: threading.Thread | None = None
-
-    @property
-    def host(self) -> str:
-        return str(self._httpd.server_address[0])
-
-    @property
-    def port(self) -> int:
-        return int(self._httpd.server_address[1])
-
-    @property
-    def base_url(self) -> str:
-        """The OpenAI base URL clients use, e.g. ``http://127.0.0.1:54321/v1``."""
-        return f"http://{self.host}:{self.port}/v1"
+        self._bind(host, port, _Handler)
 
     @property
     def model_name(self) -> str:
         return self.policy.model_name
-
-    def serve_forever(self) -> None:
-        """Serve until :meth:`stop` is called from another thread."""
-        self._httpd.serve_forever(poll_interval=0.1)
-
-    def start(self) -> ScriptedServer:
-        """Serve in a daemon thread; returns self once the socket accepts connections (it already listens)."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self.serve_forever, name="scripted-server", daemon=True)
-            self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close the listening socket (idle keep-alive connections die with their threads)."""
-        if self._thread is not None:
-            self._httpd.shutdown()
-            self._thread.join(timeout=5)
-            self._thread = None
-        self._httpd.server_close()
-
-    def __enter__(self) -> ScriptedServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     def stats(self) -> dict[str, Any]:
         """Chat-completions requests received and faults injected so far."""
@@ -316,21 +280,16 @@ def _error(
     return _Answer(status, {"error": {"message": message, "type": error_type, "param": param, "code": code}})
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 512
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], app: ScriptedServer) -> None:
-        self.app = app
-        super().__init__(address, handler)
-
-
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "contextdelta-scripted/1"
     timeout = 300  # an idle keep-alive connection is closed after this many seconds
-    server: _HTTPServer
+    server: ThreadedHTTPServer
+
+    @property
+    def app(self) -> ScriptedServer:
+        owner: ScriptedServer = self.server.owner
+        return owner
 
     def setup(self) -> None:
         super().setup()
@@ -341,7 +300,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = urlsplit(self.path).path.rstrip("/")
-        app = self.server.app
+        app = self.app
         if path == "/v1/models":
             self._send(_Answer(200, app.models()))
         elif path.startswith("/v1/models/"):
@@ -355,7 +314,7 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self._read_body()
         if raw is None:
             return
-        self.server.app.keep(raw)
+        self.app.keep(raw)
         path = urlsplit(self.path).path.rstrip("/")
         if path != "/v1/chat/completions":
             self._send(_error(404, f"No route for POST {path or '/'}.", "not_found"))
@@ -366,7 +325,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(_error(400, f"The request body is not valid JSON: {exc}.", "invalid_json"))
             return
         try:
-            answer = self.server.app.chat(body)
+            answer = self.app.chat(body)
         except Exception as exc:  # a policy bug must answer 500, not hang the client
             log.exception("scripted policy failed")
             answer = _error(
@@ -422,7 +381,7 @@ class _Handler(BaseHTTPRequestHandler):
             *(f"{name}: {value}" for name, value in answer.headers),
         ]
         data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
-        self.server.app.note_send(bool(self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)))
+        self.app.note_send(bool(self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)))
         try:
             self.connection.sendall(data)  # the whole response in one send (see the module docstring)
         except OSError:  # the client went away (e.g. it timed out on a slow response)
