@@ -80,14 +80,18 @@ def main() -> None:
         f"policy={args.policy}, latency={args.latency_ms} ms, concurrency={args.concurrency}"
     )
     print(f"wall time: {wall:.1f} s | episodes/s: {len(records) / wall:.2f}")
-    print(f"provider call latency (client side): median {1000 * statistics.median(latencies):.1f} ms | "
-          f"p95 {1000 * latencies[int(0.95 * (len(latencies) - 1))]:.1f} ms")
+    print(
+        f"provider call latency (client side): median {1000 * statistics.median(latencies):.1f} ms | "
+        f"p95 {1000 * latencies[int(0.95 * (len(latencies) - 1))]:.1f} ms"
+    )
     print(f"harness ms per model call: median {statistics.median(per_step_ms):.2f} | p95 {p95:.2f}")
     print(f"peak RSS (harness process): {rss_mb:.0f} MB")
     own_ms = 1000 * (own.ru_utime + own.ru_stime) / calls
     server_ms = 1000 * (server.ru_utime + server.ru_stime) / calls
-    print(f"CPU per model call: harness process {own_ms:.2f} ms (client, harness, grading, files), "
-          f"scripted server {server_ms:.2f} ms")
+    print(
+        f"CPU per model call: harness process {own_ms:.2f} ms (client, harness, grading, files), "
+        f"scripted server {server_ms:.2f} ms"
+    )
     if args.latency_ms:
         ideal = calls * args.latency_ms / 1000 / args.concurrency
         print(f"ideal latency-bound wall time: {ideal:.1f} s | measured {wall:.1f} s | ratio {ideal / wall:.3f}")

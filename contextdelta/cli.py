@@ -139,12 +139,30 @@ def run_benchmark_command(
     from contextdelta.store import Finalize
 
     request = BenchmarkRequest(
-        tasks_dir=tasks, task_ids=_csv(task_ids), strategies=_csv(strategies), protection_modes=_csv(protection_modes),
-        repeats=repeats, limit=limit, max_steps=max_steps, concurrency=concurrency, seed=seed, provider=provider,
-        model=model, base_url=base_url, summary_model=summary_model, temperature=temperature, max_tokens=max_tokens,
-        timeout_s=timeout_s, results_dir=results_dir, max_cost_usd=max_cost_usd,
-        max_episode_cost_usd=max_episode_cost_usd, price_table=price_table, last_n=last_n,
-        summary_trigger=summary_trigger, summary_keep=summary_keep, resume=resume,
+        tasks_dir=tasks,
+        task_ids=_csv(task_ids),
+        strategies=_csv(strategies),
+        protection_modes=_csv(protection_modes),
+        repeats=repeats,
+        limit=limit,
+        max_steps=max_steps,
+        concurrency=concurrency,
+        seed=seed,
+        provider=provider,
+        model=model,
+        base_url=base_url,
+        summary_model=summary_model,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        timeout_s=timeout_s,
+        results_dir=results_dir,
+        max_cost_usd=max_cost_usd,
+        max_episode_cost_usd=max_episode_cost_usd,
+        price_table=price_table,
+        last_n=last_n,
+        summary_trigger=summary_trigger,
+        summary_keep=summary_keep,
+        resume=resume,
     )
     err = Console(stderr=True)
     display = None if quiet else ProgressDisplay(err)
@@ -156,8 +174,11 @@ def run_benchmark_command(
         from contextdelta.store import attach_store_writer
 
         callbacks, finalize, writer = attach_store_writer(
-            callbacks, write_reports, results_dir=results_dir or Path(Settings().results_dir),
-            database_url=database_url, on_error=lambda text: err.print(f"[yellow]warning:[/yellow] {text}"),
+            callbacks,
+            write_reports,
+            results_dir=results_dir or Path(Settings().results_dir),
+            database_url=database_url,
+            on_error=lambda text: err.print(f"[yellow]warning:[/yellow] {text}"),
         )
     try:
         outcome = run_benchmark(request, progress=callbacks, finalize=finalize)
@@ -365,7 +386,9 @@ def report_command(
     if manifest.status is not RunStatus.COMPLETE:
         Console(stderr=True).print(
             f"[yellow]note:[/yellow] run {manifest.run_group_id} is {manifest.status.value}: {len(episodes)} of "
-            f"{manifest.counts.planned} episodes", highlight=False)
+            f"{manifest.counts.planned} episodes",
+            highlight=False,
+        )
     if output_format == "json":
         typer.echo(json.dumps(report.metrics_json(), indent=2, sort_keys=True))
     else:
@@ -420,8 +443,10 @@ def compare_command(
     assert isinstance(manifest_a, RunManifest) and isinstance(manifest_b, RunManifest)
     try:
         result = compare_runs(
-            manifest_a, [r for r in records_a if isinstance(r, EpisodeRecord)],
-            manifest_b, [r for r in records_b if isinstance(r, EpisodeRecord)],
+            manifest_a,
+            [r for r in records_a if isinstance(r, EpisodeRecord)],
+            manifest_b,
+            [r for r in records_b if isinstance(r, EpisodeRecord)],
         )
     except NotComparable as exc:
         typer.echo(f"NOT COMPARABLE: {'; '.join(exc.reasons)}")
@@ -435,19 +460,29 @@ def compare_command(
 @app.command("serve")
 def serve_command(
     upstream: Annotated[
-        str | None, typer.Option(help="Upstream OpenAI base URL, e.g. http://127.0.0.1:8000/v1 "
-                                      "(default CONTEXTDELTA_BASE_URL).", show_default=False)
+        str | None,
+        typer.Option(
+            help="Upstream OpenAI base URL, e.g. http://127.0.0.1:8000/v1 (default CONTEXTDELTA_BASE_URL).",
+            show_default=False,
+        ),
     ] = None,
     host: Annotated[str, typer.Option(help="Interface to bind; anything but loopback needs care.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port; 0 picks a free one (printed in the ready line).")] = 8800,
     token: Annotated[
-        str | None, typer.Option(envvar="CONTEXTDELTA_PROXY_TOKEN", help="Require 'Authorization: Bearer TOKEN' "
-                                 "from clients (env CONTEXTDELTA_PROXY_TOKEN).", show_default=False)
+        str | None,
+        typer.Option(
+            envvar="CONTEXTDELTA_PROXY_TOKEN",
+            help="Require 'Authorization: Bearer TOKEN' from clients (env CONTEXTDELTA_PROXY_TOKEN).",
+            show_default=False,
+        ),
     ] = None,
     upstream_api_key: Annotated[
-        str | None, typer.Option(envvar="CONTEXTDELTA_UPSTREAM_API_KEY", help="Key sent upstream (default "
-                                 "CONTEXTDELTA_API_KEY / OPENAI_API_KEY; none: the client's own header).",
-                                 show_default=False)
+        str | None,
+        typer.Option(
+            envvar="CONTEXTDELTA_UPSTREAM_API_KEY",
+            help="Key sent upstream (default CONTEXTDELTA_API_KEY / OPENAI_API_KEY; none: the client's own header).",
+            show_default=False,
+        ),
     ] = None,
     database_url: DatabaseUrlOption = None,
     timeout_s: Annotated[float, typer.Option(help="Upstream timeout per request, seconds.")] = 600.0,
@@ -471,8 +506,9 @@ def serve_command(
     assert isinstance(store, Store)
     try:
         proxy = RecordingProxy(
-            ProxyConfig(upstream=upstream, host=host, port=port, token=token, upstream_api_key=key,
-                        timeout_s=timeout_s),
+            ProxyConfig(
+                upstream=upstream, host=host, port=port, token=token, upstream_api_key=key, timeout_s=timeout_s
+            ),
             store,
         )
     except (ValueError, OSError) as exc:
@@ -482,14 +518,18 @@ def serve_command(
     if host not in ("127.0.0.1", "localhost", "::1") and token is None:
         Console(stderr=True).print(
             f"[yellow]warning:[/yellow] listening on {host} without --token: anyone who can reach it can use "
-            "the upstream through it", highlight=False)
+            "the upstream through it",
+            highlight=False,
+        )
 
     def _terminate(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, _terminate)
-    print(f"ready port={proxy.port} base_url={proxy.base_url} upstream={proxy.upstream.display} "
-          f"store={store.url}", flush=True)
+    print(
+        f"ready port={proxy.port} base_url={proxy.base_url} upstream={proxy.upstream.display} store={store.url}",
+        flush=True,
+    )
     try:
         proxy.serve_forever()
     except KeyboardInterrupt:

@@ -39,7 +39,10 @@ def main() -> int:
     parser.add_argument("--task-ids", default=DEFAULT_TASKS)
     parser.add_argument("--max-tokens", type=int, default=384)
     parser.add_argument(
-        "--question", action="append", default=[], metavar="WORLD:TEXT",
+        "--question",
+        action="append",
+        default=[],
+        metavar="WORLD:TEXT",
         help="Also record a plain request (no agent system prompt) with WORLD's tools (repeatable).",
     )
     args = parser.parse_args()
@@ -67,19 +70,28 @@ def main() -> int:
             for step in (1, 2):
                 prompt = template.render(messages, tools)
                 generation = generator.generate(
-                    generator.tokenize(prompt), max_tokens=args.max_tokens, temperature=0.0, top_p=1.0,
-                    seed=0, stop=(),
+                    generator.tokenize(prompt),
+                    max_tokens=args.max_tokens,
+                    temperature=0.0,
+                    top_p=1.0,
+                    seed=0,
+                    stop=(),
                 )
                 target = folder / f"{name}.step{step}.txt"
                 target.write_text(generation.text, encoding="utf-8")
                 parsed = parse_completion(generation.text, names)
-                print(f"{target}: {generation.completion_tokens} tokens, "
-                      f"{[(c.name, c.form) for c in parsed.tool_calls]}", flush=True)
+                print(
+                    f"{target}: {generation.completion_tokens} tokens, {[(c.name, c.form) for c in parsed.tool_calls]}",
+                    flush=True,
+                )
                 if not parsed.tool_calls:
                     break
                 calls: list[dict[str, Any]] = [
-                    {"id": f"call_{step}_{i}", "type": "function",
-                     "function": {"name": c.name, "arguments": c.arguments}}
+                    {
+                        "id": f"call_{step}_{i}",
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments},
+                    }
                     for i, c in enumerate(parsed.tool_calls)
                 ]
                 messages.append({"role": "assistant", "content": parsed.content, "tool_calls": calls})

@@ -32,9 +32,7 @@ _MUTATION = (
     "border-radius: 3px;"
 )
 _CELL = "padding: 3px 6px; border-bottom: 1px solid #e4e7eb; vertical-align: top; text-align: left;"
-_COLUMNS = "<colgroup>" + "".join(
-    f'<col style="width: {w}%;">' for w in (4, 34, 6, 20, 13, 8, 15)
-) + "</colgroup>"
+_COLUMNS = "<colgroup>" + "".join(f'<col style="width: {w}%;">' for w in (4, 34, 6, 20, 13, 8, 15)) + "</colgroup>"
 _BAD = "color: #b00020; font-weight: 600;"
 _OK = "color: #1b7f3b; font-weight: 600;"
 

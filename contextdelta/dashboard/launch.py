@@ -87,4 +87,3 @@ def exec_streamlit(command: Sequence[str], env: Mapping[str, str]) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(command[0], list(command), dict(env))
-

@@ -82,8 +82,9 @@ def locate_installed_part(spec: LocalModelSpec, index: int) -> Path | None:
     except importlib.metadata.PackageNotFoundError:
         return None
     if dist.version != spec.package_version:
-        log.warning("%s is installed at %s, not the pinned %s", spec.package_name(index), dist.version,
-                    spec.package_version)
+        log.warning(
+            "%s is installed at %s, not the pinned %s", spec.package_name(index), dist.version, spec.package_version
+        )
         return None
     wanted = spec.part_file_name(index)
     for record in dist.files or []:
@@ -150,8 +151,12 @@ def ensure_model_file(
         found = digest_files([target], progress, spec.size_bytes)
         if found.sha256 == spec.sha256:
             return target
-        log.warning("cached %s has SHA-256 %s, not the pinned %s; rebuilding it from the parts", target,
-                    found.sha256, spec.sha256)
+        log.warning(
+            "cached %s has SHA-256 %s, not the pinned %s; rebuilding it from the parts",
+            target,
+            found.sha256,
+            spec.sha256,
+        )
         target.unlink()
     parts = part_paths(spec, locate)
     target.parent.mkdir(parents=True, exist_ok=True)

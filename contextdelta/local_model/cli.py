@@ -43,9 +43,7 @@ DEFAULT_PORT = 8080
 DEFAULT_N_CTX = 16384
 RUNTIME_PACKAGES = ("llama-cpp-python", "fastapi", "uvicorn")
 
-ModelOption = Annotated[
-    str, typer.Option("--model", help=f"Which pinned model: {', '.join(sorted(LOCAL_MODELS))}.")
-]
+ModelOption = Annotated[str, typer.Option("--model", help=f"Which pinned model: {', '.join(sorted(LOCAL_MODELS))}.")]
 CacheOption = Annotated[
     Path | None,
     typer.Option("--cache-dir", envvar=CACHE_ENV, help="Where the assembled model file is kept.", show_default=False),
@@ -77,9 +75,7 @@ def default_threads() -> int:
 
 @app.command("info")
 def info_command(
-    model: Annotated[
-        str | None, typer.Option("--model", help="Only this model (default: every pinned model).")
-    ] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Only this model (default: every pinned model).")] = None,
     cache_dir: CacheOption = None,
     verify: Annotated[
         bool, typer.Option("--verify", help="Hash the cached file, or the installed parts, against the pin.")
@@ -186,8 +182,14 @@ def serve_command(
 
     n_threads = threads or default_threads()
     generator, template = load_llama(path, n_ctx=n_ctx, n_threads=n_threads)
-    engine = LocalChatEngine(generator, template, spec.served_name, default_max_tokens=max_tokens,
-                             fingerprint=spec.sha256, record_path=record)
+    engine = LocalChatEngine(
+        generator,
+        template,
+        spec.served_name,
+        default_max_tokens=max_tokens,
+        fingerprint=spec.sha256,
+        record_path=record,
+    )
     typer.echo(f"loaded {spec.title}: n_ctx={n_ctx}, threads={n_threads}", err=True)
 
     def ready(bound: int) -> None:

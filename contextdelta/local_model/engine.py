@@ -91,7 +91,12 @@ class EndpointError(Exception):
     """A request the endpoint answers with an OpenAI-style error body."""
 
     def __init__(
-        self, status: int, message: str, *, type_: str = "invalid_request_error", code: str | None = None,
+        self,
+        status: int,
+        message: str,
+        *,
+        type_: str = "invalid_request_error",
+        code: str | None = None,
         param: str | None = None,
     ) -> None:
         super().__init__(message)
@@ -206,11 +211,14 @@ class LocalChatEngine:
         if self.record_path is not None:
             self._record(self.record_path, generation, parsed)
         log.info(
-            "chat: %d prompt tokens (%d cached) in %.1fs, %d completion tokens in %.1fs, %d tool calls, "
-            "%.1fs queued",
-            generation.prompt_tokens, generation.cached_tokens, generation.prompt_seconds,
-            generation.completion_tokens, generation.generation_seconds,
-            len(parsed.tool_calls) if parsed else 0, waited,
+            "chat: %d prompt tokens (%d cached) in %.1fs, %d completion tokens in %.1fs, %d tool calls, %.1fs queued",
+            generation.prompt_tokens,
+            generation.cached_tokens,
+            generation.prompt_seconds,
+            generation.completion_tokens,
+            generation.generation_seconds,
+            len(parsed.tool_calls) if parsed else 0,
+            waited,
         )
         return self._response(generation, parsed)
 

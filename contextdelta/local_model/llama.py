@@ -197,8 +197,9 @@ def load_llama(path: Path, *, n_ctx: int, n_threads: int) -> tuple[LlamaGenerato
     source = llama.metadata.get(CHAT_TEMPLATE_KEY)
     if not source:
         raise ValueError(f"{path}: the model file has no chat template ({CHAT_TEMPLATE_KEY})")
-    template = ChatTemplate(source, bos_token=_token_text(llama, llama.token_bos()),
-                            eos_token=_token_text(llama, llama.token_eos()))
+    template = ChatTemplate(
+        source, bos_token=_token_text(llama, llama.token_bos()), eos_token=_token_text(llama, llama.token_eos())
+    )
     return LlamaGenerator(llama), template
 
 

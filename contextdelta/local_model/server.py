@@ -109,8 +109,9 @@ class EndpointServer:
     :meth:`start` / :meth:`stop` (or ``with``) serve from a background thread, for tests.
     """
 
-    def __init__(self, engine: LocalChatEngine, *, host: str = "127.0.0.1", port: int = 0,
-                 log_level: str = "warning") -> None:
+    def __init__(
+        self, engine: LocalChatEngine, *, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"
+    ) -> None:
         self.engine = engine
         self.host = host
         self._socket = bind_socket(host, port)

@@ -26,13 +26,17 @@ def _action(action: ActionRef) -> str:
     if action.version_at_execution is not None:
         versions.append(f"at execution v{action.version_at_execution}")
     version_text = f", {', '.join(versions)}" if versions else ""
-    return (f"step {action.step} call #{action.seq} {action.tool} on {action.resource or '-'} "
-            f"({action.outcome}{version_text}{flags})")
+    return (
+        f"step {action.step} call #{action.seq} {action.tool} on {action.resource or '-'} "
+        f"({action.outcome}{version_text}{flags})"
+    )
 
 
 def _observation(observation: ObservationRef) -> str:
-    where = f"step {observation.step}, call #{observation.seq} {observation.tool}" if observation.seq is not None else (
-        "an unmatched claim"
+    where = (
+        f"step {observation.step}, call #{observation.seq} {observation.tool}"
+        if observation.seq is not None
+        else ("an unmatched claim")
     )
     return f"{observation.resource} version {observation.version} ({where}, {observation.kind}, via {observation.via})"
 
@@ -52,8 +56,11 @@ def render_attribution(attribution: Attribution) -> Text:
         text.append(value + "\n", style=style)
 
     line("failure mode", attribution.mode.value, "bold red")
-    line("condition", f"task {attribution.task_id} · hazard {attribution.hazard} · strategy {attribution.strategy} · "
-         f"mode {attribution.protection_mode} · repeat {attribution.repeat} · termination {attribution.termination}")
+    line(
+        "condition",
+        f"task {attribution.task_id} · hazard {attribution.hazard} · strategy {attribution.strategy} · "
+        f"mode {attribution.protection_mode} · repeat {attribution.repeat} · termination {attribution.termination}",
+    )
     if attribution.failed_graders:
         line("failed graders", ", ".join(attribution.failed_graders))
     if attribution.action is not None:
@@ -65,22 +72,35 @@ def render_attribution(attribution: Attribution) -> Text:
     if attribution.mutation is not None:
         m = attribution.mutation
         where = f"after call #{m.after_seq}" if m.after_seq is not None else f"before step {m.step}"
-        line("made stale by", f"hidden mutation {m.mutation_id} by {m.actor} ({where}): {m.resource} "
-             f"v{m.version_before} → v{m.version_after}", "magenta")
+        line(
+            "made stale by",
+            f"hidden mutation {m.mutation_id} by {m.actor} ({where}): {m.resource} "
+            f"v{m.version_before} → v{m.version_after}",
+            "magenta",
+        )
     if attribution.own_write is not None:
         line("own write", _action(attribution.own_write))
     if attribution.action is not None:
-        line("strategy removed", f"fresher observation: {_yes(attribution.fresher_observation_dropped)} · own write: "
-             f"{_yes(attribution.own_write_dropped)} · summary contradicted it: "
-             f"{_yes(attribution.summary_contradicted)}")
-        line("change visible", f"ever: {_yes(attribution.change_ever_visible)} · at the action: "
-             f"{_yes(attribution.change_visible_at_action)}")
+        line(
+            "strategy removed",
+            f"fresher observation: {_yes(attribution.fresher_observation_dropped)} · own write: "
+            f"{_yes(attribution.own_write_dropped)} · summary contradicted it: "
+            f"{_yes(attribution.summary_contradicted)}",
+        )
+        line(
+            "change visible",
+            f"ever: {_yes(attribution.change_ever_visible)} · at the action: "
+            f"{_yes(attribution.change_visible_at_action)}",
+        )
     if attribution.context is not None:
         c = attribution.context
-        line("context at action", f"step {c.step}: {c.sent_messages} messages sent of {c.canonical_messages} in the "
-             f"history; removed steps {', '.join(map(str, c.removed_steps)) or 'none'}; "
-             f"inserted {', '.join(map(str, c.inserted)) or 'none'}"
-             + (f"; summary/digest stated v{c.summary_claim_version}" if c.summary_claim_version is not None else ""))
+        line(
+            "context at action",
+            f"step {c.step}: {c.sent_messages} messages sent of {c.canonical_messages} in the "
+            f"history; removed steps {', '.join(map(str, c.removed_steps)) or 'none'}; "
+            f"inserted {', '.join(map(str, c.inserted)) or 'none'}"
+            + (f"; summary/digest stated v{c.summary_claim_version}" if c.summary_claim_version is not None else ""),
+        )
     if attribution.chain:
         text.append("cause chain\n", style="bold cyan")
         for number, link in enumerate(attribution.chain, 1):

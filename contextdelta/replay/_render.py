@@ -88,8 +88,10 @@ def _content(message: dict[str, Any]) -> str | None:
 def _steps(values: Sequence[int]) -> str:
     if not values:
         return "none"
-    return f"{values[0]}-{values[-1]}" if len(values) > 1 and values[-1] - values[0] == len(values) - 1 else (
-        ", ".join(str(v) for v in values)
+    return (
+        f"{values[0]}-{values[-1]}"
+        if len(values) > 1 and values[-1] - values[0] == len(values) - 1
+        else (", ".join(str(v) for v in values))
     )
 
 
@@ -205,8 +207,11 @@ def _step(
             f"{len(kept)} of {context.canonical_message_count} history messages sent, {len(removed)} removed, "
             f"{len(context.inserted)} inserted by the strategy"
         )
-    w.line(("context ", "label"), (summary, None), (f"  (sha256 {step.messages_sha256[:12]}, "
-                                                     f"{step.harness_prompt_tokens} tokens)", "dim"))
+    w.line(
+        ("context ", "label"),
+        (summary, None),
+        (f"  (sha256 {step.messages_sha256[:12]}, {step.harness_prompt_tokens} tokens)", "dim"),
+    )
     if not full:
         w.line(("sent: ", "dim"), (_describe_indices(kept, origin), None), indent=2)
         if removed:
@@ -217,8 +222,10 @@ def _step(
         for index in newly:
             message = history[index] if index < len(history) else {}
             w.line(
-                (f"- [{index}] {message.get('role', '?')} (step {origin[index] if index < len(origin) else '?'}) ",
-                 "removed"),
+                (
+                    f"- [{index}] {message.get('role', '?')} (step {origin[index] if index < len(origin) else '?'}) ",
+                    "removed",
+                ),
                 (_message_summary(message, full), "dim"),
                 indent=4,
             )
@@ -228,8 +235,10 @@ def _step(
     for index, message in enumerate(step.messages):
         role = message.get("role", "?")
         if index in inserted:
-            w.line((f"+ [{index}] {role}, written by the strategy (sent in place of removed history):", "inserted"),
-                   indent=4 if full else 2)
+            w.line(
+                (f"+ [{index}] {role}, written by the strategy (sent in place of removed history):", "inserted"),
+                indent=4 if full else 2,
+            )
             w.block(_content(message) or "", "inserted", 8 if full else 6)
         elif not full:
             continue
@@ -238,8 +247,11 @@ def _step(
             w.block(_content(message) or "", "dim", 8)
         elif role == "system":
             first = (_content(message) or "").strip().splitlines()[:1]
-            w.line((f"  [{index}] system ", None), (f"{_preview(first[0] if first else '', False, 80)} "
-                                                    f"({len(_content(message) or '')} chars)", "dim"), indent=4)
+            w.line(
+                (f"  [{index}] system ", None),
+                (f"{_preview(first[0] if first else '', False, 80)} ({len(_content(message) or '')} chars)", "dim"),
+                indent=4,
+            )
         else:
             w.line((f"  [{index}] {role} ", None), (_message_summary(message, full), "dim"), indent=4)
     for summary_call in step.context.summary_calls:
@@ -247,8 +259,11 @@ def _step(
         tokens = f", {usage.prompt_tokens}+{usage.completion_tokens} tokens" if usage else ""
         w.line(
             ("summary call ", "inserted"),
-            (f"folded steps {_steps(summary_call.new_steps)} into the summary (now covers "
-             f"{_steps(summary_call.covers_steps)}; model {summary_call.model or 'default'}{tokens})", "dim"),
+            (
+                f"folded steps {_steps(summary_call.new_steps)} into the summary (now covers "
+                f"{_steps(summary_call.covers_steps)}; model {summary_call.model or 'default'}{tokens})",
+                "dim",
+            ),
             indent=2,
         )
     response = step.response
@@ -302,17 +317,23 @@ def render_episode(record: EpisodeRecord, *, full: bool = False) -> Text:
     )
     w.line(
         ("condition ", "label"),
-        (f"strategy {record.strategy} · mode {record.protection_mode} · repeat {record.repeat} · "
-         f"model {trace.model} · run group {record.run_group_id}", None),
+        (
+            f"strategy {record.strategy} · mode {record.protection_mode} · repeat {record.repeat} · "
+            f"model {trace.model} · run group {record.run_group_id}",
+            None,
+        ),
     )
     failed = [g.value for g in GraderName if verdict.grader(g) is False]
     outcome = ("SUCCESS", "ok") if verdict.success else ("FAIL", "bad")
     w.line(
         ("result ", "label"),
         outcome,
-        (f" · termination {trace.termination.value} · {trace.step_count} steps"
-         + (f" · failed graders: {', '.join(failed)}" if failed else "")
-         + (" · failed trial" if record.failed else ""), None),
+        (
+            f" · termination {trace.termination.value} · {trace.step_count} steps"
+            + (f" · failed graders: {', '.join(failed)}" if failed else "")
+            + (" · failed trial" if record.failed else ""),
+            None,
+        ),
     )
     for reason in verdict.reasons:
         w.line(("why: ", "dim"), (reason, None), indent=2)

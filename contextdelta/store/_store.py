@@ -255,7 +255,6 @@ class StoreWriter:
                 )
 
 
-
 Finalize = Callable[[RunDirectory, RunManifest, list[EpisodeRecord]], None]
 """``run_benchmark``'s ``finalize`` hook."""
 
@@ -274,8 +273,10 @@ def attach_store_writer(
     try:
         store = open_store(database_url)
     except Exception as exc:  # the run directory is the source of truth; the store is a copy
-        on_error(f"trace store unavailable ({type(exc).__name__}: {exc}); episodes go to the run directory only, "
-                 "load them later with `contextdelta db import RUN_ID`")
+        on_error(
+            f"trace store unavailable ({type(exc).__name__}: {exc}); episodes go to the run directory only, "
+            "load them later with `contextdelta db import RUN_ID`"
+        )
         return progress, finalize or (lambda directory, manifest, records: None), None
     writer = StoreWriter(store, results_dir, on_error=on_error).start()
     forward_episode = progress.episode  # type: ignore[attr-defined]

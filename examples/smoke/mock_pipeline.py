@@ -59,32 +59,94 @@ class Pick:
 
 
 PICKS: tuple[Pick, ...] = (
-    Pick("never_refreshed", "unsafe", "order-grinder-refund", "full_history", "unprotected",
-         "A colleague refunds the grinder after the agent's only read of A-1042; the agent never reads it again and "
-         "refunds a second time. The change was never visible, even in the full history."),
-    Pick("context_dropped_fresh_observation", "unsafe", "cfg-legacy-cleanup", "last_n", "unprotected",
-         "A later read shows the flag changed; last_n (n=3) drops that read (gap 4) before the prohibited write."),
-    Pick("ignored_visible_change", "unsafe", "cfg-legacy-cleanup", "full_history", "unprotected",
-         "The same trajectory with full history: the read showing the change is in the messages sent, and the "
-         "agent writes anyway."),
-    Pick("summary_distorted_state", "unsafe", "cfg-legacy-cleanup", "semantic_summary", "unprotected",
-         "The same trajectory with a summary that covers the fresher read; the summary's version of the resource "
-         "was lowered by one (doctored), so the summary contradicts the last observation.", doctor=True),
-    Pick("context_dropped_own_write", "unsafe", "order-split-refund", "last_n", "unprotected",
-         "The agent's own refund is dropped by last_n (gap 4); it issues the same refund again."),
-    Pick("unauthorized_write", "unsafe", "cfg-staging-access", "full_history", "unprotected",
-         "The agent writes a setting outside its principal's scope; the world refuses it as forbidden."),
-    Pick("end_state_miss", "context_trusting", "order-grinder-refund", "last_n", "unprotected",
-         "The trusting policy skips the read of A-1017 (already in its context), the read that would have set off "
-         "the colleague's refund; nobody else ever changes A-1042, so the agent's note acts on current state and "
-         "the expected refund is simply missing: a wrong end state with no stale-state cause."),
-    Pick("max_steps", "oracle", "cal-design-review", "full_history", "unprotected",
-         "The careful policy with a step limit of 3: the episode ends before the task is done.", max_steps=3),
-    Pick("provider_error", "oracle", "cfg-search-ramp", "full_history", "unprotected",
-         "Every chat request answers HTTP 500; the provider gives up after its retries.",
-         faults={"fail_500": "all"}),
-    Pick(None, "oracle", "order-desk-cancel", "full_history", "freshness_contract",
-         "The careful policy under the freshness contract: a success, nothing to attribute."),
+    Pick(
+        "never_refreshed",
+        "unsafe",
+        "order-grinder-refund",
+        "full_history",
+        "unprotected",
+        "A colleague refunds the grinder after the agent's only read of A-1042; the agent never reads it again and "
+        "refunds a second time. The change was never visible, even in the full history.",
+    ),
+    Pick(
+        "context_dropped_fresh_observation",
+        "unsafe",
+        "cfg-legacy-cleanup",
+        "last_n",
+        "unprotected",
+        "A later read shows the flag changed; last_n (n=3) drops that read (gap 4) before the prohibited write.",
+    ),
+    Pick(
+        "ignored_visible_change",
+        "unsafe",
+        "cfg-legacy-cleanup",
+        "full_history",
+        "unprotected",
+        "The same trajectory with full history: the read showing the change is in the messages sent, and the "
+        "agent writes anyway.",
+    ),
+    Pick(
+        "summary_distorted_state",
+        "unsafe",
+        "cfg-legacy-cleanup",
+        "semantic_summary",
+        "unprotected",
+        "The same trajectory with a summary that covers the fresher read; the summary's version of the resource "
+        "was lowered by one (doctored), so the summary contradicts the last observation.",
+        doctor=True,
+    ),
+    Pick(
+        "context_dropped_own_write",
+        "unsafe",
+        "order-split-refund",
+        "last_n",
+        "unprotected",
+        "The agent's own refund is dropped by last_n (gap 4); it issues the same refund again.",
+    ),
+    Pick(
+        "unauthorized_write",
+        "unsafe",
+        "cfg-staging-access",
+        "full_history",
+        "unprotected",
+        "The agent writes a setting outside its principal's scope; the world refuses it as forbidden.",
+    ),
+    Pick(
+        "end_state_miss",
+        "context_trusting",
+        "order-grinder-refund",
+        "last_n",
+        "unprotected",
+        "The trusting policy skips the read of A-1017 (already in its context), the read that would have set off "
+        "the colleague's refund; nobody else ever changes A-1042, so the agent's note acts on current state and "
+        "the expected refund is simply missing: a wrong end state with no stale-state cause.",
+    ),
+    Pick(
+        "max_steps",
+        "oracle",
+        "cal-design-review",
+        "full_history",
+        "unprotected",
+        "The careful policy with a step limit of 3: the episode ends before the task is done.",
+        max_steps=3,
+    ),
+    Pick(
+        "provider_error",
+        "oracle",
+        "cfg-search-ramp",
+        "full_history",
+        "unprotected",
+        "Every chat request answers HTTP 500; the provider gives up after its retries.",
+        faults={"fail_500": "all"},
+    ),
+    Pick(
+        None,
+        "oracle",
+        "order-desk-cancel",
+        "full_history",
+        "freshness_contract",
+        "The careful policy under the freshness contract: a success, nothing to attribute.",
+    ),
 )
 
 
@@ -164,8 +226,10 @@ def _doctor_summary(record: EpisodeRecord) -> tuple[EpisodeRecord, str]:
             old = int(match.group(2))
             message["content"] = pattern.sub(rf"\g<1>{max(1, old - 1)}", message["content"], count=1)
             step["messages_sha256"] = content_hash(step["messages"])
-            note = (f"doctored: the summary sent at step {decisive.step} states {resource} at version "
-                    f"{max(1, old - 1)} instead of {old} (the scripted server's summaries are never wrong)")
+            note = (
+                f"doctored: the summary sent at step {decisive.step} states {resource} at version "
+                f"{max(1, old - 1)} instead of {old} (the scripted server's summaries are never wrong)"
+            )
             return EpisodeRecord.model_validate(data), note
     raise RuntimeError(f"{record.run_id}: the summary at step {decisive.step} does not mention {resource}")
 
@@ -182,10 +246,18 @@ def generate(path: Path = FIXTURE, tasks_dir: Path = REPO / "tasks") -> Fixture:
             with serve_scripted(pick.policy, tasks_dir, **pick.faults) as url:
                 outcome = run_benchmark(
                     BenchmarkRequest(
-                        tasks_dir=tasks_dir, task_ids=[pick.task_id], strategies=[pick.strategy],
-                        protection_modes=[pick.mode], repeats=1, max_steps=pick.max_steps, seed=0,
-                        base_url=url, model=f"scripted-{pick.policy}", api_key="not-a-secret",
-                        results_dir=Path(tmp), concurrency=1,
+                        tasks_dir=tasks_dir,
+                        task_ids=[pick.task_id],
+                        strategies=[pick.strategy],
+                        protection_modes=[pick.mode],
+                        repeats=1,
+                        max_steps=pick.max_steps,
+                        seed=0,
+                        base_url=url,
+                        model=f"scripted-{pick.policy}",
+                        api_key="not-a-secret",
+                        results_dir=Path(tmp),
+                        concurrency=1,
                     )
                 )
             (record,) = outcome.records
@@ -219,14 +291,19 @@ def _merged_manifest(manifests: Sequence[RunManifest], records: Sequence[Episode
             "status": RunStatus.COMPLETE,
             "stop_reason": None,
             "sessions": [],
-            "provider": first.provider.model_copy(update={"model": "scripted (several policies)",
-                                                         "summary_model": "scripted (several policies)"}),
+            "provider": first.provider.model_copy(
+                update={"model": "scripted (several policies)", "summary_model": "scripted (several policies)"}
+            ),
             "strategies": sorted({r.strategy for r in records}),
             "protection_modes": sorted({r.protection_mode for r in records}),
             "max_steps": None,
             "tasks": [tasks[t] for t in sorted(tasks)],
-            "counts": Counts(planned=len(records), finished=len(records), failed=sum(r.failed for r in records),
-                             succeeded=sum(r.verdict.success for r in records)),
+            "counts": Counts(
+                planned=len(records),
+                finished=len(records),
+                failed=sum(r.failed for r in records),
+                succeeded=sum(r.verdict.success for r in records),
+            ),
             "finished_at": max(m.finished_at or m.updated_at for m in manifests),
         }
     )

@@ -118,7 +118,7 @@ class Page:
         its main container, so a plain full-page capture would stop at the window)."""
         height = self.evaluate(
             "Math.max(document.body.scrollHeight, ...Array.from(document.querySelectorAll("
-            "'[data-testid=\"stMain\"], [data-testid=\"stAppViewContainer\"], section.main'), e => e.scrollHeight))"
+            '\'[data-testid="stMain"], [data-testid="stAppViewContainer"], section.main\'), e => e.scrollHeight))'
         )
         height = max(800, min(int(height or 800) + 40, max_height))
         self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
@@ -153,8 +153,9 @@ def chromium_page(executable: str, *, width: int = 1400, height: int = 1000) -> 
         with connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=10) as socket:
             tab = Page(socket)
             tab.call("Page.enable")
-            tab.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
-                     mobile=False)
+            tab.call(
+                "Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False
+            )
             yield tab
     finally:
         process.terminate()

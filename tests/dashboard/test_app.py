@@ -202,9 +202,7 @@ def test_episode_page_opens_on_a_failure_with_a_hidden_mutation_by_default(
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_an_empty_or_missing_results_folder_says_so(
-    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_empty_or_missing_results_folder_says_so(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     app = open_page(tmp_path, monkeypatch, page)
     no_exception(app)
     assert any("No run directories" in i.value for i in app.info)

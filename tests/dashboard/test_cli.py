@@ -25,9 +25,7 @@ def test_dashboard_migrates_the_store_and_execs_streamlit(tmp_path: Path, monkey
     monkeypatch.setattr(launch, "exec_streamlit", fake_exec)
     url = f"sqlite:///{tmp_path / 'store.db'}"
     results = tmp_path / "results"
-    result = runner.invoke(
-        app, ["dashboard", "--results-dir", str(results), "--port", "8611", "--database-url", url]
-    )
+    result = runner.invoke(app, ["dashboard", "--results-dir", str(results), "--port", "8611", "--database-url", url])
     assert result.exit_code == 0, result.output
     assert "http://127.0.0.1:8611/" in result.output
     ((command, env),) = launched

@@ -190,17 +190,19 @@ def test_filters_narrow_the_atlas_to_the_matching_failures(
             )
             assert [r.run_id for r in shown] == expected, (f.param, value)
     both = filter_failures(failures, AtlasFilter({"mode": ("unauthorized_write",), "protection": ("unprotected",)}))
-    assert both and all(
-        r.failure_mode == "unauthorized_write" and r.protection_mode == "unprotected" for r in both
-    )
+    assert both and all(r.failure_mode == "unauthorized_write" and r.protection_mode == "unprotected" for r in both)
     two_modes = filter_failures(failures, AtlasFilter({"mode": ("unauthorized_write", "ignored_visible_change")}))
     assert len(two_modes) == sum(m in ("unauthorized_write", "ignored_visible_change") for m in modes.values())
 
 
 def test_filter_options_order_modes_as_the_atlas_does(unsafe_run: Path) -> None:
     options = filter_options(load_run(unsafe_run).failures)
-    assert options["mode"] == ["unauthorized_write", "context_dropped_fresh_observation", "context_dropped_own_write",
-                               "ignored_visible_change"]
+    assert options["mode"] == [
+        "unauthorized_write",
+        "context_dropped_fresh_observation",
+        "context_dropped_own_write",
+        "ignored_visible_change",
+    ]
     assert options["protection"] == ["freshness_contract", "unprotected"]
     assert options["world"] == ["calendar", "order"]
 

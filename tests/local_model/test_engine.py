@@ -75,9 +75,17 @@ def test_the_cached_prefix_of_the_previous_prompt_is_reported(make_engine: MakeE
     engine.chat_completion(_body())
     follow_up = [
         *MESSAGES,
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "get_order", "arguments": '{"order_id": "B-2210"}'}}
-        ]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "get_order", "arguments": '{"order_id": "B-2210"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": '{"status": "paid", "version": 1}'},
     ]
     usage = engine.chat_completion(_body(messages=follow_up))["usage"]

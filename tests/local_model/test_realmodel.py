@@ -64,7 +64,11 @@ def local_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with log.open("w") as stderr:
         process = subprocess.Popen(
             _cli("local-model", "serve", "--model", "0.5b", "--port", "0"),
-            cwd=REPO, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env=env,
         )
         lines: queue.Queue[str | None] = queue.Queue()
 
@@ -103,12 +107,35 @@ def test_one_episode_through_the_local_model_verifies(local_endpoint: str, tmp_p
     results = tmp_path / "results"
     run = subprocess.run(
         _cli(
-            "run-benchmark", "--tasks", str(REPO / "tasks"), "--task-ids", TASK_ID,
-            "--strategies", "full_history", "--protection-modes", "freshness_contract", "--repeats", "1",
-            "--model", QWEN_CODER_0_5B.served_name, "--base-url", local_endpoint, "--results-dir", str(results),
-            "--concurrency", "1", "--max-steps", "4", "--max-tokens", "256", "--quiet",
+            "run-benchmark",
+            "--tasks",
+            str(REPO / "tasks"),
+            "--task-ids",
+            TASK_ID,
+            "--strategies",
+            "full_history",
+            "--protection-modes",
+            "freshness_contract",
+            "--repeats",
+            "1",
+            "--model",
+            QWEN_CODER_0_5B.served_name,
+            "--base-url",
+            local_endpoint,
+            "--results-dir",
+            str(results),
+            "--concurrency",
+            "1",
+            "--max-steps",
+            "4",
+            "--max-tokens",
+            "256",
+            "--quiet",
         ),
-        cwd=REPO, capture_output=True, text=True, timeout=EPISODE_TIMEOUT_S,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=EPISODE_TIMEOUT_S,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     run_dir = Path(run.stdout.strip().splitlines()[-1])
@@ -130,7 +157,10 @@ def test_one_episode_through_the_local_model_verifies(local_endpoint: str, tmp_p
 
     verify = subprocess.run(
         _cli("verify", run_dir.name, "--results-dir", str(results)),
-        cwd=REPO, capture_output=True, text=True, timeout=600,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert verify.returncode == 0, verify.stdout[-3000:] + verify.stderr[-3000:]
     assert "MATCH" in verify.stdout

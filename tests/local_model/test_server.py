@@ -34,8 +34,12 @@ async def _no_sleep(seconds: float) -> None:
 def _complete(base_url: str, *, model: str = SERVED, timeout_s: float = 30.0) -> Any:
     async def call() -> Any:
         async with OpenAIProvider(
-            model=model, base_url=base_url, seed=3, timeout_s=timeout_s,
-            retry=RetryPolicy(max_attempts=1), sleep=_no_sleep,
+            model=model,
+            base_url=base_url,
+            seed=3,
+            timeout_s=timeout_s,
+            retry=RetryPolicy(max_attempts=1),
+            sleep=_no_sleep,
         ) as provider:
             return await provider.complete(MESSAGES, TOOLS)
 

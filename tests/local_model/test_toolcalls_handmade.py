@@ -45,8 +45,7 @@ def test_a_fenced_call_and_a_fenced_list() -> None:
         ("get_order", '{"order_id": "B-1"}', "fenced")
     ]
     listed = (
-        '```\n[{"name": "get_order", "arguments": {"order_id": "B-1"}}, '
-        '{"name": "cancel_order", "arguments": {}}]\n```'
+        '```\n[{"name": "get_order", "arguments": {"order_id": "B-1"}}, {"name": "cancel_order", "arguments": {}}]\n```'
     )
     assert [c[0] for c in _calls(listed)] == ["get_order", "cancel_order"]
 
@@ -112,8 +111,8 @@ def test_a_tag_without_a_recoverable_name_is_left_as_text() -> None:
     "answer",
     [
         "I cancelled order B-2210 and refunded the express fee of €14.90.",
-        "Here is the data: {\"order_id\": \"B-1\", \"status\": \"shipped\"}",
-        "```json\n{\"status\": \"done\"}\n```",
+        'Here is the data: {"order_id": "B-1", "status": "shipped"}',
+        '```json\n{"status": "done"}\n```',
         "",
     ],
 )

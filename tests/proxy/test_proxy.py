@@ -69,8 +69,10 @@ def test_chat_and_models_are_forwarded_and_recorded(oracle_url: str, store: Stor
     assert chat.request["messages"][1]["role"] == "user"
     assert chat.response["id"] == completion.id
     assert completion.usage is not None
-    assert (chat.prompt_tokens, chat.completion_tokens) == (completion.usage.prompt_tokens,
-                                                             completion.usage.completion_tokens)
+    assert (chat.prompt_tokens, chat.completion_tokens) == (
+        completion.usage.prompt_tokens,
+        completion.usage.completion_tokens,
+    )
     assert chat.latency_s > 0 and chat.first_byte_s is not None and chat.first_byte_s <= chat.latency_s
     assert (listing.method, listing.path, listing.status_code) == ("GET", "/v1/models", 200)
     assert listing.response["data"][0]["id"] == "scripted-oracle"
@@ -160,8 +162,9 @@ class _SSEHandler(BaseHTTPRequestHandler):
         events = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}]
         events += [{**base, "choices": [{"index": 0, "delta": {"content": p}}]} for p in PIECES]
         events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-        events.append({**base, "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 4,
-                                                        "total_tokens": 11}})
+        events.append(
+            {**base, "choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 4, "total_tokens": 11}}
+        )
         for event in events:
             self._chunk(f"data: {json.dumps(event)}\n\n".encode())
             time.sleep(0.05)
@@ -188,7 +191,9 @@ def test_streaming_is_relayed_chunk_by_chunk_and_reassembled(sse_url: str, store
     with RecordingProxy(ProxyConfig(upstream=sse_url), store) as proxy:
         started = time.perf_counter()
         stream = _client(proxy).chat.completions.create(
-            model="sse-model", messages=[{"role": "user", "content": "hi"}], stream=True,
+            model="sse-model",
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
             stream_options={"include_usage": True},
         )
         arrivals, pieces = [], []
@@ -208,10 +213,30 @@ def test_streaming_is_relayed_chunk_by_chunk_and_reassembled(sse_url: str, store
 
 def test_reassembly_merges_tool_call_fragments() -> None:
     chunks = [
-        {"id": "x", "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [
-            {"index": 0, "id": "call_1", "function": {"name": "get_order", "arguments": "{\"order"}}]}}]},
-        {"id": "x", "choices": [{"index": 0, "delta": {"tool_calls": [
-            {"index": 0, "function": {"arguments": "_id\": \"A-1\"}"}}]}, "finish_reason": "tool_calls"}]},
+        {
+            "id": "x",
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "role": "assistant",
+                        "tool_calls": [
+                            {"index": 0, "id": "call_1", "function": {"name": "get_order", "arguments": '{"order'}}
+                        ],
+                    },
+                }
+            ],
+        },
+        {
+            "id": "x",
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '_id": "A-1"}'}}]},
+                    "finish_reason": "tool_calls",
+                }
+            ],
+        },
     ]
     sse = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
     merged = reassemble_stream(sse)
@@ -223,7 +248,10 @@ def test_reassembly_merges_tool_call_fragments() -> None:
 def test_redactor_masks_keys_values_and_key_shaped_strings() -> None:
     redactor = Redactor(["s3cret-token"])
     value = {
-        "api_key": "anything", "Authorization": "Bearer abc", "max_tokens": 5, "prompt_tokens": 3,
+        "api_key": "anything",
+        "Authorization": "Bearer abc",
+        "max_tokens": 5,
+        "prompt_tokens": 3,
         "messages": [{"content": "use s3cret-token or sk-abcdefghijklmnop1234 with Bearer abcdefghijkl"}],
     }
     redacted = redactor.json(value)
@@ -242,7 +270,10 @@ def test_cli_serve_prints_ready_records_and_stops_on_sigterm(oracle_url: str, tm
     env = {**os.environ, "CONTEXTDELTA_PROXY_TOKEN": "cli-token-0123456789"}
     process = subprocess.Popen(
         [sys.executable, "-m", "contextdelta", "serve", "--upstream", oracle_url, "--port", "0", "--database-url", url],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     try:
         assert process.stdout is not None

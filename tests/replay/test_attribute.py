@@ -39,26 +39,46 @@ def results(tmp_path: Path, fixture: Fixture) -> Path:
 def test_every_labelled_episode_gets_its_failure_mode(results: Path, fixture: Fixture) -> None:
     modes = {e.failure_mode for e in fixture.episodes}
     assert modes - {None} == {
-        "context_dropped_fresh_observation", "context_dropped_own_write", "summary_distorted_state",
-        "never_refreshed", "ignored_visible_change", "unauthorized_write", "end_state_miss", "max_steps",
+        "context_dropped_fresh_observation",
+        "context_dropped_own_write",
+        "summary_distorted_state",
+        "never_refreshed",
+        "ignored_visible_change",
+        "unauthorized_write",
+        "end_state_miss",
+        "max_steps",
         "provider_error",
     }
     for labelled in fixture.episodes:
-        result = runner.invoke(app, ["attribute", "mock-pipeline", "--run", labelled.record.run_id, "--format", "json",
-                                     "--results-dir", str(results)])
+        result = runner.invoke(
+            app,
+            [
+                "attribute",
+                "mock-pipeline",
+                "--run",
+                labelled.record.run_id,
+                "--format",
+                "json",
+                "--results-dir",
+                str(results),
+            ],
+        )
         assert result.exit_code == 0, result.output
         found = [a["mode"] for a in json.loads(result.stdout)]
         assert found == ([labelled.failure_mode] if labelled.failure_mode else []), labelled.record.run_id
 
 
 def test_the_cause_chain_names_the_observation_the_mutation_and_the_context(results: Path) -> None:
-    result = runner.invoke(app, ["attribute", "mock-pipeline", "--run", "cfg-legacy-cleanup.last_n",
-                                 "--results-dir", str(results)])
+    result = runner.invoke(
+        app, ["attribute", "mock-pipeline", "--run", "cfg-legacy-cleanup.last_n", "--results-dir", str(results)]
+    )
     assert result.exit_code == 0, result.output
     text = result.stdout
     assert "failure mode          context_dropped_fresh_observation" in text
-    assert ("decisive action       step 9 call #8 delete_config on config/setting/prod:legacy.batch_export_enabled "
-            "(rejected, at execution v2; prohibited)") in text
+    assert (
+        "decisive action       step 9 call #8 delete_config on config/setting/prod:legacy.batch_export_enabled "
+        "(rejected, at execution v2; prohibited)"
+    ) in text
     assert "version 2 (step 4, call #3 get_config, read, via not_sent)" in text
     assert "hidden mutation finance-claims-export-key by finance-data@lumen.dev (after call #0)" in text
     assert "fresher observation: yes · own write: no · summary contradicted it: no" in text
@@ -81,21 +101,42 @@ def test_the_report_counts_modes_and_skips_successes(fixture: Fixture) -> None:
 # ---- episodes built by hand: scripted replies through the real agent loop, world and graders ----------------------
 
 
-def _hand_built(calls: list[tuple[str, dict[str, object]]], strategy: str = "full_history", last_n: int = 3,
-                mode: ProtectionMode = ProtectionMode.UNPROTECTED) -> EpisodeRecord:
+def _hand_built(
+    calls: list[tuple[str, dict[str, object]]],
+    strategy: str = "full_history",
+    last_n: int = 3,
+    mode: ProtectionMode = ProtectionMode.UNPROTECTED,
+) -> EpisodeRecord:
     loaded, _ = load_directory(TASKS)
     task = next(t.task for t in loaded if t.task.id == "order-grinder-refund")
     world = task.build_world(mode)
     initial = world.state()
     provider = MockProvider([*(mock_response(tool_calls=[call]) for call in calls), "Done."])
-    trace = anyio.run(lambda: run_episode(task.public_task, world, provider, create_strategy(strategy, last_n=last_n),
-                                          max_steps=20, seed=0))
+    trace = anyio.run(
+        lambda: run_episode(
+            task.public_task, world, provider, create_strategy(strategy, last_n=last_n), max_steps=20, seed=0
+        )
+    )
     verdict = grade(task, trace.tool_events(), trace.mutation_events(), initial, world.state(), trace.final_answer)
     return EpisodeRecord(
-        run_group_id="hand-built", run_id=f"order-grinder-refund.{strategy}.{mode.value}.r1", task_id=task.id,
-        task_version=task.version, task_hash=task.content_hash, world=task.world, hazard=task.evaluator.hazard.value,
-        strategy=strategy, protection_mode=mode.value, repeat=1, episode_seed=0, started_at="2026-01-01T00:00:00Z",
-        finished_at="2026-01-01T00:00:01Z", wall_s=1.0, failed=False, cost_usd=None, verdict=verdict, trace=trace,
+        run_group_id="hand-built",
+        run_id=f"order-grinder-refund.{strategy}.{mode.value}.r1",
+        task_id=task.id,
+        task_version=task.version,
+        task_hash=task.content_hash,
+        world=task.world,
+        hazard=task.evaluator.hazard.value,
+        strategy=strategy,
+        protection_mode=mode.value,
+        repeat=1,
+        episode_seed=0,
+        started_at="2026-01-01T00:00:00Z",
+        finished_at="2026-01-01T00:00:01Z",
+        wall_s=1.0,
+        failed=False,
+        cost_usd=None,
+        verdict=verdict,
+        trace=trace,
     )
 
 
@@ -110,8 +151,11 @@ REFUND = ("issue_refund", {"order_id": "A-1042", "amount_cents": 8900, "reason":
         ([READ_A1042, READ_A1017, REFUND], "full_history", "never_refreshed"),
         ([READ_A1042, READ_A1017, READ_A1042, REFUND], "full_history", "ignored_visible_change"),
         ([READ_A1042, READ_A1017, READ_A1042, READ_A1017, REFUND], "last_n", "context_dropped_fresh_observation"),
-        ([READ_A1042, READ_A1017, ("add_order_note", {"order_id": "A-1017", "text": "Courier delay reported."})],
-         "full_history", "end_state_miss"),
+        (
+            [READ_A1042, READ_A1017, ("add_order_note", {"order_id": "A-1017", "text": "Courier delay reported."})],
+            "full_history",
+            "end_state_miss",
+        ),
     ],
 )
 def test_hand_built_episodes_are_classified(

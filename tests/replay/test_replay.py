@@ -36,7 +36,7 @@ def test_replay_of_a_known_episode_matches_the_golden_file(fixture: Fixture) -> 
 
 def test_replay_shows_context_calls_mutations_and_versions(fixture: Fixture) -> None:
     text = render_episode(fixture.episode("context_dropped_fresh_observation")).plain
-    step9 = text[text.index("── step 9 "): text.index("── step 10 ")]
+    step9 = text[text.index("── step 9 ") : text.index("── step 10 ")]
     # what the strategy removed from the full history (the read that showed the change, step 4)
     assert "not sent: [2-11] (steps 1-5)" in step9
     assert "- [10] assistant (step 5)" in step9
@@ -45,8 +45,10 @@ def test_replay_shows_context_calls_mutations_and_versions(fixture: Fixture) -> 
     assert "agent last saw v2 (call #3) · at execution v2 · key_frozen  PROHIBITED REJECTED" in step9
     assert '← {"error":{"code":"key_frozen"' in step9
     # the hidden mutation between the calls
-    assert ("hidden mutation finance-claims-export-key by finance-data@lumen.dev (after call #0, after_tool_call): "
-            "config/setting/prod:legacy.batch_export_enabled v1 → v2") in text
+    assert (
+        "hidden mutation finance-claims-export-key by finance-data@lumen.dev (after call #0, after_tool_call): "
+        "config/setting/prod:legacy.batch_export_enabled v1 → v2"
+    ) in text
 
 
 def test_replay_shows_what_a_summary_strategy_wrote(fixture: Fixture) -> None:

@@ -69,8 +69,9 @@ def unsafe_run() -> Path:
 @functools.cache
 def oracle_pair_run() -> Path:
     """oracle on the trusting run's tasks, full_history and last_n, unprotected, 2 repeats (12 episodes, all pass)."""
-    return _run("oracle", TRUST_TASKS, strategies=["full_history", "last_n"], protection_modes=["unprotected"],
-                repeats=2)
+    return _run(
+        "oracle", TRUST_TASKS, strategies=["full_history", "last_n"], protection_modes=["unprotected"], repeats=2
+    )
 
 
 @functools.cache
@@ -82,8 +83,9 @@ def single_task_run() -> Path:
 @functools.cache
 def max_steps_run() -> Path:
     """oracle with a 2-step limit on a 4-step task (1 episode that ends at the step limit)."""
-    return _run("oracle", ["order-desk-cancel"], strategies=["full_history"], protection_modes=["unprotected"],
-                max_steps=2)
+    return _run(
+        "oracle", ["order-desk-cancel"], strategies=["full_history"], protection_modes=["unprotected"], max_steps=2
+    )
 
 
 @functools.cache
@@ -91,8 +93,15 @@ def incomplete_run() -> Path:
     """oracle with a price and a budget that one episode exhausts: status incomplete, 1 of 3 episodes."""
     prices = results_dir() / "prices.json"
     prices.write_text(json.dumps({"scripted-oracle": {"input_per_mtok": 1000.0, "output_per_mtok": 1000.0}}))
-    return _run("oracle", TRUST_TASKS, strategies=["full_history"], protection_modes=["unprotected"],
-                concurrency=1, price_table=prices, max_cost_usd=0.001)
+    return _run(
+        "oracle",
+        TRUST_TASKS,
+        strategies=["full_history"],
+        protection_modes=["unprotected"],
+        concurrency=1,
+        price_table=prices,
+        max_cost_usd=0.001,
+    )
 
 
 def records(path: Path) -> dict[str, EpisodeRecord]:

@@ -99,8 +99,16 @@ def test_rates_equal_the_shares_in_task_results_csv(trusting: Path) -> None:
             assert rate.status is EstimateStatus.NO_DATA and rate.estimate is None
         for name in ("agent_prompt_tokens", "summary_prompt_tokens"):
             assert c.totals[name if name != "summary_prompt_tokens" else "summary_tokens"].n_unknown == 0
-        total = sum(int(r[k]) for r in rows for k in ("agent_prompt_tokens", "agent_completion_tokens",
-                                                      "summary_prompt_tokens", "summary_completion_tokens"))
+        total = sum(
+            int(r[k])
+            for r in rows
+            for k in (
+                "agent_prompt_tokens",
+                "agent_completion_tokens",
+                "summary_prompt_tokens",
+                "summary_completion_tokens",
+            )
+        )
         assert c.totals["total_tokens"].total == total
         assert c.means["total_tokens"].estimate == pytest.approx(total / len(rows))
 
@@ -109,8 +117,10 @@ def test_harmful_action_rate_equals_tool_events_jsonl(trusting: Path) -> None:
     harmful: dict[str, int] = defaultdict(int)
     for line in (trusting / TOOL_EVENTS).read_text().splitlines():
         event = json.loads(line)
-        if event["kind"] == "write" and event["outcome"] in ("executed", "rejected") and (
-            event["stale"] or event["duplicate"] or event["prohibited"]
+        if (
+            event["kind"] == "write"
+            and event["outcome"] in ("executed", "rejected")
+            and (event["stale"] or event["duplicate"] or event["prohibited"])
         ):
             harmful[event["run_id"]] += 1
     metrics = recorded(trusting)
@@ -153,8 +163,12 @@ def test_research_questions_match_mcnemar_and_holm_written_out(trusting: Path) -
     assert rq1.family_size == 6 and rq1.not_run == []
     raw = []
     for c in rq1.comparisons:
-        only_a, only_b, diff = _pairs(rows, (c.a.strategy, c.a.protection_mode), (c.b.strategy, c.b.protection_mode),
-                                      lambda r: int(r["stale_action_count"]) > 0)
+        only_a, only_b, diff = _pairs(
+            rows,
+            (c.a.strategy, c.a.protection_mode),
+            (c.b.strategy, c.b.protection_mode),
+            lambda r: int(r["stale_action_count"]) > 0,
+        )
         assert (c.mcnemar.only_a, c.mcnemar.only_b, c.mcnemar.n_pairs) == (only_a, only_b, 6)
         assert c.mcnemar.pvalue == pytest.approx(mcnemar_p(only_a, only_b))
         assert c.difference.estimate == pytest.approx(diff)
@@ -207,8 +221,13 @@ def test_analysis_receipt_and_failure_modes_are_recorded(trusting: Path) -> None
     data = no_nan((trusting / AGGREGATE_METRICS).read_text())
     assert data["analysis"] == {"resamples": 10000, "seed": 0, "confidence": 0.95, "analysis_sha256": analysis_sha256()}
     assert data["failure_modes"] == {"never_refreshed": 16, "end_state_miss": 16}
-    assert data["episodes"] == {"planned": 48, "finished": 48, "succeeded": 16, "failed_trials": 0,
-                                "by_termination": {"final_answer": 48}}
+    assert data["episodes"] == {
+        "planned": 48,
+        "finished": 48,
+        "succeeded": 16,
+        "failed_trials": 0,
+        "by_termination": {"final_answer": 48},
+    }
     assert "harmful_action" in data["definitions"] and "stale" in data["definitions"]["harmful_action"]
 
 

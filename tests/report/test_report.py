@@ -45,8 +45,19 @@ def test_the_runner_writes_every_derived_file(trusting: Path) -> None:
 def test_report_sections_numbers_and_statements(trusting: Path) -> None:
     text = (trusting / BENCHMARK_REPORT).read_text()
     manifest = RunDirectory(trusting).read_manifest()
-    for heading in ("## Setup", "## Definitions", "## Results per condition", "## RQ1:", "## RQ2:", "## RQ3:",
-                    "## Tokens and cost", "## Failure modes", "## Failed trials", "## Limitations", "## Receipts"):
+    for heading in (
+        "## Setup",
+        "## Definitions",
+        "## Results per condition",
+        "## RQ1:",
+        "## RQ2:",
+        "## RQ3:",
+        "## Tokens and cost",
+        "## Failure modes",
+        "## Failed trials",
+        "## Limitations",
+        "## Receipts",
+    ):
         assert heading in text
     assert f"| suite hash | `{manifest.hashes.suite_sha256}` |" in text
     assert "| model | `scripted-context_trusting` (openai) |" in text
@@ -79,11 +90,15 @@ def test_failure_atlas_groups_failures_with_their_cause_chain(trusting: Path) ->
     assert "## never_refreshed (16)" in text and "## end_state_miss (16)" in text
     assert "| `never_refreshed` | 4 | 0 | 4 | 0 | 4 | 0 | 4 | 0 | 16 |" in text
     entry = text.split("### order-desk-cancel.full_history.unprotected.r1", 1)[1].split("### ", 1)[0]
-    assert "- harmful/decisive action: step 4, call 3 `add_order_note` on `order/order/B-2210`, executed at " \
-           "version 2; counts as: refresh_before_write, stale" in entry
+    assert (
+        "- harmful/decisive action: step 4, call 3 `add_order_note` on `order/order/B-2210`, executed at "
+        "version 2; counts as: refresh_before_write, stale" in entry
+    )
     assert "- relied-on observation: order/order/B-2210 version 1, entered at step 1, call 0 (list_orders)" in entry
-    assert "- hidden mutation that made it stale: `warehouse-ships-desk` by warehouse-leipzig (step 2, after " \
-           "call 1, after_tool_call): order/order/B-2210 version 1 -> 2" in entry
+    assert (
+        "- hidden mutation that made it stale: `warehouse-ships-desk` by warehouse-leipzig (step 2, after "
+        "call 1, after_tool_call): order/order/B-2210 version 1 -> 2" in entry
+    )
     assert "Context the model saw at step 4:" in entry and "```text" in entry
 
 

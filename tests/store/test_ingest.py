@@ -48,13 +48,17 @@ def test_import_is_idempotent_and_complete(sqlite_url: str, mock_run: Path, mock
     records = [e.record for e in mock_fixture.episodes]
     assert (first.added, first.updated, first.unchanged) == (10, 0, 0)
     assert (second.added, second.updated, second.unchanged) == (0, 0, 10)
-    assert _counts(store) == after_first == {
-        "run_groups": 1,
-        "episodes": 10,
-        "steps": sum(r.trace.step_count for r in records),
-        "tool_events": sum(len(r.trace.tool_events()) for r in records),
-        "hidden_mutations": sum(len(r.trace.mutation_events()) for r in records),
-    }
+    assert (
+        _counts(store)
+        == after_first
+        == {
+            "run_groups": 1,
+            "episodes": 10,
+            "steps": sum(r.trace.step_count for r in records),
+            "tool_events": sum(len(r.trace.tool_events()) for r in records),
+            "hidden_mutations": sum(len(r.trace.mutation_events()) for r in records),
+        }
+    )
     with store.read_session() as session:
         episode = session.scalars(
             select(EpisodeRow).where(EpisodeRow.run_id == "cfg-legacy-cleanup.last_n.unprotected.r1")
@@ -105,8 +109,9 @@ def test_cli_db_upgrade_and_import(sqlite_url: str, mock_run: Path) -> None:
     assert "10 episodes (10 added, 0 updated, 0 unchanged)" in first.stdout
     assert "10 episodes (0 added, 0 updated, 10 unchanged)" in second.stdout
 
-    bad = runner.invoke(app, ["db", "import", "../etc", "--results-dir", str(mock_run.parent), "--database-url",
-                              sqlite_url])
+    bad = runner.invoke(
+        app, ["db", "import", "../etc", "--results-dir", str(mock_run.parent), "--database-url", sqlite_url]
+    )
     assert bad.exit_code == 2 and "invalid RUN_ID" in bad.output
 
 
@@ -146,9 +151,15 @@ def test_concurrent_writers_during_a_benchmark_run_lose_no_rows(
         )
         outcome = run_benchmark(
             BenchmarkRequest(
-                tasks_dir=TASKS, base_url=url, model="scripted-oracle", results_dir=results, repeats=2, concurrency=4,
+                tasks_dir=TASKS,
+                base_url=url,
+                model="scripted-oracle",
+                results_dir=results,
+                repeats=2,
+                concurrency=4,
                 task_ids=["order-grinder-refund", "cal-design-review", "cfg-search-ramp"],
-                strategies=["full_history", "last_n"], protection_modes=["unprotected", "freshness_contract"],
+                strategies=["full_history", "last_n"],
+                protection_modes=["unprotected", "freshness_contract"],
             ),
             progress=progress,
             finalize=finalize,
@@ -165,8 +176,11 @@ def test_concurrent_writers_during_a_benchmark_run_lose_no_rows(
             assert session.execute(select(func.count()).select_from(ProxyTraceRow)).scalar_one() == 150
             group = session.get(RunGroupRow, outcome.manifest.run_group_id)
             assert group is not None and (group.status, group.finished) == ("complete", 24)
-            stored = set(session.scalars(select(EpisodeRow.run_id).where(
-                EpisodeRow.run_group_id == outcome.manifest.run_group_id)))
+            stored = set(
+                session.scalars(
+                    select(EpisodeRow.run_id).where(EpisodeRow.run_group_id == outcome.manifest.run_group_id)
+                )
+            )
         assert stored == {r.run_id for r in outcome.records}
 
 
@@ -175,7 +189,10 @@ def test_a_broken_store_never_stops_a_run(tmp_path: Path) -> None:
     blocker.write_text("a file where the database folder should be")
     messages: list[str] = []
     _, _, writer = attach_store_writer(
-        Progress(), None, results_dir=tmp_path, database_url=f"sqlite:///{blocker}/x/contextdelta.db",
+        Progress(),
+        None,
+        results_dir=tmp_path,
+        database_url=f"sqlite:///{blocker}/x/contextdelta.db",
         on_error=messages.append,
     )
     assert writer is None and "db import" in messages[0]
@@ -183,14 +200,35 @@ def test_a_broken_store_never_stops_a_run(tmp_path: Path) -> None:
 
 def test_cli_run_benchmark_writes_episodes_to_the_store(sqlite_url: str, tmp_path: Path) -> None:
     with serve_scripted("unsafe", TASKS) as url:
-        result = runner.invoke(app, [
-            "run-benchmark", "--tasks", str(TASKS), "--task-ids", "order-grinder-refund", "--strategies", "last_n",
-            "--protection-modes", "unprotected", "--repeats", "1", "--base-url", url, "--model", "scripted-unsafe",
-            "--results-dir", str(tmp_path / "runs"), "--database-url", sqlite_url, "--quiet",
-        ])
+        result = runner.invoke(
+            app,
+            [
+                "run-benchmark",
+                "--tasks",
+                str(TASKS),
+                "--task-ids",
+                "order-grinder-refund",
+                "--strategies",
+                "last_n",
+                "--protection-modes",
+                "unprotected",
+                "--repeats",
+                "1",
+                "--base-url",
+                url,
+                "--model",
+                "scripted-unsafe",
+                "--results-dir",
+                str(tmp_path / "runs"),
+                "--database-url",
+                sqlite_url,
+                "--quiet",
+            ],
+        )
     assert result.exit_code == 0, result.output
     run_path = Path(result.stdout.strip().splitlines()[-1])
     with Store.open(sqlite_url) as store, store.read_session() as session:
-        rows = session.execute(select(EpisodeRow.run_id, EpisodeRow.failure_mode).where(
-            EpisodeRow.run_group_id == run_path.name)).all()
+        rows = session.execute(
+            select(EpisodeRow.run_id, EpisodeRow.failure_mode).where(EpisodeRow.run_group_id == run_path.name)
+        ).all()
     assert [tuple(r) for r in rows] == [("order-grinder-refund.last_n.unprotected.r1", "never_refreshed")]

@@ -59,21 +59,42 @@ def _insert_rows(connection: Connection, fixture: Fixture) -> int:
         return connection.execute(meta.tables[table].insert().values(kept)).inserted_primary_key[0]
 
     manifest = fixture.manifest
-    insert("run_groups", {
-        "id": manifest.run_group_id, "status": manifest.status.value, "created_at": manifest.created_at,
-        "updated_at": manifest.updated_at, "finished_at": manifest.finished_at, "provider_kind": "openai",
-        "base_url": None, "model": manifest.provider.model, "summary_model": manifest.provider.summary_model,
-        "temperature": 0.0, "seed": manifest.seed, "repeats": manifest.repeats, "strategies": manifest.strategies,
-        "protection_modes": manifest.protection_modes, "suite_sha256": manifest.hashes.suite_sha256,
-        "harness_sha256": manifest.hashes.harness_sha256, "planned": 10, "finished": 10, "succeeded": 1,
-        "failed": 1, "manifest": {"note": "hand-inserted"}, "source_path": None, "ingested_at": "2026-01-01T00:00:00Z",
-    })
+    insert(
+        "run_groups",
+        {
+            "id": manifest.run_group_id,
+            "status": manifest.status.value,
+            "created_at": manifest.created_at,
+            "updated_at": manifest.updated_at,
+            "finished_at": manifest.finished_at,
+            "provider_kind": "openai",
+            "base_url": None,
+            "model": manifest.provider.model,
+            "summary_model": manifest.provider.summary_model,
+            "temperature": 0.0,
+            "seed": manifest.seed,
+            "repeats": manifest.repeats,
+            "strategies": manifest.strategies,
+            "protection_modes": manifest.protection_modes,
+            "suite_sha256": manifest.hashes.suite_sha256,
+            "harness_sha256": manifest.hashes.harness_sha256,
+            "planned": 10,
+            "finished": 10,
+            "succeeded": 1,
+            "failed": 1,
+            "manifest": {"note": "hand-inserted"},
+            "source_path": None,
+            "ingested_at": "2026-01-01T00:00:00Z",
+        },
+    )
     for labelled in fixture.episodes:
         row = episode_row(labelled.record, None)
         values = {c.key: getattr(row, c.key) for c in Base.metadata.tables["episodes"].columns if c.key != "id"}
         episode_id = insert("episodes", values)
         children: list[tuple[list[Any], str]] = [
-            (row.steps, "steps"), (row.tool_events, "tool_events"), (row.mutations, "hidden_mutations")
+            (row.steps, "steps"),
+            (row.tool_events, "tool_events"),
+            (row.mutations, "hidden_mutations"),
         ]
         for items, table in children:
             for item in items:

@@ -38,8 +38,10 @@ def postgres_url() -> Iterator[str]:
             connection.execute(text(f'CREATE DATABASE "{name}"'))
     except Exception as exc:
         admin.dispose()
-        _unavailable(f"no PostgreSQL server at {make_url(base).render_as_string(hide_password=True)}: "
-                     f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+        _unavailable(
+            f"no PostgreSQL server at {make_url(base).render_as_string(hide_password=True)}: "
+            f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+        )
     try:
         yield make_url(base).set(database=name).render_as_string(hide_password=False)
     finally:

@@ -51,8 +51,13 @@ def edit_episode(path: Path, run_id: str, change: Callable[[dict[str, object]], 
 
 
 def test_untouched_runs_verify_match() -> None:
-    for path in (runs.unsafe_run(), runs.trusting_run(), runs.oracle_pair_run(), runs.single_task_run(),
-                 runs.max_steps_run()):
+    for path in (
+        runs.unsafe_run(),
+        runs.trusting_run(),
+        runs.oracle_pair_run(),
+        runs.single_task_run(),
+        runs.max_steps_run(),
+    ):
         result = verify_run(path)
         assert result.lines() == ["MATCH"], (path, result.lines()[:5])
     code, out = verify(runs.unsafe_run())
@@ -172,8 +177,10 @@ def test_edited_aggregates_and_reports_are_named(run: Path) -> None:
     (run / BENCHMARK_REPORT).write_text(report.replace("## Limitations", "## Limitations\n\n- all good"))
     code, out = verify(run)
     assert code == 1
-    assert out[0] == f"{run.name}: aggregate_metrics.json conditions[0].rates.success.estimate: recorded 0.5, " \
-                     "recomputed 0.0"
+    assert (
+        out[0] == f"{run.name}: aggregate_metrics.json conditions[0].rates.success.estimate: recorded 0.5, "
+        "recomputed 0.0"
+    )
     assert out[1].startswith(f"{run.name}: benchmark_report.md: differs from the one rebuilt from the episodes")
     assert len(out) == 2
 
