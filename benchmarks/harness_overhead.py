@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from contextdelta.runner.benchmark import BenchmarkRequest, run_benchmark  # noqa: E402
+from contextdelta.runner import BenchmarkRequest, run_benchmark  # noqa: E402
 from contextdelta.testing import serve_scripted  # noqa: E402
 
 

@@ -133,10 +133,8 @@ def run_benchmark_command(
     ] = False,
 ) -> None:
     """Run tasks x strategies x protection modes x repeats; the last line printed is the run directory."""
-    from contextdelta.report import write_reports
-    from contextdelta.runner.benchmark import BenchmarkError, BenchmarkRequest, Progress, run_benchmark
-    from contextdelta.runner.progress import ProgressDisplay
-    from contextdelta.store import Finalize
+    from contextdelta.rundir import Recorder
+    from contextdelta.runner import BenchmarkError, BenchmarkRequest, ProgressDisplay, run_benchmark
 
     request = BenchmarkRequest(
         tasks_dir=tasks,
@@ -165,31 +163,33 @@ def run_benchmark_command(
         resume=resume,
     )
     err = Console(stderr=True)
-    display = None if quiet else ProgressDisplay(err)
-    callbacks = display.callbacks() if display else Progress(message=lambda text: err.print(text))
-    finalize: Finalize = write_reports
-    writer = None
+    recorders: list[Recorder] = []
+    store = None
     if not no_store:  # the run directory stays the source of truth; the store gets a copy of each episode
-        from contextdelta.settings import Settings
-        from contextdelta.store import attach_store_writer
+        from contextdelta.store import StoreRecorder
 
-        callbacks, finalize, writer = attach_store_writer(
-            callbacks,
-            write_reports,
-            results_dir=results_dir or Path(Settings().results_dir),
-            database_url=database_url,
-            on_error=lambda text: err.print(f"[yellow]warning:[/yellow] {text}"),
-        )
+        store = StoreRecorder.open(database_url, lambda text: err.print(f"[yellow]warning:[/yellow] {text}"))
+        if store is not None:
+            recorders.append(store)
+    display = None if quiet else ProgressDisplay(err)
+    if display is not None:
+        recorders.append(display)
     try:
-        outcome = run_benchmark(request, progress=callbacks, finalize=finalize)
+        outcome = run_benchmark(request, recorders=recorders)
     except BenchmarkError as exc:
         err.print(f"[red]error:[/red] {exc.message}", highlight=False)
         raise typer.Exit(exc.exit_code) from None
-    finally:
-        if writer is not None:
-            writer.close()
-        if display:
+    finally:  # a run refused before it started never reached the recorders' finish
+        if store is not None:
+            store.close()
+        if display is not None:
             display.stop()
+    if outcome.manifest.stop_reason:
+        err.print(
+            f"run {outcome.manifest.run_group_id} is incomplete: {outcome.manifest.stop_reason}. "
+            f"Continue it with --resume {outcome.manifest.run_group_id}.",
+            highlight=False,
+        )
     counts = outcome.manifest.counts
     err.print(
         f"{counts.finished}/{counts.planned} episodes, {counts.succeeded} succeeded, {counts.failed} failed trials; "

@@ -6,11 +6,18 @@ Everything is computed from the run directory alone (manifest + ``raw_runs.jsonl
 
     report = build_report(manifest, records)       # attributions + AggregateMetrics
     report.markdown, report.atlas, report.metrics_json()
-    write_reports(directory, manifest, records)    # the runner's finalize hook
+    write_reports(directory, manifest, records)    # rebuild the three files (ReportFiles: as a run recorder)
 """
 
 from contextdelta.report._atlas import render_episode, render_failure_atlas
-from contextdelta.report._build import RunReport, build_report, recorded_params, write_report_files, write_reports
+from contextdelta.report._build import (
+    ReportFiles,
+    RunReport,
+    build_report,
+    recorded_params,
+    write_report_files,
+    write_reports,
+)
 from contextdelta.report._compare import ComparisonReport, NotComparable, compare_runs, render_comparison
 from contextdelta.report._markdown import render_report
 from contextdelta.report._metrics import (
@@ -34,6 +41,7 @@ __all__ = [
     "ConditionKey",
     "ConditionMetrics",
     "NotComparable",
+    "ReportFiles",
     "ResearchQuestion",
     "RunReport",
     "TokenReduction",

@@ -14,6 +14,7 @@ from contextdelta.report._markdown import render_report
 from contextdelta.report._metrics import AggregateMetrics, compute_metrics, metrics_json
 from contextdelta.rundir.io import atomic_write_json, atomic_write_text
 from contextdelta.rundir.layout import AGGREGATE_METRICS, BENCHMARK_REPORT, FAILURE_ATLAS, RunDirectory
+from contextdelta.rundir.recorder import RunEnd, RunStart
 from contextdelta.rundir.records import EpisodeRecord, RunManifest
 from contextdelta.stats import DEFAULT_PARAMS, AnalysisParams
 
@@ -70,5 +71,23 @@ def write_report_files(directory: RunDirectory, report: RunReport) -> None:
 
 
 def write_reports(directory: RunDirectory, manifest: RunManifest, records: list[EpisodeRecord]) -> None:
-    """The runner's ``finalize`` hook: rebuild the report files after every run or resume (complete or not)."""
+    """Rebuild the report files of a run directory (after every run or resume, complete or not), with the analysis
+    parameters already recorded there, else the defaults."""
     write_report_files(directory, build_report(manifest, records, recorded_params(directory) or DEFAULT_PARAMS))
+
+
+class ReportFiles:
+    """The report files as a recorder (``contextdelta.rundir.Recorder``): written when the run ends, from the final
+    manifest and every episode, before the runner commits that manifest."""
+
+    def __init__(self, directory: RunDirectory) -> None:
+        self.directory = directory
+
+    def start(self, run: RunStart) -> None:
+        """Nothing to write until the run ends."""
+
+    def episode(self, record: EpisodeRecord) -> None:
+        """Nothing to write until the run ends."""
+
+    def finish(self, run: RunEnd) -> None:
+        write_reports(self.directory, run.manifest, list(run.records))

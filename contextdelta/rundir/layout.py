@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from contextdelta.canonical import canonical_json
-from contextdelta.rundir.io import JsonlWriter, atomic_write_json, atomic_write_text, read_jsonl, repair_torn_tail
+from contextdelta.rundir.io import atomic_write_json, atomic_write_text, read_jsonl, repair_torn_tail
 from contextdelta.rundir.records import (
     TASK_RESULT_COLUMNS,
     EpisodeRecord,
@@ -161,13 +161,14 @@ class RunDirectory:
     def write_manifest(self, manifest: RunManifest) -> None:
         atomic_write_json(self.file(MANIFEST), manifest.model_dump(mode="json"))
 
-    def open_writers(self) -> tuple[JsonlWriter, JsonlWriter]:
-        return JsonlWriter(self.file(RAW_RUNS)), JsonlWriter(self.file(TOOL_EVENTS))
-
     def write_derived(self, records: Sequence[EpisodeRecord]) -> None:
         """Rebuild ``tool_events.jsonl`` and ``task_results.csv`` from the episodes (atomically)."""
         atomic_write_text(self.file(TOOL_EVENTS), render_tool_events(records))
         atomic_write_text(self.file(TASK_RESULTS), render_task_results(records))
+
+    def repair_raw_runs(self) -> bool:
+        """Cut a torn last line (a killed writer) from ``raw_runs.jsonl``; True when one was cut."""
+        return repair_torn_tail(self.file(RAW_RUNS))
 
     def remove_stale_temp_files(self) -> None:
         """Temp files left by an atomic write that was killed half way."""

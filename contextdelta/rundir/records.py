@@ -9,7 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from contextdelta.agent.records import EpisodeTrace, TerminationReason
 from contextdelta.grading.verdict import Verdict
-from contextdelta.runner.provenance import Environment
 
 RECORD_SCHEMA_VERSION = 1
 
@@ -22,6 +21,23 @@ FAILED_TERMINATIONS = frozenset(
     }
 )
 """Terminations that make an episode a failed trial: kept in the evidence, never counted as a success."""
+
+
+class GitInfo(BaseModel):
+    """The checkout the package ran from; nulls outside a git checkout."""
+
+    commit: str | None
+    dirty: bool | None
+
+
+class Environment(BaseModel):
+    """What produced a run: versions of contextdelta, Python and the dependencies, the platform, the checkout."""
+
+    contextdelta: str
+    python: str
+    platform: str
+    dependencies: dict[str, str | None]
+    git: GitInfo
 
 
 class RunStatus(StrEnum):

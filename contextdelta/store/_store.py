@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from contextdelta.rundir.layout import RunDirectory
+from contextdelta.rundir.recorder import RunEnd, RunStart
 from contextdelta.rundir.records import EpisodeRecord, RunManifest
 from contextdelta.settings import Settings
 from contextdelta.store._engine import READ_ONLY, create_store_engine, redact_database_url
@@ -27,7 +28,6 @@ from contextdelta.store._models import EpisodeRow, ProxyTraceRow
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-P = TypeVar("P")
 WRITE_ATTEMPTS = 5
 
 
@@ -189,19 +189,19 @@ _STOP = object()
 
 @dataclass
 class StoreWriter:
-    """Writes a running benchmark's episodes to the store from a background thread.
+    """Writes a running benchmark's manifest and episodes to the store from a background thread, in the order
+    queued (so a run group exists before its episodes).
 
-    The run directory stays the source of truth: a store failure is logged once and never stops the run (the
-    episodes can be loaded later with ``contextdelta db import``). Call :meth:`close` to drain the queue.
+    The run directory stays the source of truth: a store failure is reported once (``on_error``) and never stops
+    the run (the episodes can be loaded later with ``contextdelta db import``). Call :meth:`close` to drain the
+    queue.
     """
 
     store: Store
-    results_dir: Path
     on_error: Callable[[str], None] = lambda message: None
     written: int = 0
     errors: list[str] = field(default_factory=list)
     _queue: queue.Queue[Any] = field(default_factory=queue.Queue)
-    _groups: set[str] = field(default_factory=set)
     _thread: threading.Thread | None = None
 
     def start(self) -> StoreWriter:
@@ -210,11 +210,11 @@ class StoreWriter:
         return self
 
     def episode(self, record: EpisodeRecord) -> None:
-        """Queue one finished episode (a Progress.episode callback)."""
+        """Queue one finished episode."""
         self._queue.put(record)
 
     def manifest(self, manifest: RunManifest, path: Path | None = None) -> None:
-        """Queue a manifest refresh (status and counts at the end of a run)."""
+        """Queue a manifest (the run group's row: status and counts)."""
         self._queue.put((manifest, path))
 
     def close(self, timeout_s: float = 120.0) -> None:
@@ -239,14 +239,8 @@ class StoreWriter:
                 if isinstance(item, tuple):
                     manifest, path = item
                     self.store.ingest_manifest(manifest, path)
-                    self._groups.add(manifest.run_group_id)
                     continue
-                record: EpisodeRecord = item
-                if record.run_group_id not in self._groups:
-                    directory = RunDirectory(self.results_dir / record.run_group_id)
-                    self.store.ingest_manifest(directory.read_manifest(), directory.path.resolve())
-                    self._groups.add(record.run_group_id)
-                self.store.ingest_episode(record)
+                self.store.ingest_episode(item)
                 self.written += 1
             except Exception as exc:  # the run directory is the source of truth: report, never stop the run
                 self._fail(
@@ -255,44 +249,40 @@ class StoreWriter:
                 )
 
 
-Finalize = Callable[[RunDirectory, RunManifest, list[EpisodeRecord]], None]
-"""``run_benchmark``'s ``finalize`` hook."""
+class StoreRecorder:
+    """The trace store as a run recorder (``contextdelta.rundir.Recorder``): the run group when the run opens, each
+    episode as it finishes (written by a background thread, so the store never slows the episodes down), and the
+    final manifest when it ends. A store failure is reported through ``on_error`` and never stops the run."""
 
+    def __init__(self, store: Store, on_error: Callable[[str], None] = lambda message: None) -> None:
+        self.store = store
+        self.writer = StoreWriter(store, on_error=on_error).start()
 
-def attach_store_writer(
-    progress: P,
-    finalize: Finalize | None,
-    *,
-    results_dir: Path,
-    database_url: str | None,
-    on_error: Callable[[str], None],
-) -> tuple[P, Finalize, StoreWriter | None]:
-    """Hook the store into a ``run_benchmark`` call: each finished episode goes to the store from a background
-    thread (``progress.episode``), and the final manifest after ``finalize``. Returns the wrapped callbacks and the
-    writer (None when the store cannot be opened: the run goes on, and says how to import it later)."""
-    try:
-        store = open_store(database_url)
-    except Exception as exc:  # the run directory is the source of truth; the store is a copy
-        on_error(
-            f"trace store unavailable ({type(exc).__name__}: {exc}); episodes go to the run directory only, "
-            "load them later with `contextdelta db import RUN_ID`"
-        )
-        return progress, finalize or (lambda directory, manifest, records: None), None
-    writer = StoreWriter(store, results_dir, on_error=on_error).start()
-    forward_episode = progress.episode  # type: ignore[attr-defined]
-
-    def episode(record: EpisodeRecord) -> None:
-        writer.episode(record)
-        forward_episode(record)
-
-    def finish(directory: RunDirectory, manifest: RunManifest, records: list[EpisodeRecord]) -> None:
+    @classmethod
+    def open(cls, database_url: str | None, on_error: Callable[[str], None]) -> StoreRecorder | None:
+        """A recorder for the store at ``database_url`` (default: settings), or None, reported through
+        ``on_error``, when it cannot be opened: the run goes on with the run directory only."""
         try:
-            if finalize is not None:
-                finalize(directory, manifest, records)
-        finally:
-            writer.manifest(manifest, directory.path.resolve())
-            writer.close()
-            store.close()
+            store = open_store(database_url)
+        except Exception as exc:  # the run directory is the source of truth; the store is a copy
+            on_error(
+                f"trace store unavailable ({type(exc).__name__}: {exc}); episodes go to the run directory only, "
+                "load them later with `contextdelta db import RUN_ID`"
+            )
+            return None
+        return cls(store, on_error)
 
-    progress.episode = episode  # type: ignore[attr-defined]
-    return progress, finish, writer
+    def start(self, run: RunStart) -> None:
+        self.writer.manifest(run.manifest, run.path.resolve())
+
+    def episode(self, record: EpisodeRecord) -> None:
+        self.writer.episode(record)
+
+    def finish(self, run: RunEnd) -> None:
+        self.writer.manifest(run.manifest, run.path.resolve())
+        self.close()
+
+    def close(self) -> None:
+        """Drain the queue and close the store (idempotent)."""
+        self.writer.close()
+        self.store.close()

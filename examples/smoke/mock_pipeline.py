@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from contextdelta.canonical import canonical_json, content_hash
-from contextdelta.rundir.layout import RunDirectory
+from contextdelta.rundir import RunDirectory, RunDirectoryRecorder, RunEnd, RunStart
 from contextdelta.rundir.records import Counts, EpisodeRecord, RunManifest, RunStatus
 
 HERE = Path(__file__).resolve().parent
@@ -196,12 +196,13 @@ def write_run_directory(results_dir: Path, fixture: Fixture | None = None, tasks
     directory = RunDirectory(results_dir / fixture.manifest.run_group_id)
     tasks = sorted({(e.record.world, e.record.task_id) for e in fixture.episodes})
     directory.create(fixture.manifest, [(w, t, tasks_dir / w / f"{t}.yaml") for w, t in tasks])
-    raw, events = directory.open_writers()
-    records = [e.record for e in fixture.episodes]
-    raw.append(records)
-    raw.close()
-    events.close()
-    directory.write_derived(records)
+    records = tuple(e.record for e in fixture.episodes)
+    recorder = RunDirectoryRecorder(directory)
+    path, manifest = directory.path, fixture.manifest
+    recorder.start(RunStart(path=path, manifest=manifest, planned=len(records), done=(), pending=len(records)))
+    for record in records:
+        recorder.episode(record)
+    recorder.finish(RunEnd(path=path, manifest=manifest, records=records, new=len(records)))
     return directory.path
 
 
@@ -236,7 +237,7 @@ def _doctor_summary(record: EpisodeRecord) -> tuple[EpisodeRecord, str]:
 
 def generate(path: Path = FIXTURE, tasks_dir: Path = REPO / "tasks") -> Fixture:
     """Record every pick with the scripted server and write the fixture to ``path``."""
-    from contextdelta.runner.benchmark import BenchmarkRequest, run_benchmark
+    from contextdelta.runner import BenchmarkRequest, run_benchmark
     from contextdelta.testing import serve_scripted
 
     picked: list[LabelledEpisode] = []

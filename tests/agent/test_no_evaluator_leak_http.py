@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from contextdelta.runner.benchmark import BenchmarkRequest, run_benchmark
+from contextdelta.runner import BenchmarkRequest, run_benchmark
 from contextdelta.testing.app import ScriptedServer
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks"

@@ -1,7 +1,7 @@
 """Real run directories for the report, verify and attribution tests, built once per test session.
 
 Each builder runs a small matrix against the scripted HTTP server (deterministic policies) with the real runner
-and ``write_reports`` as its finalize hook, under one session-wide temporary results folder. Tests must not
+(which writes the report files), under one session-wide temporary results folder. Tests must not
 modify these directories: copy one (`copy_run`) before tampering with it.
 """
 
@@ -14,10 +14,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from contextdelta.report import write_reports
 from contextdelta.rundir.layout import RunDirectory
 from contextdelta.rundir.records import EpisodeRecord
-from contextdelta.runner.benchmark import BenchmarkRequest, run_benchmark
+from contextdelta.runner import BenchmarkRequest, run_benchmark
 from contextdelta.testing import serve_scripted
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks"
@@ -49,7 +48,7 @@ def _run(policy: str, task_ids: list[str], **options: object) -> Path:
     fields.update(options)
     with serve_scripted(policy, TASKS, in_process=True) as url:
         fields["base_url"] = url
-        outcome = run_benchmark(BenchmarkRequest.model_validate(fields), finalize=write_reports)
+        outcome = run_benchmark(BenchmarkRequest.model_validate(fields))
     return outcome.path
 
 

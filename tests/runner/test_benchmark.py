@@ -16,8 +16,14 @@ import pytest
 from contextdelta.providers import MockProvider
 from contextdelta.rundir.layout import RAW_RUNS, TASK_RESULTS, TOOL_EVENTS, RunDirectory
 from contextdelta.rundir.records import RunStatus
-from contextdelta.runner.benchmark import BenchmarkError, BenchmarkRequest, run_benchmark
-from contextdelta.runner.plan import EpisodeSpec, episode_seed, plan_episodes
+from contextdelta.runner import (
+    BenchmarkError,
+    BenchmarkRequest,
+    EpisodeSpec,
+    episode_seed,
+    plan_episodes,
+    run_benchmark,
+)
 from contextdelta.testing import serve_scripted
 from tests.runner.conftest import TASKS
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from contextdelta.cli import app
 from contextdelta.rundir.layout import RAW_RUNS, RunDirectory
-from contextdelta.runner.benchmark import BenchmarkRequest, Progress, run_benchmark
+from contextdelta.runner import BenchmarkRequest, run_benchmark
 from contextdelta.store import (
     EpisodeRow,
     MutationRow,
@@ -21,8 +21,8 @@ from contextdelta.store import (
     RunGroupRow,
     StepRow,
     Store,
+    StoreRecorder,
     ToolEventRow,
-    attach_store_writer,
 )
 from contextdelta.testing import serve_scripted
 from examples.smoke.mock_pipeline import Fixture
@@ -146,9 +146,8 @@ def test_concurrent_writers_during_a_benchmark_run_lose_no_rows(
     thread = threading.Thread(target=importer)
     with serve_scripted("oracle", TASKS) as url:
         thread.start()
-        progress, finalize, writer = attach_store_writer(
-            Progress(), None, results_dir=results, database_url=sqlite_url, on_error=lambda text: None
-        )
+        recorder = StoreRecorder.open(sqlite_url, on_error=lambda text: None)
+        assert recorder is not None
         outcome = run_benchmark(
             BenchmarkRequest(
                 tasks_dir=TASKS,
@@ -161,13 +160,12 @@ def test_concurrent_writers_during_a_benchmark_run_lose_no_rows(
                 strategies=["full_history", "last_n"],
                 protection_modes=["unprotected", "freshness_contract"],
             ),
-            progress=progress,
-            finalize=finalize,
+            recorders=[recorder],
         )
     thread.join(60)
     assert other_process.wait(60) == 0
 
-    assert writer is not None and writer.errors == [] and writer.written == 24
+    assert recorder.writer.errors == [] and recorder.writer.written == 24
     assert imports == [10, 10, 10, 10]
     with Store.open(sqlite_url) as store:
         assert store.episode_count(outcome.manifest.run_group_id) == 24
@@ -188,14 +186,8 @@ def test_a_broken_store_never_stops_a_run(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the database folder should be")
     messages: list[str] = []
-    _, _, writer = attach_store_writer(
-        Progress(),
-        None,
-        results_dir=tmp_path,
-        database_url=f"sqlite:///{blocker}/x/contextdelta.db",
-        on_error=messages.append,
-    )
-    assert writer is None and "db import" in messages[0]
+    recorder = StoreRecorder.open(f"sqlite:///{blocker}/x/contextdelta.db", on_error=messages.append)
+    assert recorder is None and "db import" in messages[0]
 
 
 def test_cli_run_benchmark_writes_episodes_to_the_store(sqlite_url: str, tmp_path: Path) -> None:

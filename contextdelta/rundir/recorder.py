@@ -1,0 +1,140 @@
+"""The recorder interface: everything a run writes goes through it, and the run directory is the first recorder.
+
+The runner (the driver) alone calls recorders, in this order, from one thread::
+
+    start(RunStart)            once, after the run directory exists and its manifest says ``running``
+    episode(EpisodeRecord)     once per finished episode, in the order they finish
+    finish(RunEnd)             once, however the run ended (complete, budget, signal, error)
+
+After every recorder's ``finish`` returned, the driver writes the final manifest: the manifest is the run's
+commit record, so a ``complete`` manifest on disk means every recorder finished. Where episodes ran (this
+process, worker processes, another machine) is the executor's business; records come back to the driver, which
+passes them to the recorders, so no recorder needs to be thread- or process-safe.
+
+Recorders here: `RunDirectoryRecorder` (``raw_runs.jsonl``, ``tool_events.jsonl``, ``task_results.csv``). The
+report files, the trace store and the progress bar are recorders of their own packages
+(``contextdelta.report.ReportFiles``, ``contextdelta.store.StoreRecorder``,
+``contextdelta.runner.ProgressDisplay``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from contextdelta.rundir.io import JsonlWriter
+from contextdelta.rundir.layout import RAW_RUNS, TOOL_EVENTS, RunDirectory, tool_event_records
+from contextdelta.rundir.records import EpisodeRecord, RunManifest
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """What recorders learn when a run opens (a new run, or a resumed one)."""
+
+    path: Path
+    """The run directory."""
+    manifest: RunManifest
+    """The manifest as written when the run opened: status ``running``, this session appended."""
+    planned: int
+    """Episodes in the whole plan (earlier sessions' included)."""
+    done: tuple[EpisodeRecord, ...]
+    """Episodes already in ``raw_runs.jsonl`` (from earlier sessions), in file order; empty for a new run."""
+    pending: int
+    """Episodes this session means to run."""
+
+    @property
+    def resumed(self) -> bool:
+        """This session continues a run that an earlier session started."""
+        return len(self.manifest.sessions) > 1
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """What recorders learn when a run ends, before the driver commits the final manifest."""
+
+    path: Path
+    """The run directory."""
+    manifest: RunManifest
+    """The final manifest (status ``complete`` or ``incomplete``, counts, stop reason) about to be committed."""
+    records: tuple[EpisodeRecord, ...]
+    """Every finished episode of the run, earlier sessions' included, in the order they were recorded."""
+    new: int
+    """How many of ``records`` this session added (the last ``new`` ones)."""
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the run stopped before every planned episode finished; None when it is complete."""
+        return self.manifest.stop_reason
+
+
+@runtime_checkable
+class Recorder(Protocol):
+    """Something a run writes to: a file set, a database, a display, an export."""
+
+    def start(self, run: RunStart) -> None:
+        """The run opened; ``run.done`` holds what earlier sessions recorded."""
+
+    def episode(self, record: EpisodeRecord) -> None:
+        """One episode finished (graded, costed); called by the driver as records arrive."""
+
+    def finish(self, run: RunEnd) -> None:
+        """The run ended; write what depends on every episode. Called however the run ended."""
+
+
+class Recorders:
+    """Several recorders called in order, as one."""
+
+    def __init__(self, recorders: Iterable[Recorder]) -> None:
+        self.recorders = list(recorders)
+
+    def start(self, run: RunStart) -> None:
+        for recorder in self.recorders:
+            recorder.start(run)
+
+    def episode(self, record: EpisodeRecord) -> None:
+        for recorder in self.recorders:
+            recorder.episode(record)
+
+    def finish(self, run: RunEnd) -> None:
+        """Every recorder's ``finish``, even when an earlier one raised (the first error is raised at the end)."""
+        error: BaseException | None = None
+        for recorder in self.recorders:
+            try:
+                recorder.finish(run)
+            except BaseException as exc:  # each recorder gets to close its files; the first failure is reported
+                error = error or exc
+        if error is not None:
+            raise error
+
+
+class RunDirectoryRecorder:
+    """The run directory's per-episode files: each finished episode is appended to ``raw_runs.jsonl`` (the source
+    of truth) and ``tool_events.jsonl`` at once; at the end both derived files are rebuilt from all episodes, so a
+    run killed between two appends still ends consistent."""
+
+    def __init__(self, directory: RunDirectory) -> None:
+        self.directory = directory
+        self._raw: JsonlWriter | None = None
+        self._events: JsonlWriter | None = None
+
+    def start(self, run: RunStart) -> None:
+        if run.done:
+            # an earlier session may have died between its two appends: start from files that agree
+            self.directory.write_derived(list(run.done))
+        self._raw = JsonlWriter(self.directory.file(RAW_RUNS))
+        self._events = JsonlWriter(self.directory.file(TOOL_EVENTS))
+
+    def episode(self, record: EpisodeRecord) -> None:
+        if self._raw is None or self._events is None:
+            raise RuntimeError("RunDirectoryRecorder.episode before start")
+        self._raw.append([record])
+        self._events.append(list(tool_event_records(record)))
+
+    def finish(self, run: RunEnd) -> None:
+        for writer in (self._raw, self._events):
+            if writer is not None:
+                writer.close()
+        self._raw = self._events = None
+        self.directory.write_derived(list(run.records))

@@ -1,0 +1,118 @@
+"""One planned episode, start to record: a fresh world, the agent loop, the graders, the cost.
+
+:func:`run_job` is what every executor runs, wherever it runs: it reads nothing but its arguments (an
+:class:`EpisodeJob` is plain, picklable data), writes nothing, and returns the :class:`EpisodeRecord` that the
+driver hands to the recorders.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from contextdelta.agent import EpisodeTotals, run_episode
+from contextdelta.context import ContextStrategy
+from contextdelta.grading import grade
+from contextdelta.providers import ChatProvider
+from contextdelta.rundir.records import FAILED_TERMINATIONS, EpisodeRecord
+from contextdelta.runner.plan import EpisodeSpec
+from contextdelta.runner.pricing import PriceTable
+from contextdelta.tasks import Task
+from contextdelta.worlds import ProtectionMode, World
+
+
+def utc_now() -> str:
+    """The current UTC time as ``YYYY-MM-DDTHH:MM:SSZ`` (the run directory's timestamp format)."""
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class EpisodeJob:
+    """Everything one episode needs besides the provider and the strategy: plain data an executor can ship."""
+
+    run_group_id: str
+    spec: EpisodeSpec
+    task: Task
+    seed: int
+    """The episode seed sent to the provider (``runner.plan.episode_seed``)."""
+    max_steps: int
+
+
+@dataclass(frozen=True)
+class Costing:
+    """Prices and the per-episode budget: an episode's cost in USD, None when a price or a usage is unknown."""
+
+    prices: PriceTable
+    model: str
+    summary_model: str
+    max_episode_cost_usd: float | None = None
+
+    def cost(self, totals: EpisodeTotals) -> float | None:
+        if not totals.usage_complete:
+            return None
+        agent = self.prices.cost(self.model, totals.agent_usage)
+        if totals.summary_calls == 0:
+            return agent
+        summary = self.prices.cost(self.summary_model, totals.summary_usage)
+        return None if agent is None or summary is None else agent + summary
+
+    def episode_budget(self, totals: EpisodeTotals) -> str | None:
+        """The agent loop's budget check: why to stop this episode, or None."""
+        if self.max_episode_cost_usd is None:
+            return None
+        spent = self.cost(totals)
+        if spent is not None and spent >= self.max_episode_cost_usd:
+            return f"episode cost ${spent:.4f} reached --max-episode-cost-usd ${self.max_episode_cost_usd}"
+        return None
+
+
+def build_world(task: Task, spec: EpisodeSpec) -> World:
+    """The fresh world an episode runs in (the one place an episode's world is made)."""
+    return task.build_world(ProtectionMode(spec.protection_mode))
+
+
+async def run_job(
+    job: EpisodeJob, provider: ChatProvider, strategy: ContextStrategy, costing: Costing
+) -> EpisodeRecord:
+    """Run one episode and return its graded, costed record. Model and provider failures end the episode as a
+    failed trial (recorded, never a success); only a harness bug raises."""
+    task, spec = job.task, job.spec
+    world = build_world(task, spec)
+    initial = world.state()
+    started = utc_now()
+    clock = time.perf_counter()
+    trace = await run_episode(
+        task.public_task,
+        world,
+        provider,
+        strategy,
+        max_steps=job.max_steps,
+        seed=job.seed,
+        budget=costing.episode_budget,
+    )
+    wall_s = time.perf_counter() - clock
+    verdict = grade(task, trace.tool_events(), trace.mutation_events(), initial, world.state(), trace.final_answer)
+    failed = trace.termination in FAILED_TERMINATIONS
+    if failed and verdict.success:
+        verdict = verdict.model_copy(update={"success": False})
+    return EpisodeRecord(
+        run_group_id=job.run_group_id,
+        run_id=spec.run_id,
+        task_id=task.id,
+        task_version=task.version,
+        task_hash=task.content_hash,
+        world=task.world,
+        hazard=task.evaluator.hazard.value,
+        strategy=spec.strategy,
+        protection_mode=spec.protection_mode,
+        repeat=spec.repeat,
+        episode_seed=job.seed,
+        started_at=started,
+        finished_at=utc_now(),
+        wall_s=round(wall_s, 6),
+        failed=failed,
+        cost_usd=costing.cost(trace.totals),
+        verdict=verdict,
+        trace=trace,
+    )

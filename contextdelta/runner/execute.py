@@ -1,0 +1,154 @@
+"""Phase 2 of a run, *execute*: start episodes on an executor and hand each record to the recorders.
+
+The driver (:func:`drive`) decides *whether* to start the next episode (stop rules, signals, a concurrency
+limit); an :class:`Executor` decides *where* it runs. Records come back to the driver, and only the driver
+passes them on (``on_record``), so recorders never see two threads or processes. The in-process executor runs
+episodes as anyio tasks of this event loop; an executor for worker processes or a cluster implements the same
+two methods and ships the (picklable) :class:`EpisodeJob` instead.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import anyio
+
+from contextdelta.context import ContextStrategy, create_strategy
+from contextdelta.providers import ChatProvider
+from contextdelta.rundir.records import EpisodeRecord, StrategyParams
+from contextdelta.runner.episode import Costing, EpisodeJob, run_job
+
+
+class Executor(Protocol):
+    """Where episodes run."""
+
+    async def run(self, job: EpisodeJob) -> EpisodeRecord:
+        """Run one episode and return its record (raise only for a harness bug)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what the executor holds (connections, workers); called once, when the driver is done."""
+        ...
+
+
+class InProcessExecutor:
+    """Episodes as tasks of the driver's event loop, sharing one provider (its HTTP connection pool)."""
+
+    def __init__(
+        self,
+        provider: ChatProvider,
+        strategies: Sequence[str],
+        params: StrategyParams,
+        summary_model: str,
+        costing: Costing,
+    ) -> None:
+        self.provider = provider
+        self.costing = costing
+        # one configured strategy per name; each episode works on its own copy (ContextStrategy.for_episode)
+        self.strategies: dict[str, ContextStrategy] = {
+            name: create_strategy(
+                name,
+                last_n=params.last_n,
+                summary_trigger=params.summary_trigger,
+                summary_keep=params.summary_keep,
+                summary_provider=provider,
+                summary_model=summary_model,
+            )
+            for name in strategies
+        }
+
+    async def run(self, job: EpisodeJob) -> EpisodeRecord:
+        return await run_job(job, self.provider, self.strategies[job.spec.strategy], self.costing)
+
+    async def aclose(self) -> None:
+        close = getattr(self.provider, "aclose", None)
+        if close is not None:
+            await close()
+
+
+class StopRule(Protocol):
+    """A reason to stop starting episodes (episodes in flight always finish)."""
+
+    def observe(self, record: EpisodeRecord) -> None:
+        """See one finished episode (in the order the driver receives them)."""
+        ...
+
+    def stop_reason(self) -> str | None:
+        """Checked before each episode starts: why no further episode may start, or None."""
+        ...
+
+
+class CostBudget:
+    """``--max-cost-usd``: no episode starts once the run (earlier sessions included) spent the budget."""
+
+    def __init__(self, max_cost_usd: float | None, done: Sequence[EpisodeRecord] = ()) -> None:
+        self.max_cost_usd = max_cost_usd
+        self.spent = sum(r.cost_usd or 0.0 for r in done)
+
+    def observe(self, record: EpisodeRecord) -> None:
+        self.spent += record.cost_usd or 0.0
+
+    def stop_reason(self) -> str | None:
+        if self.max_cost_usd is not None and self.spent >= self.max_cost_usd:
+            return f"budget exhausted: spent ${self.spent:.4f} of --max-cost-usd ${self.max_cost_usd}"
+        return None
+
+
+async def drive(
+    jobs: Sequence[EpisodeJob],
+    executor: Executor,
+    on_record: Callable[[EpisodeRecord], None],
+    *,
+    rules: Sequence[StopRule] = (),
+    concurrency: int = 1,
+) -> str | None:
+    """Run ``jobs`` in order, at most ``concurrency`` at once, until done, a stop rule fires or SIGINT/SIGTERM
+    arrives. Each record goes to every rule, then to ``on_record``. Returns why it stopped early, or None."""
+    stopped: list[str] = []
+    limit = max(1, concurrency)
+    limiter = anyio.Semaphore(limit)
+
+    async def one(job: EpisodeJob) -> None:
+        try:
+            record = await executor.run(job)
+            for rule in rules:
+                rule.observe(record)
+            on_record(record)
+        finally:
+            limiter.release()
+
+    def fired() -> str | None:
+        return next((reason for rule in rules if (reason := rule.stop_reason()) is not None), None)
+
+    try:
+        async with anyio.create_task_group() as group:
+
+            async def watch_signals() -> None:
+                try:
+                    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                        async for signum in signals:
+                            stopped.append(f"interrupted by {signal.Signals(signum).name}")
+                            group.cancel_scope.cancel()
+                            return
+                except (ValueError, RuntimeError):  # not the main thread: no signal handling there
+                    await anyio.sleep_forever()
+
+            group.start_soon(watch_signals)
+            for job in jobs:
+                await limiter.acquire()
+                reason = fired()
+                if reason is not None:
+                    limiter.release()
+                    stopped.append(reason)
+                    break
+                group.start_soon(one, job)
+            # wait for the episodes in flight, then stop watching signals
+            for _ in range(limit):
+                await limiter.acquire()
+            group.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await executor.aclose()
+    return stopped[0] if stopped else None

@@ -1,0 +1,379 @@
+"""Phase 1 of a run, *plan*: everything decided and checked before any file is written.
+
+:func:`plan_run` turns a request (and, on ``--resume``, the run directory's manifest and episodes) into a
+:class:`RunPlan`: the tasks, the matrix of episodes, the provider and what is recorded about it, the hashes resume
+compares, prices and budgets, and which episodes are still to run. A refusal raises BenchmarkError (exit 2) and
+leaves the results folder untouched; the endpoint is contacted once (``preflight``) and only after every local
+check passed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from contextdelta.agent import SYSTEM_PROMPT_VERSION, initial_messages, system_prompt_sha256
+from contextdelta.canonical import content_hash
+from contextdelta.context import STRATEGY_NAMES
+from contextdelta.providers import ChatProvider, ProviderConfigError, Usage, create_provider
+from contextdelta.rundir.ids import RunIdError, run_dir, validate_run_id
+from contextdelta.rundir.layout import RunDirectory, RunDirectoryError
+from contextdelta.rundir.records import EpisodeRecord, Hashes, ProviderInfo, RunManifest, StrategyParams, TaskInfo
+from contextdelta.runner.plan import EpisodeSpec, order_seed, plan_episodes
+from contextdelta.runner.pricing import PriceTable, PriceTableError
+from contextdelta.runner.provenance import source_hash
+from contextdelta.runner.request import DEFAULT_REPEATS, BenchmarkError, BenchmarkRequest
+from contextdelta.settings import Settings, redact_url
+from contextdelta.tasks import LoadedTask, Task, load_directory, suite_hash
+from contextdelta.worlds import ProtectionMode, get_world
+
+MOCK_REFUSAL = (
+    "refusing the in-process mock provider: its replies are scripted inside the harness, so its episodes would "
+    "measure nothing about a model. Point --base-url at a real OpenAI-compatible endpoint (or, to smoke-test a "
+    "setup, at the scripted HTTP server: python -m contextdelta.testing.server)."
+)
+
+
+@dataclass
+class Matrix:
+    """What to run: tasks x strategies x protection modes x repeats, with the run seed and step limit."""
+
+    tasks: list[LoadedTask]
+    strategies: list[str]
+    modes: list[str]
+    repeats: int
+    seed: int
+    max_steps: int | None
+    limit: int | None
+    params: StrategyParams
+
+    @property
+    def task_infos(self) -> list[TaskInfo]:
+        """The manifest's description of each task."""
+        return [
+            TaskInfo(
+                id=t.task.id,
+                version=t.task.version,
+                hash=t.task.content_hash,
+                world=t.task.world,
+                hazard=t.task.evaluator.hazard.value,
+                public_messages_sha256=content_hash(initial_messages(t.task.public_task)),
+            )
+            for t in self.tasks
+        ]
+
+    def episodes(self) -> list[EpisodeSpec]:
+        """Every planned episode, in the recorded shuffled order."""
+        return plan_episodes(
+            [t.task.id for t in self.tasks], self.strategies, self.modes, self.repeats, order_seed(self.seed)
+        )
+
+
+@dataclass
+class RunPlan:
+    """A checked plan: what the execute phase runs and the finalise phase records. Nothing is written yet."""
+
+    request: BenchmarkRequest
+    results_dir: Path
+    matrix: Matrix
+    provider: ChatProvider
+    provider_info: ProviderInfo
+    hashes: Hashes
+    prices: PriceTable
+    max_cost_usd: float | None
+    max_episode_cost_usd: float | None
+    specs: list[EpisodeSpec]
+    """Every planned episode, in the order they start."""
+    pending: list[EpisodeSpec]
+    """The planned episodes this session runs (all of them, or on resume the ones not yet recorded)."""
+    existing: RunDirectory | None = None
+    """On resume: the run directory."""
+    manifest: RunManifest | None = None
+    """On resume: its manifest as read."""
+    done: list[EpisodeRecord] = field(default_factory=list)
+    """On resume: the episodes already in ``raw_runs.jsonl``."""
+
+    @property
+    def tasks(self) -> dict[str, Task]:
+        return {t.task.id: t.task for t in self.matrix.tasks}
+
+    @property
+    def resumed(self) -> bool:
+        return self.existing is not None
+
+
+# ---- the matrix ------------------------------------------------------------------------------------------------
+
+
+def _load_tasks(request: BenchmarkRequest, wanted: list[str] | None, limit: int | None) -> list[LoadedTask]:
+    if not request.tasks_dir.is_dir():
+        raise BenchmarkError(f"--tasks {request.tasks_dir}: not a directory")
+    loaded, problems = load_directory(request.tasks_dir)
+    if problems:
+        listing = "\n".join(f"  {p.render()}" for p in problems[:20])
+        raise BenchmarkError(f"the task files have problems (run `contextdelta validate-tasks`):\n{listing}")
+    by_id = {t.task.id: t for t in loaded}
+    if wanted is not None:
+        unknown = [t for t in wanted if t not in by_id]
+        if unknown:
+            raise BenchmarkError(f"--task-ids: unknown task ids {unknown}; known: {', '.join(sorted(by_id))}")
+        chosen = [by_id[t] for t in sorted(set(wanted))]
+    else:
+        chosen = sorted(loaded, key=lambda t: t.task.id)
+    if limit is not None:
+        chosen = chosen[:limit]
+    if not chosen:
+        raise BenchmarkError(f"no tasks to run in {request.tasks_dir}")
+    return chosen
+
+
+def _check_names(strategies: list[str], modes: list[str]) -> None:
+    bad = [s for s in strategies if s not in STRATEGY_NAMES]
+    if bad or not strategies:
+        raise BenchmarkError(f"--strategies: unknown {bad or 'none given'}; choose from {', '.join(STRATEGY_NAMES)}")
+    known_modes = [m.value for m in ProtectionMode]
+    bad = [m for m in modes if m not in known_modes]
+    if bad or not modes:
+        raise BenchmarkError(f"--protection-modes: unknown {bad or 'none given'}; choose from {', '.join(known_modes)}")
+    for name, values in (("--strategies", strategies), ("--protection-modes", modes)):
+        if len(set(values)) != len(values):
+            raise BenchmarkError(f"{name}: a value is listed twice: {values}")
+
+
+def _explicit_conflicts(request: BenchmarkRequest, manifest: RunManifest) -> list[str]:
+    given: list[tuple[str, Any, Any]] = [
+        ("--strategies", request.strategies, manifest.strategies),
+        ("--protection-modes", request.protection_modes, manifest.protection_modes),
+        ("--repeats", request.repeats, manifest.repeats),
+        ("--seed", request.seed, manifest.seed),
+        ("--max-steps", request.max_steps, manifest.max_steps),
+        ("--limit", request.limit, manifest.limit),
+        ("--task-ids", sorted(request.task_ids) if request.task_ids else None, sorted(t.id for t in manifest.tasks)),
+    ]
+    return [f"{flag}: run has {old!r}, now {new!r}" for flag, new, old in given if new is not None and new != old]
+
+
+def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunManifest | None) -> Matrix:
+    """The matrix from the request, or on resume from the manifest (a flag that contradicts it is refused)."""
+    if manifest is not None:
+        conflicts = _explicit_conflicts(request, manifest)
+        if conflicts:
+            raise BenchmarkError(f"cannot resume {manifest.run_group_id}: " + "; ".join(conflicts))
+        tasks = _load_tasks(request, [t.id for t in manifest.tasks], None)
+        params = StrategyParams(
+            last_n=request.last_n or manifest.strategy_params.last_n,
+            summary_trigger=request.summary_trigger or manifest.strategy_params.summary_trigger,
+            summary_keep=request.summary_keep or manifest.strategy_params.summary_keep,
+        )
+        return Matrix(
+            tasks,
+            manifest.strategies,
+            manifest.protection_modes,
+            manifest.repeats,
+            manifest.seed,
+            manifest.max_steps,
+            manifest.limit,
+            params,
+        )
+    strategies = request.strategies or list(STRATEGY_NAMES)
+    modes = request.protection_modes or [m.value for m in ProtectionMode]
+    _check_names(strategies, modes)
+    repeats = request.repeats if request.repeats is not None else DEFAULT_REPEATS
+    if repeats < 1:
+        raise BenchmarkError(f"--repeats must be at least 1, got {repeats}")
+    if request.limit is not None and request.limit < 1:
+        raise BenchmarkError(f"--limit must be at least 1, got {request.limit}")
+    if request.max_steps is not None and request.max_steps < 1:
+        raise BenchmarkError(f"--max-steps must be at least 1, got {request.max_steps}")
+    tasks = _load_tasks(request, request.task_ids, request.limit)
+    try:
+        params = StrategyParams(
+            last_n=request.last_n or 3,
+            summary_trigger=request.summary_trigger or 6,
+            summary_keep=request.summary_keep or 3,
+        )
+    except ValueError as exc:
+        raise BenchmarkError(f"strategy parameters: {exc}") from exc
+    seed = request.seed if request.seed is not None else settings.seed
+    return Matrix(tasks, strategies, modes, repeats, seed, request.max_steps, request.limit, params)
+
+
+def run_hashes(tasks: Sequence[Task], modes: list[str]) -> Hashes:
+    """The hashes recorded in the manifest and compared on resume."""
+    worlds = sorted({t.world for t in tasks})
+    schemas = {w: {m: get_world(w).tool_schemas(ProtectionMode(m)) for m in sorted(modes)} for w in worlds}
+    messages = {t.id: initial_messages(t.public_task) for t in tasks}
+    return Hashes(
+        suite_sha256=suite_hash(list(tasks)),
+        system_prompt_sha256=system_prompt_sha256(),
+        system_prompt_version=SYSTEM_PROMPT_VERSION,
+        tool_schemas_sha256=content_hash(schemas),
+        public_messages_sha256=content_hash(messages),
+        harness_sha256=source_hash(),
+    )
+
+
+# ---- resume ----------------------------------------------------------------------------------------------------
+
+
+def _read_existing(results_dir: Path, run_id: str) -> tuple[RunDirectory, RunManifest, list[EpisodeRecord]]:
+    """The run directory to resume, its manifest and its episodes (a torn last line is ignored, not cut yet)."""
+    try:
+        directory = RunDirectory(run_dir(results_dir, validate_run_id(run_id)))
+        return directory, directory.read_manifest(), directory.read_episodes()
+    except (RunIdError, RunDirectoryError) as exc:
+        raise BenchmarkError(f"cannot resume: {exc}") from exc
+
+
+def _differences(manifest: RunManifest, provider: ProviderInfo, hashes: Hashes, params: StrategyParams) -> list[str]:
+    """What changed since the run started, in words (resume refuses any of these)."""
+    old = manifest
+    checks: list[tuple[str, Any, Any]] = [
+        ("model", old.provider.model, provider.model),
+        ("summary model", old.provider.summary_model, provider.summary_model),
+        ("base URL", old.provider.base_url, provider.base_url),
+        ("provider", old.provider.kind, provider.kind),
+        ("temperature", old.provider.temperature, provider.temperature),
+        ("max tokens", old.provider.max_tokens, provider.max_tokens),
+        ("task set (suite hash)", old.hashes.suite_sha256, hashes.suite_sha256),
+        ("strategy parameters", old.strategy_params.model_dump(), params.model_dump()),
+        ("system prompt", old.hashes.system_prompt_sha256, hashes.system_prompt_sha256),
+        ("tool schemas", old.hashes.tool_schemas_sha256, hashes.tool_schemas_sha256),
+        ("harness source (harness hash)", old.hashes.harness_sha256, hashes.harness_sha256),
+    ]
+    return [f"{name}: run has {a!r}, now {b!r}" for name, a, b in checks if a != b]
+
+
+def pending_episodes(specs: list[EpisodeSpec], done: Sequence[EpisodeRecord]) -> list[EpisodeSpec]:
+    """The planned episodes that no recorded episode answers yet, in plan order."""
+    finished = {r.run_id for r in done}
+    return [s for s in specs if s.run_id not in finished]
+
+
+def _check_resumable(
+    manifest: RunManifest, provider_info: ProviderInfo, hashes: Hashes, matrix: Matrix, done: list[EpisodeRecord]
+) -> None:
+    differences = _differences(manifest, provider_info, hashes, matrix.params)
+    if differences:
+        raise BenchmarkError(f"cannot resume {manifest.run_group_id}: " + "; ".join(differences))
+    planned = {s.run_id for s in matrix.episodes()}
+    strays = [r.run_id for r in done if r.run_id not in planned]
+    if strays:
+        raise BenchmarkError(
+            f"cannot resume {manifest.run_group_id}: raw_runs.jsonl holds unplanned episodes {strays[:5]}"
+        )
+
+
+# ---- provider, prices, budgets ----------------------------------------------------------------------------------
+
+
+def _provider(
+    request: BenchmarkRequest, settings: Settings, given: ChatProvider | None = None
+) -> tuple[ChatProvider, ProviderInfo]:
+    if request.provider == "mock" or (given is not None and given.is_mock):
+        raise BenchmarkError(MOCK_REFUSAL)
+    if given is not None:
+        return given, _provider_info(request, settings, given)
+    overrides: dict[str, Any] = {"timeout_s": request.timeout_s}
+    for name in ("model", "base_url", "api_key", "temperature", "max_tokens"):
+        value = getattr(request, name)
+        if value is not None:
+            overrides[name] = value
+    try:
+        provider = create_provider(settings, kind=request.provider, **overrides)
+    except ProviderConfigError as exc:
+        raise BenchmarkError(str(exc)) from exc
+    if provider.is_mock:
+        raise BenchmarkError(MOCK_REFUSAL)
+    return provider, _provider_info(request, settings, provider)
+
+
+def _provider_info(request: BenchmarkRequest, settings: Settings, provider: ChatProvider) -> ProviderInfo:
+    model = provider.model
+    temperature = request.temperature if request.temperature is not None else settings.temperature
+    return ProviderInfo(
+        kind=provider.name,
+        base_url=redact_url(request.base_url or settings.base_url),
+        model=model,
+        summary_model=request.summary_model or settings.summary_model or model,
+        temperature=temperature,
+        max_tokens=request.max_tokens,
+    )
+
+
+def _prices(request: BenchmarkRequest) -> PriceTable:
+    try:
+        return PriceTable.load(request.price_table)
+    except PriceTableError as exc:
+        raise BenchmarkError(str(exc)) from exc
+
+
+def _check_budget_prices(
+    prices: PriceTable, provider_info: ProviderInfo, matrix: Matrix, budgets: tuple[float | None, float | None]
+) -> None:
+    if all(b is None for b in budgets):
+        return
+    if prices.cost(provider_info.model, Usage()) is None or (
+        "semantic_summary" in matrix.strategies and prices.cost(provider_info.summary_model, Usage()) is None
+    ):
+        raise BenchmarkError(
+            f"a cost budget needs a known price for {provider_info.model!r} (and the summary model); "
+            'add it with --price-table FILE (JSON: {"model": {"input_per_mtok": .., "output_per_mtok": ..}})'
+        )
+
+
+def _preflight(provider: ChatProvider) -> None:
+    preflight = getattr(provider, "preflight", None)
+    if preflight is not None:
+        problem = anyio.run(preflight)
+        if problem is not None:
+            raise BenchmarkError(f"{problem}. Nothing was run; check --base-url / CONTEXTDELTA_BASE_URL.")
+
+
+# ---- the phase -------------------------------------------------------------------------------------------------
+
+
+def plan_run(request: BenchmarkRequest, settings: Settings, provider: ChatProvider | None = None) -> RunPlan:
+    """Check the request and decide the run (see the module docstring). Raises BenchmarkError for refusals.
+
+    ``provider`` replaces the one built from the request (library use); mock providers are refused either way.
+    """
+    results_dir = request.results_dir or Path(settings.results_dir)
+    existing: tuple[RunDirectory, RunManifest, list[EpisodeRecord]] | None = None
+    if request.resume is not None:
+        existing = _read_existing(results_dir, request.resume)
+    manifest = existing[1] if existing else None
+    done = existing[2] if existing else []
+    matrix = resolve_matrix(request, settings, manifest)
+    chat, provider_info = _provider(request, settings, provider)
+    hashes = run_hashes([t.task for t in matrix.tasks], matrix.modes)
+    prices = _prices(request)
+    max_cost = request.max_cost_usd
+    max_episode_cost = request.max_episode_cost_usd
+    if manifest is not None:
+        max_cost = manifest.max_cost_usd if max_cost is None else max_cost
+        max_episode_cost = manifest.max_episode_cost_usd if max_episode_cost is None else max_episode_cost
+        _check_resumable(manifest, provider_info, hashes, matrix, done)
+    _check_budget_prices(prices, provider_info, matrix, (max_cost, max_episode_cost))
+    _preflight(chat)
+    specs = matrix.episodes()
+    return RunPlan(
+        request=request,
+        results_dir=results_dir,
+        matrix=matrix,
+        provider=chat,
+        provider_info=provider_info,
+        hashes=hashes,
+        prices=prices,
+        max_cost_usd=max_cost,
+        max_episode_cost_usd=max_episode_cost,
+        specs=specs,
+        pending=pending_episodes(specs, done),
+        existing=existing[0] if existing else None,
+        manifest=manifest,
+        done=done,
+    )

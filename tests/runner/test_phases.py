@@ -1,0 +1,191 @@
+"""The runner's seams: plan / open / execute / finalise, recorders, executors and stop rules."""
+
+from __future__ import annotations
+
+import io
+import pickle
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from contextdelta.rundir import (
+    RAW_RUNS,
+    REQUIRED_FILES,
+    EpisodeRecord,
+    RunDirectory,
+    RunEnd,
+    RunStart,
+    RunStatus,
+)
+from contextdelta.runner import (
+    BenchmarkRequest,
+    EpisodeJob,
+    Executor,
+    ProgressDisplay,
+    default_executor,
+    execute,
+    finalise,
+    open_run,
+    plan_run,
+    run_benchmark,
+    stop_rules,
+)
+from contextdelta.settings import Settings
+from tests.runner.conftest import TASKS
+
+SMALL = ["order-grinder-refund", "cfg-search-ramp"]
+
+
+def request(url: str, tmp_path: Path, **overrides: object) -> BenchmarkRequest:
+    fields: dict[str, object] = {
+        "tasks_dir": TASKS,
+        "base_url": url,
+        "model": "scripted-oracle",
+        "results_dir": tmp_path,
+        "task_ids": SMALL,
+        "strategies": ["full_history", "last_n"],
+        "protection_modes": ["unprotected"],
+        "repeats": 1,
+        "concurrency": 2,
+    }
+    fields.update(overrides)
+    return BenchmarkRequest.model_validate(fields)
+
+
+class Log:
+    """A recorder that writes down what it was told, and what the manifest on disk said at the time."""
+
+    def __init__(self, fail_on_finish: bool = False) -> None:
+        self.calls: list[str] = []
+        self.episodes: list[str] = []
+        self.start_info: RunStart | None = None
+        self.end_info: RunEnd | None = None
+        self.status_on_disk_at_finish: RunStatus | None = None
+        self.fail_on_finish = fail_on_finish
+
+    def start(self, run: RunStart) -> None:
+        self.calls.append("start")
+        self.start_info = run
+
+    def episode(self, record: EpisodeRecord) -> None:
+        self.calls.append("episode")
+        self.episodes.append(record.run_id)
+
+    def finish(self, run: RunEnd) -> None:
+        self.calls.append("finish")
+        self.end_info = run
+        self.status_on_disk_at_finish = RunDirectory(run.path).read_manifest().status
+        if self.fail_on_finish:
+            raise OSError("disk full (simulated)")
+
+
+def test_recorders_see_start_every_episode_then_finish_before_the_manifest_commits(
+    oracle_url: str, tmp_path: Path
+) -> None:
+    log = Log()
+    outcome = run_benchmark(request(oracle_url, tmp_path), recorders=[log])
+    assert log.calls == ["start", "episode", "episode", "episode", "episode", "finish"]
+    assert sorted(log.episodes) == sorted(r.run_id for r in outcome.records)
+    assert log.start_info is not None and (log.start_info.planned, log.start_info.pending) == (4, 4)
+    assert log.start_info.done == () and not log.start_info.resumed
+    assert log.end_info is not None and log.end_info.manifest.status is RunStatus.COMPLETE
+    assert (log.end_info.new, len(log.end_info.records)) == (4, 4)
+    # the commit comes last: while recorders finished, the manifest on disk still said running
+    assert log.status_on_disk_at_finish is RunStatus.RUNNING
+    assert RunDirectory(outcome.path).read_manifest().status is RunStatus.COMPLETE
+    assert all(outcome.path.joinpath(name).is_file() for name in REQUIRED_FILES)
+
+
+def test_a_failing_recorder_leaves_the_run_uncommitted_and_the_others_finish(oracle_url: str, tmp_path: Path) -> None:
+    broken, after = Log(fail_on_finish=True), Log()
+    with pytest.raises(OSError, match="disk full"):
+        run_benchmark(request(oracle_url, tmp_path), recorders=[broken, after])
+    assert after.calls[-1] == "finish"
+    (path,) = tmp_path.iterdir()
+    directory = RunDirectory(path)
+    assert directory.read_manifest().status is RunStatus.RUNNING  # never claims complete
+    assert len(directory.read_episodes()) == 4  # nothing recorded is lost; --resume finishes the job
+
+
+def test_resume_tells_recorders_what_earlier_sessions_recorded(oracle_url: str, tmp_path: Path) -> None:
+    first = run_benchmark(request(oracle_url, tmp_path))
+    raw = first.path / RAW_RUNS
+    lines = raw.read_bytes().splitlines(keepends=True)
+    raw.write_bytes(b"".join(lines[:3]))
+    log = Log()
+    second = run_benchmark(request(oracle_url, tmp_path, resume=first.path.name, task_ids=None), recorders=[log])
+    assert log.start_info is not None and log.start_info.resumed
+    assert (len(log.start_info.done), log.start_info.pending) == (3, 1)
+    assert log.calls == ["start", "episode", "finish"]
+    assert log.end_info is not None and (log.end_info.new, len(log.end_info.records)) == (1, 4)
+    assert second.manifest.status is RunStatus.COMPLETE
+
+
+def test_planning_writes_nothing_and_jobs_are_plain_data(oracle_url: str, tmp_path: Path) -> None:
+    plan = plan_run(request(oracle_url, tmp_path), Settings())
+    assert list(tmp_path.iterdir()) == []
+    assert [s.run_id for s in plan.pending] == [s.run_id for s in plan.specs] and len(plan.specs) == 4
+    run = open_run(plan)
+    jobs = run.jobs()
+    # an executor may ship a job to another process or machine: it must survive pickling unchanged
+    assert [pickle.loads(pickle.dumps(job)) for job in jobs] == jobs
+    execute(run)
+    outcome = finalise(run)
+    assert outcome.manifest.status is RunStatus.COMPLETE
+
+
+class Relay:
+    """An executor that runs each episode elsewhere (here: the in-process one) and reports what it ran."""
+
+    def __init__(self, inner: Executor) -> None:
+        self.inner = inner
+        self.ran: list[str] = []
+        self.closed = False
+
+    async def run(self, job: EpisodeJob) -> EpisodeRecord:
+        self.ran.append(job.spec.run_id)
+        return await self.inner.run(job)
+
+    async def aclose(self) -> None:
+        self.closed = True
+        await self.inner.aclose()
+
+
+def test_a_custom_executor_runs_every_episode_and_the_driver_records_them(oracle_url: str, tmp_path: Path) -> None:
+    run = open_run(plan_run(request(oracle_url, tmp_path), Settings()))
+    relay = Relay(default_executor(run.plan))
+    execute(run, relay)
+    outcome = finalise(run)
+    assert relay.closed and sorted(relay.ran) == sorted(r.run_id for r in outcome.records)
+    assert len(RunDirectory(outcome.path).read_episodes()) == 4
+
+
+class StopAfter:
+    """A stop rule: no episode starts once ``n`` finished (the shape of a circuit breaker)."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.seen = n, 0
+
+    def observe(self, record: EpisodeRecord) -> None:
+        self.seen += 1
+
+    def stop_reason(self) -> str | None:
+        return f"stopped after {self.n} episodes" if self.seen >= self.n else None
+
+
+def test_a_stop_rule_stops_starting_episodes_and_the_run_says_why(oracle_url: str, tmp_path: Path) -> None:
+    run = open_run(plan_run(request(oracle_url, tmp_path, concurrency=1), Settings()))
+    execute(run, rules=[*stop_rules(run), StopAfter(1)])
+    outcome = finalise(run)
+    assert outcome.manifest.status is RunStatus.INCOMPLETE
+    assert outcome.manifest.stop_reason == "stopped after 1 episodes"
+    assert outcome.manifest.counts.finished == 1
+
+
+def test_the_progress_display_is_a_recorder(oracle_url: str, tmp_path: Path) -> None:
+    buffer = io.StringIO()
+    display = ProgressDisplay(Console(file=buffer, width=160, force_terminal=False))
+    run_benchmark(request(oracle_url, tmp_path), recorders=[display])
+    assert (display.finished, display.succeeded, display.failed) == (4, 4, 0)
+    assert "4/4" in buffer.getvalue()
