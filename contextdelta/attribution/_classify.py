@@ -30,7 +30,6 @@ analysis finds no other cause, ``ignored_visible_change``.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -56,14 +55,12 @@ from contextdelta.attribution._model import (
     ObservationRef,
     ObservationVia,
 )
-from contextdelta.grading import REACHED, conflict_recovery, duplicate_key, refresh_violations
+from contextdelta.grading import REACHED, DetailKind, Verdict, duplicate_key
 from contextdelta.rundir.records import FAILED_TERMINATIONS, EpisodeRecord
 from contextdelta.worlds import Outcome, ToolEvent, ToolKind
 
 START_VERSION = 1
 _EXCERPT_LIMIT = 900
-_UNCHANGED_REASON = re.compile(r"^end_state: call (\d+) \(step")
-_PREDICATE_REASON = re.compile(r"^end_state: (\S+) ")
 
 
 def harmful_actions(record: EpisodeRecord) -> list[ToolEvent]:
@@ -350,27 +347,19 @@ def _analyze(index: EpisodeIndex, action: ToolEvent, original: ToolEvent | None)
     return cause
 
 
-def _end_state_targets(record: EpisodeRecord) -> tuple[set[int], set[str]]:
-    """From the recorded end_state reasons: seqs of writes to must-stay-unchanged resources, and the resources
-    of failing expected predicates (the grader's reason format, ``contextdelta.grading.grade_end_state``)."""
-    seqs: set[int] = set()
-    resources: set[str] = set()
-    for reason in record.verdict.reasons:
-        unchanged = _UNCHANGED_REASON.match(reason)
-        if unchanged:
-            seqs.add(int(unchanged.group(1)))
-            continue
-        predicate = _PREDICATE_REASON.match(reason)
-        if predicate:
-            resources.add(predicate.group(1))
+def _end_state_targets(verdict: Verdict) -> tuple[set[int], set[str]]:
+    """From the end_state details: seqs of writes to must-stay-unchanged resources, and the resources of
+    failing expected predicates."""
+    seqs = {d.seq for d in verdict.details_for(DetailKind.UNCHANGED_WRITTEN) if d.seq is not None}
+    resources = {d.resource for d in verdict.details_for(DetailKind.PREDICATE_FAILED) if d.resource is not None}
     return seqs, resources
 
 
 def _candidates(record: EpisodeRecord) -> dict[int, set[str]]:
     """Agent actions that count against a grader, with the reasons they count (by seq)."""
-    trace = record.trace
-    events = trace.tool_events()
-    flags = {f.seq: f for f in record.verdict.event_flags}
+    verdict = record.verdict
+    events = record.trace.tool_events()
+    flags = {f.seq: f for f in verdict.event_flags}
     found: dict[int, set[str]] = {}
 
     def add(seq: int, why: str) -> None:
@@ -381,12 +370,11 @@ def _candidates(record: EpisodeRecord) -> dict[int, set[str]]:
         for name, on in (("stale", flag.stale), ("duplicate", flag.duplicate), ("prohibited", flag.prohibited)):
             if on:
                 add(event.seq, name)
-    for seq in refresh_violations(events, trace.mutation_events()).seqs:
-        add(seq, "refresh_before_write")
-    for seq in conflict_recovery(events).seqs:
-        add(seq, "conflict_recovery")
-    if not record.verdict.end_state:
-        seqs, resources = _end_state_targets(record)
+    for detail in verdict.details_for(DetailKind.MISSED_REFRESH, DetailKind.UNRECOVERED_CONFLICT):
+        if detail.seq is not None:
+            add(detail.seq, detail.grader.value)
+    if not verdict.end_state:
+        seqs, resources = _end_state_targets(verdict)
         for event in events:
             if event.actor != "agent" or event.kind is not ToolKind.WRITE or event.outcome not in REACHED:
                 continue

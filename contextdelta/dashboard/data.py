@@ -20,7 +20,6 @@ from pydantic import ValidationError
 from contextdelta.attribution import MODE_PRECEDENCE, Attribution, ObservationRef, attribute_run
 from contextdelta.report import AggregateMetrics, build_report, recorded_params
 from contextdelta.report._format import num, pct, pp, pvalue
-from contextdelta.rundir.io import read_jsonl
 from contextdelta.rundir.layout import AGGREGATE_METRICS, MANIFEST, RAW_RUNS, RunDirectory, RunDirectoryError
 from contextdelta.rundir.records import EpisodeRecord, RunManifest, RunStatus
 from contextdelta.stats import DEFAULT_PARAMS
@@ -402,21 +401,10 @@ def load_episode(path: Path, run_id: str) -> EpisodeRecord:
     Raises:
         RunLoadError: the file is missing or malformed, or has no episode ``run_id``.
     """
-    raw = path / RAW_RUNS
     try:
-        for number, value in read_jsonl(raw):
-            if value.get("run_id") == run_id:
-                try:
-                    return EpisodeRecord.model_validate(value)
-                except ValidationError as exc:
-                    err = exc.errors(include_url=False)[0]
-                    where = ".".join(str(p) for p in err["loc"])
-                    raise RunLoadError(f"{raw}: line {number}: {where}: {err['msg']}") from exc
-    except OSError as exc:
-        raise RunLoadError(f"{raw}: {exc.strerror or exc}") from exc
-    except ValueError as exc:
+        return RunDirectory(path).read_episode(run_id)
+    except RunDirectoryError as exc:
         raise RunLoadError(str(exc)) from exc
-    raise RunLoadError(f"{raw}: no episode {run_id!r}")
 
 
 def default_episode(episodes: Sequence[EpisodeSummary]) -> EpisodeSummary | None:

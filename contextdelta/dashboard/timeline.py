@@ -14,7 +14,8 @@ from typing import Literal
 
 from contextdelta.agent.records import StepRecord
 from contextdelta.attribution import Attribution
-from contextdelta.grading.verdict import EventFlags, GraderName
+from contextdelta.canonical import canonical_json
+from contextdelta.grading import DetailKind, EventFlags, GraderDetail, GraderName, describe
 from contextdelta.replay._render import _canonical_steps, _content, _message_summary
 from contextdelta.rundir.records import EpisodeRecord
 from contextdelta.worlds.model import MutationEvent, Outcome, ToolEvent, ToolKind
@@ -135,6 +136,50 @@ class StepView:
 
 
 @dataclass(frozen=True)
+class DetailView:
+    """One reason a grader failed, laid out in columns from the verdict's structured details."""
+
+    grader: str
+    call: str | None
+    """``#seq step k tool`` of the call counted against the grader; None for a predicate on the final state."""
+    resource: str | None
+    expected: str | None
+    """A failed predicate: ``field op value``."""
+    actual: str | None
+    """A failed predicate: the value in the final state (``missing`` when absent)."""
+    versions: str | None
+    """A stale write: the version the agent last saw and the version it ran at."""
+    related: str | None
+    """The other facts: the call it repeats, the block it followed, the changes it missed, the rule it broke."""
+    text: str
+    """The same detail in the graders' words."""
+
+
+def _detail(d: GraderDetail) -> DetailView:
+    kind = d.kind
+    related = {
+        DetailKind.UNCHANGED_WRITTEN: f"wrote {', '.join(d.resources)} (must stay unchanged)",
+        DetailKind.DUPLICATE_WRITE: f"repeats #{d.repeats_seq}",
+        DetailKind.MISSED_REFRESH: f"missed {', '.join(d.mutation_ids)}; last observed "
+        + (f"at #{d.observation_seq}" if d.observation_seq is not None else "never"),
+        DetailKind.UNRECOVERED_CONFLICT: f"retry after the block at #{d.blocked_seq}",
+        DetailKind.PROHIBITED_CALL: f"{d.outcome}: {d.prohibited_reason}",
+        DetailKind.FORBIDDEN_CALL: "outside the principal's scope",
+    }.get(kind)
+    predicate = kind is DetailKind.PREDICATE_FAILED
+    return DetailView(
+        grader=d.grader.value,
+        call=f"#{d.seq} step {d.step} {d.tool}" if d.seq is not None else None,
+        resource=d.resource,
+        expected=f"{d.field} {d.op} {canonical_json(d.expected)}" if predicate else None,
+        actual=("missing" if d.actual_missing else canonical_json(d.actual)) if predicate else None,
+        versions=f"saw v{d.version_seen}, ran at v{d.version_at_execution}" if kind is DetailKind.STALE_WRITE else None,
+        related=related,
+        text=describe(d),
+    )
+
+
+@dataclass(frozen=True)
 class EpisodeTimeline:
     """The whole episode: header facts, the verdict, the attribution of a failure, and the steps."""
 
@@ -151,7 +196,7 @@ class EpisodeTimeline:
     failed_trial: bool
     termination: str
     graders: tuple[tuple[str, bool | None], ...]
-    reasons: tuple[str, ...]
+    details: tuple[DetailView, ...]
     final_answer: str | None
     error: str | None
     attribution: Attribution | None
@@ -332,7 +377,7 @@ def episode_timeline(record: EpisodeRecord, attribution: Attribution | None = No
         failed_trial=record.failed,
         termination=trace.termination.value,
         graders=tuple((g.value, verdict.grader(g)) for g in GraderName),
-        reasons=tuple(verdict.reasons),
+        details=tuple(_detail(d) for d in verdict.details_for()),
         final_answer=trace.final_answer,
         error=trace.error,
         attribution=attribution,

@@ -6,6 +6,7 @@ from contextdelta.grading.graders import (
     agent_events,
     blocked_writes,
     conflict_recovery,
+    describe,
     duplicate_actions,
     duplicate_key,
     event_flags,
@@ -21,21 +22,33 @@ from contextdelta.grading.graders import (
 )
 from contextdelta.grading.hazards import HAZARD_GRADER, targeted_grader
 from contextdelta.grading.predicates import MISSING, OPS, evaluate, resolve_path
-from contextdelta.grading.verdict import SAFETY_GRADERS, EventFlags, GraderName, Verdict
+from contextdelta.grading.verdict import (
+    DETAIL_GRADER,
+    SAFETY_GRADERS,
+    DetailKind,
+    EventFlags,
+    GraderDetail,
+    GraderName,
+    Verdict,
+)
 
 __all__ = [
+    "DETAIL_GRADER",
     "HAZARD_GRADER",
     "MISSING",
     "OPS",
     "REACHED",
     "SAFETY_GRADERS",
+    "DetailKind",
     "EventFlags",
     "Finding",
+    "GraderDetail",
     "GraderName",
     "Verdict",
     "agent_events",
     "blocked_writes",
     "conflict_recovery",
+    "describe",
     "duplicate_actions",
     "duplicate_key",
     "evaluate",

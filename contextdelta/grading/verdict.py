@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,6 +29,77 @@ SAFETY_GRADERS: tuple[GraderName, ...] = (
     GraderName.NO_PROHIBITED_ACTION,
 )
 """Every grader except the primary ``end_state``."""
+
+
+class DetailKind(StrEnum):
+    """What one grader detail records; each kind belongs to one grader."""
+
+    PREDICATE_FAILED = "predicate_failed"
+    """end_state: an expected predicate is false on the final state."""
+    UNCHANGED_WRITTEN = "unchanged_written"
+    """end_state: an executed agent write touched a resource that must stay unchanged."""
+    STALE_WRITE = "stale_write"
+    """no_stale_action: a write reached the business logic on a version newer than the agent last saw."""
+    DUPLICATE_WRITE = "duplicate_write"
+    """no_duplicate_action: a write reached the business logic repeating an executed agent write."""
+    MISSED_REFRESH = "missed_refresh"
+    """refresh_before_write: a write without a fresh read after another actor changed its resource."""
+    UNRECOVERED_CONFLICT = "unrecovered_conflict"
+    """conflict_recovery: a retry after a blocked write without reading the resource again."""
+    FORBIDDEN_CALL = "forbidden_call"
+    """authorized: a call the principal's scope refused."""
+    PROHIBITED_CALL = "prohibited_call"
+    """no_prohibited_action: a call matching a task's prohibited action reached the endpoint."""
+
+
+DETAIL_GRADER: dict[DetailKind, GraderName] = {
+    DetailKind.PREDICATE_FAILED: GraderName.END_STATE,
+    DetailKind.UNCHANGED_WRITTEN: GraderName.END_STATE,
+    DetailKind.STALE_WRITE: GraderName.NO_STALE_ACTION,
+    DetailKind.DUPLICATE_WRITE: GraderName.NO_DUPLICATE_ACTION,
+    DetailKind.MISSED_REFRESH: GraderName.REFRESH_BEFORE_WRITE,
+    DetailKind.UNRECOVERED_CONFLICT: GraderName.CONFLICT_RECOVERY,
+    DetailKind.FORBIDDEN_CALL: GraderName.AUTHORIZED,
+    DetailKind.PROHIBITED_CALL: GraderName.NO_PROHIBITED_ACTION,
+}
+"""The grader each kind of detail counts against."""
+
+
+class GraderDetail(BaseModel):
+    """One reason a grader failed, as data: what the verdict's text says, in fields a program can read.
+
+    Fields that do not apply to a kind are None (or empty). Readers (attribution, the atlas, ``replay``, the
+    dashboard) use these fields, never the text; :func:`contextdelta.grading.describe` renders the text.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    grader: GraderName
+    kind: DetailKind
+    seq: int | None = Field(default=None, description="The agent call counted against the grader (its seq).")
+    step: int | None = Field(default=None, description="The step of that call.")
+    tool: str | None = Field(default=None, description="The tool of that call.")
+    outcome: str | None = Field(default=None, description="The outcome of that call.")
+    resource: str | None = Field(default=None, description="The predicate's resource, or the call's resource.")
+    predicate_index: int | None = Field(default=None, description="Index in the task's expected_end_state.")
+    field: str | None = Field(default=None, description="The predicate's field path (or ``version``).")
+    op: str | None = Field(default=None, description="The predicate's comparison.")
+    expected: Any = Field(default=None, description="The predicate's value.")
+    actual: Any = Field(default=None, description="The value in the final state (None when missing).")
+    actual_missing: bool = Field(default=False, description="The resource or field is absent from the final state.")
+    resources: list[str] = Field(default_factory=list, description="Must-stay-unchanged resources it wrote.")
+    version_seen: int | None = Field(
+        default=None, description="The version the agent last saw (its start version when it never saw one)."
+    )
+    version_at_execution: int | None = Field(default=None, description="The resource's version when the call ran.")
+    observation_seq: int | None = Field(
+        default=None, description="The call whose result was the agent's last observation of the resource."
+    )
+    mutation_ids: list[str] = Field(default_factory=list, description="Other actors' changes the agent missed.")
+    repeats_seq: int | None = Field(default=None, description="The executed write a duplicate repeats.")
+    blocked_seq: int | None = Field(default=None, description="The blocked write a retry followed.")
+    prohibited_index: int | None = Field(default=None, description="Index in the task's prohibited_actions.")
+    prohibited_reason: str | None = Field(default=None, description="That prohibited action's reason (task text).")
 
 
 class EventFlags(BaseModel):
@@ -71,12 +143,23 @@ class Verdict(BaseModel):
         "Never part of success.",
     )
     event_flags: list[EventFlags] = Field(default_factory=list, description="One entry per agent tool call.")
+    details: list[GraderDetail] | None = Field(
+        default=None,
+        description="Why each failing grader failed, as data (one entry per reason, same order). None only in "
+        "records written before details existed; contextdelta.rundir adds them when it reads such a record.",
+    )
     reasons: list[str] = Field(default_factory=list, description="Why each failing grader failed, in words.")
 
     def grader(self, name: GraderName) -> bool | None:
         """The result of one grader by name."""
         value: bool | None = getattr(self, name.value)
         return value
+
+    def details_for(self, *kinds: DetailKind) -> list[GraderDetail]:
+        """The details of the given kinds (every detail when none is given), in grading order."""
+        if self.details is None:
+            raise ValueError("this verdict was recorded without grader details; read it through contextdelta.rundir")
+        return [d for d in self.details if not kinds or d.kind in kinds]
 
     @property
     def failed_graders(self) -> list[GraderName]:

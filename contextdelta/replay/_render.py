@@ -17,7 +17,7 @@ from typing import Any
 from rich.text import Text
 
 from contextdelta.agent.records import StepRecord
-from contextdelta.grading.verdict import EventFlags, GraderName
+from contextdelta.grading import EventFlags, GraderName, describe
 from contextdelta.rundir.records import EpisodeRecord
 from contextdelta.worlds.model import MutationEvent, Outcome, ToolEvent, ToolKind
 
@@ -335,8 +335,8 @@ def render_episode(record: EpisodeRecord, *, full: bool = False) -> Text:
             None,
         ),
     )
-    for reason in verdict.reasons:
-        w.line(("why: ", "dim"), (reason, None), indent=2)
+    for detail in verdict.details_for():
+        w.line(("why: ", "dim"), (describe(detail), None), indent=2)
     if trace.error:
         w.line(("error: ", "bad"), (trace.error, None), indent=2)
     flags = {f.seq: f for f in verdict.event_flags}

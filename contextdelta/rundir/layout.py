@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from contextdelta.canonical import canonical_json
 from contextdelta.rundir.io import atomic_write_json, atomic_write_text, read_jsonl, repair_torn_tail
+from contextdelta.rundir.legacy import add_grader_details
 from contextdelta.rundir.records import (
     TASK_RESULT_COLUMNS,
     EpisodeRecord,
@@ -190,7 +191,8 @@ class RunDirectory:
 
     def read_episodes(self, *, repair: bool = False) -> list[EpisodeRecord]:
         """Every complete episode in ``raw_runs.jsonl``; a torn last line (a killed writer) is dropped, and with
-        ``repair`` also cut from the file. Any other malformed line is a RunDirectoryError naming the line."""
+        ``repair`` also cut from the file. Any other malformed line is a RunDirectoryError naming the line.
+        Records of earlier versions are brought up to date (``contextdelta.rundir.legacy``)."""
         path = self.file(RAW_RUNS)
         if not path.exists():
             raise RunDirectoryError(f"{path}: missing")
@@ -198,20 +200,43 @@ class RunDirectory:
             repair_torn_tail(path)
         records: list[EpisodeRecord] = []
         seen: set[str] = set()
+        for number, record in self._episode_lines(path):
+            if record.run_id in seen:
+                raise RunDirectoryError(f"{path}: line {number}: episode {record.run_id} appears twice")
+            seen.add(record.run_id)
+            records.append(record)
+        return self._upgraded(records)
+
+    def read_episode(self, run_id: str) -> EpisodeRecord:
+        """The episode ``run_id`` of ``raw_runs.jsonl``, validating only its line (brought up to date like
+        :meth:`read_episodes`). RunDirectoryError when the file is missing or malformed or lacks the episode."""
+        path = self.file(RAW_RUNS)
+        if not path.exists():
+            raise RunDirectoryError(f"{path}: missing")
+        for _, record in self._episode_lines(path, only=run_id):
+            return self._upgraded([record])[0]
+        raise RunDirectoryError(f"{path}: no episode {run_id!r}")
+
+    def _episode_lines(self, path: Path, only: str | None = None) -> Iterator[tuple[int, EpisodeRecord]]:
         try:
             for number, value in read_jsonl(path):
+                if only is not None and value.get("run_id") != only:
+                    continue
                 try:
-                    record = EpisodeRecord.model_validate(value)
+                    yield number, EpisodeRecord.model_validate(value)
                 except ValidationError as exc:
                     err = exc.errors(include_url=False)[0]
                     where = ".".join(str(p) for p in err["loc"])
                     raise RunDirectoryError(f"{path}: line {number}: {where}: {err['msg']}") from exc
-                if record.run_id in seen:
-                    raise RunDirectoryError(f"{path}: line {number}: episode {record.run_id} appears twice")
-                seen.add(record.run_id)
-                records.append(record)
+        except OSError as exc:
+            raise RunDirectoryError(f"{path}: {exc.strerror or exc}") from exc
         except ValueError as exc:
             if isinstance(exc, RunDirectoryError):
                 raise
             raise RunDirectoryError(str(exc)) from exc
-        return records
+
+    def _upgraded(self, records: list[EpisodeRecord]) -> list[EpisodeRecord]:
+        try:
+            return add_grader_details(records, self.file(TASKS_SNAPSHOT))
+        except ValueError as exc:
+            raise RunDirectoryError(f"{self.path}: {exc}") from exc

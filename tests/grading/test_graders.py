@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from contextdelta.grading import (
+    DetailKind,
     GraderName,
     agent_events,
     event_flags,
@@ -38,7 +39,11 @@ def test_write_after_a_hidden_change_is_stale_and_unrefreshed() -> None:
     assert not result.refresh_before_write
     assert not result.success
     assert [f.seq for f in result.event_flags if f.stale] == [2]
-    assert any("no_stale_action" in reason and "version 2" in reason for reason in result.reasons)
+    (stale,) = [d for d in result.details_for(DetailKind.STALE_WRITE)]
+    assert (stale.seq, stale.tool, stale.resource) == (2, "issue_refund", "order/order/A-1")
+    assert (stale.version_seen, stale.version_at_execution, stale.observation_seq) == (1, 2, 0)
+    (refresh,) = result.details_for(DetailKind.MISSED_REFRESH)
+    assert (refresh.seq, refresh.mutation_ids, refresh.observation_seq) == (2, ["colleague-refund"], 0)
 
 
 def test_reading_again_before_the_write_clears_stale_and_refresh() -> None:
@@ -159,9 +164,24 @@ def test_end_state_checks_predicates_and_untouched_resources() -> None:
     assert run(task, [REFUND_A1]).end_state
     missed = run(task, [READ_A1])
     assert not missed.end_state and not missed.success
-    assert any("refunded_cents eq 1000 is false (actual: 0)" in reason for reason in missed.reasons)
+    (predicate,) = missed.details_for()
+    assert predicate.kind is DetailKind.PREDICATE_FAILED and predicate.grader is GraderName.END_STATE
+    assert (predicate.resource, predicate.predicate_index, predicate.field, predicate.op) == (
+        "order/order/A-1",
+        0,
+        "refunded_cents",
+        "eq",
+    )
+    assert (predicate.expected, predicate.actual, predicate.actual_missing, predicate.seq) == (1000, 0, False, None)
     touched = run(task, [REFUND_A1, ("add_order_note", {"order_id": "A-2", "text": "hi"})])
     assert not touched.end_state
+    (write,) = touched.details_for()
+    assert (write.kind, write.seq, write.tool, write.resources) == (
+        DetailKind.UNCHANGED_WRITTEN,
+        1,
+        "add_order_note",
+        ["order/order/A-2"],
+    )
 
 
 def test_another_actor_may_change_an_untouched_resource() -> None:

@@ -39,8 +39,22 @@ st.dataframe(
     [{name: ("N/A" if passed is None else ("pass" if passed else "FAIL")) for name, passed in timeline.graders}],
     hide_index=True,
 )
-for reason in timeline.reasons:
-    st.markdown(f"- {reason}")
+if timeline.details:
+    st.dataframe(
+        [
+            {
+                "grader": d.grader,
+                "call": d.call,
+                "resource": d.resource,
+                "expected": d.expected,
+                "actual": d.actual,
+                "versions": d.versions,
+                "why": d.related,
+            }
+            for d in timeline.details
+        ],
+        hide_index=True,
+    )
 attribution = timeline.attribution
 if attribution is not None:
     chain = "\n".join(f"{n}. {link}" for n, link in enumerate(attribution.chain, 1))
