@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from contextdelta import __version__
+from contextdelta.settings import Settings, SettingsError, load_settings
 from contextdelta.worlds import WORLDS, ProtectionMode, ToolKind
 
 app = typer.Typer(
@@ -37,6 +38,15 @@ def _root(
     ] = False,
 ) -> None:
     """Benchmark whether agents act on stale state under reduced context."""
+    _settings()  # an invalid setting is a one-line error (exit 2) for every command, before it starts
+
+
+def _settings() -> Settings:
+    """The settings (environment and ``.env``); an invalid value exits 2 with a one-line error naming it."""
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        raise _fail(str(exc), 2) from None
 
 
 @app.command("tools")
@@ -168,7 +178,10 @@ def run_benchmark_command(
     if not no_store:  # the run directory stays the source of truth; the store gets a copy of each episode
         from contextdelta.store import StoreRecorder
 
-        store = StoreRecorder.open(database_url, lambda text: err.print(f"[yellow]warning:[/yellow] {text}"))
+        store = StoreRecorder.open(
+            database_url or _settings().database_url_for(results_dir),
+            lambda text: err.print(f"[yellow]warning:[/yellow] {text}"),
+        )
         if store is not None:
             recorders.append(store)
     display = None if quiet else ProgressDisplay(err)
@@ -219,21 +232,21 @@ def _fail(message: str, code: int) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _open_store(database_url: str | None) -> object:
+def _open_store(database_url: str | None, results_dir: Path | None = None) -> object:
+    """The trace store at ``database_url``, else CONTEXTDELTA_DATABASE_URL, else in the results folder in use."""
     from contextdelta.store import StoreError, open_store
 
     try:
-        return open_store(database_url)
+        return open_store(database_url or _settings().database_url_for(results_dir))
     except StoreError as exc:
         raise _fail(str(exc), 1) from None
 
 
 def _run_directory(run_id: str, results_dir: Path | None) -> Path:
     from contextdelta.rundir.ids import RunIdError, run_dir
-    from contextdelta.settings import Settings
 
     try:
-        return run_dir(results_dir or Path(Settings().results_dir), run_id)
+        return run_dir(results_dir or Path(_settings().results_dir), run_id)
     except RunIdError as exc:
         raise _fail(str(exc), 2) from None
 
@@ -272,10 +285,9 @@ ColorOption = Annotated[
 @db_app.command("upgrade")
 def db_upgrade_command(database_url: DatabaseUrlOption = None) -> None:
     """Apply the migrations (fresh, unversioned or older databases are upgraded in place; rows are kept)."""
-    from contextdelta.settings import Settings
     from contextdelta.store import StoreError, redact_database_url, upgrade_database
 
-    url = database_url or Settings().database_url
+    url = database_url or _settings().database_url_for()
     try:
         report = upgrade_database(url)
     except StoreError as exc:
@@ -298,7 +310,7 @@ def db_import_command(
     from contextdelta.store import Store
 
     path = _run_directory(run_id, results_dir)
-    store = _open_store(database_url)
+    store = _open_store(database_url, results_dir)
     assert isinstance(store, Store)
     try:
         report = store.import_run(RunDirectory(path))
@@ -471,16 +483,15 @@ def serve_command(
     token: Annotated[
         str | None,
         typer.Option(
-            envvar="CONTEXTDELTA_PROXY_TOKEN",
-            help="Require 'Authorization: Bearer TOKEN' from clients (env CONTEXTDELTA_PROXY_TOKEN).",
+            help="Require 'Authorization: Bearer TOKEN' from clients (default CONTEXTDELTA_PROXY_TOKEN).",
             show_default=False,
         ),
     ] = None,
     upstream_api_key: Annotated[
         str | None,
         typer.Option(
-            envvar="CONTEXTDELTA_UPSTREAM_API_KEY",
-            help="Key sent upstream (default CONTEXTDELTA_API_KEY / OPENAI_API_KEY; none: the client's own header).",
+            help="Key sent upstream (default CONTEXTDELTA_UPSTREAM_API_KEY, else CONTEXTDELTA_API_KEY / "
+            "OPENAI_API_KEY; none: the client's own header).",
             show_default=False,
         ),
     ] = None,
@@ -494,14 +505,16 @@ def serve_command(
     from types import FrameType
 
     from contextdelta.proxy import ProxyConfig, RecordingProxy
-    from contextdelta.settings import Settings
     from contextdelta.store import Store
 
-    settings = Settings()
+    settings = _settings()
     upstream = upstream or settings.base_url
     if not upstream:
         raise _fail("no upstream: pass --upstream URL or set CONTEXTDELTA_BASE_URL", 2)
-    key = upstream_api_key or (settings.api_key.get_secret_value() if settings.api_key else None)
+    if token is None and settings.proxy_token is not None:
+        token = settings.proxy_token.get_secret_value()
+    secret = settings.upstream_api_key or settings.effective_api_key
+    key = upstream_api_key or (secret.get_secret_value() if secret else None)
     store = _open_store(database_url)
     assert isinstance(store, Store)
     try:
@@ -553,10 +566,10 @@ def dashboard_command(
     import os
 
     from contextdelta.dashboard.launch import exec_streamlit, streamlit_command, streamlit_env
-    from contextdelta.settings import Settings
     from contextdelta.store import Store
 
-    folder = results_dir or Path(Settings().results_dir)
+    folder = results_dir or Path(_settings().results_dir)
+    database_url = database_url or _settings().database_url_for(folder)
     store = _open_store(database_url)  # applies the migrations before the app starts
     assert isinstance(store, Store)
     store.close()

@@ -1,37 +1,124 @@
-"""Configuration from the environment and ``.env`` (SPEC section 2). Command-line flags override it."""
+"""Configuration from the environment and ``.env`` (SPEC section 2). Command-line flags override it.
+
+Every setting the product reads is a field of :class:`Settings` and is read the same way from the process
+environment and from ``.env`` in the current folder (the environment wins). An empty value means *unset*, so the
+``CONTEXTDELTA_API_KEY=`` line of a copied ``.env.example`` does not hide ``OPENAI_API_KEY``. An invalid value is
+a :class:`SettingsError` whose one-line message names the variable and the form it expects; the command line
+turns it into exit 2 before any command runs. ``.env.example`` lists every field (a test compares the two).
+"""
 
 from __future__ import annotations
 
-import os
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "CONTEXTDELTA_"
+DATABASE_FILE = "contextdelta.db"
+"""The trace store's SQLite file inside the results folder, when ``CONTEXTDELTA_DATABASE_URL`` is unset."""
+
+
+class SettingsError(ValueError):
+    """A setting with an invalid value (or an unreadable ``.env``); the message is one line naming the variable."""
 
 
 class Settings(BaseSettings):
-    """Every setting ContextDelta reads; documented in ``.env.example``."""
+    """Every setting ContextDelta reads; documented in ``.env.example``. Prefer :func:`load_settings`."""
 
-    model_config = SettingsConfigDict(env_prefix="CONTEXTDELTA_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_file=".env",
+        env_file_encoding="utf-8",
+        env_ignore_empty=True,
+        extra="ignore",
+    )
 
-    base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
-    model: str | None = Field(default=None, description="Model name sent to the endpoint.")
-    api_key: SecretStr | None = Field(default=None, description="API key; falls back to OPENAI_API_KEY.")
-    summary_model: str | None = Field(default=None, description="Model for semantic_summary; default: model.")
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    seed: int = 0
-    database_url: str = "sqlite:///results/contextdelta.db"
-    results_dir: str = "results"
+    base_url: str | None = Field(
+        default=None, description="an OpenAI-compatible endpoint URL, e.g. http://127.0.0.1:8000/v1"
+    )
+    model: str | None = Field(default=None, description="the model name sent to the endpoint")
+    api_key: SecretStr | None = Field(default=None, description="the endpoint's API key (default: OPENAI_API_KEY)")
+    openai_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias="OPENAI_API_KEY",
+        description="used as the API key when CONTEXTDELTA_API_KEY is unset",
+    )
+    summary_model: str | None = Field(
+        default=None, description="the model that writes semantic_summary summaries (default: the agent model)"
+    )
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0, description="a sampling temperature from 0 to 2")
+    seed: int = Field(default=0, description="an integer run seed")
+    database_url: str | None = Field(
+        default=None,
+        description="a SQLAlchemy URL of the trace store (default: sqlite:///<results dir>/contextdelta.db)",
+    )
+    results_dir: str = Field(default="results", min_length=1, description="a folder for run directories")
+    proxy_token: SecretStr | None = Field(
+        default=None, description="the bearer token `contextdelta serve` requires from its clients"
+    )
+    upstream_api_key: SecretStr | None = Field(
+        default=None, description="the key `contextdelta serve` sends upstream (default: the API key)"
+    )
+    model_cache: str | None = Field(
+        default=None,
+        description="a folder for the assembled local model file (default: $XDG_CACHE_HOME/contextdelta/models)",
+    )
 
-    @model_validator(mode="after")
-    def _fallbacks(self) -> Settings:
-        if self.api_key is None and os.environ.get("OPENAI_API_KEY"):
-            self.api_key = SecretStr(os.environ["OPENAI_API_KEY"])
-        return self
+    @property
+    def effective_api_key(self) -> SecretStr | None:
+        """``CONTEXTDELTA_API_KEY``, else ``OPENAI_API_KEY``, else None (whichever file or variable set them)."""
+        return self.api_key or self.openai_api_key
 
     @property
     def effective_summary_model(self) -> str | None:
         return self.summary_model or self.model
+
+    def database_url_for(self, results_dir: Path | str | None = None) -> str:
+        """The trace store URL: ``CONTEXTDELTA_DATABASE_URL``, else a SQLite file in the results folder in use
+        (``results_dir``, or ``CONTEXTDELTA_RESULTS_DIR``)."""
+        if self.database_url:
+            return self.database_url
+        folder = Path(results_dir if results_dir is not None else self.results_dir)
+        return f"sqlite:///{folder / DATABASE_FILE}"
+
+
+def env_name(field: str) -> str:
+    """The environment variable (and ``.env`` key) of a :class:`Settings` field."""
+    alias = Settings.model_fields[field].validation_alias
+    return alias if isinstance(alias, str) else f"{ENV_PREFIX}{field.upper()}"
+
+
+def setting_names() -> list[str]:
+    """Every variable :class:`Settings` reads, in field order (what ``.env.example`` must list)."""
+    return [env_name(name) for name in Settings.model_fields]
+
+
+def load_settings(env_file: Path | str | None = ".env") -> Settings:
+    """The settings from the environment and ``env_file``; raises :class:`SettingsError` with a one-line message
+    naming the variable, the value (never for a secret) and the expected form."""
+    try:
+        return Settings(_env_file=env_file)  # type: ignore[call-arg]
+    except ValidationError as exc:
+        raise SettingsError(_describe(exc)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"cannot read the settings file {env_file}: {exc}") from None
+
+
+def _describe(exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors(include_url=False):
+        loc = str(error["loc"][0]) if error["loc"] else ""
+        field = next((n for n in Settings.model_fields if n == loc or env_name(n) == loc), None)
+        if field is None:
+            problems.append(f"{loc}: {error['msg']}")
+            continue
+        info = Settings.model_fields[field]
+        secret = info.annotation is not None and "SecretStr" in str(info.annotation)
+        shown = "" if secret else f"={error.get('input')!r}"
+        problems.append(f"{env_name(field)}{shown} is invalid ({error['msg']}); expected {info.description}")
+    return "; ".join(problems)
 
 
 def redact_url(url: str | None) -> str | None:

@@ -77,9 +77,9 @@ def resolve_results_dir(argv: Sequence[str], environ: Mapping[str, str]) -> Path
         return given
     if environ.get("CONTEXTDELTA_RESULTS_DIR"):
         return Path(environ["CONTEXTDELTA_RESULTS_DIR"])
-    from contextdelta.settings import Settings
+    from contextdelta.settings import load_settings
 
-    return Path(Settings().results_dir)
+    return Path(load_settings().results_dir)
 
 
 def exec_streamlit(command: Sequence[str], env: Mapping[str, str]) -> None:

@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 CHUNK_BYTES = 8 * 1024 * 1024
 CACHE_ENV = "CONTEXTDELTA_MODEL_CACHE"
+"""The setting (``Settings.model_cache``, read from the environment or ``.env``) naming the cache folder."""
 
 PartLocator = Callable[[LocalModelSpec, int], Path | None]
 """Where part ``index`` (1-based) of a model is installed, or None when it is not."""
@@ -65,7 +66,9 @@ class ModelIntegrityError(LocalModelError):
 
 def default_cache_dir() -> Path:
     """``$CONTEXTDELTA_MODEL_CACHE``, else ``$XDG_CACHE_HOME/contextdelta/models``, else ``~/.cache/...``."""
-    configured = os.environ.get(CACHE_ENV)
+    from contextdelta.settings import load_settings
+
+    configured = load_settings().model_cache
     if configured:
         return Path(configured).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")

@@ -46,7 +46,9 @@ RUNTIME_PACKAGES = ("llama-cpp-python", "fastapi", "uvicorn")
 ModelOption = Annotated[str, typer.Option("--model", help=f"Which pinned model: {', '.join(sorted(LOCAL_MODELS))}.")]
 CacheOption = Annotated[
     Path | None,
-    typer.Option("--cache-dir", envvar=CACHE_ENV, help="Where the assembled model file is kept.", show_default=False),
+    typer.Option(
+        "--cache-dir", help=f"Where the assembled model file is kept (default {CACHE_ENV}).", show_default=False
+    ),
 ]
 
 

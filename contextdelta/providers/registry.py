@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from contextdelta.providers.base import ChatProvider
-from contextdelta.settings import Settings
+from contextdelta.settings import Settings, load_settings
 
 ProviderFactory = Callable[..., ChatProvider]
 """Builds a provider from ``(settings, **overrides)``."""
@@ -38,7 +38,7 @@ def create_provider(settings: Settings | None = None, *, kind: str = "openai", *
     factory = _FACTORIES.get(kind)
     if factory is None:
         raise ProviderConfigError(f"unknown provider kind {kind!r}; known kinds: {', '.join(provider_kinds())}")
-    return factory(settings if settings is not None else Settings(), **overrides)
+    return factory(settings if settings is not None else load_settings(), **overrides)
 
 
 def _openai_factory(settings: Settings, **overrides: Any) -> ChatProvider:
@@ -47,7 +47,7 @@ def _openai_factory(settings: Settings, **overrides: Any) -> ChatProvider:
     options: dict[str, Any] = {
         "base_url": settings.base_url,
         "model": settings.model,
-        "api_key": settings.api_key,
+        "api_key": settings.effective_api_key,
         "temperature": settings.temperature,
         "seed": settings.seed,
     }

@@ -35,7 +35,7 @@ from contextdelta.runner.plan import episode_seed, order_seed
 from contextdelta.runner.prepare import RunPlan, plan_run
 from contextdelta.runner.provenance import environment
 from contextdelta.runner.request import BenchmarkRequest
-from contextdelta.settings import Settings
+from contextdelta.settings import Settings, load_settings
 
 
 @dataclass
@@ -236,7 +236,7 @@ def run_benchmark(
     display, an export). ``provider`` replaces the one built from the request (library use; mock providers are
     refused either way); ``executor`` replaces the in-process one.
     """
-    plan = plan_run(request, settings or Settings(), provider)
+    plan = plan_run(request, settings or load_settings(), provider)
     run = open_run(plan, recorders)
     try:
         execute(run, executor)

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from contextdelta.rundir.layout import RunDirectory
 from contextdelta.rundir.recorder import RunEnd, RunStart
 from contextdelta.rundir.records import EpisodeRecord, RunManifest
-from contextdelta.settings import Settings
+from contextdelta.settings import load_settings
 from contextdelta.store._engine import READ_ONLY, create_store_engine, redact_database_url
 from contextdelta.store._ingest import Attributor, failure_attribution, upsert_episode, upsert_run_group
 from contextdelta.store._migrate import UpgradeReport, upgrade_database
@@ -82,7 +82,7 @@ class Store:
         cls, url: str | None = None, *, upgrade: bool = True, attributor: Attributor | None = failure_attribution
     ) -> Store:
         """Open the store at ``url`` (default: ``CONTEXTDELTA_DATABASE_URL``), migrated to head unless told not to."""
-        url = url or Settings().database_url
+        url = url or load_settings().database_url_for()
         report = upgrade_database(url) if upgrade else None
         store = cls(create_store_engine(url), attributor=attributor)
         store.upgrade = report

@@ -267,13 +267,16 @@ def test_cli_serve_prints_ready_records_and_stops_on_sigterm(oracle_url: str, tm
     import sys
 
     url = f"sqlite:///{tmp_path / 'proxy.db'}"
-    env = {**os.environ, "CONTEXTDELTA_PROXY_TOKEN": "cli-token-0123456789"}
+    # the token comes from .env in the working folder, read like every other setting (SPEC section 2)
+    (tmp_path / ".env").write_text("CONTEXTDELTA_PROXY_TOKEN=cli-token-0123456789\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "CONTEXTDELTA_PROXY_TOKEN"}
     process = subprocess.Popen(
         [sys.executable, "-m", "contextdelta", "serve", "--upstream", oracle_url, "--port", "0", "--database-url", url],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        cwd=tmp_path,
     )
     try:
         assert process.stdout is not None
@@ -281,6 +284,9 @@ def test_cli_serve_prints_ready_records_and_stops_on_sigterm(oracle_url: str, tm
         assert ready.startswith("ready port="), ready
         fields = dict(part.split("=", 1) for part in ready.split()[1:])
         assert fields["base_url"].startswith("http://127.0.0.1:") and fields["upstream"] == oracle_url
+        stranger = openai.OpenAI(base_url=fields["base_url"], api_key="not-the-token", max_retries=0)
+        with pytest.raises(openai.AuthenticationError):
+            stranger.models.list()
         client = openai.OpenAI(base_url=fields["base_url"], api_key="cli-token-0123456789", max_retries=0)
         assert [m.id for m in client.models.list().data] == ["scripted-oracle"]
     finally:

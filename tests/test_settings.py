@@ -1,0 +1,158 @@
+"""Settings (SPEC section 2): every setting read alike from .env and the environment, empty means unset, an invalid
+value is a one-line error (exit 2) for every command, and .env.example lists exactly the settings model."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from contextdelta.cli import app
+from contextdelta.settings import Settings, SettingsError, env_name, load_settings, setting_names
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+# one valid, non-default value per setting: a new setting without one here fails the test below
+SAMPLES: dict[str, tuple[str, object]] = {
+    "base_url": ("http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1"),
+    "model": ("m-1", "m-1"),
+    "api_key": ("sk-test-1", "sk-test-1"),
+    "openai_api_key": ("sk-test-2", "sk-test-2"),
+    "summary_model": ("m-2", "m-2"),
+    "temperature": ("0.7", 0.7),
+    "seed": ("42", 42),
+    "database_url": ("sqlite:///x.db", "sqlite:///x.db"),
+    "results_dir": ("elsewhere", "elsewhere"),
+    "proxy_token": ("tok-1", "tok-1"),
+    "upstream_api_key": ("sk-up", "sk-up"),
+    "model_cache": ("/tmp/models", "/tmp/models"),
+}
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in setting_names():
+        monkeypatch.delenv(name, raising=False)
+
+
+def value(settings: Settings, field: str) -> object:
+    raw = getattr(settings, field)
+    return raw.get_secret_value() if hasattr(raw, "get_secret_value") else raw
+
+
+def test_env_example_lists_exactly_the_settings_model() -> None:
+    text = (ROOT / ".env.example").read_text(encoding="utf-8")
+    listed = re.findall(r"^#?\s*([A-Z][A-Z0-9_]*)=", text, flags=re.MULTILINE)
+    assert sorted(listed) == sorted(setting_names())
+    assert len(listed) == len(set(listed))
+
+
+def test_every_setting_has_a_sample_value() -> None:
+    assert sorted(SAMPLES) == sorted(Settings.model_fields)
+
+
+@pytest.mark.parametrize("field", sorted(SAMPLES))
+def test_every_setting_is_read_alike_from_env_file_and_environment(
+    field: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    raw, expected = SAMPLES[field]
+    env_file = tmp_path / ".env"
+    env_file.write_text(f"{env_name(field)}={raw}\n", encoding="utf-8")
+    assert value(load_settings(env_file), field) == expected
+    monkeypatch.setenv(env_name(field), raw)
+    assert value(load_settings(None), field) == expected
+
+
+@pytest.mark.parametrize("field", sorted(SAMPLES))
+def test_an_empty_value_means_unset(field: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text(f"{env_name(field)}=\n", encoding="utf-8")
+    default = Settings.model_fields[field].default
+    assert value(load_settings(env_file), field) == default
+    monkeypatch.setenv(env_name(field), "")
+    assert value(load_settings(None), field) == default
+
+
+def test_a_copied_env_example_does_not_hide_openai_api_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text((ROOT / ".env.example").read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-shell")
+    key = load_settings(env_file).effective_api_key
+    assert key is not None and key.get_secret_value() == "sk-from-the-shell"
+    monkeypatch.setenv("CONTEXTDELTA_API_KEY", "sk-own")  # the product's own variable wins
+    key = load_settings(env_file).effective_api_key
+    assert key is not None and key.get_secret_value() == "sk-own"
+
+
+def test_the_trace_store_defaults_to_the_results_folder_in_use(tmp_path: Path) -> None:
+    settings = load_settings(None)
+    assert settings.database_url_for(tmp_path / "r") == f"sqlite:///{tmp_path / 'r' / 'contextdelta.db'}"
+    assert settings.database_url_for() == "sqlite:///results/contextdelta.db"
+    assert Settings(database_url="sqlite:///a.db").database_url_for(tmp_path) == "sqlite:///a.db"
+
+
+@pytest.mark.parametrize(
+    ("variable", "raw", "expected"),
+    [
+        ("CONTEXTDELTA_SEED", "abc", "an integer run seed"),
+        ("CONTEXTDELTA_TEMPERATURE", "5", "a sampling temperature from 0 to 2"),
+        ("CONTEXTDELTA_TEMPERATURE", "warm", "a sampling temperature from 0 to 2"),
+    ],
+)
+def test_an_invalid_value_names_the_variable_and_the_expected_form(
+    variable: str, raw: str, expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / ".env").write_text(f"{variable}={raw}\n", encoding="utf-8")
+    with pytest.raises(SettingsError) as caught:
+        load_settings(tmp_path / ".env")
+    message = str(caught.value)
+    assert "\n" not in message and variable in message and repr(raw) in message and expected in message
+
+
+def test_a_secret_is_never_echoed_in_a_settings_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONTEXTDELTA_API_KEY", "sk-secret-value")
+    monkeypatch.setenv("CONTEXTDELTA_SEED", "x")
+    with pytest.raises(SettingsError) as caught:
+        load_settings(None)
+    assert "sk-secret-value" not in str(caught.value)
+
+
+def _command_paths() -> list[list[str]]:
+    """Every leaf command of the CLI, as the words that invoke it."""
+    paths: list[list[str]] = []
+
+    def walk(command: Any, prefix: list[str]) -> None:
+        if hasattr(command, "commands"):  # a group (typer ships its own click)
+            for name, sub in command.commands.items():
+                walk(sub, [*prefix, name])
+        else:
+            paths.append(prefix)
+
+    walk(typer.main.get_command(app), [])
+    return paths
+
+
+@pytest.mark.parametrize("words", _command_paths(), ids=lambda words: " ".join(words))
+def test_every_command_refuses_an_invalid_setting_in_one_line_with_exit_2(
+    words: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("CONTEXTDELTA_SEED=abc\n", encoding="utf-8")
+    result = runner.invoke(app, [*words, "x"] if words[-1] in {"report", "verify"} else words)
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "CONTEXTDELTA_SEED='abc'" in lines[0] and "Traceback" not in result.stderr
+
+
+def test_the_model_cache_is_read_from_env_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextdelta.local_model import default_cache_dir
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text(f"CONTEXTDELTA_MODEL_CACHE={tmp_path / 'models'}\n", encoding="utf-8")
+    assert default_cache_dir() == tmp_path / "models"
