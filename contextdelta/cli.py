@@ -106,7 +106,11 @@ def _csv(value: str | None) -> list[str] | None:
 def run_benchmark_command(
     tasks: Annotated[Path, typer.Option("--tasks", help="Task directory (tasks/<world>/<id>.yaml).")] = Path("tasks"),
     strategies: Annotated[
-        str | None, typer.Option(help="Comma-separated: full_history,last_n,semantic_summary,typed_state_digest.")
+        str | None,
+        typer.Option(
+            help="Comma-separated: full_history,last_n,semantic_summary,typed_state_digest,tool_result_clearing,"
+            "token_budget_trim (default: all of them)."
+        ),
     ] = None,
     protection_modes: Annotated[
         str | None, typer.Option(help="Comma-separated: unprotected,freshness_contract.")
@@ -131,8 +135,15 @@ def run_benchmark_command(
     max_episode_cost_usd: Annotated[float | None, typer.Option(help="Stop an episode at this cost.")] = None,
     price_table: Annotated[Path | None, typer.Option(help="JSON price table overriding the built-in one.")] = None,
     last_n: Annotated[int | None, typer.Option(help="last_n: tool groups kept (default 3).")] = None,
-    summary_trigger: Annotated[int | None, typer.Option(help="Summary/digest after this many groups (6).")] = None,
-    summary_keep: Annotated[int | None, typer.Option(help="Groups kept verbatim after a summary/digest (3).")] = None,
+    summary_trigger: Annotated[
+        int | None, typer.Option(help="Summary/digest/tool-result clearing after this many groups (6).")
+    ] = None,
+    summary_keep: Annotated[
+        int | None, typer.Option(help="Groups kept verbatim after a summary/digest; tool results kept by clearing (3).")
+    ] = None,
+    token_budget: Annotated[
+        int | None, typer.Option(help="token_budget_trim: prompt tokens the kept history may take (1200).")
+    ] = None,
     resume: Annotated[str | None, typer.Option(help="Continue run RUN_ID: run only its missing episodes.")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar (for CI).")] = False,
     database_url: Annotated[
@@ -170,6 +181,7 @@ def run_benchmark_command(
         last_n=last_n,
         summary_trigger=summary_trigger,
         summary_keep=summary_keep,
+        token_budget=token_budget,
         resume=resume,
     )
     err = Console(stderr=True)

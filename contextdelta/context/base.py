@@ -188,9 +188,26 @@ class TransformResult(BaseModel):
 
 @runtime_checkable
 class ContextStrategy(Protocol):
-    """Turns the canonical history into the messages sent to the model at one step."""
+    """Turns the canonical history into the messages sent to the model at one step.
+
+    This is the public interface of every context strategy, built-in or plug-in (see
+    ``contextdelta.context.registry`` for how plug-ins are found). An implementation declares:
+
+    - ``name``: lowercase letters, digits and ``_`` (it becomes part of episode run ids);
+    - ``deterministic``: True when ``transform`` is a pure function of the history (and of the
+      :class:`EpisodeContext`), so that ``verify`` re-derives every step's context and compares it byte for byte;
+      False when it calls a model or anything else outside the history (its recorded contexts are then checked
+      for consistency, not re-derived);
+    - ``params``: its configuration as plain JSON data, and ``config_hash`` over name and params;
+    - ``for_episode``: a fresh copy bound to one episode (no state shared between episodes);
+    - ``transform``: the messages to send. It must keep the two pinned messages first and never orphan a tool
+      call or result (the agent loop checks this and ends the episode as ``harness_error`` otherwise).
+
+    Subclassing :class:`StrategyBase` provides ``params``, ``config_hash`` and ``for_episode``.
+    """
 
     name: str
+    deterministic: bool
 
     @property
     def params(self) -> dict[str, Any]:
@@ -212,9 +229,14 @@ class ContextStrategy(Protocol):
 
 
 class StrategyBase(ABC):
-    """Shared plumbing: name, parameters, configuration hash and per-episode copies."""
+    """Shared plumbing: name, parameters, configuration hash and per-episode copies.
+
+    A subclass sets the class attributes ``name`` and ``deterministic`` (left undeclared here on purpose: a
+    strategy must state whether verify can re-derive its contexts) and implements ``transform``.
+    """
 
     name: str = ""
+    deterministic: bool
 
     def __init__(self) -> None:
         self.episode = EpisodeContext()

@@ -11,6 +11,7 @@ class FullHistory(StrategyBase):
     """Everything, unchanged (the reference condition)."""
 
     name = "full_history"
+    deterministic = True
 
     async def transform(self, history: Sequence[Message]) -> TransformResult:
         """The history as it is (checked to be well formed)."""

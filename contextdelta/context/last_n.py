@@ -25,6 +25,7 @@ class LastN(StrategyBase):
     """System prompt, instruction, and the last ``n`` tool groups."""
 
     name = "last_n"
+    deterministic = True
 
     def __init__(self, n: int = 3) -> None:
         super().__init__()

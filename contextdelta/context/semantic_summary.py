@@ -65,6 +65,7 @@ class SemanticSummary(StrategyBase):
     """Pinned messages, a model-written summary of the evicted groups, and the last ``keep`` groups verbatim."""
 
     name = "semantic_summary"
+    deterministic = False
 
     def __init__(self, provider: ChatProvider, *, model: str | None = None, trigger: int = 6, keep: int = 3) -> None:
         super().__init__()

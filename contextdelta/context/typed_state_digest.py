@@ -42,6 +42,7 @@ class TypedStateDigest(StrategyBase):
     """Pinned messages, a typed digest of the evicted groups, and the last ``keep`` groups verbatim."""
 
     name = "typed_state_digest"
+    deterministic = True
 
     def __init__(self, trigger: int = 6, keep: int = 3) -> None:
         super().__init__()

@@ -51,7 +51,9 @@ def _setup(manifest: RunManifest, records: Sequence[EpisodeRecord], metrics: Agg
             "strategies",
             ", ".join(manifest.strategies)
             + f" (last_n n={params.last_n}; summary/digest trigger {params.summary_trigger}, "
-            f"keep {params.summary_keep})",
+            f"keep {params.summary_keep}"
+            + (f"; token budget {params.token_budget}" if "token_budget_trim" in manifest.strategies else "")
+            + ")",
         ),
         ("protection modes", ", ".join(manifest.protection_modes)),
         ("repeats", manifest.repeats),

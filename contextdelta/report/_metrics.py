@@ -39,6 +39,8 @@ from contextdelta.stats import (
 METRICS_SCHEMA_VERSION = 1
 BASELINE_STRATEGY = "full_history"
 REDUCED_STRATEGIES = ("last_n", "semantic_summary", "typed_state_digest")
+"""The reduced strategies every run's RQ1/RQ3 families plan (listed as not run when absent). Any other strategy
+a run has (``tool_result_clearing``, ``token_budget_trim``, plug-ins) joins the families when it ran."""
 PROTECTION_MODES = ("unprotected", "freshness_contract")
 
 RATE_METRICS: dict[str, str] = {
@@ -320,15 +322,25 @@ def _family(
     )
 
 
-def _planned_questions() -> dict[str, list[tuple[str, str, ConditionKey, ConditionKey]]]:
+def reduced_strategies(run_strategies: Sequence[str]) -> list[str]:
+    """The strategies compared with full_history: the planned three, then the run's other strategies in order."""
+    extra = [s for s in run_strategies if s not in REDUCED_STRATEGIES and s != BASELINE_STRATEGY]
+    return [*REDUCED_STRATEGIES, *extra]
+
+
+def _planned_questions(
+    run_strategies: Sequence[str],
+) -> dict[str, list[tuple[str, str, ConditionKey, ConditionKey]]]:
     def key(strategy: str, mode: str) -> ConditionKey:
         return ConditionKey(strategy=strategy, protection_mode=mode)
+
+    reduced = reduced_strategies(run_strategies)
 
     return {
         "RQ1": [
             (f"{s} vs {BASELINE_STRATEGY} ({m})", "stale_action", key(s, m), key(BASELINE_STRATEGY, m))
             for m in PROTECTION_MODES
-            for s in REDUCED_STRATEGIES
+            for s in reduced
         ],
         "RQ2": [
             (
@@ -347,7 +359,7 @@ def _planned_questions() -> dict[str, list[tuple[str, str, ConditionKey, Conditi
                 key(s, "freshness_contract"),
                 key(s, "unprotected"),
             )
-            for s in (BASELINE_STRATEGY, *REDUCED_STRATEGIES)
+            for s in (BASELINE_STRATEGY, *reduced)
         ],
     }
 
@@ -410,7 +422,10 @@ def compute_metrics(
             )
         )
     reductions = _token_reduction(keys, samples, params)
-    questions = [_family(qid, planned, samples, estimates, params) for qid, planned in _planned_questions().items()]
+    questions = [
+        _family(qid, planned, samples, estimates, params)
+        for qid, planned in _planned_questions(manifest.strategies).items()
+    ]
     terminations = Counter(r.trace.termination.value for r in records)
     return AggregateMetrics(
         run_group_id=manifest.run_group_id,

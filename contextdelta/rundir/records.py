@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from contextdelta.agent.records import EpisodeTrace, TerminationReason
+from contextdelta.context import DEFAULT_TOKEN_BUDGET
 from contextdelta.grading.verdict import Verdict
 
 RECORD_SCHEMA_VERSION = 1
@@ -54,6 +55,7 @@ class StrategyParams(BaseModel):
     last_n: int = Field(default=3, ge=1)
     summary_trigger: int = Field(default=6, ge=1)
     summary_keep: int = Field(default=3, ge=1)
+    token_budget: int = Field(default=DEFAULT_TOKEN_BUDGET, ge=1, description="token_budget_trim: prompt tokens.")
 
 
 class ProviderInfo(BaseModel):

@@ -53,6 +53,7 @@ class InProcessExecutor:
                 last_n=params.last_n,
                 summary_trigger=params.summary_trigger,
                 summary_keep=params.summary_keep,
+                token_budget=params.token_budget,
                 summary_provider=provider,
                 summary_model=summary_model,
             )

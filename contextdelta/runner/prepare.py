@@ -18,7 +18,7 @@ import anyio
 
 from contextdelta.agent import SYSTEM_PROMPT_VERSION, initial_messages, system_prompt_sha256
 from contextdelta.canonical import content_hash
-from contextdelta.context import STRATEGY_NAMES
+from contextdelta.context import DEFAULT_TOKEN_BUDGET, STRATEGY_NAMES
 from contextdelta.providers import ChatProvider, ProviderConfigError, Usage, create_provider
 from contextdelta.rundir.ids import RunIdError, run_dir, validate_run_id
 from contextdelta.rundir.layout import RunDirectory, RunDirectoryError
@@ -168,6 +168,7 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
             last_n=request.last_n or manifest.strategy_params.last_n,
             summary_trigger=request.summary_trigger or manifest.strategy_params.summary_trigger,
             summary_keep=request.summary_keep or manifest.strategy_params.summary_keep,
+            token_budget=request.token_budget or manifest.strategy_params.token_budget,
         )
         return Matrix(
             tasks,
@@ -195,6 +196,7 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
             last_n=request.last_n or 3,
             summary_trigger=request.summary_trigger or 6,
             summary_keep=request.summary_keep or 3,
+            token_budget=request.token_budget or DEFAULT_TOKEN_BUDGET,
         )
     except ValueError as exc:
         raise BenchmarkError(f"strategy parameters: {exc}") from exc

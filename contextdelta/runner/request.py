@@ -48,4 +48,5 @@ class BenchmarkRequest(BaseModel):
     last_n: int | None = None
     summary_trigger: int | None = None
     summary_keep: int | None = None
+    token_budget: int | None = None
     resume: str | None = None

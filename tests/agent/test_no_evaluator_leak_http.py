@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from contextdelta.context import STRATEGY_NAMES
 from contextdelta.runner import BenchmarkRequest, run_benchmark
 from contextdelta.testing.app import ScriptedServer
 
@@ -57,7 +58,7 @@ def test_no_marker_reaches_any_request_body(tmp_path: Path) -> None:
                 )
             )
             bodies = list(server.received or [])
-        assert outcome.manifest.counts.finished == 24 * 4 * 2
+        assert outcome.manifest.counts.finished == 24 * len(STRATEGY_NAMES) * 2
         assert len(bodies) > 24 * 8 * 4
         summary_requests = [b for b in bodies if b"ContextDelta summary prompt" in b]
         assert summary_requests, "semantic_summary requests must be covered too"

@@ -363,7 +363,7 @@ def test_factory_builds_every_strategy_with_hashed_params() -> None:
     assert built["last_n"].params == {"n": 3}
     assert built["typed_state_digest"].params == {"trigger": 6, "keep": 3, "digest_version": 1}
     assert built["semantic_summary"].params["summary_model"] == "summary-model"
-    assert len({s.config_hash for s in built.values()}) == 4
+    assert len({s.config_hash for s in built.values()}) == len(STRATEGY_NAMES) == 6
     assert create_strategy("last_n", last_n=3).config_hash == built["last_n"].config_hash
     assert create_strategy("last_n", last_n=4).config_hash != built["last_n"].config_hash
 

@@ -15,6 +15,7 @@ from contextdelta.context import (
     EpisodeContext,
     Message,
     TransformResult,
+    count_message_tokens,
     create_strategy,
     message_sequence_problems,
     parse_history,
@@ -92,7 +93,12 @@ async def transform_all(messages: list[Message]) -> dict[str, TransformResult]:
     for name in STRATEGY_NAMES:
         for trigger, keep in ((6, 3), (2, 1), (0, 0)):
             strategy = create_strategy(
-                name, last_n=keep, summary_trigger=trigger, summary_keep=keep, summary_provider=provider
+                name,
+                last_n=keep,
+                summary_trigger=trigger,
+                summary_keep=keep,
+                token_budget=max(1, keep) * 150,
+                summary_provider=provider,
             ).for_episode(context)
             out[f"{name}/{trigger}/{keep}"] = await strategy.transform(messages)
     return out
@@ -117,6 +123,16 @@ def test_every_strategy_output_is_a_valid_sequence(segments: Any, shuffle: list[
         name, trigger, keep = label.split("/")
         if name == "full_history":
             assert sent == messages
+        elif name == "token_budget_trim":
+            # whatever was trimmed, what is sent fits the budget unless not even one group does
+            budget = max(1, int(keep)) * 150
+            assert sent == messages or count_message_tokens(sent) <= budget or kept_groups == 0, label
+            assert result.inserted == [], label
+        elif name == "tool_result_clearing":
+            assert len(sent) == len(messages) and result.removed == result.inserted, label
+            tool_count = sum(1 for m in messages if m.get("role") == "tool")
+            expected = max(0, tool_count - int(keep)) if len(groups) > int(trigger) else 0
+            assert len(result.removed) == expected, label
         elif name == "last_n":
             assert kept_groups == min(int(keep), len(groups)), label
         elif len(groups) > int(trigger):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from contextdelta.context import STRATEGY_NAMES
 from contextdelta.providers import MockProvider
 from contextdelta.rundir.layout import RAW_RUNS, TASK_RESULTS, TOOL_EVENTS, RunDirectory
 from contextdelta.rundir.records import RunStatus
@@ -74,10 +75,11 @@ def test_oracle_run_writes_a_complete_directory(oracle_url: str, tmp_path: Path)
     outcome = run_benchmark(request(oracle_url, tmp_path))
     manifest = outcome.manifest
     assert manifest.status is RunStatus.COMPLETE
-    assert (manifest.counts.planned, manifest.counts.finished, manifest.counts.failed) == (24, 24, 0)
-    assert manifest.counts.succeeded == 24
+    planned = len(SMALL) * len(STRATEGY_NAMES) * 2  # every built-in strategy and mode by default
+    assert (manifest.counts.planned, manifest.counts.finished, manifest.counts.failed) == (planned, planned, 0)
+    assert manifest.counts.succeeded == planned
     rows = csv_rows(outcome.path)
-    assert len(rows) == 24 and {r["success"] for r in rows} == {"true"}
+    assert len(rows) == planned and {r["success"] for r in rows} == {"true"}
     assert {r["conflict_recovery"] for r in rows} == {""}  # N/A: nothing was blocked
     raw = [json.loads(line) for line in (outcome.path / RAW_RUNS).read_text().splitlines()]
     assert sorted(r["run_id"] for r in raw) == sorted(r["run_id"] for r in rows)
@@ -110,6 +112,36 @@ def test_context_trusting_differs_between_full_history_and_last_n(trusting_url: 
         for s in ("full_history", "last_n")
     }
     assert stale["full_history"] > stale["last_n"]
+
+
+def test_clearing_and_trimming_drop_the_earlier_read_that_full_history_keeps(trusting_url: str, tmp_path: Path) -> None:
+    """context_trusting skips a read whose resource its context still shows. Under full_history the stale first
+    read of the hidden-mutation tasks stays visible (a stale write follows); tool_result_clearing (window 2/1)
+    and token_budget_trim drop it, so the policy reads again and writes fresh: the drop is visible in the calls."""
+    hidden = ["cal-design-review", "order-desk-cancel"]
+    strategies = ["full_history", "tool_result_clearing", "token_budget_trim"]
+    outcome = run_benchmark(
+        request(
+            trusting_url,
+            tmp_path,
+            model="scripted-context_trusting",
+            task_ids=hidden,
+            strategies=strategies,
+            protection_modes=["unprotected"],
+            summary_trigger=2,
+            summary_keep=1,
+        )
+    )
+    by = {(r.task_id, r.strategy): r for r in outcome.records}
+    for task in hidden:
+        full = by[(task, "full_history")]
+        assert full.verdict.stale_action_count >= 1, task
+        for strategy in strategies[1:]:
+            reduced = by[(task, strategy)]
+            assert reduced.verdict.stale_action_count == 0 and reduced.verdict.success, (task, strategy)
+            assert reduced.trace.totals.tool_calls > full.trace.totals.tool_calls, (task, strategy)
+            assert any(step.context.removed for step in reduced.trace.steps), (task, strategy)
+    assert outcome.manifest.strategy_params.token_budget == 1200
 
 
 def test_resume_with_a_changed_model_or_task_set_is_refused(oracle_url: str, tmp_path: Path) -> None:

@@ -1,0 +1,446 @@
+"""One registry for every context strategy: the built-ins and plug-ins, found and built the same way.
+
+A strategy is named on the command line (``--strategies``) in one of three ways:
+
+- a built-in name (:data:`BUILTIN_STRATEGIES`);
+- the name of an installed plug-in: an entry point in the group ``contextdelta.strategies`` whose name is the
+  strategy's name and whose object is a *factory*;
+- ``package.module:factory``: a factory by import path (the strategy's name is the factory's ``name``
+  attribute, e.g. the class attribute of a :class:`~contextdelta.context.StrategyBase` subclass).
+
+A factory is a callable that takes the strategy's parameters as keyword arguments (from
+``--strategy-param NAME.KEY=VALUE``) and returns a :class:`~contextdelta.context.ContextStrategy`; one that
+declares a ``services`` parameter also gets :class:`StrategyServices` (the summary model, for strategies that
+call one). The strategy it returns declares ``name`` and ``deterministic``.
+
+Every built strategy is described by a :class:`StrategyDescription` (recorded in the run manifest): its
+factory parameters, its resolved parameters and configuration hash, whether it is deterministic, and its
+:class:`StrategySource`: for a plug-in the distribution name and version and a SHA-256 of its package's Python
+sources, so a resumed run can refuse a plug-in that changed (:func:`source_changes`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from contextdelta.canonical import sha256_hex
+from contextdelta.context.base import ContextStrategy
+from contextdelta.context.full_history import FullHistory
+from contextdelta.context.last_n import LastN
+from contextdelta.context.semantic_summary import SemanticSummary
+from contextdelta.context.token_budget_trim import DEFAULT_TOKEN_BUDGET, TokenBudgetTrim
+from contextdelta.context.tool_result_clearing import ToolResultClearing
+from contextdelta.context.typed_state_digest import TypedStateDigest
+from contextdelta.providers.base import ChatProvider
+
+ENTRY_POINT_GROUP = "contextdelta.strategies"
+"""The entry-point group plug-in distributions register their strategy factories in."""
+
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+"""Strategy names: they are part of episode run ids (``task.strategy.mode.rN``), so no dots or colons."""
+
+StrategyFactory = Callable[..., ContextStrategy]
+"""``factory(**params) -> ContextStrategy`` (plus ``services=`` when it declares that parameter)."""
+
+
+class StrategyError(ValueError):
+    """A strategy that cannot be found or built; the message names the strategy and what to fix."""
+
+
+@dataclass(frozen=True)
+class StrategyServices:
+    """What the harness offers a factory besides its parameters."""
+
+    summary_provider: ChatProvider | None = None
+    """The summary model's provider (the agent's endpoint), for strategies that call a model."""
+    summary_model: str | None = None
+    """The summary model name (None: the provider's own model)."""
+
+
+class StrategySource(BaseModel):
+    """Where a strategy's code comes from. Built-ins are covered by the harness hash; plug-ins carry their own."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["builtin", "entry_point", "module"]
+    target: str = Field(description="The factory as ``package.module:attribute``.")
+    distribution: str | None = Field(default=None, description="Installed distribution that provides it.")
+    version: str | None = Field(default=None, description="That distribution's version.")
+    source_sha256: str | None = Field(
+        default=None, description="SHA-256 over (path, SHA-256) of the plug-in package's .py files; null: built-in."
+    )
+
+    def label(self) -> str:
+        """``distribution version`` or the target, for messages."""
+        if self.distribution:
+            return f"{self.distribution} {self.version or '(no version)'}"
+        return self.target
+
+
+class StrategyDescription(BaseModel):
+    """One strategy of a run, as configured: enough to rebuild it (``verify``) and to notice a change (resume)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    factory_params: dict[str, Any] = Field(description="The keyword arguments the factory was called with.")
+    params: dict[str, Any] = Field(description="The strategy's own ``params`` (what its config hash covers).")
+    config_hash: str
+    deterministic: bool
+    source: StrategySource
+
+    @property
+    def spec(self) -> str:
+        """What to pass to :func:`create_strategy` to build it again."""
+        return self.source.target if self.source.kind == "module" else self.name
+
+
+@dataclass(frozen=True)
+class RegisteredStrategy:
+    """A strategy found by name or path, not yet built."""
+
+    name: str
+    factory: StrategyFactory
+    source: StrategySource
+
+
+# ---- built-ins --------------------------------------------------------------------------------------------
+
+
+def _semantic_summary(services: StrategyServices, trigger: int = 6, keep: int = 3) -> SemanticSummary:
+    if services.summary_provider is None:
+        raise StrategyError("semantic_summary needs a summary provider")
+    return SemanticSummary(services.summary_provider, model=services.summary_model, trigger=trigger, keep=keep)
+
+
+_BUILTINS: dict[str, tuple[StrategyFactory, str]] = {
+    "full_history": (FullHistory, "contextdelta.context.full_history:FullHistory"),
+    "last_n": (LastN, "contextdelta.context.last_n:LastN"),
+    "semantic_summary": (_semantic_summary, "contextdelta.context.semantic_summary:SemanticSummary"),
+    "typed_state_digest": (TypedStateDigest, "contextdelta.context.typed_state_digest:TypedStateDigest"),
+    "tool_result_clearing": (ToolResultClearing, "contextdelta.context.tool_result_clearing:ToolResultClearing"),
+    "token_budget_trim": (TokenBudgetTrim, "contextdelta.context.token_budget_trim:TokenBudgetTrim"),
+}
+
+BUILTIN_STRATEGIES: tuple[str, ...] = tuple(_BUILTINS)
+"""The built-in strategy names, in the order reports list them."""
+
+WINDOWED_STRATEGIES = ("semantic_summary", "typed_state_digest", "tool_result_clearing")
+"""Built-ins that share the compaction window (``--summary-trigger`` / ``--summary-keep``)."""
+
+
+def builtin_params(
+    name: str,
+    *,
+    last_n: int = 3,
+    summary_trigger: int = 6,
+    summary_keep: int = 3,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
+) -> dict[str, Any]:
+    """The factory parameters a built-in gets from the run's shared settings (empty for a plug-in)."""
+    if name == "last_n":
+        return {"n": last_n}
+    if name in WINDOWED_STRATEGIES:
+        return {"trigger": summary_trigger, "keep": summary_keep}
+    if name == "token_budget_trim":
+        return {"budget": token_budget}
+    return {}
+
+
+# ---- finding ----------------------------------------------------------------------------------------------
+
+
+def _entry_points() -> dict[str, metadata.EntryPoint]:
+    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def installed_plugins() -> list[str]:
+    """Names of the strategies installed through the entry-point group (built-in names left out), sorted."""
+    return sorted(n for n in _entry_points() if n not in _BUILTINS)
+
+
+def _known() -> str:
+    plugins = installed_plugins()
+    text = "built-in: " + ", ".join(BUILTIN_STRATEGIES)
+    return text + ("; installed plug-ins: " + ", ".join(plugins) if plugins else "; no plug-ins installed")
+
+
+def resolve_strategy(spec: str) -> RegisteredStrategy:
+    """The strategy ``spec`` names: a built-in, an installed plug-in, or ``package.module:factory``."""
+    spec = spec.strip()
+    if spec in _BUILTINS:
+        factory, target = _BUILTINS[spec]
+        return RegisteredStrategy(spec, factory, StrategySource(kind="builtin", target=target))
+    if ":" in spec:
+        return _from_path(spec)
+    entry = _entry_points().get(spec)
+    if entry is None:
+        raise StrategyError(f"unknown strategy {spec!r} ({_known()}; or give package.module:factory)")
+    try:
+        factory = entry.load()
+    except Exception as exc:  # a broken plug-in must not crash the command line
+        raise StrategyError(f"plug-in strategy {spec!r} ({entry.value}) does not load: {exc}") from exc
+    if not NAME_PATTERN.match(spec):
+        raise StrategyError(f"plug-in entry point {spec!r}: a strategy name is lowercase letters, digits and '_'")
+    dist = entry.dist
+    module = sys.modules.get(entry.module)
+    return RegisteredStrategy(
+        spec,
+        factory,
+        StrategySource(
+            kind="entry_point",
+            target=entry.value,
+            distribution=dist.name if dist is not None else None,
+            version=dist.version if dist is not None else None,
+            source_sha256=_package_hash(module) if module is not None else None,
+        ),
+    )
+
+
+def _from_path(spec: str) -> RegisteredStrategy:
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise StrategyError(f"strategy {spec!r}: write a plug-in path as package.module:factory")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # any import failure is the plug-in's, reported on one line
+        raise StrategyError(f"strategy {spec!r}: cannot import {module_name}: {exc}") from exc
+    factory: Any = module
+    for part in attribute.split("."):
+        factory = getattr(factory, part, None)
+    if not callable(factory):
+        raise StrategyError(f"strategy {spec!r}: {module_name} has no callable {attribute!r}")
+    name = getattr(factory, "name", None)
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise StrategyError(
+            f"strategy {spec!r}: the factory needs a `name` attribute of lowercase letters, digits and '_' "
+            f"(got {name!r}); a StrategyBase subclass has it as a class attribute"
+        )
+    if name in _BUILTINS:
+        raise StrategyError(f"strategy {spec!r} is named {name!r}, the name of a built-in strategy; rename it")
+    distribution, version = _distribution_of(module_name)
+    return RegisteredStrategy(
+        name,
+        factory,
+        StrategySource(
+            kind="module",
+            target=spec,
+            distribution=distribution,
+            version=version,
+            source_sha256=_package_hash(module),
+        ),
+    )
+
+
+def _distribution_of(module_name: str) -> tuple[str | None, str | None]:
+    top = module_name.split(".")[0]
+    names = sorted(metadata.packages_distributions().get(top, []))
+    if not names:
+        return None, None
+    try:
+        return names[0], metadata.version(names[0])
+    except metadata.PackageNotFoundError:
+        return names[0], None
+
+
+def _package_hash(module: ModuleType) -> str | None:
+    """SHA-256 over (relative path, content hash) of every .py file of the module's top-level package (or of
+    the module file alone when it is not in a package): what decides the plug-in's behaviour."""
+    top = sys.modules.get(module.__name__.split(".")[0], module)
+    paths = list(getattr(top, "__path__", []))
+    if paths:
+        root = Path(paths[0])
+        files = sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+    elif getattr(top, "__file__", None):
+        root = Path(str(top.__file__)).parent
+        files = [Path(str(top.__file__))]
+    else:
+        return None
+    parts = [f"{p.relative_to(root).as_posix()}\n{sha256_hex(p.read_bytes())}" for p in files]
+    return sha256_hex("\n".join(parts))
+
+
+# ---- building ---------------------------------------------------------------------------------------------
+
+
+def build_strategy(
+    registered: RegisteredStrategy, params: Mapping[str, Any], services: StrategyServices | None = None
+) -> tuple[ContextStrategy, StrategyDescription]:
+    """Call the factory with ``params`` and check what it returns; the strategy and its description."""
+    name = registered.name
+    try:
+        signature = inspect.signature(registered.factory)
+    except (TypeError, ValueError):
+        signature = None
+    kwargs = dict(params)
+    if signature is not None:
+        accepted = [p for p in signature.parameters.values() if p.name not in ("self", "services")]
+        open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted)
+        names = [p.name for p in accepted if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        unknown = sorted(set(kwargs) - set(names))
+        if unknown and not open_ended:
+            takes = ", ".join(names) if names else "no parameters"
+            raise StrategyError(f"strategy {name!r} has no parameter {unknown[0]!r} (it takes: {takes})")
+        if "services" in signature.parameters:
+            kwargs["services"] = services or StrategyServices()
+    try:
+        strategy = registered.factory(**kwargs)
+    except StrategyError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise StrategyError(f"strategy {name!r} rejected its parameters {dict(params)}: {exc}") from exc
+    except Exception as exc:  # a plug-in's own failure, reported on one line
+        raise StrategyError(f"strategy {name!r}: its factory failed: {type(exc).__name__}: {exc}") from exc
+    _check_strategy(name, strategy)
+    description = StrategyDescription(
+        name=name,
+        factory_params=dict(params),
+        params=strategy.params,
+        config_hash=strategy.config_hash,
+        deterministic=strategy.deterministic,
+        source=registered.source,
+    )
+    return strategy, description
+
+
+def _check_strategy(name: str, strategy: object) -> None:
+    missing = [
+        member
+        for member in ("name", "params", "config_hash", "for_episode", "transform")
+        if not hasattr(strategy, member)
+    ]
+    if missing:
+        raise StrategyError(
+            f"strategy {name!r}: its factory returned {type(strategy).__name__}, which lacks {', '.join(missing)} "
+            "(implement contextdelta.context.ContextStrategy, e.g. by subclassing StrategyBase)"
+        )
+    declared = getattr(strategy, "name", None)
+    if declared != name:
+        raise StrategyError(f"strategy {name!r}: its factory returned a strategy named {declared!r}")
+    deterministic = getattr(strategy, "deterministic", None)
+    if not isinstance(deterministic, bool):
+        raise StrategyError(
+            f"strategy {name!r}: declare `deterministic = True` (transform is a pure function of the history) or "
+            f"`deterministic = False` on {type(strategy).__name__}; got {deterministic!r}"
+        )
+    try:
+        params = strategy.params  # type: ignore[attr-defined]
+        json.dumps(params, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise StrategyError(f"strategy {name!r}: its params are not plain JSON data: {exc}") from exc
+
+
+def create_strategy(
+    spec: str,
+    *,
+    last_n: int = 3,
+    summary_trigger: int = 6,
+    summary_keep: int = 3,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    summary_provider: ChatProvider | None = None,
+    summary_model: str | None = None,
+    params: Mapping[str, Any] | None = None,
+) -> ContextStrategy:
+    """The strategy ``spec`` (built-in name, plug-in name or ``package.module:factory``), configured.
+
+    A built-in takes its parameters from the shared settings (``last_n``, the compaction window
+    ``summary_trigger``/``summary_keep`` of the windowed strategies, ``token_budget``); ``params`` overrides
+    single keys (``--strategy-param``). ``semantic_summary`` needs ``summary_provider``.
+    """
+    return describe_strategy(
+        spec,
+        last_n=last_n,
+        summary_trigger=summary_trigger,
+        summary_keep=summary_keep,
+        token_budget=token_budget,
+        summary_provider=summary_provider,
+        summary_model=summary_model,
+        params=params,
+    )[0]
+
+
+def describe_strategy(
+    spec: str,
+    *,
+    last_n: int = 3,
+    summary_trigger: int = 6,
+    summary_keep: int = 3,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    summary_provider: ChatProvider | None = None,
+    summary_model: str | None = None,
+    params: Mapping[str, Any] | None = None,
+) -> tuple[ContextStrategy, StrategyDescription]:
+    """As :func:`create_strategy`, with the strategy's :class:`StrategyDescription`."""
+    registered = resolve_strategy(spec)
+    merged = builtin_params(
+        registered.name,
+        last_n=last_n,
+        summary_trigger=summary_trigger,
+        summary_keep=summary_keep,
+        token_budget=token_budget,
+    )
+    merged.update(params or {})
+    services = StrategyServices(summary_provider=summary_provider, summary_model=summary_model)
+    return build_strategy(registered, merged, services)
+
+
+# ---- parameters and changes -------------------------------------------------------------------------------
+
+
+def parse_strategy_params(items: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``--strategy-param NAME.KEY=VALUE`` values as ``{name: {key: value}}``.
+
+    VALUE is read as JSON when it parses (``3``, ``true``, ``[1, 2]``, ``"text"``) and as plain text otherwise.
+    Raises StrategyError naming the malformed item.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        target, sep, raw = item.partition("=")
+        name, dot, key = target.strip().rpartition(".")
+        if not sep or not dot or not name or not key.isidentifier():
+            raise StrategyError(f"--strategy-param {item!r}: write NAME.KEY=VALUE, e.g. last_n.n=5")
+        try:
+            value: Any = json.loads(raw)
+        except ValueError:
+            value = raw
+        if key in out.setdefault(name, {}):
+            raise StrategyError(f"--strategy-param {item!r}: {name}.{key} is given twice")
+        out[name][key] = value
+    return out
+
+
+def source_changes(recorded: Sequence[StrategyDescription]) -> list[str]:
+    """How the plug-ins of a run differ from what is installed now, one line each naming the plug-in (empty
+    when none changed). Built-ins are left out: the harness hash covers them."""
+    changes: list[str] = []
+    for description in recorded:
+        old = description.source
+        if old.kind == "builtin":
+            continue
+        label = f"plug-in strategy {description.name!r} ({old.label()})"
+        try:
+            new = resolve_strategy(description.spec).source
+        except StrategyError as exc:
+            changes.append(f"{label}: no longer available ({exc})")
+            continue
+        for field, before, after in (
+            ("distribution", old.distribution, new.distribution),
+            ("version", old.version, new.version),
+            ("target", old.target, new.target),
+            ("source hash", old.source_sha256, new.source_sha256),
+        ):
+            if before != after:
+                changes.append(f"{label}: {field} changed (run has {before!r}, now {after!r})")
+    return changes

@@ -1,0 +1,65 @@
+"""Strategy factories for the registry tests, imported by path (``tests.context.plugin_fixture:...``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from contextdelta.context import Message, StrategyBase, StrategyServices, TransformResult
+
+
+class KeepFirstGroups(StrategyBase):
+    """Pinned messages plus the first ``count`` messages after them (deterministic)."""
+
+    name = "keep_first"
+    deterministic = True
+
+    def __init__(self, count: int = 2) -> None:
+        super().__init__()
+        self.count = count
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"count": self.count}
+
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        return TransformResult(messages=list(history))
+
+
+class Undeclared(StrategyBase):
+    """Forgets to declare whether it is deterministic."""
+
+    name = "undeclared"
+
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        return TransformResult(messages=list(history))
+
+
+class MisNamed(KeepFirstGroups):
+    name = "Bad.Name"
+
+
+class ShadowsBuiltin(KeepFirstGroups):
+    name = "last_n"
+
+
+class WithServices(StrategyBase):
+    """Records the services it was given."""
+
+    name = "with_services"
+    deterministic = False
+
+    def __init__(self, services: StrategyServices, level: int = 1) -> None:
+        super().__init__()
+        self.services = services
+        self.level = level
+
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        return TransformResult(messages=list(history))
+
+
+def not_a_strategy() -> object:
+    return object()
+
+
+not_a_strategy.name = "not_a_strategy"  # type: ignore[attr-defined]
