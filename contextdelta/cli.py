@@ -145,6 +145,10 @@ def run_benchmark_command(
         int | None, typer.Option(help="token_budget_trim: prompt tokens the kept history may take (1200).")
     ] = None,
     resume: Annotated[str | None, typer.Option(help="Continue run RUN_ID: run only its missing episodes.")] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(help="Run only part I of N of the plan (I/N, e.g. 2/3); join the parts with `merge`."),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar (for CI).")] = False,
     database_url: Annotated[
         str | None, typer.Option(help="Trace store URL (default CONTEXTDELTA_DATABASE_URL).", show_default=False)
@@ -183,6 +187,7 @@ def run_benchmark_command(
         summary_keep=summary_keep,
         token_budget=token_budget,
         resume=resume,
+        shard=shard,
     )
     err = Console(stderr=True)
     recorders: list[Recorder] = []
@@ -446,6 +451,31 @@ def verify_command(
         typer.echo(line)
     if not result.ok:
         raise typer.Exit(1)
+
+
+@app.command("merge")
+def merge_command(
+    run_ids: Annotated[list[str], typer.Argument(help="The shard run directories (names under --results-dir).")],
+    out: Annotated[str, typer.Option("--out", help="Run group id of the merged run directory (must not exist).")],
+    results_dir: ResultsDirOption = None,
+) -> None:
+    """Join the shard directories of one plan (`run-benchmark --shard I/N`) into one run group with its derived
+    files and reports; refuses (exit 2, naming the field) shards that differ or episodes missing or twice."""
+    from contextdelta.runner import MergeError, merge_shards
+    from contextdelta.settings import Settings
+
+    folder = results_dir or Path(Settings().results_dir)
+    try:
+        directory = merge_shards(folder, run_ids, out)
+    except MergeError as exc:
+        raise _fail(str(exc), exc.exit_code) from None
+    manifest = directory.read_manifest()
+    Console(stderr=True).print(
+        f"merged {len(run_ids)} shards: {manifest.counts.finished} episodes, {manifest.counts.succeeded} succeeded, "
+        f"{manifest.counts.failed} failed trials",
+        highlight=False,
+    )
+    typer.echo(str(directory.path))
 
 
 @app.command("compare")

@@ -70,18 +70,26 @@ def write_report_files(directory: RunDirectory, report: RunReport) -> None:
     atomic_write_text(directory.file(BENCHMARK_REPORT), report.markdown)
 
 
-def write_reports(directory: RunDirectory, manifest: RunManifest, records: list[EpisodeRecord]) -> None:
-    """Rebuild the report files of a run directory (after every run or resume, complete or not), with the analysis
-    parameters already recorded there, else the defaults."""
-    write_report_files(directory, build_report(manifest, records, recorded_params(directory) or DEFAULT_PARAMS))
+def write_reports(
+    directory: RunDirectory,
+    manifest: RunManifest,
+    records: list[EpisodeRecord],
+    params: AnalysisParams | None = None,
+) -> None:
+    """Rebuild the report files of a run directory (after every run or resume, complete or not), with ``params``,
+    else the analysis parameters already recorded there, else the defaults."""
+    chosen = params or recorded_params(directory) or DEFAULT_PARAMS
+    write_report_files(directory, build_report(manifest, records, chosen))
 
 
 class ReportFiles:
     """The report files as a recorder (``contextdelta.rundir.Recorder``): written when the run ends, from the final
     manifest and every episode, before the runner commits that manifest."""
 
-    def __init__(self, directory: RunDirectory) -> None:
+    def __init__(self, directory: RunDirectory, params: AnalysisParams | None = None) -> None:
         self.directory = directory
+        self.params = params
+        """The analysis parameters (None: those recorded in the directory, else the defaults)."""
 
     def start(self, run: RunStart) -> None:
         """Nothing to write until the run ends."""
@@ -90,4 +98,4 @@ class ReportFiles:
         """Nothing to write until the run ends."""
 
     def finish(self, run: RunEnd) -> None:
-        write_reports(self.directory, run.manifest, list(run.records))
+        write_reports(self.directory, run.manifest, list(run.records), self.params)

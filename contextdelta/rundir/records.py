@@ -102,6 +102,30 @@ class Hashes(BaseModel):
     harness_sha256: str
 
 
+class ShardInfo(BaseModel):
+    """``--shard I/N``: this run directory holds the I-th of N parts of one plan (``contextdelta merge`` joins them)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int = Field(ge=1, description="1-based shard index I.")
+    count: int = Field(ge=1, description="Number of shards N the plan is split into.")
+
+
+class MergedShard(BaseModel):
+    """One shard directory a merged run group was built from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_group_id: str
+    shard: ShardInfo
+    episodes: int
+    raw_runs_sha256: str = Field(description="SHA-256 of the shard's raw_runs.jsonl bytes when merged.")
+    created_at: str
+    finished_at: str | None = None
+    environment: Environment
+    sessions: list[dict[str, Any]] = Field(default_factory=list)
+
+
 class RunManifest(BaseModel):
     """``run_manifest.json``: what was run, with what, by which code, and how far it got."""
 
@@ -133,6 +157,15 @@ class RunManifest(BaseModel):
     tasks: list[TaskInfo]
     hashes: Hashes
     counts: Counts
+    plan_sha256: str | None = Field(
+        default=None,
+        description="SHA-256 of the whole plan (every episode id with its seed, in start order; all shards alike). "
+        "Null in run directories written before it was recorded.",
+    )
+    shard: ShardInfo | None = Field(default=None, description="--shard I/N: the part of the plan this run holds.")
+    merged_from: list[MergedShard] | None = Field(
+        default=None, description="A run group joined by `contextdelta merge`: the shard directories it came from."
+    )
 
 
 class EpisodeRecord(BaseModel):

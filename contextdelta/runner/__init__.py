@@ -22,7 +22,16 @@ from contextdelta.runner.benchmark import (
 )
 from contextdelta.runner.episode import Costing, EpisodeJob, build_world, run_job, utc_now
 from contextdelta.runner.execute import CostBudget, Executor, InProcessExecutor, StopRule, drive
-from contextdelta.runner.plan import EpisodeSpec, episode_seed, order_seed, plan_episodes
+from contextdelta.runner.merge import MergeError, merge_shards
+from contextdelta.runner.plan import (
+    EpisodeSpec,
+    Shard,
+    episode_seed,
+    manifest_episodes,
+    order_seed,
+    plan_episodes,
+    plan_sha256,
+)
 from contextdelta.runner.prepare import MOCK_REFUSAL, Matrix, RunPlan, pending_episodes, plan_run, run_hashes
 from contextdelta.runner.pricing import DEFAULT_PRICES, Price, PriceTable, PriceTableError
 from contextdelta.runner.progress import ProgressDisplay
@@ -45,12 +54,14 @@ __all__ = [
     "Executor",
     "InProcessExecutor",
     "Matrix",
+    "MergeError",
     "Price",
     "PriceTable",
     "PriceTableError",
     "ProgressDisplay",
     "RunOutcome",
     "RunPlan",
+    "Shard",
     "StopRule",
     "build_world",
     "default_executor",
@@ -60,11 +71,14 @@ __all__ = [
     "execute",
     "finalise",
     "git_info",
+    "manifest_episodes",
+    "merge_shards",
     "open_run",
     "order_seed",
     "pending_episodes",
     "plan_episodes",
     "plan_run",
+    "plan_sha256",
     "run_benchmark",
     "run_hashes",
     "run_job",

@@ -117,6 +117,8 @@ def _new_manifest(plan: RunPlan, now: str) -> RunManifest:
         tasks=matrix.task_infos,
         hashes=plan.hashes,
         counts=Counts(planned=len(plan.specs)),
+        plan_sha256=matrix.plan_sha256,
+        shard=matrix.shard_info,
     )
 
 

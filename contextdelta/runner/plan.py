@@ -1,4 +1,5 @@
-"""The episode matrix: tasks x strategies x protection modes x repeats, in a seeded shuffled order."""
+"""The episode matrix: tasks x strategies x protection modes x repeats, in a seeded shuffled order, and the shards
+a plan can be split into (``--shard I/N``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 
 from contextdelta.canonical import sha256_hex
 from contextdelta.rundir.ids import episode_run_id
+from contextdelta.rundir.records import RunManifest
 
 
 @dataclass(frozen=True, order=True)
@@ -44,3 +46,57 @@ def plan_episodes(
     )
     random.Random(shuffle_seed).shuffle(specs)
     return specs
+
+
+@dataclass(frozen=True)
+class Shard:
+    """``--shard I/N``: the I-th of N parts of a plan (1-based)."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.index <= self.count:
+            raise ValueError(f"shard {self.index}/{self.count}: the index must be between 1 and {self.count}")
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """``"I/N"`` -> Shard; ValueError with a message that names the expected form."""
+        index, sep, count = text.strip().partition("/")
+        try:
+            if not sep:
+                raise ValueError
+            shard = cls(int(index), int(count))
+        except ValueError as exc:
+            detail = f" ({exc})" if str(exc) else ""
+            raise ValueError(f"--shard {text!r}: expected I/N with 1 <= I <= N, e.g. 2/3{detail}") from None
+        return shard
+
+    def select(self, specs: list[EpisodeSpec]) -> list[EpisodeSpec]:
+        """This shard's episodes: every N-th episode of the shuffled plan, starting at the I-th. Each episode of
+        the plan is in exactly one shard, and shards differ in size by at most one episode."""
+        return specs[self.index - 1 :: self.count]
+
+    def render(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def plan_sha256(run_seed: int, specs: list[EpisodeSpec]) -> str:
+    """The hash of a whole plan: every episode id with its seed, in start order. Shards of one plan record the
+    same hash, which is how ``merge`` knows they are parts of one run."""
+    return sha256_hex("\n".join(f"{s.run_id}:{episode_seed(run_seed, s)}" for s in specs))
+
+
+def manifest_episodes(manifest: RunManifest) -> tuple[list[EpisodeSpec], list[EpisodeSpec]]:
+    """The whole plan a manifest records, and the part of it its run directory holds (its shard, or all of it),
+    both in start order. Pure: derived from the manifest's tasks, matrix and seed alone."""
+    specs = plan_episodes(
+        [t.id for t in manifest.tasks],
+        manifest.strategies,
+        manifest.protection_modes,
+        manifest.repeats,
+        manifest.order_seed,
+    )
+    if manifest.shard is None:
+        return specs, specs
+    return specs, Shard(manifest.shard.index, manifest.shard.count).select(specs)

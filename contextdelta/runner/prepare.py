@@ -22,8 +22,16 @@ from contextdelta.context import DEFAULT_TOKEN_BUDGET, STRATEGY_NAMES
 from contextdelta.providers import ChatProvider, ProviderConfigError, Usage, create_provider
 from contextdelta.rundir.ids import RunIdError, run_dir, validate_run_id
 from contextdelta.rundir.layout import RunDirectory, RunDirectoryError
-from contextdelta.rundir.records import EpisodeRecord, Hashes, ProviderInfo, RunManifest, StrategyParams, TaskInfo
-from contextdelta.runner.plan import EpisodeSpec, order_seed, plan_episodes
+from contextdelta.rundir.records import (
+    EpisodeRecord,
+    Hashes,
+    ProviderInfo,
+    RunManifest,
+    ShardInfo,
+    StrategyParams,
+    TaskInfo,
+)
+from contextdelta.runner.plan import EpisodeSpec, Shard, order_seed, plan_episodes, plan_sha256
 from contextdelta.runner.pricing import PriceTable, PriceTableError
 from contextdelta.runner.provenance import source_hash
 from contextdelta.runner.request import DEFAULT_REPEATS, BenchmarkError, BenchmarkRequest
@@ -50,6 +58,7 @@ class Matrix:
     max_steps: int | None
     limit: int | None
     params: StrategyParams
+    shard: Shard | None = None
 
     @property
     def task_infos(self) -> list[TaskInfo]:
@@ -67,10 +76,24 @@ class Matrix:
         ]
 
     def episodes(self) -> list[EpisodeSpec]:
-        """Every planned episode, in the recorded shuffled order."""
+        """Every planned episode of the whole plan (all shards), in the recorded shuffled order."""
         return plan_episodes(
             [t.task.id for t in self.tasks], self.strategies, self.modes, self.repeats, order_seed(self.seed)
         )
+
+    def shard_episodes(self) -> list[EpisodeSpec]:
+        """The episodes this run directory holds: the whole plan, or with ``--shard I/N`` its I-th part."""
+        specs = self.episodes()
+        return self.shard.select(specs) if self.shard is not None else specs
+
+    @property
+    def plan_sha256(self) -> str:
+        """The hash of the whole plan (identical in every shard's manifest)."""
+        return plan_sha256(self.seed, self.episodes())
+
+    @property
+    def shard_info(self) -> ShardInfo | None:
+        return ShardInfo(index=self.shard.index, count=self.shard.count) if self.shard is not None else None
 
 
 @dataclass
@@ -87,7 +110,7 @@ class RunPlan:
     max_cost_usd: float | None
     max_episode_cost_usd: float | None
     specs: list[EpisodeSpec]
-    """Every planned episode, in the order they start."""
+    """Every planned episode of this run directory (with ``--shard``, of this shard), in the order they start."""
     pending: list[EpisodeSpec]
     """The planned episodes this session runs (all of them, or on resume the ones not yet recorded)."""
     existing: RunDirectory | None = None
@@ -153,8 +176,23 @@ def _explicit_conflicts(request: BenchmarkRequest, manifest: RunManifest) -> lis
         ("--max-steps", request.max_steps, manifest.max_steps),
         ("--limit", request.limit, manifest.limit),
         ("--task-ids", sorted(request.task_ids) if request.task_ids else None, sorted(t.id for t in manifest.tasks)),
+        ("--shard", _shard_text(request), f"{manifest.shard.index}/{manifest.shard.count}" if manifest.shard else None),
     ]
     return [f"{flag}: run has {old!r}, now {new!r}" for flag, new, old in given if new is not None and new != old]
+
+
+def _shard_text(request: BenchmarkRequest) -> str | None:
+    shard = _parse_shard(request.shard)
+    return shard.render() if shard is not None else None
+
+
+def _parse_shard(text: str | None) -> Shard | None:
+    if text is None:
+        return None
+    try:
+        return Shard.parse(text)
+    except ValueError as exc:
+        raise BenchmarkError(str(exc)) from None
 
 
 def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunManifest | None) -> Matrix:
@@ -179,6 +217,7 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
             manifest.max_steps,
             manifest.limit,
             params,
+            Shard(manifest.shard.index, manifest.shard.count) if manifest.shard is not None else None,
         )
     strategies = request.strategies or list(STRATEGY_NAMES)
     modes = request.protection_modes or [m.value for m in ProtectionMode]
@@ -201,7 +240,8 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
     except ValueError as exc:
         raise BenchmarkError(f"strategy parameters: {exc}") from exc
     seed = request.seed if request.seed is not None else settings.seed
-    return Matrix(tasks, strategies, modes, repeats, seed, request.max_steps, request.limit, params)
+    shard = _parse_shard(request.shard)
+    return Matrix(tasks, strategies, modes, repeats, seed, request.max_steps, request.limit, params, shard)
 
 
 def run_hashes(tasks: Sequence[Task], modes: list[str]) -> Hashes:
@@ -262,7 +302,11 @@ def _check_resumable(
     differences = _differences(manifest, provider_info, hashes, matrix.params)
     if differences:
         raise BenchmarkError(f"cannot resume {manifest.run_group_id}: " + "; ".join(differences))
-    planned = {s.run_id for s in matrix.episodes()}
+    if manifest.plan_sha256 is not None and manifest.plan_sha256 != matrix.plan_sha256:
+        raise BenchmarkError(
+            f"cannot resume {manifest.run_group_id}: plan_sha256: the plan (episodes and seeds) re-derives differently"
+        )
+    planned = {s.run_id for s in matrix.shard_episodes()}
     strays = [r.run_id for r in done if r.run_id not in planned]
     if strays:
         raise BenchmarkError(
@@ -362,7 +406,7 @@ def plan_run(request: BenchmarkRequest, settings: Settings, provider: ChatProvid
         _check_resumable(manifest, provider_info, hashes, matrix, done)
     _check_budget_prices(prices, provider_info, matrix, (max_cost, max_episode_cost))
     _preflight(chat)
-    specs = matrix.episodes()
+    specs = matrix.shard_episodes()
     return RunPlan(
         request=request,
         results_dir=results_dir,

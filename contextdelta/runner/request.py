@@ -50,3 +50,5 @@ class BenchmarkRequest(BaseModel):
     summary_keep: int | None = None
     token_budget: int | None = None
     resume: str | None = None
+    shard: str | None = None
+    """``--shard I/N``: run only the I-th of N parts of the plan (``contextdelta merge`` joins the parts)."""

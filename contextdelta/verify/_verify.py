@@ -36,7 +36,6 @@ from contextdelta.agent import initial_messages, system_prompt_sha256
 from contextdelta.canonical import canonical_json, content_hash
 from contextdelta.grading import grade
 from contextdelta.report import build_report
-from contextdelta.rundir.ids import episode_run_id
 from contextdelta.rundir.layout import (
     AGGREGATE_METRICS,
     BENCHMARK_REPORT,
@@ -52,7 +51,7 @@ from contextdelta.rundir.layout import (
     task_result_row,
 )
 from contextdelta.rundir.records import FAILED_TERMINATIONS, TASK_RESULT_COLUMNS, EpisodeRecord, RunManifest, RunStatus
-from contextdelta.runner.provenance import source_hash
+from contextdelta.runner import manifest_episodes, plan_sha256, source_hash
 from contextdelta.stats import AnalysisParams, analysis_sha256
 from contextdelta.tasks import Task, suite_hash
 from contextdelta.tasks.loader import load_directory
@@ -233,13 +232,13 @@ class _Verifier:
 
     def check_episode_set(self, complete: bool) -> None:
         m = self.manifest
-        planned = {
-            episode_run_id(t.id, s, p, r)
-            for t in m.tasks
-            for s in m.strategies
-            for p in m.protection_modes
-            for r in range(1, m.repeats + 1)
-        }
+        whole, held = manifest_episodes(m)
+        planned = {spec.run_id for spec in held}
+        if m.plan_sha256 is not None and m.plan_sha256 != plan_sha256(m.seed, whole):
+            if m.hashes.harness_sha256 == source_hash():
+                self.diverge(self.group, "plan_sha256", "the plan (episodes and seeds) re-derives differently")
+            else:  # another harness may derive seeds by another rule: worth knowing, not proof of a change
+                self.result.notes.append("the plan (episodes, seeds) re-derives differently with the installed harness")
         present = [r.run_id for r in self.records]
         if m.counts.planned != len(planned):
             self.diverge(self.group, "counts.planned", f"manifest {m.counts.planned}, the matrix gives {len(planned)}")

@@ -1,0 +1,220 @@
+"""Shards (``run-benchmark --shard I/N``) and ``merge``: one plan in parts, joined back into one run group."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from contextdelta.cli import app
+from contextdelta.rundir import AGGREGATE_METRICS, MANIFEST, RAW_RUNS, RunDirectory, RunStatus
+from contextdelta.runner import (
+    BenchmarkError,
+    BenchmarkRequest,
+    MergeError,
+    Shard,
+    merge_shards,
+    plan_episodes,
+    run_benchmark,
+)
+from contextdelta.testing import serve_scripted
+from contextdelta.verify import verify_run
+from tests.runner.conftest import TASKS
+
+SMALL = ["order-grinder-refund", "cal-design-review", "cfg-search-ramp"]
+
+
+def request(url: str, results: Path, **overrides: object) -> BenchmarkRequest:
+    fields: dict[str, object] = {
+        "tasks_dir": TASKS,
+        "base_url": url,
+        "model": "scripted-context_trusting",
+        "results_dir": results,
+        "task_ids": SMALL,
+        "strategies": ["full_history", "last_n"],
+        "repeats": 2,
+        "seed": 11,
+        "concurrency": 4,
+    }
+    fields.update(overrides)
+    return BenchmarkRequest.model_validate(fields)
+
+
+def test_every_episode_is_in_exactly_one_shard() -> None:
+    specs = plan_episodes(["a", "b", "c"], ["full_history", "last_n"], ["unprotected"], 3, 5)
+    parts = [Shard(i, 4).select(specs) for i in range(1, 5)]
+    assert sorted(s for part in parts for s in part) == sorted(specs)
+    assert {len(p) for p in parts} <= {len(specs) // 4, len(specs) // 4 + 1}
+
+
+@pytest.mark.parametrize("text", ["0/3", "4/3", "3", "a/b", "1/0", "-1/2"])
+def test_a_bad_shard_is_refused_naming_the_form(text: str) -> None:
+    with pytest.raises(ValueError, match="expected I/N"):
+        Shard.parse(text)
+
+
+@pytest.fixture(scope="module")
+def trusting() -> Iterator[str]:
+    with serve_scripted("context_trusting", TASKS) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def sharded(trusting: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str], str]:
+    """Three shards of one plan and an unsharded run of the same plan, in one results folder."""
+    results = tmp_path_factory.mktemp("results")
+    shards = [run_benchmark(request(trusting, results, shard=f"{i}/3")).path.name for i in (1, 2, 3)]
+    whole = run_benchmark(request(trusting, results)).path.name
+    return results, shards, whole
+
+
+def verdicts(path: Path) -> dict[str, dict[str, Any]]:
+    return {r.run_id: r.verdict.model_dump() for r in RunDirectory(path).read_episodes()}
+
+
+@pytest.mark.slow
+def test_three_shards_merged_equal_the_unsharded_run_and_verify(sharded: tuple[Path, list[str], str]) -> None:
+    results, shards, whole = sharded
+    manifests = [RunDirectory(results / s).read_manifest() for s in shards]
+    assert [m.shard.index for m in manifests if m.shard] == [1, 2, 3]
+    assert len({m.plan_sha256 for m in manifests}) == 1
+    assert manifests[0].plan_sha256 == RunDirectory(results / whole).read_manifest().plan_sha256
+    assert sum(m.counts.planned for m in manifests) == 3 * 2 * 2 * 2
+    assert all(m.status is RunStatus.COMPLETE for m in manifests)
+    assert verify_run(results / shards[1]).ok  # a shard on its own is a verifiable run directory
+
+    out = CliRunner().invoke(app, ["merge", *reversed(shards), "--out", "merged-ok", "--results-dir", str(results)])
+    assert out.exit_code == 0, out.output
+    assert out.stdout.strip().splitlines()[-1] == str(results / "merged-ok")
+    merged = RunDirectory(results / "merged-ok").read_manifest()
+    assert merged.status is RunStatus.COMPLETE and merged.shard is None
+    assert merged.counts.finished == merged.counts.planned == 24
+    assert [m.run_group_id for m in merged.merged_from or []] == shards
+    assert verdicts(results / "merged-ok") == verdicts(results / whole)
+    assert {r.run_group_id for r in RunDirectory(results / "merged-ok").read_episodes()} == {"merged-ok"}
+    result = verify_run(results / "merged-ok")
+    assert result.ok, result.lines()
+    # the same plan gives the same per-episode verdicts, and a varied verdict set (not all alike)
+    assert len({json.dumps(v, sort_keys=True) for v in verdicts(results / whole).values()}) > 1
+
+
+def _edit_manifest(change: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
+    def edit(path: Path) -> None:
+        data = json.loads((path / MANIFEST).read_text())
+        change(data)
+        (path / MANIFEST).write_text(json.dumps(data))
+
+    return edit
+
+
+def _set(*keys: str, value: object) -> Callable[[Path], None]:
+    def change(data: dict[str, Any]) -> None:
+        for key in keys[:-1]:
+            data = data[key]
+        data[keys[-1]] = value
+
+    return _edit_manifest(change)
+
+
+def _analysis(path: Path) -> None:
+    data = json.loads((path / AGGREGATE_METRICS).read_text())
+    data["analysis"]["resamples"] = 123
+    (path / AGGREGATE_METRICS).write_text(json.dumps(data))
+
+
+def _drop_last_episode(path: Path) -> None:
+    lines = (path / RAW_RUNS).read_text().splitlines(keepends=True)
+    (path / RAW_RUNS).write_text("".join(lines[:-1]))
+
+
+MISMATCHES: dict[str, tuple[Callable[[Path], None], str]] = {
+    "model": (_set("provider", "model", value="another-model"), "model differs"),
+    "endpoint": (_set("provider", "base_url", value="http://127.0.0.1:9/v1"), "endpoint differs"),
+    "suite": (_set("hashes", "suite_sha256", value="0" * 64), "suite differs"),
+    "harness": (_set("hashes", "harness_sha256", value="0" * 64), "harness differs"),
+    "analysis": (_analysis, "analysis differs"),
+    "plan seed": (_set("seed", value=12), "plan differs (seed)"),
+    "plan hash": (_set("plan_sha256", value="0" * 64), "plan differs (plan_sha256)"),
+    "missing episode": (_drop_last_episode, "is incomplete: resume it"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(MISMATCHES))
+def test_merge_refuses_each_kind_of_mismatch(kind: str, sharded: tuple[Path, list[str], str], tmp_path: Path) -> None:
+    results, shards, _ = sharded
+    for name in shards:
+        shutil.copytree(results / name, tmp_path / name)
+    edit, message = MISMATCHES[kind]
+    edit(tmp_path / shards[2])
+    out = CliRunner().invoke(app, ["merge", *shards, "--out", "merged", "--results-dir", str(tmp_path)])
+    assert out.exit_code == 2, out.output
+    assert message in out.output
+    assert not (tmp_path / "merged").exists()
+
+
+@pytest.mark.slow
+def test_merge_refuses_a_missing_shard_a_duplicate_episode_and_an_unsharded_run(
+    sharded: tuple[Path, list[str], str],
+) -> None:
+    results, shards, whole = sharded
+    with pytest.raises(MergeError, match=r"missing, first .* \(shard 3/3 was not given\)"):
+        merge_shards(results, shards[:2], "merged-2")
+    twin = results / f"{shards[0]}-copy"
+    shutil.copytree(results / shards[0], twin)
+    try:
+        with pytest.raises(MergeError, match="present twice"):
+            merge_shards(results, [*shards, twin.name], "merged-dup")
+    finally:
+        shutil.rmtree(twin)
+    with pytest.raises(MergeError, match="shard: it is not a shard"):
+        merge_shards(results, [*shards, whole], "merged-whole")
+    with pytest.raises(MergeError, match="already exists"):
+        merge_shards(results, shards, shards[0])
+    assert not any((results / name).exists() for name in ("merged-2", "merged-dup", "merged-whole"))
+
+
+@pytest.mark.slow
+def test_a_shard_resumes_as_that_shard_and_refuses_another(
+    sharded: tuple[Path, list[str], str], trusting: str, tmp_path: Path
+) -> None:
+    results, shards, _ = sharded
+    shutil.copytree(results / shards[1], tmp_path / shards[1])
+    _drop_last_episode(tmp_path / shards[1])
+    with pytest.raises(BenchmarkError, match="--shard: run has '2/3', now '1/3'"):
+        run_benchmark(
+            BenchmarkRequest(
+                tasks_dir=TASKS,
+                base_url=trusting,
+                results_dir=tmp_path,
+                resume=shards[1],
+                shard="1/3",
+                model="scripted-context_trusting",
+            )
+        )
+    outcome = run_benchmark(
+        BenchmarkRequest(
+            tasks_dir=TASKS,
+            base_url=trusting,
+            results_dir=tmp_path,
+            resume=shards[1],
+            model="scripted-context_trusting",
+        )
+    )
+    assert outcome.manifest.status is RunStatus.COMPLETE
+    assert outcome.manifest.shard is not None and outcome.manifest.shard.index == 2
+    assert verify_run(tmp_path / shards[1]).ok
+
+
+def test_run_benchmark_refuses_a_bad_shard_flag(tmp_path: Path) -> None:
+    out = CliRunner().invoke(
+        app, ["run-benchmark", "--tasks", str(TASKS), "--shard", "4/3", "--results-dir", str(tmp_path), "--quiet"]
+    )
+    assert out.exit_code == 2
+    assert "--shard '4/3': expected I/N" in out.output
+    assert not any(tmp_path.iterdir())
