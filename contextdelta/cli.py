@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
@@ -98,6 +100,68 @@ def validate_tasks_command(
         wide.print(f"wrote {write_lock(report)}")
 
 
+def _schema_bounds(model: type[BaseModel], field: str) -> tuple[float | None, bool, float | None, bool]:
+    """(low, low exclusive, high, high exclusive) of a pydantic field's numeric constraints, from its JSON schema
+    (which also sees the constraints of an optional ``Annotated`` type)."""
+    schema = model.model_json_schema(mode="validation")["properties"][field]
+    for part in [schema, *schema.get("anyOf", [])]:
+        if any(k in part for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")):
+            low = part.get("minimum", part.get("exclusiveMinimum"))
+            high = part.get("maximum", part.get("exclusiveMaximum"))
+            return low, "exclusiveMinimum" in part, high, "exclusiveMaximum" in part
+    raise ValueError(f"{model.__name__}.{field} declares no numeric range")
+
+
+def _describe_range(low: float | None, low_open: bool, high: float | None, high_open: bool) -> str:
+    if low is not None and high is not None:
+        return f"from {low:g} to {high:g}"
+    if low is not None:
+        return f"greater than {low:g}" if low_open else f"at least {low:g}"
+    assert high is not None
+    return f"less than {high:g}" if high_open else f"at most {high:g}"
+
+
+def _refuse_outside(value: Any, low: float | None, low_open: bool, high: float | None, high_open: bool) -> Any:
+    below = low is not None and (value <= low if low_open else value < low)
+    above = high is not None and (value >= high if high_open else value > high)
+    if value is not None and (below or above):
+        raise typer.BadParameter(
+            f"{value:g} is out of range; allowed: {_describe_range(low, low_open, high, high_open)}"
+        )
+    return value
+
+
+def _within(model: Callable[[], type[BaseModel]], field: str) -> Callable[[Any], Any]:
+    """A typer callback refusing a value outside the range ``model().field`` declares (the one definition of the
+    range); the model is imported only when the flag is given, so parsing stays cheap."""
+
+    def check(value: Any) -> Any:
+        return value if value is None else _refuse_outside(value, *_schema_bounds(model(), field))
+
+    return check
+
+
+def _positive(value: Any) -> Any:
+    """A typer callback for a duration that must be greater than 0 (typer's ``min`` is inclusive only)."""
+    return _refuse_outside(value, 0, True, None, False)
+
+
+def _request_model() -> type[BaseModel]:
+    from contextdelta.runner.request import BenchmarkRequest
+
+    return BenchmarkRequest
+
+
+def _strategy_params_model() -> type[BaseModel]:
+    from contextdelta.rundir import StrategyParams
+
+    return StrategyParams
+
+
+def _request_range(field: str) -> Callable[[Any], Any]:
+    return _within(_request_model, field)
+
+
 def _csv(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value is not None else None
 
@@ -115,34 +179,77 @@ def run_benchmark_command(
     protection_modes: Annotated[
         str | None, typer.Option(help="Comma-separated: unprotected,freshness_contract.")
     ] = None,
-    repeats: Annotated[int | None, typer.Option(help="Repeats per (task, strategy, mode). Default 3.")] = None,
+    repeats: Annotated[
+        int | None,
+        typer.Option(help="Repeats per (task, strategy, mode). Default 3.", callback=_request_range("repeats")),
+    ] = None,
     task_ids: Annotated[str | None, typer.Option(help="Comma-separated task ids (default: every task).")] = None,
     limit: Annotated[
-        int | None, typer.Option(help="Smoke tests only: run at most this many tasks (results are not comparable).")
+        int | None,
+        typer.Option(
+            help="Smoke tests only: run at most this many tasks (results are not comparable).",
+            callback=_request_range("limit"),
+        ),
     ] = None,
-    max_steps: Annotated[int | None, typer.Option(help="Override every task's step limit.")] = None,
-    concurrency: Annotated[int, typer.Option(help="Episodes run at once.")] = 4,
+    max_steps: Annotated[
+        int | None, typer.Option(help="Override every task's step limit.", callback=_request_range("max_steps"))
+    ] = None,
+    concurrency: Annotated[int, typer.Option(help="Episodes run at once.", callback=_request_range("concurrency"))] = 4,
     seed: Annotated[int | None, typer.Option(help="Run seed (default CONTEXTDELTA_SEED).")] = None,
     model: Annotated[str | None, typer.Option(help="Model name (default CONTEXTDELTA_MODEL).")] = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint (CONTEXTDELTA_BASE_URL).")] = None,
     summary_model: Annotated[str | None, typer.Option(help="Model for semantic_summary (default: --model).")] = None,
-    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (default 0).")] = None,
-    max_tokens: Annotated[int | None, typer.Option(help="Completion token cap per model call.")] = None,
-    timeout_s: Annotated[float, typer.Option(help="Per-call timeout in seconds.")] = 120.0,
+    temperature: Annotated[
+        float | None,
+        typer.Option(help="Sampling temperature, 0 to 2 (default 0).", callback=_request_range("temperature")),
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(help="Completion token cap per model call.", callback=_request_range("max_tokens"))
+    ] = None,
+    timeout_s: Annotated[
+        float,
+        typer.Option(
+            help="Per-call timeout in seconds (the endpoint check's too).", callback=_request_range("timeout_s")
+        ),
+    ] = 120.0,
     provider: Annotated[str, typer.Option(help="Provider kind (openai-compatible HTTP).")] = "openai",
     results_dir: Annotated[Path | None, typer.Option(help="Where run directories go (default results/).")] = None,
-    max_cost_usd: Annotated[float | None, typer.Option(help="Stop starting episodes once this much is spent.")] = None,
-    max_episode_cost_usd: Annotated[float | None, typer.Option(help="Stop an episode at this cost.")] = None,
+    max_cost_usd: Annotated[
+        float | None,
+        typer.Option(help="Stop starting episodes once this much is spent.", callback=_request_range("max_cost_usd")),
+    ] = None,
+    max_episode_cost_usd: Annotated[
+        float | None,
+        typer.Option(help="Stop an episode at this cost.", callback=_request_range("max_episode_cost_usd")),
+    ] = None,
     price_table: Annotated[Path | None, typer.Option(help="JSON price table overriding the built-in one.")] = None,
-    last_n: Annotated[int | None, typer.Option(help="last_n: tool groups kept (default 3).")] = None,
+    last_n: Annotated[
+        int | None,
+        typer.Option(
+            help="last_n: tool groups kept (default 3; 0 keeps none).",
+            callback=_within(_strategy_params_model, "last_n"),
+        ),
+    ] = None,
     summary_trigger: Annotated[
-        int | None, typer.Option(help="Summary/digest/tool-result clearing after this many groups (6).")
+        int | None,
+        typer.Option(
+            help="Summary/digest/tool-result clearing once more groups than this (default 6).",
+            callback=_within(_strategy_params_model, "summary_trigger"),
+        ),
     ] = None,
     summary_keep: Annotated[
-        int | None, typer.Option(help="Groups kept verbatim after a summary/digest; tool results kept by clearing (3).")
+        int | None,
+        typer.Option(
+            help="Groups kept verbatim after a summary/digest; tool results kept by clearing (default 3).",
+            callback=_within(_strategy_params_model, "summary_keep"),
+        ),
     ] = None,
     token_budget: Annotated[
-        int | None, typer.Option(help="token_budget_trim: prompt tokens the kept history may take (1200).")
+        int | None,
+        typer.Option(
+            help="token_budget_trim: prompt tokens the kept history may take (default 1200).",
+            callback=_within(_strategy_params_model, "token_budget"),
+        ),
     ] = None,
     resume: Annotated[str | None, typer.Option(help="Continue run RUN_ID: run only its missing episodes.")] = None,
     shard: Annotated[
@@ -521,7 +628,9 @@ def serve_command(
         ),
     ] = None,
     host: Annotated[str, typer.Option(help="Interface to bind; anything but loopback needs care.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port; 0 picks a free one (printed in the ready line).")] = 8800,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="Port; 0 picks a free one (printed in the ready line).")
+    ] = 8800,
     token: Annotated[
         str | None,
         typer.Option(
@@ -538,7 +647,9 @@ def serve_command(
         ),
     ] = None,
     database_url: DatabaseUrlOption = None,
-    timeout_s: Annotated[float, typer.Option(help="Upstream timeout per request, seconds.")] = 600.0,
+    timeout_s: Annotated[
+        float, typer.Option(help="Upstream timeout per request, seconds.", callback=_positive)
+    ] = 600.0,
 ) -> None:
     """OpenAI-compatible recording proxy: forwards /v1/chat/completions (streaming too) and /v1/models to
     --upstream and stores every request/response pair, redacted, in the trace store."""
@@ -597,7 +708,7 @@ def serve_command(
 @app.command("dashboard")
 def dashboard_command(
     results_dir: ResultsDirOption = None,
-    port: Annotated[int, typer.Option(help="Port to serve on.")] = 8501,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to serve on.")] = 8501,
     host: Annotated[str, typer.Option(help="Interface to bind; anything but loopback exposes your runs.")] = (
         "127.0.0.1"
     ),

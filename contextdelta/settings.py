@@ -10,6 +10,7 @@ turns it into exit 2 before any command runs. ``.env.example`` lists every field
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, ValidationError
@@ -18,6 +19,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 ENV_PREFIX = "CONTEXTDELTA_"
 DATABASE_FILE = "contextdelta.db"
 """The trace store's SQLite file inside the results folder, when ``CONTEXTDELTA_DATABASE_URL`` is unset."""
+
+
+Temperature = Annotated[float, Field(ge=0.0, le=2.0)]
+"""A sampling temperature in the range OpenAI-compatible endpoints accept (the setting and ``--temperature``)."""
 
 
 class SettingsError(ValueError):
@@ -48,7 +53,7 @@ class Settings(BaseSettings):
     summary_model: str | None = Field(
         default=None, description="the model that writes semantic_summary summaries (default: the agent model)"
     )
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0, description="a sampling temperature from 0 to 2")
+    temperature: Temperature = Field(default=0.0, description="a sampling temperature from 0 to 2")
     seed: int = Field(default=0, description="an integer run seed")
     database_url: str | None = Field(
         default=None,

@@ -14,6 +14,7 @@ from contextdelta.context.base import (
     StrategyBase,
     SummaryCall,
     TransformResult,
+    check_window,
     parse_history,
 )
 from contextdelta.context.full_history import FullHistory
@@ -89,6 +90,7 @@ __all__ = [
     "build_state_digest",
     "build_strategy",
     "builtin_params",
+    "check_window",
     "clear_tool_results",
     "count_message_tokens",
     "count_text_tokens",

@@ -146,7 +146,9 @@ def _print_info(report: dict[str, Any]) -> None:
 def serve_command(
     model: ModelOption = DEFAULT_MODEL_KEY,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port; 0 picks a free one (printed in the ready line).")] = DEFAULT_PORT,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="TCP port; 0 picks a free one (printed in the ready line).")
+    ] = DEFAULT_PORT,
     n_ctx: Annotated[int, typer.Option("--n-ctx", min=512, help="Context window in tokens.")] = DEFAULT_N_CTX,
     threads: Annotated[int | None, typer.Option(min=1, help="CPU threads (default: every available core).")] = None,
     max_tokens: Annotated[

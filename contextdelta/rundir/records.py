@@ -48,13 +48,14 @@ class RunStatus(StrEnum):
 
 
 class StrategyParams(BaseModel):
-    """Context-strategy parameters; part of the run configuration and of what resume compares."""
+    """Context-strategy parameters; part of the run configuration and of what resume compares. Zero is a value
+    (``last_n`` 0 keeps no tool group), never a stand-in for the default."""
 
     model_config = ConfigDict(extra="forbid")
 
-    last_n: int = Field(default=3, ge=1)
-    summary_trigger: int = Field(default=6, ge=1)
-    summary_keep: int = Field(default=3, ge=1)
+    last_n: int = Field(default=3, ge=0, description="last_n: tool groups kept.")
+    summary_trigger: int = Field(default=6, ge=0, description="Summary/digest once more groups than this.")
+    summary_keep: int = Field(default=3, ge=0, description="Groups kept verbatim after a summary/digest.")
     token_budget: int = Field(default=DEFAULT_TOKEN_BUDGET, ge=1, description="token_budget_trim: prompt tokens.")
 
 

@@ -24,7 +24,6 @@ from typing import Any
 import anyio
 
 from contextdelta.providers import ChatProvider
-from contextdelta.report import ReportFiles
 from contextdelta.rundir.ids import new_run_group_id
 from contextdelta.rundir.layout import RunDirectory
 from contextdelta.rundir.recorder import Recorder, Recorders, RunDirectoryRecorder, RunEnd, RunStart
@@ -145,6 +144,8 @@ def open_run(plan: RunPlan, recorders: Sequence[Recorder] = ()) -> ActiveRun:
         }
     )
     directory.write_manifest(manifest)
+    from contextdelta.report import ReportFiles  # numpy/scipy: loaded once a run really starts, not at import
+
     group = Recorders([RunDirectoryRecorder(directory), ReportFiles(directory), *recorders])
     run = ActiveRun(plan, directory, manifest, session, group, list(plan.done))
     group.start(

@@ -18,7 +18,7 @@ import anyio
 
 from contextdelta.agent import SYSTEM_PROMPT_VERSION, initial_messages, system_prompt_sha256
 from contextdelta.canonical import content_hash
-from contextdelta.context import DEFAULT_TOKEN_BUDGET, STRATEGY_NAMES
+from contextdelta.context import STRATEGY_NAMES, check_window
 from contextdelta.providers import ChatProvider, ProviderConfigError, Usage, create_provider
 from contextdelta.rundir.ids import RunIdError, run_dir, validate_run_id
 from contextdelta.rundir.layout import RunDirectory, RunDirectoryError
@@ -202,12 +202,7 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
         if conflicts:
             raise BenchmarkError(f"cannot resume {manifest.run_group_id}: " + "; ".join(conflicts))
         tasks = _load_tasks(request, [t.id for t in manifest.tasks], None)
-        params = StrategyParams(
-            last_n=request.last_n or manifest.strategy_params.last_n,
-            summary_trigger=request.summary_trigger or manifest.strategy_params.summary_trigger,
-            summary_keep=request.summary_keep or manifest.strategy_params.summary_keep,
-            token_budget=request.token_budget or manifest.strategy_params.token_budget,
-        )
+        params = strategy_params(request, manifest.strategy_params)
         return Matrix(
             tasks,
             manifest.strategies,
@@ -223,25 +218,26 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
     modes = request.protection_modes or [m.value for m in ProtectionMode]
     _check_names(strategies, modes)
     repeats = request.repeats if request.repeats is not None else DEFAULT_REPEATS
-    if repeats < 1:
-        raise BenchmarkError(f"--repeats must be at least 1, got {repeats}")
-    if request.limit is not None and request.limit < 1:
-        raise BenchmarkError(f"--limit must be at least 1, got {request.limit}")
-    if request.max_steps is not None and request.max_steps < 1:
-        raise BenchmarkError(f"--max-steps must be at least 1, got {request.max_steps}")
+    params = strategy_params(request, StrategyParams())
     tasks = _load_tasks(request, request.task_ids, request.limit)
-    try:
-        params = StrategyParams(
-            last_n=request.last_n or 3,
-            summary_trigger=request.summary_trigger or 6,
-            summary_keep=request.summary_keep or 3,
-            token_budget=request.token_budget or DEFAULT_TOKEN_BUDGET,
-        )
-    except ValueError as exc:
-        raise BenchmarkError(f"strategy parameters: {exc}") from exc
     seed = request.seed if request.seed is not None else settings.seed
     shard = _parse_shard(request.shard)
     return Matrix(tasks, strategies, modes, repeats, seed, request.max_steps, request.limit, params, shard)
+
+
+def strategy_params(request: BenchmarkRequest, base: StrategyParams) -> StrategyParams:
+    """``base`` (the defaults, or on resume the manifest's) with every parameter the request gives: a given 0 is
+    kept (zero is a value, never "not given"). The compaction window must satisfy ``keep <= trigger``."""
+    given = {name: value for name in StrategyParams.model_fields if (value := getattr(request, name, None)) is not None}
+    try:
+        params = StrategyParams.model_validate({**base.model_dump(), **given})
+        check_window(params.summary_trigger, params.summary_keep)
+    except ValueError as exc:
+        flags = ", ".join(f"--{name.replace('_', '-')} {value}" for name, value in sorted(given.items()))
+        raise BenchmarkError(
+            f"strategy parameters ({flags or 'defaults'}): {exc}; --summary-keep must not exceed --summary-trigger"
+        ) from None
+    return params
 
 
 def run_hashes(tasks: Sequence[Task], modes: list[str]) -> Hashes:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from contextdelta.settings import Temperature
 
 DEFAULT_REPEATS = 3
 DEFAULT_CONCURRENCY = 4
+DEFAULT_TIMEOUT_S = 120.0
 
 
 class BenchmarkError(Exception):
@@ -20,7 +23,11 @@ class BenchmarkError(Exception):
 
 
 class BenchmarkRequest(BaseModel):
-    """What the user asked for. ``None`` means "not given": defaults apply, or the manifest's on resume."""
+    """What the user asked for. ``None`` means "not given": defaults apply, or the manifest's on resume.
+
+    The numeric bounds below are the one definition of each flag's allowed range: the command line refuses an
+    out-of-range value from them (naming the range) before anything runs. Zero, where allowed, is a value.
+    """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
@@ -28,23 +35,24 @@ class BenchmarkRequest(BaseModel):
     task_ids: list[str] | None = None
     strategies: list[str] | None = None
     protection_modes: list[str] | None = None
-    repeats: int | None = None
-    limit: int | None = None
-    max_steps: int | None = None
-    concurrency: int = DEFAULT_CONCURRENCY
+    repeats: int | None = Field(default=None, ge=1)
+    limit: int | None = Field(default=None, ge=1)
+    max_steps: int | None = Field(default=None, ge=1)
+    concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1)
     seed: int | None = None
     provider: str = "openai"
     model: str | None = None
     base_url: str | None = None
     api_key: SecretStr | None = None
     summary_model: str | None = None
-    temperature: float | None = None
-    max_tokens: int | None = None
-    timeout_s: float = 120.0
+    temperature: Temperature | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
     results_dir: Path | None = None
-    max_cost_usd: float | None = None
-    max_episode_cost_usd: float | None = None
+    max_cost_usd: float | None = Field(default=None, ge=0)
+    max_episode_cost_usd: float | None = Field(default=None, ge=0)
     price_table: Path | None = None
+    # strategy parameters: their ranges and defaults are StrategyParams' (contextdelta.rundir)
     last_n: int | None = None
     summary_trigger: int | None = None
     summary_keep: int | None = None

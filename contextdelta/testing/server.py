@@ -38,7 +38,9 @@ def main(
     tasks: Annotated[
         Path, typer.Option(help="Directory of task files (searched recursively).", exists=True, file_okay=False)
     ],
-    port: Annotated[int, typer.Option(help="TCP port; 0 picks a free one (printed in the ready line).")] = 0,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="TCP port; 0 picks a free one (printed in the ready line).")
+    ] = 0,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     latency_ms: Annotated[int, typer.Option(min=0, help="Sleep this long before every chat answer.")] = 0,
     fail_429: Annotated[str | None, typer.Option(metavar=SELECTOR, help="Answer 429 with Retry-After.")] = None,

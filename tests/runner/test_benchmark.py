@@ -201,6 +201,19 @@ def test_budget_stop_marks_the_run_incomplete(oracle_url: str, tmp_path: Path) -
     assert all(r.cost_usd is not None and r.cost_usd > 0 for r in outcome.records)
 
 
+def test_a_zero_budget_is_a_value_spend_nothing(oracle_url: str, tmp_path: Path) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"scripted-oracle": {"input_per_mtok": 1000.0, "output_per_mtok": 1000.0}}))
+    outcome = run_benchmark(request(oracle_url, tmp_path / "results", price_table=prices, max_cost_usd=0))
+    assert outcome.manifest.max_cost_usd == 0 and outcome.manifest.counts.finished == 0
+    assert outcome.manifest.status is RunStatus.INCOMPLETE
+    outcome = run_benchmark(
+        request(oracle_url, tmp_path / "results", price_table=prices, max_episode_cost_usd=0, task_ids=SMALL[:1])
+    )
+    assert {r.trace.termination.value for r in outcome.records} == {"budget_exceeded"}
+    assert all(r.trace.step_count == 0 and not r.verdict.success for r in outcome.records)
+
+
 def test_a_budget_without_a_known_price_is_refused(oracle_url: str, tmp_path: Path) -> None:
     with pytest.raises(BenchmarkError, match="needs a known price"):
         run_benchmark(request(oracle_url, tmp_path, model="some-unpriced-model", max_cost_usd=1.0))
@@ -227,7 +240,7 @@ def test_unknown_price_gives_empty_cost_never_zero(oracle_url: str, tmp_path: Pa
         ("strategies", ["full_history", "everything"], "--strategies: unknown"),
         ("protection_modes", ["paranoid"], "--protection-modes: unknown"),
         ("task_ids", ["no-such-task"], "--task-ids: unknown task ids"),
-        ("repeats", 0, "--repeats must be at least 1"),
+        ("summary_trigger", 2, "--summary-keep must not exceed --summary-trigger"),
     ],
 )
 def test_bad_flags_are_clear_errors(tmp_path: Path, flag: str, value: object, message: str) -> None:
