@@ -6,7 +6,9 @@ not YAML datetimes) and refuses duplicate keys, which plain YAML silently resolv
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +42,9 @@ class TaskProblem:
     def render(self) -> str:
         """``file[:line]: field: message (value: ...)`` on one line."""
         where = f"{self.file}:{self.line}" if self.line is not None else self.file
-        text = f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        message = " ".join(self.message.split())  # one line, whatever the message quoted
+        field = self.field if self.field.isprintable() else self.field.encode("unicode_escape").decode("ascii")
+        text = f"{where}: {field}: {message}" if field else f"{where}: {message}"
         if self.has_value:
             text += f" (value: {_short(self.value)})"
         return text
@@ -51,8 +55,55 @@ def _short(value: Any, limit: int = 100) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+MAX_FILE_BYTES = 1 << 20
+"""Largest task (or lock) file read: 1 MiB. The shipped tasks are under 7 KB; a bigger file is a mistake."""
+MAX_DEPTH = 40
+"""Deepest YAML nesting accepted (the task schema itself is about 8 levels deep)."""
+MAX_NODES = 100_000
+"""Most YAML nodes a file may expand to, every use of an alias counted in full (the anchor-bomb bound)."""
+MAX_INT = 2**63 - 1
+"""Integers must lie within a signed 64-bit range (what every database and JSON reader holds exactly)."""
+_MAX_INT_TEXT = 32
+"""Longest integer literal converted at all (Python refuses over 4,300 digits with a traceback)."""
+
+
+class YamlLimitError(yaml.MarkedYAMLError):
+    """A YAML document beyond one of the loader's limits (nesting, aliases, integers)."""
+
+
 class _TaskLoader(yaml.SafeLoader):
-    """SafeLoader without the implicit timestamp type and with duplicate-key detection."""
+    """SafeLoader without the implicit timestamp type, with duplicate-key detection, and with limits.
+
+    Nesting is bounded while composing (PyYAML's composer recurses once per level, so 5,000 levels would end in
+    a RecursionError); the expanded size of the composed node graph is bounded before anything is constructed
+    (a few KB of anchors and aliases can stand for billions of nodes); integers are range-checked before
+    conversion.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise YamlLimitError(None, None, f"nested deeper than {MAX_DEPTH} levels", mark)
+            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        finally:
+            self._depth -= 1
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:  # type: ignore[override]
+        text = str(node.value)
+        if len(text.replace("_", "")) > _MAX_INT_TEXT:
+            raise YamlLimitError(None, None, f"integer with {len(text)} characters is out of range", node.start_mark)
+        value = super().construct_yaml_int(node)
+        if not -MAX_INT - 1 <= value <= MAX_INT:
+            raise YamlLimitError(
+                None, None, f"integer {_short(value, 40)} is outside the 64-bit range", node.start_mark
+            )
+        return value
 
 
 _TaskLoader.yaml_implicit_resolvers = {
@@ -65,20 +116,84 @@ def _mapping_without_duplicates(loader: _TaskLoader, node: yaml.MappingNode) -> 
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=True)
-        if key in seen:
+        try:
+            repeated = key in seen
+            seen.add(key)
+        except TypeError:  # an unhashable key (a mapping used as a key): reported as a non-string key later
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", node.start_mark, "found an unhashable key", key_node.start_mark
+            ) from None
+        if repeated:
             raise yaml.constructor.ConstructorError(
                 "while constructing a mapping", node.start_mark, f"found duplicate key {key!r}", key_node.start_mark
             )
-        seen.add(key)
     return loader.construct_mapping(node, deep=True)
 
 
 _TaskLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
+_TaskLoader.add_constructor("tag:yaml.org,2002:int", _TaskLoader.construct_yaml_int)
+
+
+def expanded_size(root: yaml.Node, limit: int = MAX_NODES) -> int:
+    """How many nodes ``root`` stands for with every alias expanded, counted without expanding (each distinct
+    node once, memoised); stops counting above ``limit``. Raises YamlLimitError for a recursive alias."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            on_path.discard(key)
+            total = 1 + sum(sizes[id(child)] for child in _children(node))
+            sizes[key] = min(total, limit + 1)
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            raise YamlLimitError(None, None, "a recursive alias (a node that contains itself)", node.start_mark)
+        on_path.add(key)
+        stack.append((node, True))
+        for child in _children(node):
+            if id(child) in on_path:
+                raise YamlLimitError(None, None, "a recursive alias (a node that contains itself)", child.start_mark)
+            if id(child) not in sizes:
+                stack.append((child, False))
+    return sizes[id(root)]
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _compose_bounded(text: str) -> tuple[_TaskLoader, yaml.Node | None]:
+    loader = _TaskLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is not None and expanded_size(node) > MAX_NODES:
+            raise YamlLimitError(
+                None, None, f"aliases expand to more than {MAX_NODES:,} nodes (an anchor bomb?)", node.start_mark
+            )
+    except BaseException:
+        loader.dispose()
+        raise
+    return loader, node
 
 
 def parse_yaml(text: str) -> Any:
-    """Parse task YAML (timestamps stay strings; duplicate keys are an error)."""
-    return yaml.load(text, Loader=_TaskLoader)  # _TaskLoader is a SafeLoader subclass
+    """Parse task YAML within the loader's limits (timestamps stay strings; duplicate keys are an error).
+
+    Raises yaml.YAMLError (YamlLimitError for a limit, with the line) for anything it refuses.
+    """
+    loader, node = _compose_bounded(text)
+    try:
+        return None if node is None else loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def _non_json(value: Any, path: tuple[int | str, ...]) -> Iterator[tuple[tuple[int | str, ...], str, Any]]:
@@ -100,9 +215,11 @@ def _non_json(value: Any, path: tuple[int | str, ...]) -> Iterator[tuple[tuple[i
 
 def _compose(text: str) -> yaml.Node | None:
     try:
-        return yaml.compose(text, Loader=_TaskLoader)
+        loader, node = _compose_bounded(text)
     except yaml.YAMLError:
         return None
+    loader.dispose()
+    return node
 
 
 def _key_is(key_node: yaml.Node, part: int | str) -> bool:
@@ -139,18 +256,32 @@ def _line_of(root: yaml.Node | None, path: Sequence[int | str]) -> int | None:
     return line
 
 
+_NUMBER_TYPES = frozenset({"int_type", "float_type", "int_parsing", "float_parsing", "literal_error"})
+
+
 def _message(error: Any) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
         return "unknown field"
     if kind == "missing":
         return "required field is missing"
+    value = error.get("input")
+    if kind in _NUMBER_TYPES and isinstance(value, str) and _is_number(value):
+        return f"{error['msg']}: a number is expected, not the quoted string {value!r} (remove the quotes)"
     return str(error["msg"])
 
 
-def validation_problems(file: str, text: str, exc: ValidationError) -> list[TaskProblem]:
+def _is_number(text: str) -> bool:
+    try:
+        float(text.strip())
+    except ValueError:
+        return False
+    return bool(text.strip())
+
+
+def validation_problems(file: str, text: str, exc: ValidationError, root: yaml.Node | None = None) -> list[TaskProblem]:
     """One problem per pydantic error, with the dotted field path, its line and the offending value."""
-    root = _compose(text)
+    root = root if root is not None else _compose(text)
     problems = []
     for error in exc.errors(include_url=False):
         path = [p for p in error["loc"] if not isinstance(p, str) or not p.startswith(("function-", "literal["))]
@@ -160,44 +291,132 @@ def validation_problems(file: str, text: str, exc: ValidationError) -> list[Task
     return problems
 
 
-def load_task_text(file: str, text: str) -> tuple[Task | None, list[TaskProblem]]:
-    """Parse and validate one task file's text; returns the task or the problems that prevent it."""
-    try:
-        data = parse_yaml(text)
-    except yaml.MarkedYAMLError as exc:
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _yaml_problem(file: str, exc: yaml.YAMLError, text: str) -> TaskProblem:
+    if isinstance(exc, yaml.reader.ReaderError):
+        at = text.count("\n", 0, exc.position) + 1
+        return TaskProblem(file, "", f"invalid YAML: character {exc.character!r} is not allowed in YAML", line=at)
+    if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
-        detail = " ".join(p for p in (exc.context, exc.problem) if p)
-        return None, [TaskProblem(file, "", f"invalid YAML: {detail}", line=line)]
+        detail = _one_line(" ".join(p for p in (exc.context, exc.problem) if p))
+        kind = "YAML beyond the loader's limits" if isinstance(exc, YamlLimitError) else "invalid YAML"
+        return TaskProblem(file, "", f"{kind}: {detail}", line=line)
+    return TaskProblem(file, "", f"invalid YAML: {_one_line(str(exc))}")
+
+
+def load_task_text(file: str, text: str) -> tuple[Task | None, list[TaskProblem]]:
+    """Parse and validate one task file's text; returns the task or the problems that prevent it.
+
+    Validation is strict: a value must already have the type its field expects (``max_steps: "22"`` is an
+    error, not silently the number 22); enum values and ISO times are written as strings, as in JSON.
+    """
+    try:
+        loader, root = _compose_bounded(text)
     except yaml.YAMLError as exc:
-        return None, [TaskProblem(file, "", f"invalid YAML: {exc}")]
+        return None, [_yaml_problem(file, exc, text)]
+    try:
+        data = None if root is None else loader.construct_document(root)
+    except yaml.YAMLError as exc:
+        return None, [_yaml_problem(file, exc, text)]
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+        # an explicit tag on a value it cannot convert (``!!int abc``, ``!!bool maybe``): PyYAML's constructors
+        # raise plain Python errors for these
+        return None, [TaskProblem(file, "", f"invalid YAML: a tagged value cannot be converted ({type(exc).__name__})")]
+    finally:
+        loader.dispose()
     if not isinstance(data, dict):
         return None, [TaskProblem(file, "", "a task file must be a YAML mapping", type(data).__name__)]
     strange = list(_non_json(data, ()))
     if strange:
-        root = _compose(text)
         return None, [
             TaskProblem(file, ".".join(map(str, path)), message, value, _line_of(root, path))
             for path, message, value in strange
         ]
     try:
-        task = Task.model_validate(data)
+        # strict JSON-mode validation: no str->number coercion, while enums and datetimes still read from strings
+        task = Task.model_validate_json(json.dumps(data, ensure_ascii=False), strict=True)
     except ValidationError as exc:
-        return None, validation_problems(file, text, exc)
+        return None, validation_problems(file, text, exc, root)
     return task, []
+
+
+class FileReadError(ValueError):
+    """A file the loader refuses to read: too large, not UTF-8, or a link out of its folder."""
+
+
+def read_text_file(path: Path, root: Path | None = None, *, limit: int = MAX_FILE_BYTES) -> str:
+    """The UTF-8 text of ``path``, refusing a file over ``limit`` bytes, undecodable bytes (with the line), and,
+    when ``root`` is given, a path that resolves outside ``root`` (a symlink leaving the folder).
+
+    Raises FileReadError with a one-line reason.
+    """
+    if root is not None:
+        target = path.resolve()
+        if not target.is_relative_to(root.resolve()):
+            raise FileReadError(f"a symlink to {target}, outside the tasks folder (copy the file in instead)")
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise FileReadError(f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise FileReadError(f"larger than the {limit:,}-byte limit for task files")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise FileReadError(f"line {line}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
 def load_task(path: Path) -> Task:
     """Load one task file; raises ValueError listing every problem."""
-    task, problems = load_task_text(str(path), path.read_text(encoding="utf-8"))
+    try:
+        text = read_text_file(path)
+    except FileReadError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    task, problems = load_task_text(str(path), text)
     if task is None:
         raise ValueError("\n".join(p.render() for p in problems))
     return task
 
 
+OTHER_YAML_SUFFIXES = (".yml",)
+
+
+@dataclass(frozen=True)
+class FolderListing:
+    """What a tasks folder holds: candidate task files, and the entries the loader refuses outright."""
+
+    files: list[Path]
+    refused: list[tuple[Path, str]]
+
+
+def list_folder(directory: Path) -> FolderListing:
+    """Every ``*.yaml`` file below ``directory`` (sorted, symlinked folders not followed), plus the entries that
+    are refused: ``.yml`` files (the suite's files end in ``.yaml``) and symlinked folders."""
+    files: list[Path] = []
+    refused: list[tuple[Path, str]] = []
+    for folder, dirs, names in os.walk(directory, followlinks=False):
+        base = Path(folder)
+        for name in sorted(dirs):
+            if (base / name).is_symlink():
+                refused.append((base / name, "a symlinked folder (task folders are read without following links)"))
+        for name in names:
+            path = base / name
+            if name.endswith(TASK_SUFFIX):
+                files.append(path)
+            elif name.endswith(OTHER_YAML_SUFFIXES):
+                refused.append((path, f"task files end in {TASK_SUFFIX}; rename it to {Path(name).stem}{TASK_SUFFIX}"))
+    return FolderListing(sorted(files), sorted(refused))
+
+
 def task_files(directory: Path) -> list[Path]:
-    """Every ``*.yaml`` below ``directory``, sorted."""
-    return sorted(p for p in directory.rglob(f"*{TASK_SUFFIX}") if p.is_file())
+    """Every ``*.yaml`` below ``directory``, sorted (symlinked folders are not followed)."""
+    return list_folder(directory).files
 
 
 @dataclass
@@ -224,22 +443,30 @@ def display_path(path: Path) -> str:
 def load_directory(directory: Path) -> tuple[list[LoadedTask], list[TaskProblem]]:
     """Load every task file under ``directory``: ``<world>/<id>.yaml``.
 
-    Checks per file: YAML, schema, the id matching the file name, the world matching the folder; and across
-    files: duplicate ids. Returns the tasks that loaded and every problem found.
+    Checks per file: size, encoding, links, YAML, schema, the id matching the file name, the world matching
+    the folder; and across files: duplicate ids, and that there is at least one task file. Returns the tasks
+    that loaded and every problem found.
     """
     loaded: list[LoadedTask] = []
     problems: list[TaskProblem] = []
     by_id: dict[str, LoadedTask] = {}
-    for path in task_files(directory):
+    listing = list_folder(directory)
+    for path, why in listing.refused:
+        problems.append(TaskProblem(display_path(path), "", why))
+    if not listing.files:
+        problems.append(
+            TaskProblem(display_path(directory), "", f"no task files: expected <world>/<id>{TASK_SUFFIX} below it")
+        )
+    for path in listing.files:
         file = display_path(path)
         relative = path.relative_to(directory)
         if len(relative.parts) != 2:
             problems.append(TaskProblem(file, "", "task files live in <world>/<id>.yaml below the tasks folder"))
             continue
         try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            problems.append(TaskProblem(file, "", f"not UTF-8 text: {exc.reason} at byte {exc.start}"))
+            text = read_text_file(path, directory)
+        except FileReadError as exc:
+            problems.append(TaskProblem(file, "", str(exc)))
             continue
         task, found = load_task_text(file, text)
         problems.extend(found)

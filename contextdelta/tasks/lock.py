@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contextdelta.canonical import sha256_hex
-from contextdelta.tasks.loader import LoadedTask, TaskProblem, display_path
+from contextdelta.tasks.loader import FileReadError, LoadedTask, TaskProblem, display_path, read_text_file
 from contextdelta.tasks.schema import Task, suite_hash
 
 LOCK_NAME = "SUITE.lock"
 
-_LINE = re.compile(r"^(?P<id>[a-z0-9][a-z0-9\-]*)@(?P<version>[1-9][0-9]*):(?P<hash>[0-9a-f]{64})$")
+_LINE = re.compile(r"^(?P<id>[a-z0-9][a-z0-9\-]*)@(?P<version>[1-9][0-9]{0,17}):(?P<hash>[0-9a-f]{64})$")
 _SUITE = re.compile(r"^suite_hash:\s*(?P<hash>[0-9a-f]{64})$")
 
 
@@ -45,6 +45,8 @@ class SuiteLock:
     entries: dict[str, LockEntry] = field(default_factory=dict)
     suite_hash: str | None = None
     problems: list[TaskProblem] = field(default_factory=list)
+    unreadable: bool = False
+    """The file could not be read at all (too large, not UTF-8, a link out of the folder)."""
 
     def computed_hash(self) -> str:
         """The suite hash its own lines give (SPEC section 5)."""
@@ -67,7 +69,13 @@ def read_lock(path: Path) -> SuiteLock:
     """Parse a lock file; malformed lines become problems on the lock, never exceptions."""
     lock = SuiteLock(path)
     file = display_path(path)
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    try:
+        text = read_text_file(path, path.parent)
+    except FileReadError as exc:
+        lock.problems.append(TaskProblem(file, "", str(exc)))
+        lock.unreadable = True
+        return lock
+    for number, raw in enumerate(text.splitlines(), start=1):
         text = raw.strip()
         if not text or text.startswith("#"):
             continue
@@ -100,7 +108,7 @@ def lock_problems(tasks: Sequence[LoadedTask], lock: SuiteLock, *, writing: bool
     """
     problems: list[TaskProblem] = []
     file = display_path(lock.path)
-    if not writing:
+    if not writing or lock.unreadable:  # never regenerate over a lock nobody could read
         problems.extend(lock.problems)
     present = {t.task.id for t in tasks}
     for loaded in tasks:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from contextdelta.grading import GraderName, Verdict, blocked_writes, grade, targeted_grader
 from contextdelta.tasks.checks import check_task
-from contextdelta.tasks.loader import LoadedTask, TaskProblem, load_directory
+from contextdelta.tasks.loader import LoadedTask, TaskProblem, display_path, load_directory
 from contextdelta.tasks.lock import LOCK_NAME, lock_problems, read_lock, render_lock
 from contextdelta.tasks.schema import Hazard, Task, TrajectoryCall, suite_hash
 from contextdelta.tasks.trajectory import Replay, TrajectoryError, replay
@@ -240,7 +240,8 @@ def validate_suite(directory: Path, *, writing_lock: bool = False) -> SuiteRepor
     """Validate every task file under ``directory`` and compare with its ``SUITE.lock`` (if there is one)."""
     loaded, file_problems = load_directory(directory)
     rows = [_report(entry) for entry in loaded]
-    failed_files = sorted({p.file for p in file_problems})
+    folder = display_path(directory)
+    failed_files = sorted({p.file for p in file_problems if p.file != folder})
     rows.extend(TaskReport(file=f, id=Path(f).stem) for f in failed_files)
     rows.sort(key=lambda r: (r.world or "~", r.id))
     lock_path = directory / LOCK_NAME

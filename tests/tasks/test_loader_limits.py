@@ -1,0 +1,236 @@
+"""The loader's limits: every hostile input is a named problem (file, line where known, which limit), never a
+traceback or a hang, both through ``load_task_text`` and through ``validate-tasks`` (exit 1)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner, Result
+
+from contextdelta.cli import app
+from contextdelta.tasks.loader import MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES, load_directory, load_task_text
+from contextdelta.tasks.lock import LOCK_NAME, read_lock
+from tests.tasks.helpers import BASE_ID, dump, suite_file, task_data, write_task
+
+runner = CliRunner()
+
+
+def validate(root: Path) -> Result:
+    return runner.invoke(app, ["validate-tasks", "--tasks", str(root)])
+
+
+def only_problem(text: str, file: str = "t.yaml") -> str:
+    task, problems = load_task_text(file, text)
+    assert task is None and len(problems) == 1, problems
+    rendered = problems[0].render()
+    assert "\n" not in rendered
+    return rendered
+
+
+def anchor_bomb(levels: int = 10, fan: int = 9) -> str:
+    """The billion-laughs shape: each level a list of ``fan`` aliases to the previous one (about 500 bytes)."""
+    lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for level in range(1, levels):
+        lines.append(f"l{level}: &l{level} [" + ", ".join([f"*l{level - 1}"] * fan) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_anchor_bomb_is_refused_before_it_expands(tmp_path: Path) -> None:
+    bomb = anchor_bomb()
+    assert len(bomb) < 6000
+    assert f"aliases expand to more than {MAX_NODES:,} nodes" in only_problem(bomb)
+    # the same bomb hidden inside an otherwise valid task, through the CLI
+    text = (
+        suite_file(BASE_ID).read_text(encoding="utf-8")
+        + "x-bomb:\n"
+        + "".join(f"  {line}\n" for line in bomb.splitlines())
+    )
+    path = tmp_path / "order" / f"{BASE_ID}.yaml"
+    path.parent.mkdir()
+    path.write_text(text, encoding="utf-8")
+    result = validate(tmp_path)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "aliases expand to more than" in result.output
+
+
+def test_a_small_number_of_aliases_is_fine() -> None:
+    data = task_data()
+    text = dump(data).replace("evaluator:\n", "x: &who Sam\nevaluator:\n", 1)
+    assert "unknown field" in only_problem(text)  # the alias itself is not the problem; the extra key is
+
+
+def test_a_recursive_alias_is_refused() -> None:
+    assert "recursive alias" in only_problem("a: &x [1, *x]\n")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: " + "[" * 5000 + "]" * 5000 + "\n",
+        "a: " + "{b: " * 5000 + "1" + "}" * 5000 + "\n",
+        "".join("  " * i + f"k{i}:\n" for i in range(5000)),
+        "".join("  " * i + "-\n" for i in range(5000)),
+    ],
+    ids=["flow-lists", "flow-maps", "block-maps", "block-lists"],
+)
+def test_deep_nesting_is_refused_with_its_line(text: str) -> None:
+    problem = only_problem(text)
+    assert f"nested deeper than {MAX_DEPTH} levels" in problem
+    assert problem.startswith("t.yaml:")  # a line number follows the file name
+    assert problem.split(":")[1].isdigit()
+
+
+@pytest.mark.parametrize(
+    ("literal", "fragment"),
+    [("9" * 5000, "out of range"), (str(2**63), "outside the 64-bit range"), (str(-(2**63) - 1), "64-bit")],
+)
+def test_integers_outside_the_range_are_refused(literal: str, fragment: str) -> None:
+    text = dump(task_data()).replace("max_steps: 22", f"max_steps: {literal}", 1)
+    problem = only_problem(text)
+    assert fragment in problem
+    line = text.splitlines().index(f"  max_steps: {literal}") + 1
+    assert problem.startswith(f"t.yaml:{line}:")
+
+
+def test_a_huge_version_in_the_lock_is_a_malformed_line(tmp_path: Path) -> None:
+    lock = tmp_path / LOCK_NAME
+    lock.write_text(f"suite_hash: {'0' * 64}\nsome-task@{'9' * 5000}:{'a' * 64}\n", encoding="utf-8")
+    parsed = read_lock(lock)
+    assert any("not an 'id@version:sha256' line" in p.render() for p in parsed.problems)
+
+
+def _numbers(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], int | float]]:
+    if isinstance(value, dict):
+        return [found for key, child in value.items() for found in _numbers(child, (*path, key))]
+    if isinstance(value, list):
+        return [found for i, child in enumerate(value) for found in _numbers(child, (*path, i))]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return [(path, value)]
+    return []
+
+
+def _set(data: Any, path: tuple[Any, ...], value: Any) -> None:
+    for part in path[:-1]:
+        data = data[part]
+    data[path[-1]] = value
+
+
+def _names(field: str, path: tuple[Any, ...]) -> bool:
+    """Whether ``field`` (dotted) holds every part of ``path`` in order."""
+    parts = iter(field.split("."))
+    return all(str(part) in parts for part in path)
+
+
+def _get(data: Any, path: tuple[Any, ...]) -> Any:
+    for part in path:
+        data = data[part] if not isinstance(data, list) else data[int(part)]
+    return data
+
+
+@pytest.mark.parametrize("task_id", [BASE_ID, "cal-onsite-loop", "cfg-rate-limit-double"])
+def test_a_quoted_number_is_never_silently_converted(task_id: str) -> None:
+    """Every number of a shipped task, quoted: either a named error (a number is expected there) or the field
+    takes any value and keeps the string as written; never the number it looks like."""
+    numbers = _numbers(task_data(task_id))
+    assert len(numbers) > 5
+    typed = 0
+    for path, number in numbers:
+        data = task_data(task_id)
+        _set(data, path, str(number))
+        task, problems = load_task_text("q.yaml", dump(data))
+        if task is None:
+            # a union field names its member too (expected_version.VersionFromCall.as_of_call)
+            assert any(_names(p.field, path) and "remove the quotes" in p.message for p in problems), (path, problems)
+            typed += 1
+        else:
+            assert _get(task.model_dump(mode="json"), path) == str(number), path
+    assert typed >= 2  # schema_version, version, max_steps at least
+
+
+def test_a_file_over_the_size_limit_is_refused(tmp_path: Path) -> None:
+    path = write_task(tmp_path, task_data())
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write("# " + "x" * MAX_FILE_BYTES + "\n")
+    result = validate(tmp_path)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert f"larger than the {MAX_FILE_BYTES:,}-byte limit" in result.output
+
+
+def test_undecodable_bytes_name_the_line_in_tasks_and_lock(tmp_path: Path) -> None:
+    path = write_task(tmp_path, task_data())
+    data = path.read_bytes().split(b"\n")
+    data[3] = data[3] + b" \xff\xfe"
+    path.write_bytes(b"\n".join(data))
+    (tmp_path / LOCK_NAME).write_bytes(b"suite_hash: \xc3\x28\n")
+    result = validate(tmp_path)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    output = result.output.replace("\n", " ")
+    assert "line 4: not UTF-8 text" in output
+    assert "line 1: not UTF-8 text" in output and LOCK_NAME in output
+
+
+def test_an_unreadable_lock_is_never_overwritten(tmp_path: Path) -> None:
+    write_task(tmp_path, task_data())
+    (tmp_path / LOCK_NAME).write_bytes(b"\xff\n")
+    result = runner.invoke(app, ["validate-tasks", "--tasks", str(tmp_path), "--write-lock"])
+    assert result.exit_code == 1
+    assert (tmp_path / LOCK_NAME).read_bytes() == b"\xff\n"
+
+
+def test_symlinks_out_of_the_folder_are_refused(tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    write_task(outside, task_data())
+    root = tmp_path / "suite"
+    (root / "order").mkdir(parents=True)
+    os.symlink(outside / "order" / f"{BASE_ID}.yaml", root / "order" / f"{BASE_ID}.yaml")
+    result = validate(root)
+    assert result.exit_code == 1
+    assert "outside the tasks folder" in result.output.replace("\n", " ")
+    # a link inside the folder is an ordinary file; a linked folder is never followed
+    inside = tmp_path / "inside"
+    write_task(inside, task_data(), world="order")
+    (inside / "spare").mkdir()
+    os.replace(inside / "order" / f"{BASE_ID}.yaml", inside / "spare" / "copy.txt")
+    os.symlink(inside / "spare" / "copy.txt", inside / "order" / f"{BASE_ID}.yaml")
+    loaded, problems = load_directory(inside)
+    assert [t.task.id for t in loaded] == [BASE_ID] and not problems
+    os.symlink(outside / "order", inside / "calendar")
+    loaded, problems = load_directory(inside)
+    assert any("symlinked folder" in p.render() for p in problems)
+
+
+@pytest.mark.parametrize("content", ["nothing", "yml"])
+def test_a_folder_without_task_files_fails(tmp_path: Path, content: str) -> None:
+    if content == "yml":
+        (tmp_path / "order").mkdir()
+        (tmp_path / "order" / f"{BASE_ID}.yml").write_text(dump(task_data()), encoding="utf-8")
+    result = validate(tmp_path)
+    assert result.exit_code == 1, result.output
+    assert "all tasks pass" not in result.output
+    assert "no task files" in result.output
+    if content == "yml":
+        assert f"rename it to {BASE_ID}.yaml" in result.output
+
+
+def test_strict_types_still_read_enums_and_times_from_strings() -> None:
+    task, problems = load_task_text("ok.yaml", suite_file("cal-onsite-loop").read_text(encoding="utf-8"))
+    assert task is not None and not problems
+    assert task.evaluator.clock is not None
+
+
+def test_yaml_errors_are_problems_not_exceptions() -> None:
+    for text in ("a: 1\n---\nb: 2\n", "? [1, 2]\n: 3\n", "a: !!python/object:os.system x\n", "\t- x"):
+        problem = only_problem(text)
+        assert "YAML" in problem
+
+
+def test_the_limits_are_yaml_errors_for_direct_callers() -> None:
+    from contextdelta.tasks.loader import YamlLimitError, parse_yaml
+
+    with pytest.raises(YamlLimitError):
+        parse_yaml(anchor_bomb())
+    assert issubclass(YamlLimitError, yaml.YAMLError)
