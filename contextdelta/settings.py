@@ -126,6 +126,33 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(problems)
 
 
+class UrlCredentialsError(ValueError):
+    """A base URL that carries credentials (``user:password@`` or a query string); the message says how to fix it."""
+
+
+def check_base_url(url: str | None, where: str = "--base-url / CONTEXTDELTA_BASE_URL") -> None:
+    """Refuse an endpoint URL with credentials in it.
+
+    ``user:password@host`` makes the HTTP client send Basic auth in place of the API key, and a query string
+    (``?key=...``) is dropped or mangled by the client while the URL itself ends up in logs; both would also put
+    the secret where files and the trace store record endpoints. Raises UrlCredentialsError naming ``where``.
+    """
+    if not url:
+        return
+    parts = urlsplit(url)
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise UrlCredentialsError(
+            f"{where}: credentials in the URL ({redact_url(url)} with user:password@) are refused; "
+            "pass the key with CONTEXTDELTA_API_KEY instead"
+        )
+    if parts.query or parts.fragment:
+        raise UrlCredentialsError(
+            f"{where}: a query string or fragment in the URL ({redact_url(url)}?...) is refused (keys do not "
+            "belong in URLs); pass the key with CONTEXTDELTA_API_KEY and give the bare endpoint, e.g. "
+            "http://127.0.0.1:8000/v1"
+        )
+
+
 def redact_url(url: str | None) -> str | None:
     """The URL with any user:password and query string removed, safe to write to files and logs."""
     if not url:

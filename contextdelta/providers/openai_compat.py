@@ -2,7 +2,10 @@
 
 The ``openai`` client's own retries are off (``max_retries=0``): retries happen here, with tenacity, so that
 every attempt is counted and the policy is the same for every endpoint (see :mod:`contextdelta.providers.retry`).
-The API key is held as a secret: it is never part of a repr, a log line or an exception message.
+The API key is held as a secret: it is never part of a repr, a log line or an exception message. A base URL
+with credentials (``user:password@``, a query string) is refused. Whatever an endpoint echoes back (the key, an
+``Authorization`` or ``api-key`` header, anything key-shaped) is redacted from every text of a response before
+the response leaves this module, so no run file, report, log line or trace-store row can hold it.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from contextdelta.providers.base import ProviderFailure, ProviderResponse, ToolCallRequest, Usage
 from contextdelta.providers.retry import RetryPolicy, is_retryable
-from contextdelta.settings import redact_url
+from contextdelta.redaction import Redactor
+from contextdelta.settings import check_base_url, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +74,7 @@ class OpenAIProvider:
             raise ValueError("a model name is required")
         if timeout_s <= 0:
             raise ValueError("timeout_s must be positive")
+        check_base_url(base_url)
         self.model = model
         self.base_url = base_url
         self.temperature = temperature
@@ -80,6 +85,7 @@ class OpenAIProvider:
         self._sleep: Sleep = sleep or asyncio.sleep
         secret = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key or "")
         self._api_key = secret
+        self._redactor = Redactor([secret.get_secret_value()])
         self._client = openai.AsyncOpenAI(
             api_key=secret.get_secret_value() or PLACEHOLDER_API_KEY,
             base_url=base_url,
@@ -207,6 +213,7 @@ class OpenAIProvider:
         message = choice.get("message")
         if not isinstance(message, dict):
             raise fail("a choice without a message")
+        clean = self._redactor.text
         calls: list[ToolCallRequest] = []
         for index, call in enumerate(message.get("tool_calls") or []):
             if not isinstance(call, dict):
@@ -219,23 +226,24 @@ class OpenAIProvider:
                 name, arguments = spec.get("name"), spec.get("arguments")
             calls.append(
                 ToolCallRequest(
-                    id=str(call.get("id") or ""),
-                    name=str(name or ""),
-                    arguments=arguments if isinstance(arguments, str) else json.dumps(arguments or {}),
+                    id=clean(str(call.get("id") or "")),
+                    name=clean(str(name or "")),
+                    arguments=clean(arguments if isinstance(arguments, str) else json.dumps(arguments or {})),
                 )
             )
         content = message.get("content")
         model = completion.get("model")
+        finish = choice.get("finish_reason")
         return ProviderResponse(
-            content=content if isinstance(content, str) else None,
+            content=clean(content) if isinstance(content, str) else None,
             tool_calls=calls,
-            finish_reason=choice.get("finish_reason"),
+            finish_reason=clean(finish) if isinstance(finish, str) else None,
             usage=usage_of(completion),
             latency_s=latency,
             retries=retries,
             elapsed_s=elapsed,
-            model=model if isinstance(model, str) else None,
-            raw=completion,
+            model=clean(model) if isinstance(model, str) else None,
+            raw=self._redactor.json(completion),
         )
 
     def _failure(self, exc: openai.OpenAIError, attempts: int, elapsed: float) -> ProviderFailure:
@@ -251,14 +259,11 @@ class OpenAIProvider:
         return ProviderFailure("provider_error", description, retries, status_code=status, elapsed_s=elapsed)
 
     def _scrub(self, text: str) -> str:
-        """Remove the API key and URL credentials from text that came from the endpoint or the client."""
-        key = self._api_key.get_secret_value()
-        if key:
-            text = text.replace(key, "***")
+        """Remove the API key, anything key-shaped and the base URL's extras from text that came from the endpoint
+        or the client (error messages, log lines)."""
         if self.base_url:
-            redacted = redact_url(self.base_url) or ""
-            text = text.replace(self.base_url, redacted)
-        return text
+            text = text.replace(self.base_url, redact_url(self.base_url) or "")
+        return self._redactor.text(text)
 
     def _log_retry(self, state: RetryCallState) -> None:
         outcome = state.outcome

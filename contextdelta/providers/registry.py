@@ -58,6 +58,8 @@ def _openai_factory(settings: Settings, **overrides: Any) -> ChatProvider:
         return OpenAIProvider(**options)
     except TypeError as exc:
         raise ProviderConfigError(f"bad option for the openai provider: {exc}") from None
+    except ValueError as exc:  # a refused value: credentials in the base URL, no model, a bad timeout
+        raise ProviderConfigError(str(exc)) from None
 
 
 def _mock_factory(settings: Settings, **overrides: Any) -> ChatProvider:

@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from contextdelta._loopback import LoopbackService, ThreadedHTTPServer
-from contextdelta.proxy._redact import Redactor
+from contextdelta.redaction import Redactor
 from contextdelta.settings import redact_url
 from contextdelta.store import ProxyTrace, Store
 

@@ -133,22 +133,23 @@ class ScriptedServer(LoopbackService):
     def _model_entry(self) -> dict[str, Any]:
         return {"id": self.model_name, "object": "model", "created": 0, "owned_by": "contextdelta"}
 
-    def chat(self, body: Any) -> _Answer:
+    def chat(self, body: Any, headers: Mapping[str, str] | None = None) -> _Answer:
+        echo = _echo(headers or {})
         with self._lock:
             self._requests += 1
             number = self._requests
             hits = self.faults.hits(number)
             fault = self.faults.response_fault(number)
             counted = [fault] if fault is not None else []
-            counted += [k for k in hits if k is FaultKind.SLOW]
+            counted += [k for k in hits if k in (FaultKind.SLOW, FaultKind.ECHO_CREDENTIALS)]
             self._fault_counts.update(k.value for k in counted)
         if fault is FaultKind.DROP_CONNECTION:
             return _Answer(0, None, drop=True)
         if fault is FaultKind.FAIL_500:
-            return self._delayed(
-                hits,
-                _error(500, "The scripted server failed this request on purpose.", "injected_fault", "server_error"),
-            )
+            message = "The scripted server failed this request on purpose."
+            if FaultKind.ECHO_CREDENTIALS in hits:
+                message += f" {echo}"
+            return self._delayed(hits, _error(500, message, "injected_fault", "server_error"))
         if fault is FaultKind.FAIL_429:
             header = self.faults.retry_after_header()
             answer = _error(
@@ -176,6 +177,8 @@ class ScriptedServer(LoopbackService):
         except UnknownTask as exc:
             return _error(400, f"scripted server: {exc}", "unknown_task")
         reply = _corrupt(reply, hits, messages)
+        if FaultKind.ECHO_CREDENTIALS in hits:
+            reply = ScriptedReply(content=f"{reply.content or ''} {echo}".strip(), tool_calls=reply.tool_calls)
         if reply.tool_calls:
             with self._lock:
                 self._fault_counts.update(k.value for k in hits if k in REPLY_FAULTS)
@@ -229,6 +232,12 @@ class ScriptedServer(LoopbackService):
         if not nodelay:
             with self._lock:
                 self._sends_without_nodelay += 1
+
+
+def _echo(headers: Mapping[str, str]) -> str:
+    """The request's credential headers quoted back, as a misconfigured endpoint's debug output would."""
+    parts = [f"{name}: {value}" for name, value in headers.items() if name.lower() in ("authorization", "api-key")]
+    return "(received " + "; ".join(parts or ["no credentials"]) + ")"
 
 
 def _request_problem(body: Any) -> str | None:
@@ -325,7 +334,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(_error(400, f"The request body is not valid JSON: {exc}.", "invalid_json"))
             return
         try:
-            answer = self.app.chat(body)
+            answer = self.app.chat(body, dict(self.headers.items()))
         except Exception as exc:  # a policy bug must answer 500, not hang the client
             log.exception("scripted policy failed")
             answer = _error(

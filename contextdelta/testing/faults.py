@@ -20,7 +20,9 @@ a response), ``fail_500``, ``fail_429`` (with ``Retry-After``), ``fail_context_l
 ``context_length_exceeded``), ``no_choices`` (HTTP 200 with an empty ``choices`` list). ``slow`` delays the
 selected requests by ``slow_ms`` (with ``slow_ms`` set and no ``slow`` selector: every request).
 ``malformed_args`` (tool-call arguments that are not JSON) and ``unknown_tool`` (a tool name the world does
-not have) corrupt an otherwise normal reply that has a tool call.
+not have) corrupt an otherwise normal reply that has a tool call. ``echo_credentials`` plays a hostile or
+misconfigured endpoint: the reply text (and a 500's error message) quotes the request's ``Authorization`` and
+``api-key`` headers back.
 """
 
 from __future__ import annotations
@@ -114,6 +116,7 @@ class FaultKind(StrEnum):
     SLOW = "slow"
     MALFORMED_ARGS = "malformed_args"
     UNKNOWN_TOOL = "unknown_tool"
+    ECHO_CREDENTIALS = "echo_credentials"
 
 
 RESPONSE_FAULTS = (
@@ -146,6 +149,7 @@ class FaultPlan(BaseModel):
     slow_ms: NonNegativeInt = 0
     malformed_args: RequestSelector | None = None
     unknown_tool: RequestSelector | None = None
+    echo_credentials: RequestSelector | None = None
 
     @field_validator(
         "drop_connection",
@@ -156,6 +160,7 @@ class FaultPlan(BaseModel):
         "slow",
         "malformed_args",
         "unknown_tool",
+        "echo_credentials",
         mode="before",
     )
     @classmethod

@@ -63,6 +63,9 @@ def main(
         str | None, typer.Option(metavar=SELECTOR, help="Send tool-call arguments that are not JSON.")
     ] = None,
     unknown_tool: Annotated[str | None, typer.Option(metavar=SELECTOR, help="Call a tool that does not exist.")] = None,
+    echo_credentials: Annotated[
+        str | None, typer.Option(metavar=SELECTOR, help="Quote the request's Authorization/api-key headers back.")
+    ] = None,
     verbose: Annotated[bool, typer.Option(help="Log every request to stderr.")] = False,
 ) -> None:
     """Serve a deterministic scripted policy as an OpenAI-compatible chat-completions endpoint."""
@@ -80,6 +83,7 @@ def main(
             slow_ms=slow_ms,
             malformed_args=malformed_args,
             unknown_tool=unknown_tool,
+            echo_credentials=echo_credentials,
         )
         server = ScriptedServer(policy, tasks, faults=faults, latency_ms=latency_ms, host=host, port=port)
     except (ValueError, OSError) as exc:

@@ -378,7 +378,7 @@ def test_api_key_never_appears_in_reprs_logs_or_exceptions(
         fail(provider("http://127.0.0.1:9/v1", sleep, retry=RetryPolicy(max_attempts=2, initial_backoff_s=0)))
     )
 
-    assert failures[0].status_code == 401 and "***" in failures[0].message
+    assert failures[0].status_code == 401 and "[REDACTED]" in failures[0].message
     assert failures[1].retries == 3
     for failure in failures:
         rendered = "".join(traceback.format_exception(failure))

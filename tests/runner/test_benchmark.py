@@ -321,36 +321,80 @@ def test_sigkill_mid_run_then_resume_gives_one_row_per_planned_episode(tmp_path:
     assert manifest.status is RunStatus.COMPLETE and manifest.counts.finished == 24
 
 
-def test_no_secret_reaches_any_written_file(tmp_path: Path) -> None:
-    secret = "sk-test-CONTEXTDELTA-SECRET-9f8e7d"
-    with serve_scripted("oracle", TASKS) as url:
-        credentialed = url.replace("http://", "http://operator:hunter2-PASSWORD@")
+SECRET = "sk-test-CONTEXTDELTA-SECRET-9f8e7d"
+
+
+@pytest.mark.parametrize(
+    ("credentials", "fragment"),
+    [
+        ("http://operator:hunter2-PASSWORD@{host}", "credentials in the URL"),
+        ("http://hunter2-PASSWORD@{host}", "credentials in the URL"),
+        ("http://{host}?key=hunter2-PASSWORD", "query string"),
+        ("http://{host}#hunter2-PASSWORD", "query string or fragment"),
+    ],
+    ids=["user-password", "user-only", "query", "fragment"],
+)
+@pytest.mark.parametrize("via", ["flag", "env"])
+def test_credentials_in_the_base_url_are_refused(tmp_path: Path, credentials: str, fragment: str, via: str) -> None:
+    url = credentials.format(host="127.0.0.1:9/v1")
+    flag = ["--base-url", url] if via == "flag" else []
+    env = {"CONTEXTDELTA_BASE_URL": url} if via == "env" else {}
+    process = _cli(
+        "run-benchmark",
+        "--tasks",
+        str(TASKS),
+        *flag,
+        "--model",
+        "m",
+        "--results-dir",
+        str(tmp_path / "r"),
+        "--quiet",
+        env=env,
+    )
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 2, err
+    assert fragment in err and "CONTEXTDELTA_BASE_URL" in err
+    assert "hunter2" not in out + err and "Traceback" not in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_echoed_credentials_are_redacted_everywhere(tmp_path: Path) -> None:
+    """An endpoint that quotes the Authorization header back in every reply and in 500 errors: the key (and the
+    header) appear in no file of the run directory, the trace store, the reports or the output."""
+    database = tmp_path / "store.db"
+    with serve_scripted("oracle", TASKS, echo_credentials="all", fail_500="at:3") as url:
         process = _cli(
             "run-benchmark",
             "--tasks",
             str(TASKS),
             "--base-url",
-            credentialed,
+            url,
             "--model",
             "scripted-oracle",
             "--results-dir",
-            str(tmp_path),
+            str(tmp_path / "results"),
+            "--database-url",
+            f"sqlite:///{database}",
             "--task-ids",
             SMALL[0],
+            "--strategies",
+            "full_history,semantic_summary",
             "--repeats",
             "1",
             "--quiet",
-            env={"CONTEXTDELTA_API_KEY": secret},
+            env={"CONTEXTDELTA_API_KEY": SECRET},
         )
-        out, err = process.communicate(timeout=120)
+        out, err = process.communicate(timeout=180)
     assert process.returncode == 0, err
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
-    assert len(written) >= 7
+    assert database in written and len(written) >= 9
     for path in written:
         data = path.read_bytes()
-        assert secret.encode() not in data, path
-        assert b"hunter2-PASSWORD" not in data, path
-    assert secret not in out + err and "hunter2" not in out + err
+        assert SECRET.encode() not in data, path
+        assert b"Bearer sk-" not in data, path
+    raw = next(tmp_path.rglob(RAW_RUNS)).read_text()
+    assert "Bearer [REDACTED])" in raw and "(received " in raw
+    assert SECRET not in out + err
 
 
 def test_cli_refuses_the_mock_provider_with_exit_2(tmp_path: Path) -> None:

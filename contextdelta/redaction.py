@@ -1,4 +1,6 @@
-"""Redaction of credentials before anything the proxy saw is stored or logged.
+"""Redaction of credentials before anything is stored, written or logged: by the recording proxy, and by the
+provider, which redacts what an endpoint echoes (an ``Authorization`` or ``api-key`` header, the key itself)
+before a response reaches the agent loop, and so before any run file, report, log or trace-store row.
 
 Three layers: values under credential-like keys are replaced whole; every known secret (the proxy token, the
 upstream key, the bearer token a client sent, a password in the upstream URL) is cut out of every string; and
@@ -20,6 +22,7 @@ _SECRET_KEY = re.compile(
 )
 _KEY_LIKE = re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{12,}")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}")
+_KEY_HEADER = re.compile(r"""(?i)\b((?:x-)?api[_\-]?key["']?\s*[:=]\s*["']?)([^\s"',;]{8,})""")
 
 
 def is_secret_key(name: str) -> bool:
@@ -42,11 +45,12 @@ class Redactor:
             self._secrets.add(secret)
 
     def text(self, value: str, extra: Iterable[str] = ()) -> str:
-        """``value`` with every known secret and every key- or bearer-looking string masked."""
+        """``value`` with every known secret and every key-, bearer- or api-key-header-looking string masked."""
         secrets = self._secrets | {s for s in extra if s and len(s) >= 4}
         for secret in sorted(secrets, key=len, reverse=True):
             value = value.replace(secret, REDACTED)
         value = _KEY_LIKE.sub(REDACTED, value)
+        value = _KEY_HEADER.sub(lambda m: f"{m.group(1)}{REDACTED}", value)
         return _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", value)
 
     def json(self, value: Any, extra: Iterable[str] = ()) -> Any:
