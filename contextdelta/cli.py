@@ -173,7 +173,7 @@ def run_benchmark_command(
         str | None,
         typer.Option(
             help="Comma-separated: full_history,last_n,semantic_summary,typed_state_digest,tool_result_clearing,"
-            "token_budget_trim (default: all of them)."
+            "token_budget_trim (default: these six), installed plug-ins by name, or package.module:factory."
         ),
     ] = None,
     protection_modes: Annotated[
@@ -251,6 +251,13 @@ def run_benchmark_command(
             callback=_within(_strategy_params_model, "token_budget"),
         ),
     ] = None,
+    strategy_param: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--strategy-param",
+            help="NAME.KEY=VALUE: one strategy parameter (VALUE read as JSON when it parses); repeatable.",
+        ),
+    ] = None,
     resume: Annotated[str | None, typer.Option(help="Continue run RUN_ID: run only its missing episodes.")] = None,
     shard: Annotated[
         str | None,
@@ -265,9 +272,14 @@ def run_benchmark_command(
     ] = False,
 ) -> None:
     """Run tasks x strategies x protection modes x repeats; the last line printed is the run directory."""
+    from contextdelta.context import StrategyError, parse_strategy_params
     from contextdelta.rundir import Recorder
     from contextdelta.runner import BenchmarkError, BenchmarkRequest, ProgressDisplay, run_benchmark
 
+    try:
+        overrides = parse_strategy_params(strategy_param) if strategy_param else None
+    except StrategyError as exc:
+        raise _fail(str(exc), 2) from None
     request = BenchmarkRequest(
         tasks_dir=tasks,
         task_ids=_csv(task_ids),
@@ -293,6 +305,7 @@ def run_benchmark_command(
         summary_trigger=summary_trigger,
         summary_keep=summary_keep,
         token_budget=token_budget,
+        strategy_params=overrides,
         resume=resume,
         shard=shard,
     )

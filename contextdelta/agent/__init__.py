@@ -1,6 +1,6 @@
 """The agent loop (SPEC section 6): runs one episode and records every step."""
 
-from contextdelta.agent.loop import BudgetCheck, HarnessError, StepCallback, run_episode
+from contextdelta.agent.loop import BudgetCheck, HarnessError, StepCallback, episode_context, run_episode
 from contextdelta.agent.prompt import (
     EMPTY_RESPONSE_NUDGE,
     SYSTEM_PROMPT,
@@ -39,6 +39,7 @@ __all__ = [
     "StrategyInfo",
     "TerminationReason",
     "ToolCallRecord",
+    "episode_context",
     "initial_messages",
     "run_episode",
     "system_prompt_sha256",

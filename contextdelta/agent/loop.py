@@ -62,6 +62,13 @@ StepCallback = Callable[[StepRecord], None]
 """Called with each step record once the step is over (for progress reporting)."""
 
 
+def episode_context(world: World, seed: int | None) -> EpisodeContext:
+    """What a strategy may know about an episode besides the messages (the one definition the loop and
+    ``verify``'s re-derivation share): the seed and which of the world's tools write."""
+    writes = frozenset(t.name for t in world.definition.tools if t.kind is ToolKind.WRITE)
+    return EpisodeContext(seed=seed, write_tools=writes)
+
+
 class HarnessError(RuntimeError):
     """An inconsistency inside the harness (ends the episode as ``harness_error``)."""
 
@@ -167,8 +174,7 @@ class _Episode:
             self.tools = self.world.tool_schemas()
             self.tools_sha256 = content_hash(self.tools)
             self.tools_tokens = count_tool_tokens(self.tools)
-            writes = frozenset(t.name for t in self.world.definition.tools if t.kind is ToolKind.WRITE)
-            self.strategy = self.config.for_episode(EpisodeContext(seed=self.seed, write_tools=writes))
+            self.strategy = self.config.for_episode(episode_context(self.world, self.seed))
             for k in range(1, self.max_steps + 1):
                 if budget is not None:
                     stop = budget(self.totals.model_copy(deep=True))

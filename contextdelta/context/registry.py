@@ -396,6 +396,58 @@ def describe_strategy(
     return build_strategy(registered, merged, services)
 
 
+def configure_strategies(
+    specs: Sequence[str],
+    *,
+    last_n: int = 3,
+    summary_trigger: int = 6,
+    summary_keep: int = 3,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    services: StrategyServices | None = None,
+) -> list[tuple[ContextStrategy, StrategyDescription]]:
+    """Every strategy of a run, built and described, in the order given.
+
+    Each spec is resolved (:func:`resolve_strategy`); a built-in gets its shared parameters, then
+    ``overrides[name]`` (``--strategy-param``) is applied. Raises StrategyError for an unknown or broken
+    strategy, two specs with one name, or an override naming no strategy of the run.
+    """
+    overrides = overrides or {}
+    built: list[tuple[ContextStrategy, StrategyDescription]] = []
+    for spec in specs:
+        registered = resolve_strategy(spec)
+        if any(d.name == registered.name for _, d in built):
+            raise StrategyError(f"--strategies: {registered.name!r} is listed twice")
+        params = builtin_params(
+            registered.name,
+            last_n=last_n,
+            summary_trigger=summary_trigger,
+            summary_keep=summary_keep,
+            token_budget=token_budget,
+        )
+        params.update(overrides.get(registered.name, {}))
+        built.append(build_strategy(registered, params, services))
+    names = [d.name for _, d in built]
+    for name in overrides:
+        if name not in names:
+            raise StrategyError(
+                f"--strategy-param {name}.*: {name!r} is not a strategy of this run ({', '.join(names)})"
+            )
+    return built
+
+
+def rebuild_strategy(description: StrategyDescription, services: StrategyServices | None = None) -> ContextStrategy:
+    """The strategy a recorded description describes, built again; StrategyError when it is not available or
+    no longer has the recorded configuration hash."""
+    strategy, again = build_strategy(resolve_strategy(description.spec), description.factory_params, services)
+    if again.config_hash != description.config_hash:
+        raise StrategyError(
+            f"strategy {description.name!r} rebuilt from its recorded parameters has params {again.params}, "
+            f"not the recorded {description.params}"
+        )
+    return strategy
+
+
 # ---- parameters and changes -------------------------------------------------------------------------------
 
 

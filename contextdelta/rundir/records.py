@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from contextdelta.agent.records import EpisodeTrace, TerminationReason
-from contextdelta.context import DEFAULT_TOKEN_BUDGET
+from contextdelta.context import DEFAULT_TOKEN_BUDGET, StrategyDescription
 from contextdelta.grading.verdict import Verdict
 
 RECORD_SCHEMA_VERSION = 1
@@ -57,6 +57,9 @@ class StrategyParams(BaseModel):
     summary_trigger: int = Field(default=6, ge=0, description="Summary/digest once more groups than this.")
     summary_keep: int = Field(default=3, ge=0, description="Groups kept verbatim after a summary/digest.")
     token_budget: int = Field(default=DEFAULT_TOKEN_BUDGET, ge=1, description="token_budget_trim: prompt tokens.")
+    overrides: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="--strategy-param values: {strategy name: {parameter: value}}."
+    )
 
 
 class ProviderInfo(BaseModel):
@@ -148,6 +151,12 @@ class RunManifest(BaseModel):
     order_seed: int = Field(description="Seed of the episode-order shuffle.")
     strategies: list[str]
     strategy_params: StrategyParams
+    strategy_configs: list[StrategyDescription] = Field(
+        default_factory=list,
+        description="Each strategy as built: factory parameters, params, config hash, whether it is deterministic, "
+        "and its source (for a plug-in: distribution, version and source hash). Empty in runs from before plug-ins "
+        "(built-ins only, rebuilt from strategies and strategy_params).",
+    )
     protection_modes: list[str]
     repeats: int
     max_steps: int | None = Field(description="Step limit override; null: each task's own max_steps.")

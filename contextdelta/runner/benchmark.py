@@ -106,6 +106,7 @@ def _new_manifest(plan: RunPlan, now: str) -> RunManifest:
         order_seed=order_seed(matrix.seed),
         strategies=matrix.strategies,
         strategy_params=matrix.params,
+        strategy_configs=plan.strategy_configs,
         protection_modes=matrix.modes,
         repeats=matrix.repeats,
         max_steps=matrix.max_steps,
@@ -167,7 +168,7 @@ def default_executor(plan: RunPlan) -> InProcessExecutor:
     """The in-process executor for a plan: its provider, its strategies, its prices and per-episode budget."""
     info = plan.provider_info
     costing = Costing(plan.prices, info.model, info.summary_model, plan.max_episode_cost_usd)
-    return InProcessExecutor(plan.provider, plan.matrix.strategies, plan.matrix.params, info.summary_model, costing)
+    return InProcessExecutor(plan.provider, plan.strategy_configs, info.summary_model, costing)
 
 
 def stop_rules(run: ActiveRun) -> list[StopRule]:

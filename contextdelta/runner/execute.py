@@ -15,9 +15,9 @@ from typing import Protocol
 
 import anyio
 
-from contextdelta.context import ContextStrategy, create_strategy
+from contextdelta.context import ContextStrategy, StrategyDescription, StrategyServices, rebuild_strategy
 from contextdelta.providers import ChatProvider
-from contextdelta.rundir.records import EpisodeRecord, StrategyParams
+from contextdelta.rundir.records import EpisodeRecord
 from contextdelta.runner.episode import Costing, EpisodeJob, run_job
 
 
@@ -39,26 +39,16 @@ class InProcessExecutor:
     def __init__(
         self,
         provider: ChatProvider,
-        strategies: Sequence[str],
-        params: StrategyParams,
+        strategies: Sequence[StrategyDescription],
         summary_model: str,
         costing: Costing,
     ) -> None:
         self.provider = provider
         self.costing = costing
-        # one configured strategy per name; each episode works on its own copy (ContextStrategy.for_episode)
-        self.strategies: dict[str, ContextStrategy] = {
-            name: create_strategy(
-                name,
-                last_n=params.last_n,
-                summary_trigger=params.summary_trigger,
-                summary_keep=params.summary_keep,
-                token_budget=params.token_budget,
-                summary_provider=provider,
-                summary_model=summary_model,
-            )
-            for name in strategies
-        }
+        services = StrategyServices(summary_provider=provider, summary_model=summary_model)
+        # one configured strategy per name, built from its recorded description (an executor in another process
+        # does the same); each episode works on its own copy (ContextStrategy.for_episode)
+        self.strategies: dict[str, ContextStrategy] = {d.name: rebuild_strategy(d, services) for d in strategies}
 
     async def run(self, job: EpisodeJob) -> EpisodeRecord:
         return await run_job(job, self.provider, self.strategies[job.spec.strategy], self.costing)

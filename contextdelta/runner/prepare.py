@@ -18,7 +18,16 @@ import anyio
 
 from contextdelta.agent import SYSTEM_PROMPT_VERSION, initial_messages, system_prompt_sha256
 from contextdelta.canonical import content_hash
-from contextdelta.context import STRATEGY_NAMES, check_window
+from contextdelta.context import (
+    BUILTIN_STRATEGIES,
+    StrategyDescription,
+    StrategyError,
+    StrategyServices,
+    check_window,
+    configure_strategies,
+    resolve_strategy,
+    source_changes,
+)
 from contextdelta.providers import ChatProvider, ProviderConfigError, Usage, create_provider
 from contextdelta.rundir.ids import RunIdError, run_dir, validate_run_id
 from contextdelta.rundir.layout import RunDirectory, RunDirectoryError
@@ -52,6 +61,9 @@ class Matrix:
 
     tasks: list[LoadedTask]
     strategies: list[str]
+    """Strategy names (as in episode run ids)."""
+    strategy_specs: list[str]
+    """What builds each strategy (a name, or ``package.module:factory`` for a plug-in given by path)."""
     modes: list[str]
     repeats: int
     seed: int
@@ -109,6 +121,8 @@ class RunPlan:
     prices: PriceTable
     max_cost_usd: float | None
     max_episode_cost_usd: float | None
+    strategy_configs: list[StrategyDescription]
+    """Every strategy as built: what the manifest records and executors build from."""
     specs: list[EpisodeSpec]
     """Every planned episode of this run directory (with ``--shard``, of this shard), in the order they start."""
     pending: list[EpisodeSpec]
@@ -154,10 +168,17 @@ def _load_tasks(request: BenchmarkRequest, wanted: list[str] | None, limit: int 
     return chosen
 
 
+def _strategy_names(specs: list[str]) -> list[str]:
+    """The name of each strategy spec (resolved through the registry, not built yet)."""
+    if not specs:
+        raise BenchmarkError(f"--strategies: none given; choose from {', '.join(BUILTIN_STRATEGIES)} or plug-ins")
+    try:
+        return [resolve_strategy(spec).name for spec in specs]
+    except StrategyError as exc:
+        raise BenchmarkError(f"--strategies: {exc}") from exc
+
+
 def _check_names(strategies: list[str], modes: list[str]) -> None:
-    bad = [s for s in strategies if s not in STRATEGY_NAMES]
-    if bad or not strategies:
-        raise BenchmarkError(f"--strategies: unknown {bad or 'none given'}; choose from {', '.join(STRATEGY_NAMES)}")
     known_modes = [m.value for m in ProtectionMode]
     bad = [m for m in modes if m not in known_modes]
     if bad or not modes:
@@ -169,7 +190,7 @@ def _check_names(strategies: list[str], modes: list[str]) -> None:
 
 def _explicit_conflicts(request: BenchmarkRequest, manifest: RunManifest) -> list[str]:
     given: list[tuple[str, Any, Any]] = [
-        ("--strategies", request.strategies, manifest.strategies),
+        ("--strategies", _as_recorded(request.strategies, manifest), manifest.strategies),
         ("--protection-modes", request.protection_modes, manifest.protection_modes),
         ("--repeats", request.repeats, manifest.repeats),
         ("--seed", request.seed, manifest.seed),
@@ -177,6 +198,7 @@ def _explicit_conflicts(request: BenchmarkRequest, manifest: RunManifest) -> lis
         ("--limit", request.limit, manifest.limit),
         ("--task-ids", sorted(request.task_ids) if request.task_ids else None, sorted(t.id for t in manifest.tasks)),
         ("--shard", _shard_text(request), f"{manifest.shard.index}/{manifest.shard.count}" if manifest.shard else None),
+        ("--strategy-param", request.strategy_params, manifest.strategy_params.overrides),
     ]
     return [f"{flag}: run has {old!r}, now {new!r}" for flag, new, old in given if new is not None and new != old]
 
@@ -195,6 +217,19 @@ def _parse_shard(text: str | None) -> Shard | None:
         raise BenchmarkError(str(exc)) from None
 
 
+def _as_recorded(given: list[str] | None, manifest: RunManifest) -> list[str] | None:
+    """``--strategies`` on resume may name a plug-in by path or by name: compare names."""
+    if given is None:
+        return None
+    by_spec = {c.spec: c.name for c in manifest.strategy_configs}
+    return [by_spec.get(spec, spec) for spec in given]
+
+
+def recorded_specs(manifest: RunManifest) -> list[str]:
+    """What builds each strategy of a recorded run (runs from before plug-ins record built-in names only)."""
+    return [c.spec for c in manifest.strategy_configs] or list(manifest.strategies)
+
+
 def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunManifest | None) -> Matrix:
     """The matrix from the request, or on resume from the manifest (a flag that contradicts it is refused)."""
     if manifest is not None:
@@ -206,6 +241,7 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
         return Matrix(
             tasks,
             manifest.strategies,
+            recorded_specs(manifest),
             manifest.protection_modes,
             manifest.repeats,
             manifest.seed,
@@ -214,15 +250,35 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
             params,
             Shard(manifest.shard.index, manifest.shard.count) if manifest.shard is not None else None,
         )
-    strategies = request.strategies or list(STRATEGY_NAMES)
+    specs = request.strategies or list(BUILTIN_STRATEGIES)
     modes = request.protection_modes or [m.value for m in ProtectionMode]
+    strategies = _strategy_names(specs)
     _check_names(strategies, modes)
     repeats = request.repeats if request.repeats is not None else DEFAULT_REPEATS
-    params = strategy_params(request, StrategyParams())
+    params = strategy_params(request, StrategyParams(overrides=request.strategy_params or {}))
     tasks = _load_tasks(request, request.task_ids, request.limit)
     seed = request.seed if request.seed is not None else settings.seed
     shard = _parse_shard(request.shard)
-    return Matrix(tasks, strategies, modes, repeats, seed, request.max_steps, request.limit, params, shard)
+    return Matrix(tasks, strategies, specs, modes, repeats, seed, request.max_steps, request.limit, params, shard)
+
+
+def configure(matrix: Matrix, services: StrategyServices) -> list[StrategyDescription]:
+    """Build every strategy of the matrix once (a broken plug-in or a bad parameter is refused here, before
+    anything is written) and describe it for the manifest."""
+    params = matrix.params
+    try:
+        built = configure_strategies(
+            matrix.strategy_specs,
+            last_n=params.last_n,
+            summary_trigger=params.summary_trigger,
+            summary_keep=params.summary_keep,
+            token_budget=params.token_budget,
+            overrides=params.overrides,
+            services=services,
+        )
+    except StrategyError as exc:
+        raise BenchmarkError(str(exc)) from exc
+    return [description for _, description in built]
 
 
 def strategy_params(request: BenchmarkRequest, base: StrategyParams) -> StrategyParams:
@@ -292,10 +348,31 @@ def pending_episodes(specs: list[EpisodeSpec], done: Sequence[EpisodeRecord]) ->
     return [s for s in specs if s.run_id not in finished]
 
 
+def _strategy_differences(manifest: RunManifest, configs: Sequence[StrategyDescription]) -> list[str]:
+    """Strategies whose configuration hash changed (same parameters, different resolved params)."""
+    differences: list[str] = []
+    recorded = {c.name: c.config_hash for c in manifest.strategy_configs}
+    for config in configs:
+        old = recorded.get(config.name)
+        if old is not None and old != config.config_hash:
+            differences.append(
+                f"strategy {config.name!r}: configuration hash changed ({old[:12]} -> {config.config_hash[:12]})"
+            )
+    return differences
+
+
 def _check_resumable(
-    manifest: RunManifest, provider_info: ProviderInfo, hashes: Hashes, matrix: Matrix, done: list[EpisodeRecord]
+    manifest: RunManifest,
+    provider_info: ProviderInfo,
+    hashes: Hashes,
+    matrix: Matrix,
+    done: list[EpisodeRecord],
+    configs: Sequence[StrategyDescription],
 ) -> None:
-    differences = _differences(manifest, provider_info, hashes, matrix.params)
+    differences = [
+        *_differences(manifest, provider_info, hashes, matrix.params),
+        *_strategy_differences(manifest, configs),
+    ]
     if differences:
         raise BenchmarkError(f"cannot resume {manifest.run_group_id}: " + "; ".join(differences))
     if manifest.plan_sha256 is not None and manifest.plan_sha256 != matrix.plan_sha256:
@@ -392,6 +469,12 @@ def plan_run(request: BenchmarkRequest, settings: Settings, provider: ChatProvid
     done = existing[2] if existing else []
     matrix = resolve_matrix(request, settings, manifest)
     chat, provider_info = _provider(request, settings, provider)
+    if manifest is not None:
+        # before building anything: a plug-in that changed (or is gone) is named, not reported as unknown
+        changed = source_changes(manifest.strategy_configs)
+        if changed:
+            raise BenchmarkError(f"cannot resume {manifest.run_group_id}: " + "; ".join(changed))
+    configs = configure(matrix, StrategyServices(summary_provider=chat, summary_model=provider_info.summary_model))
     hashes = run_hashes([t.task for t in matrix.tasks], matrix.modes)
     prices = _prices(request)
     max_cost = request.max_cost_usd
@@ -399,7 +482,7 @@ def plan_run(request: BenchmarkRequest, settings: Settings, provider: ChatProvid
     if manifest is not None:
         max_cost = manifest.max_cost_usd if max_cost is None else max_cost
         max_episode_cost = manifest.max_episode_cost_usd if max_episode_cost is None else max_episode_cost
-        _check_resumable(manifest, provider_info, hashes, matrix, done)
+        _check_resumable(manifest, provider_info, hashes, matrix, done, configs)
     _check_budget_prices(prices, provider_info, matrix, (max_cost, max_episode_cost))
     _preflight(chat)
     specs = matrix.shard_episodes()
@@ -413,6 +496,7 @@ def plan_run(request: BenchmarkRequest, settings: Settings, provider: ChatProvid
         prices=prices,
         max_cost_usd=max_cost,
         max_episode_cost_usd=max_episode_cost,
+        strategy_configs=configs,
         specs=specs,
         pending=pending_episodes(specs, done),
         existing=existing[0] if existing else None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -57,6 +58,8 @@ class BenchmarkRequest(BaseModel):
     summary_trigger: int | None = None
     summary_keep: int | None = None
     token_budget: int | None = None
+    strategy_params: dict[str, dict[str, Any]] | None = None
+    """``--strategy-param NAME.KEY=VALUE`` as ``{name: {key: value}}`` (see contextdelta.context.registry)."""
     resume: str | None = None
     shard: str | None = None
     """``--shard I/N``: run only the I-th of N parts of the plan (``contextdelta merge`` joins the parts)."""

@@ -9,7 +9,9 @@ Checks, in order:
 3. the episode set: exactly the planned (task, strategy, mode, repeat) episodes, and the manifest counts;
 4. each episode, re-executed in a fresh world built from the snapshot task: ``begin_step`` then every recorded
    tool call (name, raw arguments, call id); every tool result, tool event and hidden-mutation event, the final
-   state and its hash compared with the record; then re-graded and every verdict field compared;
+   state and its hash compared with the record; for a deterministic strategy (built-in or plug-in) every step's
+   context re-derived from the canonical history (``_contexts.py``); then re-graded and every verdict field
+   compared;
 5. ``task_results.csv`` row by row and cell by cell, and ``tool_events.jsonl`` line by line, against what the
    episodes give;
 6. ``aggregate_metrics.json`` recomputed with its recorded analysis parameters (numbers equal within a
@@ -55,6 +57,7 @@ from contextdelta.runner import manifest_episodes, plan_sha256, source_hash
 from contextdelta.stats import AnalysisParams, analysis_sha256
 from contextdelta.tasks import Task, suite_hash
 from contextdelta.tasks.loader import load_directory
+from contextdelta.verify._contexts import context_divergences, rebuild_run_strategies
 from contextdelta.worlds import ProtectionMode, get_world
 
 REL_TOL = 1e-9
@@ -152,6 +155,10 @@ class _Verifier:
         self.group = manifest.run_group_id
         self.result = VerifyResult(run_group_id=self.group, episodes=len(records))
         self.tasks: dict[str, Task] = {}
+        self.strategies = rebuild_run_strategies(manifest)
+        self.result.notes.extend(self.strategies.notes)
+        for name, why in sorted(self.strategies.unavailable.items()):
+            self.diverge(self.group, f"strategy {name}", why)
 
     def diverge(self, run_id: str, name: str, detail: str) -> None:
         self.result.divergences.append(Divergence(run_id=run_id, field=name, detail=detail))
@@ -326,6 +333,10 @@ class _Verifier:
                 [m.model_dump(mode="json") for m in step.evaluator.mutations_after_calls],
                 after,
             )
+        strategy = self.strategies.strategies.get(record.strategy)
+        if strategy is not None:
+            for name, detail in context_divergences(trace, strategy, world):
+                self.diverge(rid, name, detail)
         final = world.state()
         if canonical_json(final) != canonical_json(trace.evaluator.final_state):
             self.compare(rid, "final_state", trace.evaluator.final_state, final)

@@ -409,3 +409,62 @@ def test_an_unreachable_endpoint_is_refused_before_anything_runs(tmp_path: Path)
         run_benchmark(request("http://127.0.0.1:9/v1", tmp_path / "results"))
     assert err.value.exit_code == 2
     assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--strategy-param", "last_n=5"], "--strategy-param 'last_n=5': write NAME.KEY=VALUE"),
+        (["--strategy-param", "last_n.size=5"], "strategy 'last_n' has no parameter 'size' (it takes: n)"),
+        (["--strategy-param", "keep_all.n=5"], "'keep_all' is not a strategy of this run"),
+        (["--strategy-param", "last_n.n=-2"], "strategy 'last_n' rejected its parameters"),
+        (["--strategies", "full_history,nothing_like_it"], "unknown strategy 'nothing_like_it'"),
+        (["--strategies", "no.such.module:Factory"], "cannot import no.such.module"),
+        (["--strategies", "last_n,last_n"], "listed twice"),
+    ],
+)
+def test_bad_strategies_and_parameters_are_refused_before_anything_is_written(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    from typer.testing import CliRunner
+
+    from contextdelta.cli import app
+
+    result = CliRunner().invoke(
+        app,
+        [
+            "run-benchmark",
+            "--tasks", str(TASKS),
+            "--strategies", "full_history,last_n",
+            "--base-url", "http://127.0.0.1:9/v1",
+            "--model", "scripted-oracle",
+            "--results-dir", str(tmp_path),
+            "--no-store",
+            *args,
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+    assert "Traceback" not in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_strategy_params_are_recorded_and_resume_refuses_other_ones(oracle_url: str, tmp_path: Path) -> None:
+    first = run_benchmark(
+        request(
+            oracle_url,
+            tmp_path,
+            task_ids=SMALL[:1],
+            strategies=["last_n", "token_budget_trim"],
+            protection_modes=["unprotected"],
+            strategy_params={"last_n": {"n": 2}, "token_budget_trim": {"budget": 700}},
+        )
+    )
+    manifest = first.manifest
+    assert manifest.strategy_params.overrides == {"last_n": {"n": 2}, "token_budget_trim": {"budget": 700}}
+    configs = {c.name: c for c in manifest.strategy_configs}
+    assert configs["last_n"].factory_params == {"n": 2} and configs["token_budget_trim"].params["budget"] == 700
+    assert {r.trace.strategy.params.get("n") for r in first.records if r.strategy == "last_n"} == {2}
+    with pytest.raises(BenchmarkError, match="--strategy-param: run has") as err:
+        run_benchmark(request(oracle_url, tmp_path, resume=first.path.name, strategy_params={"last_n": {"n": 3}}))
+    assert err.value.exit_code == 2

@@ -226,3 +226,37 @@ def test_unknown_or_unsafe_run_ids_exit_2(tmp_path: Path) -> None:
     for run_id in ("../x", "missing-run"):
         result = cli.invoke(app, ["verify", run_id, "--results-dir", str(tmp_path)])
         assert result.exit_code == 2
+
+
+def test_a_context_that_is_not_what_the_strategy_gives_is_named(run: Path) -> None:
+    """A step's sent messages edited consistently (hash and token count fixed up): only re-deriving the
+    context from the canonical history catches it."""
+    from contextdelta.canonical import content_hash
+    from contextdelta.context import count_message_tokens
+
+    def smuggle(value: dict[str, object]) -> None:
+        trace = value["trace"]
+        assert isinstance(trace, dict)
+        step = trace["steps"][-1]
+        messages = step["messages"]
+        messages.insert(2, {"role": "user", "content": "A note the strategy never wrote."})
+        step["messages_sha256"] = content_hash(messages)
+        step["harness_prompt_tokens"] = count_message_tokens(messages)
+
+    edit_episode(run, EPISODE, smuggle)
+    code, out = verify(run)
+    assert code == 1
+    last = [line for line in out if line.startswith(f"{EPISODE}: steps[")]
+    assert len(last) == 1 and ".messages: sent message 2 differs from the re-derived context" in last[0], out
+
+
+def test_a_recorded_removal_that_the_strategy_does_not_make_is_named(run: Path) -> None:
+    def shift(value: dict[str, object]) -> None:
+        trace = value["trace"]
+        assert isinstance(trace, dict)
+        trace["steps"][-1]["context"]["removed"] = []
+
+    edit_episode(run, EPISODE, shift)
+    code, out = verify(run)
+    assert code == 1
+    assert any(line.startswith(f"{EPISODE}: steps[") and ".context.removed: recorded []" in line for line in out)
