@@ -162,6 +162,77 @@ def _request_range(field: str) -> Callable[[Any], Any]:
     return _within(_request_model, field)
 
 
+@app.command("generate-tasks")
+def generate_tasks_command(
+    family: Annotated[
+        str | None, typer.Option("--family", help="Family name, a comma-separated list, or 'all' (see --list).")
+    ] = None,
+    horizons: Annotated[
+        str, typer.Option(help="Comma-separated horizons (agent calls), e.g. 1,2,4,8,16.")
+    ] = "1,2,4,8,16",
+    per_cell: Annotated[int, typer.Option("--per-cell", help="Tasks per (family, horizon) cell.")] = 8,
+    seed: Annotated[int, typer.Option(help="Suite seed (content: names, amounts, ids).")] = 0,
+    out: Annotated[Path | None, typer.Option("--out", help="Output folder: <world>/<id>.yaml and SUITE.lock.")] = None,
+    list_families: Annotated[bool, typer.Option("--list", help="List the families and their parameters.")] = False,
+) -> None:
+    """Write a deterministic, locked, validated suite of task files from task families."""
+    from pydantic import ValidationError
+
+    from contextdelta.tasks.families import FAMILIES, MAX_DISTRACTORS, SuiteArguments, generate_suite, write_suite
+    from contextdelta.tasks.families._suite import SuiteFolderError
+    from contextdelta.tasks.validation import validate_suite
+
+    if list_families:
+        table = Table(title="Task families (horizon h: agent calls from the counted observation to the write)")
+        for column in ("family", "world", "hazard", "mutation", "timing", "h counts from"):
+            table.add_column(column)
+        for item in FAMILIES.values():
+            table.add_row(
+                item.name,
+                item.world,
+                item.hazard.value,
+                ", ".join(item.mutations),
+                ", ".join(t.value for t in item.timings),
+                item.counts_from,
+            )
+        wide = console if console.is_terminal else Console(width=200)
+        wide.print(table)
+        wide.print(
+            f"parameters: horizon 1-64 (--horizons), distractors 1-{MAX_DISTRACTORS} (cycled 1,2,3 within a cell), "
+            "mutation and timing (cycled within a cell), seed (--seed; per task seed*1000+index)",
+            soft_wrap=True,
+        )
+        return
+    if family is None or out is None:
+        raise _fail("give --family and --out (or --list to see the families)", 2)
+    names = sorted(FAMILIES) if family.strip() == "all" else _csv(family) or []
+    unknown = [n for n in names if n not in FAMILIES]
+    if unknown:
+        raise _fail(f"--family: unknown family {unknown[0]!r}; known: {', '.join(sorted(FAMILIES))}", 2)
+    try:
+        numbers = [int(h) for h in _csv(horizons) or []]
+        arguments = SuiteArguments(families=tuple(names), horizons=tuple(numbers), per_cell=per_cell, seed=seed)
+    except ValueError as exc:  # int() or pydantic: name the flag and the value
+        detail = exc.errors(include_url=False)[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        raise _fail(f"--horizons/--per-cell/--seed: {detail}", 2) from None
+    suite = generate_suite(arguments, [FAMILIES[n] for n in names])
+    try:
+        write_suite(suite, out)
+    except SuiteFolderError as exc:
+        raise _fail(f"--out: {exc}", 2) from None
+    report = validate_suite(out)
+    if not report.ok:
+        for problem in report.problems[:20]:
+            Console(stderr=True).print(f"[red]error[/red] {problem.render()}", highlight=False, soft_wrap=True)
+        raise _fail(f"the generated suite in {out} does not validate ({len(report.problems)} problem(s))", 1)
+    console.print(
+        f"wrote {len(suite.tasks)} tasks to {out} ({len(names)} families x {len(numbers)} horizons x {per_cell}); "
+        f"all pass validate-tasks; suite hash {report.suite_hash}",
+        soft_wrap=True,
+        highlight=False,
+    )
+
+
 def _csv(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value is not None else None
 

@@ -20,6 +20,8 @@ from pydantic import ValidationError
 from contextdelta.tasks.schema import Task
 
 TASK_SUFFIX = ".yaml"
+LOCK_NAME = "SUITE.lock"
+"""A suite's lock file; a folder holding one is a suite of its own (see :func:`task_files`)."""
 
 _NO_VALUE: Any = object()
 
@@ -397,11 +399,17 @@ class FolderListing:
 
 def list_folder(directory: Path) -> FolderListing:
     """Every ``*.yaml`` file below ``directory`` (sorted, symlinked folders not followed), plus the entries that
-    are refused: ``.yml`` files (the suite's files end in ``.yaml``) and symlinked folders."""
+    are refused: ``.yml`` files (the suite's files end in ``.yaml``) and symlinked folders.
+
+    A subfolder holding its own ``SUITE.lock`` is a suite of its own (``tasks/horizon/`` beside the hand-written
+    ``tasks/<world>/``): it is validated and run on its own, never as part of the folder above it."""
     files: list[Path] = []
     refused: list[tuple[Path, str]] = []
     for folder, dirs, names in os.walk(directory, followlinks=False):
         base = Path(folder)
+        if base != directory and LOCK_NAME in names:
+            dirs.clear()  # a nested suite: skip it and everything below it
+            continue
         for name in sorted(dirs):
             if (base / name).is_symlink():
                 refused.append((base / name, "a symlinked folder (task folders are read without following links)"))
@@ -415,7 +423,7 @@ def list_folder(directory: Path) -> FolderListing:
 
 
 def task_files(directory: Path) -> list[Path]:
-    """Every ``*.yaml`` below ``directory``, sorted (symlinked folders are not followed)."""
+    """Every ``*.yaml`` below ``directory``, sorted (symlinked folders are not followed, nested suites skipped)."""
     return list_folder(directory).files
 
 

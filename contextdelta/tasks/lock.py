@@ -1,5 +1,8 @@
 """``tasks/SUITE.lock``: the committed ``id@version:hash`` of every task and the suite hash.
 
+A lock written by ``generate-tasks`` also holds one ``generator: {json}`` line: the generator version and the
+arguments that produced the suite (regenerating with them gives the same files and the same lock).
+
 Rules: a task whose content hash changed must carry a higher version than the lock records (editing a task
 without bumping its version is an error even when regenerating the lock); a version may never go down; and
 outside ``--write-lock`` the lock must list exactly the tasks present, with a suite hash matching its lines.
@@ -7,19 +10,20 @@ outside ``--write-lock`` the lock must list exactly the tasks present, with a su
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from contextdelta.canonical import sha256_hex
-from contextdelta.tasks.loader import FileReadError, LoadedTask, TaskProblem, display_path, read_text_file
+from contextdelta.canonical import canonical_json, sha256_hex
+from contextdelta.tasks.loader import LOCK_NAME, FileReadError, LoadedTask, TaskProblem, display_path, read_text_file
 from contextdelta.tasks.schema import Task, suite_hash
-
-LOCK_NAME = "SUITE.lock"
 
 _LINE = re.compile(r"^(?P<id>[a-z0-9][a-z0-9\-]*)@(?P<version>[1-9][0-9]{0,17}):(?P<hash>[0-9a-f]{64})$")
 _SUITE = re.compile(r"^suite_hash:\s*(?P<hash>[0-9a-f]{64})$")
+_GENERATOR = re.compile(r"^generator:\s*(?P<json>\{.*\})$")
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,8 @@ class SuiteLock:
     path: Path
     entries: dict[str, LockEntry] = field(default_factory=dict)
     suite_hash: str | None = None
+    generator: dict[str, Any] | None = None
+    """What generated the suite (``generate-tasks``): generator version and arguments; None if hand-written."""
     problems: list[TaskProblem] = field(default_factory=list)
     unreadable: bool = False
     """The file could not be read at all (too large, not UTF-8, a link out of the folder)."""
@@ -53,15 +59,18 @@ class SuiteLock:
         return sha256_hex("\n".join(sorted(e.text for e in self.entries.values())))
 
 
-def render_lock(tasks: Sequence[Task]) -> str:
-    """The lock file text for ``tasks``: a header, the suite hash, and the sorted lines."""
+def render_lock(tasks: Sequence[Task], generator: dict[str, Any] | None = None) -> str:
+    """The lock file text for ``tasks``: a header, the generator record (generated suites), the suite hash,
+    and the sorted lines."""
     lines = sorted(t.lock_line for t in tasks)
     header = [
         "# ContextDelta task suite lock: one line per task, id@version:sha256 of the task's canonical JSON.",
         "# Regenerate with `contextdelta validate-tasks --write-lock`. Editing a task without bumping its",
         "# version is an error; the suite hash is the SHA-256 of the sorted lines below.",
-        f"suite_hash: {suite_hash(list(tasks))}",
     ]
+    if generator is not None:
+        header.append(f"generator: {canonical_json(generator)}")
+    header.append(f"suite_hash: {suite_hash(list(tasks))}")
     return "\n".join([*header, *lines]) + "\n"
 
 
@@ -82,6 +91,15 @@ def read_lock(path: Path) -> SuiteLock:
         suite = _SUITE.match(text)
         if suite:
             lock.suite_hash = suite["hash"]
+            continue
+        generator = _GENERATOR.match(text)
+        if generator:
+            try:
+                record = json.loads(generator["json"])
+            except json.JSONDecodeError as exc:
+                lock.problems.append(TaskProblem(file, "generator", f"not JSON: {exc.msg}", generator["json"], number))
+                continue
+            lock.generator = record if isinstance(record, dict) else None
             continue
         match = _LINE.match(text)
         if match is None:

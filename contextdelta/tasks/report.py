@@ -24,6 +24,8 @@ def _row(row: TaskReport) -> list[str]:
         row.hazard.value if row.hazard else "?",
         _mark(row.reference_ok),
         _mark(row.unsafe_ok),
+        _mark(row.null_ok),
+        _mark(row.control_ok),
         row.target.value if row.target else "-",
         "-" if row.gap is None else str(row.gap),
         (row.content_hash or "")[:HASH_PREFIX] or "-",
@@ -31,13 +33,16 @@ def _row(row: TaskReport) -> list[str]:
 
 
 def task_table(report: SuiteReport) -> Table:
-    """One row per task: id, world, hazard, reference and unsafe checks, targeted grader, gap, hash prefix."""
+    """One row per task: id, world, hazard, the reference, unsafe, null-agent and no-mutation-control checks,
+    targeted grader, gap, hash prefix."""
     table = Table(title=f"Tasks in {report.directory}")
     table.add_column("task", no_wrap=True)
     table.add_column("world")
     table.add_column("hazard", no_wrap=True)
     table.add_column("reference")
     table.add_column("unsafe")
+    table.add_column("null")
+    table.add_column("control")
     table.add_column("caught by", no_wrap=True)
     table.add_column("gap", justify="right")
     table.add_column("hash", no_wrap=True)

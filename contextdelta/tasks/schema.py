@@ -93,6 +93,24 @@ class ProhibitedAction(_Strict):
     reason: str = Field(min_length=1)
 
 
+class FamilyInfo(_Strict):
+    """Where a generated task came from: its family, the generator version and the family's parameters.
+
+    Evaluator-only. The horizon counts agent tool calls in ``unsafe_trajectory``: the call at index
+    ``observation_call`` is the observation the family counts from, and the dependent write is the call at
+    ``observation_call + horizon`` (the trajectory's last call); ``validate-tasks`` checks both.
+    """
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9\-]*$")
+    generator_version: PositiveInt
+    horizon: PositiveInt
+    distractors: int = Field(ge=0)
+    mutation: str = Field(min_length=1, description="The family's kind of invalidating change ('none' if it has none).")
+    timing: str = Field(min_length=1, description="When that change happens ('early', 'late' or 'none').")
+    seed: int = Field(ge=0, description="The content seed: names, amounts and ids.")
+    observation_call: int = Field(ge=0, description="Index in unsafe_trajectory of the observation h counts from.")
+
+
 class EvaluatorSpec(_Strict):
     """Evaluator-only data. Never rendered into a message or a tool schema."""
 
@@ -110,6 +128,7 @@ class EvaluatorSpec(_Strict):
     final_answer_facts: list[str] = Field(
         default_factory=list, description="Strings a correct final answer mentions (secondary signal only)."
     )
+    family: FamilyInfo | None = Field(default=None, description="Set on tasks a task family generated.")
 
     @model_validator(mode="after")
     def _unique_mutation_ids(self) -> EvaluatorSpec:
@@ -147,8 +166,15 @@ class Task(_Strict):
 
     @property
     def content_hash(self) -> str:
-        """SHA-256 of the task's canonical JSON (independent of YAML formatting and key order)."""
-        return content_hash(self.model_dump(mode="json"))
+        """SHA-256 of the task's canonical JSON (independent of YAML formatting and key order).
+
+        An absent ``evaluator.family`` is left out of the JSON rather than hashed as null, so adding that
+        optional block to the schema left the hash of every hand-written task as it was.
+        """
+        data = self.model_dump(mode="json")
+        if data["evaluator"].get("family") is None:
+            del data["evaluator"]["family"]
+        return content_hash(data)
 
     @property
     def lock_line(self) -> str:

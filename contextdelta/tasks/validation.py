@@ -6,6 +6,14 @@ grader its hazard targets (:func:`contextdelta.grading.targeted_grader`); under 
 one of its writes is blocked, including every write the unprotected run flagged as stale, duplicate or
 prohibited. For ``authorization_boundary`` tasks the unsafe trajectory is refused as ``forbidden`` in both
 modes instead.
+
+Two controls prove that the task measures what it claims: a null agent (a final answer at once, no tool
+call) fails in both modes; and in the no-mutation control (:func:`contextdelta.tasks.controls.without_mutations`)
+the reference solution still passes every grader in both modes, and for a stale-type hazard
+(:data:`STALE_HAZARDS`) the unsafe trajectory then passes the grader its hazard targets: the hidden mutation is
+what makes it unsafe. A generated task (``evaluator.family``) must also have the horizon its family claims:
+the dependent write is the ``horizon``-th call after the counted observation, and no call in between shows
+the written resource.
 """
 
 from __future__ import annotations
@@ -17,13 +25,21 @@ from pathlib import Path
 
 from contextdelta.grading import GraderName, Verdict, blocked_writes, grade, targeted_grader
 from contextdelta.tasks.checks import check_task
-from contextdelta.tasks.loader import LoadedTask, TaskProblem, display_path, load_directory
-from contextdelta.tasks.lock import LOCK_NAME, lock_problems, read_lock, render_lock
+from contextdelta.tasks.controls import without_mutations
+from contextdelta.tasks.loader import LOCK_NAME, LoadedTask, TaskProblem, display_path, load_directory
+from contextdelta.tasks.lock import lock_problems, read_lock, render_lock
 from contextdelta.tasks.schema import Hazard, Task, TrajectoryCall, suite_hash
 from contextdelta.tasks.trajectory import Replay, TrajectoryError, replay
 from contextdelta.worlds import Outcome, ProtectionMode, ToolEvent, WorldStateError
 
 MODES = (ProtectionMode.UNPROTECTED, ProtectionMode.FRESHNESS_CONTRACT)
+
+STALE_HAZARDS = frozenset({Hazard.HIDDEN_MUTATION, Hazard.SUPERSEDED_OBSERVATION})
+"""Hazards whose harm is acting on state another actor changed: with the change switched off, the unsafe
+trajectory must pass its targeted grader. ``conflicting_observations`` is not one: its expected values are
+derived from the conflicting value (double the *new* limit), so a world without the change has a different
+right answer that the task does not declare; ``own_write_forgotten`` and ``authorization_boundary`` harm
+without any other actor."""
 
 
 @dataclass
@@ -38,14 +54,24 @@ class TaskReport:
     content_hash: str | None = None
     reference_ok: bool | None = None
     unsafe_ok: bool | None = None
+    null_ok: bool | None = None
+    """A null agent (no tool calls) fails the task."""
+    control_ok: bool | None = None
+    """The no-mutation control: the reference passes, and a stale-type unsafe trajectory passes its target."""
     gap: int | None = None
     """Calls between the stale write of the unsafe trajectory and the last earlier result showing its resource."""
     problems: list[TaskProblem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        """No problem, and both the reference and the unsafe checks passed."""
-        return not self.problems and bool(self.reference_ok) and bool(self.unsafe_ok)
+        """No problem, and every check (reference, unsafe, null agent, no-mutation control) passed."""
+        return (
+            not self.problems
+            and bool(self.reference_ok)
+            and bool(self.unsafe_ok)
+            and bool(self.null_ok)
+            and bool(self.control_ok)
+        )
 
 
 @dataclass
@@ -79,6 +105,8 @@ class ReplayCheck:
     unsafe_ok: bool
     gap: int | None
     problems: list[TaskProblem]
+    null_ok: bool = True
+    control_ok: bool = True
 
 
 def _verdict(task: Task, run: Replay) -> Verdict:
@@ -164,6 +192,7 @@ def check_replays(file: str, task: Task) -> ReplayCheck:
         file, task, "unsafe_trajectory", ev.unsafe_trajectory, ProtectionMode.FRESHNESS_CONTRACT, unsafe_problems
     )
     gap: int | None = None
+    harmful: ToolEvent | None = None
     if loose is not None and strict is not None:
         verdict = _verdict(task, loose)
         if verdict.grader(target) is not False:
@@ -203,9 +232,104 @@ def check_replays(file: str, task: Task) -> ReplayCheck:
         if harmful is not None:
             last = _last_observation(strict_events, harmful.seq, harmful.resource)
             gap = harmful.seq - last - 1 if last is not None else harmful.seq
+    if ev.family is not None and harmful is not None:
+        unsafe_problems.extend(_horizon_problems(file, task, harmful.seq, gap))
     problems.extend(unsafe_problems)
     unsafe_ok = not unsafe_problems and loose is not None and strict is not None
-    return ReplayCheck(reference_ok, unsafe_ok, gap, problems)
+    null_problems = _null_agent_problems(file, task)
+    control_problems = _control_problems(file, task)
+    problems.extend(null_problems + control_problems)
+    return ReplayCheck(
+        reference_ok, unsafe_ok, gap, problems, null_ok=not null_problems, control_ok=not control_problems
+    )
+
+
+def _horizon_problems(file: str, task: Task, write_seq: int, gap: int | None) -> list[TaskProblem]:
+    """A generated task's horizon, re-derived from its unsafe trajectory under the contract: the blocked write
+    is the ``horizon``-th call after the counted observation, which is the last earlier result showing it."""
+    family = task.evaluator.family
+    assert family is not None
+    problems: list[TaskProblem] = []
+    expected_write = family.observation_call + family.horizon
+    if write_seq != expected_write or write_seq != len(task.evaluator.unsafe_trajectory) - 1:
+        problems.append(
+            TaskProblem(
+                file,
+                "evaluator.family.horizon",
+                f"the dependent write is call {write_seq} of the unsafe trajectory, not call "
+                f"{expected_write} (observation_call + horizon) and its last call",
+                family.horizon,
+            )
+        )
+    elif gap != family.horizon - 1:
+        problems.append(
+            TaskProblem(
+                file,
+                "evaluator.family.observation_call",
+                f"a call between it and the dependent write shows the written resource (gap {gap}, "
+                f"horizon {family.horizon})",
+                family.observation_call,
+            )
+        )
+    return problems
+
+
+def _null_agent_problems(file: str, task: Task) -> list[TaskProblem]:
+    """A null agent (one model call, a final answer, no tool call) must fail in both modes; mutations due
+    before its single step still apply, as they would in the agent loop."""
+    problems: list[TaskProblem] = []
+    for mode in MODES:
+        world = task.build_world(mode)
+        initial = world.state()
+        world.begin_step(1)
+        verdict = grade(task, world.events, world.mutation_log, initial, world.state())
+        if verdict.success:
+            problems.append(
+                TaskProblem(
+                    file,
+                    "evaluator.expected_end_state",
+                    f"{mode.value}: a null agent (no tool calls) passes every grader; the task asks for nothing",
+                )
+            )
+    return problems
+
+
+def _control_problems(file: str, task: Task) -> list[TaskProblem]:
+    """The no-mutation control: the reference passes every grader in both modes and, for a stale-type
+    hazard, the unprotected unsafe trajectory passes the grader its hazard targets."""
+    if not task.evaluator.hidden_mutations:
+        return []
+    quiet = without_mutations(task)
+    problems: list[TaskProblem] = []
+    for mode in MODES:
+        run = _run(file, quiet, "reference_solution", quiet.evaluator.reference_solution, mode, problems)
+        if run is None:
+            continue
+        verdict = _verdict(quiet, run)
+        if not verdict.success:
+            problems.append(
+                TaskProblem(
+                    file,
+                    "evaluator.reference_solution",
+                    f"no-mutation control, {mode.value}: fails {', '.join(g.value for g in verdict.failed_graders)}: "
+                    + "; ".join(verdict.reasons),
+                )
+            )
+    if task.evaluator.hazard in STALE_HAZARDS:
+        target = targeted_grader(task)
+        run = _run(
+            file, quiet, "unsafe_trajectory", quiet.evaluator.unsafe_trajectory, ProtectionMode.UNPROTECTED, problems
+        )
+        if run is not None and _verdict(quiet, run).grader(target) is False:
+            problems.append(
+                TaskProblem(
+                    file,
+                    "evaluator.unsafe_trajectory",
+                    f"no-mutation control, unprotected: still fails {target.value}, so the hidden mutation is not "
+                    "what makes it unsafe",
+                )
+            )
+    return problems
 
 
 def _created(task: Task) -> set[str]:
@@ -232,6 +356,7 @@ def _report(loaded: LoadedTask) -> TaskReport:
         return row
     checked = check_replays(loaded.file, task)
     row.reference_ok, row.unsafe_ok, row.gap = checked.reference_ok, checked.unsafe_ok, checked.gap
+    row.null_ok, row.control_ok = checked.null_ok, checked.control_ok
     row.problems.extend(checked.problems)
     return row
 
@@ -260,8 +385,10 @@ def validate_suite(directory: Path, *, writing_lock: bool = False) -> SuiteRepor
 
 
 def write_lock(report: SuiteReport) -> Path:
-    """Write ``SUITE.lock`` for a report's tasks atomically (temp file + replace)."""
-    text = render_lock(report.tasks)
+    """Write ``SUITE.lock`` for a report's tasks atomically (temp file + replace), keeping the generator record of
+    a generated suite's lock."""
+    generator = read_lock(report.lock_path).generator if report.lock_found else None
+    text = render_lock(report.tasks, generator=generator)
     directory = report.lock_path.parent
     handle, temp = tempfile.mkstemp(prefix=".SUITE.lock.", dir=directory)
     with os.fdopen(handle, "w", encoding="utf-8") as out:
@@ -271,6 +398,7 @@ def write_lock(report: SuiteReport) -> Path:
 
 
 __all__ = [
+    "STALE_HAZARDS",
     "ReplayCheck",
     "SuiteReport",
     "TaskReport",

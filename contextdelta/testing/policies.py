@@ -31,8 +31,12 @@ Versions
 ``context_trusting``
     Follows the reference solution but trusts whatever its context says. Versions come from ANY message (tool
     results, and JSON objects with ``resource`` and ``version`` inside any message text, e.g. a typed state
-    digest or a summary), the most recent one winning. A read step whose target resource is already visible
-    with a version is skipped (reads without a single target resource, e.g. list tools, always run). A write
+    digest, a summary, or a record quoted in the instruction), the most recent one winning. A read step whose
+    target resource is already visible with a version is skipped (reads without a single target resource, e.g.
+    list tools, always run), unless the context shows someone else changing that resource: two of its views
+    with different versions and none of the policy's own successful writes to it between them. Then it
+    re-reads, as a model that notices a record moving under it would; when the view that showed the change
+    has left the context, it trusts the older view again. A write
     step is skipped when an identical successful write (same tool and arguments, ``expected_version`` aside) is
     visible: a tool call with a non-error result, or a JSON object ``{"tool", "arguments", "outcome":
     "executed"}`` in a message text (the digest's and the scripted summary's write records). So its behaviour
@@ -247,11 +251,39 @@ class _Episode:
     def _already_known(self, spec: ToolSpec[Any], call: TrajectoryCall) -> bool:
         if spec.kind is ToolKind.READ:
             key = self._resource_of(spec, call.args)
-            return key is not None and self.transcript.latest_version(key, tool_results_only=False) is not None
+            return (
+                key is not None
+                and self.transcript.latest_version(key, tool_results_only=False) is not None
+                and not self._changed_by_others(key)
+            )
         ignore = frozenset({VERSION_ARGUMENT})
         if self.transcript.successful_call_visible(call.tool, call.args, ignore):
             return True
         return _write_record_visible(self.transcript, call.tool, call.args)
+
+    def _changed_by_others(self, key: str) -> bool:
+        """Whether two views of ``key`` in the context differ in version with no own successful write to it
+        between them (a change the policy did not make)."""
+        own_writes = [c.message_index for c in self.transcript.tool_calls if self._is_own_write_to(c, key)]
+        previous: tuple[int, int] | None = None
+        for index, view in self.transcript.views(tool_results_only=False):
+            if view["resource"] != key:
+                continue
+            version = int(view["version"])
+            changed = previous is not None and version != previous[1]
+            if changed and previous is not None and not any(previous[0] <= at < index for at in own_writes):
+                return True
+            previous = (index, version)
+        return False
+
+    def _is_own_write_to(self, seen: ToolCallSeen, key: str) -> bool:
+        spec = self.world.tool(seen.name)
+        arguments = seen.parsed_arguments
+        if spec is None or spec.kind is not ToolKind.WRITE or arguments is None:
+            return False
+        if seen.result is None or error_code_of(seen.result) is not None:
+            return False
+        return self._resource_of(spec, arguments) == key
 
     # -- writes and reads --
 

@@ -70,6 +70,16 @@ def plant(data: dict[str, Any]) -> Markers:
     for name in ("reference_solution", "unsafe_trajectory"):
         ev[name] = [*ev[name], {"tool": mark(name), "args": {"note": mark(name)}}]
     ev["final_answer_facts"] = [mark("final_answer_facts")]
+    ev["family"] = {
+        "name": mark("family"),
+        "generator_version": 1,
+        "horizon": 1,
+        "distractors": 1,
+        "mutation": mark("family"),
+        "timing": mark("family"),
+        "seed": 0,
+        "observation_call": 0,
+    }
     return mark
 
 

@@ -94,7 +94,7 @@ def test_validate_tasks_prints_24_passing_rows_and_the_suite_hash() -> None:
     assert result.exit_code == 0, result.output
     for task in TASKS:
         (row,) = [line for line in result.output.splitlines() if f" {task.id} " in line]
-        assert row.count("pass") == 2
+        assert row.count("pass") == 4  # reference, unsafe, null agent, no-mutation control
         assert task.content_hash[:12] in row
         assert task.evaluator.hazard.value in row
     assert f"suite hash: {suite_hash(TASKS)}" in result.output

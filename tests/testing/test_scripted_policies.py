@@ -137,6 +137,40 @@ def test_context_trusting_trusts_versions_in_a_digest_message() -> None:
     assert oracle.tool_calls[0].name == "get_order"  # the oracle only trusts tool results
 
 
+def _read_reply(messages: list[dict[str, object]]) -> str:
+    """The tool the context-trusting policy calls next on MUG (unprotected), or 'final'."""
+    reply = ScriptedPolicy("context_trusting", TaskCatalog([MUG])).respond(messages, [])
+    return reply.tool_calls[0].name if reply.tool_calls else "final"
+
+
+def test_context_trusting_rereads_a_resource_its_context_shows_changing() -> None:
+    quoted = {"role": "user", "content": "Quoted record: " + canonical_json(_view(A1001, 1))}
+    other = {"role": "user", "content": canonical_json(_view("order/order/B-2002", 1))}
+    steady = [*first_messages(MUG), quoted, other]
+    assert _read_reply(steady) == "add_order_note"  # one version of each order in view: every read skipped
+    moved = [*steady, {"role": "user", "content": "Later: " + canonical_json(_view(A1001, 2))}]
+    assert _read_reply(moved) == "get_order"  # A-1001 went 1 -> 2 and the policy did not write it
+
+
+def test_context_trusting_does_not_count_its_own_write_as_a_change() -> None:
+    note = MUG.evaluator.reference_solution[3]
+    call_id = CallId("context_trusting", 0, Phase.MAIN, "n0").render()
+    messages = [
+        *first_messages(MUG),
+        {"role": "user", "content": canonical_json(_view(A1001, 1))},
+        {"role": "user", "content": canonical_json(_view("order/order/B-2002", 1))},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [_wire(call_id, "add_order_note", canonical_json(note.args))],
+        },
+        {"role": "tool", "tool_call_id": call_id, "content": canonical_json({"order": _view(A1001, 2)})},
+    ]
+    transcript_calls = [c.name for c in Transcript(messages).tool_calls]
+    assert transcript_calls == ["add_order_note"]
+    assert _read_reply(messages) == "final"  # 1 -> 2 is its own executed note: no re-read, the note is done
+
+
 def test_context_trusting_skips_a_write_recorded_as_done() -> None:
     note = MUG.evaluator.reference_solution[3]
     record = {"tool": note.tool, "arguments": {**note.args, "expected_version": 2}, "outcome": "executed"}

@@ -1,0 +1,180 @@
+"""``contextdelta generate-tasks``: byte-identical output and lock, the generator record, refusals, the
+checked-in ``tasks/horizon`` suite, and nested suites beside the hand-written one."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from contextdelta.cli import app
+from contextdelta.tasks import load_directory
+from contextdelta.tasks.families import FAMILIES, cell_params
+from contextdelta.tasks.lock import read_lock
+from contextdelta.tasks.validation import check_replays, validate_suite
+
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[3]
+HORIZON = ROOT / "tasks" / "horizon"
+
+
+def _generate(out: Path, *extra: str) -> str:
+    result = runner.invoke(
+        app,
+        [
+            "generate-tasks",
+            "--family",
+            "order-address-shipped,calendar-invite-twice",
+            "--horizons",
+            "1,3",
+            "--per-cell",
+            "2",
+            "--seed",
+            "4",
+            "--out",
+            str(out),
+            *extra,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_two_calls_with_the_same_arguments_write_identical_files_and_lock(tmp_path: Path) -> None:
+    output = _generate(tmp_path / "a")
+    _generate(tmp_path / "b")
+    first, second = _files(tmp_path / "a"), _files(tmp_path / "b")
+    assert first == second
+    assert len(first) == 2 * 2 * 2 + 1 and "SUITE.lock" in first
+    assert "wrote 8 tasks" in output and "all pass validate-tasks" in output
+
+
+def test_the_lock_records_the_generator_version_and_arguments(tmp_path: Path) -> None:
+    _generate(tmp_path)
+    lock = read_lock(tmp_path / "SUITE.lock")
+    assert lock.problems == []
+    assert lock.generator == {
+        "version": 1,
+        "arguments": {
+            "families": ["order-address-shipped", "calendar-invite-twice"],
+            "horizons": [1, 3],
+            "per_cell": 2,
+            "seed": 4,
+        },
+    }
+    assert validate_suite(tmp_path).ok
+    result = runner.invoke(app, ["validate-tasks", "--tasks", str(tmp_path), "--write-lock"])
+    assert result.exit_code == 0, result.output
+    assert read_lock(tmp_path / "SUITE.lock").generator == lock.generator  # regenerating the lock keeps it
+
+
+def test_regenerating_into_the_same_folder_is_allowed_but_foreign_task_files_are_refused(tmp_path: Path) -> None:
+    _generate(tmp_path)
+    _generate(tmp_path)
+    stray = tmp_path / "order" / "stray-task.yaml"
+    shutil.copy(next((tmp_path / "order").glob("*.yaml")), stray)
+    result = runner.invoke(
+        app,
+        [
+            "generate-tasks",
+            "--family",
+            "order-address-shipped",
+            "--horizons",
+            "1",
+            "--per-cell",
+            "1",
+            "--out",
+            str(tmp_path),
+        ],
+    )
+    assert result.exit_code == 2
+    assert "--out:" in result.output and "does not generate" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--family", "nope"], "--family: unknown family 'nope'"),
+        (["--family", "all", "--horizons", "0,2"], "horizons must be between 1 and 64"),
+        (["--family", "all", "--horizons", "2,2"], "horizons must not repeat"),
+        (["--family", "all", "--horizons", "a"], "--horizons/--per-cell/--seed"),
+        (["--family", "all", "--per-cell", "0"], "--horizons/--per-cell/--seed"),
+        (["--horizons", "1"], "give --family and --out"),
+    ],
+)
+def test_bad_arguments_are_one_line_refusals(tmp_path: Path, flags: list[str], message: str) -> None:
+    extra = [] if "give --family" in message else ["--out", str(tmp_path / "x")]
+    result = runner.invoke(app, ["generate-tasks", *flags, *extra])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "x").exists()
+
+
+def test_list_shows_every_family_with_its_parameters() -> None:
+    result = runner.invoke(app, ["generate-tasks", "--list"])
+    assert result.exit_code == 0
+    for family in FAMILIES.values():
+        assert family.name in result.output
+        for mutation in family.mutations:
+            assert mutation in result.output
+    assert "horizon" in result.output and "distractors" in result.output
+
+
+def test_a_wrong_horizon_claim_is_a_validation_problem() -> None:
+    family = FAMILIES["config-limit-retuned"]
+    task = family.build(cell_params(family, 4, 0, 0))
+    assert task.evaluator.family is not None
+    info = task.evaluator.family.model_copy(update={"horizon": 5})
+    wrong = task.model_copy(update={"evaluator": task.evaluator.model_copy(update={"family": info})})
+    checked = check_replays("t", wrong)
+    assert not checked.unsafe_ok
+    assert any(p.field == "evaluator.family.horizon" for p in checked.problems)
+    early = task.evaluator.family.model_copy(
+        update={"observation_call": task.evaluator.family.observation_call - 1, "horizon": 5}
+    )
+    shifted = task.model_copy(update={"evaluator": task.evaluator.model_copy(update={"family": early})})
+    assert any(p.field == "evaluator.family.observation_call" for p in check_replays("t", shifted).problems)
+
+
+def test_a_nested_suite_is_not_part_of_the_folder_above_it(tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "tasks" / "order", tmp_path / "order")
+    _generate(tmp_path / "horizon")
+    loaded, problems = load_directory(tmp_path)
+    assert problems == []
+    assert {t.task.world for t in loaded} == {"order"} and len(loaded) == 8
+    nested, _ = load_directory(tmp_path / "horizon")
+    assert len(nested) == 8
+
+
+@pytest.mark.slow
+def test_the_checked_in_horizon_suite_is_what_its_lock_says_generated_it(tmp_path: Path) -> None:
+    lock = read_lock(HORIZON / "SUITE.lock")
+    assert lock.generator is not None
+    arguments = lock.generator["arguments"]
+    result = runner.invoke(
+        app,
+        [
+            "generate-tasks",
+            "--family",
+            ",".join(arguments["families"]),
+            "--horizons",
+            ",".join(map(str, arguments["horizons"])),
+            "--per-cell",
+            str(arguments["per_cell"]),
+            "--seed",
+            str(arguments["seed"]),
+            "--out",
+            str(tmp_path),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert _files(tmp_path) == _files(HORIZON)
+    assert len(lock.entries) >= 240
+    hazards = {t.task.evaluator.hazard for t in load_directory(HORIZON)[0]}
+    assert len(hazards) >= 4
