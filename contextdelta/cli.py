@@ -162,6 +162,16 @@ def _request_range(field: str) -> Callable[[Any], Any]:
     return _within(_request_model, field)
 
 
+def _suite_arguments_model() -> type[BaseModel]:
+    from contextdelta.tasks.families import SuiteArguments
+
+    return SuiteArguments
+
+
+def _suite_range(field: str) -> Callable[[Any], Any]:
+    return _within(_suite_arguments_model, field)
+
+
 @app.command("generate-tasks")
 def generate_tasks_command(
     family: Annotated[
@@ -170,8 +180,13 @@ def generate_tasks_command(
     horizons: Annotated[
         str, typer.Option(help="Comma-separated horizons (agent calls), e.g. 1,2,4,8,16.")
     ] = "1,2,4,8,16",
-    per_cell: Annotated[int, typer.Option("--per-cell", help="Tasks per (family, horizon) cell.")] = 8,
-    seed: Annotated[int, typer.Option(help="Suite seed (content: names, amounts, ids).")] = 0,
+    per_cell: Annotated[
+        int,
+        typer.Option("--per-cell", help="Tasks per (family, horizon) cell.", callback=_suite_range("per_cell")),
+    ] = 8,
+    seed: Annotated[
+        int, typer.Option(help="Suite seed (content: names, amounts, ids).", callback=_suite_range("seed"))
+    ] = 0,
     out: Annotated[Path | None, typer.Option("--out", help="Output folder: <world>/<id>.yaml and SUITE.lock.")] = None,
     list_families: Annotated[bool, typer.Option("--list", help="List the families and their parameters.")] = False,
 ) -> None:
@@ -209,12 +224,15 @@ def generate_tasks_command(
     unknown = [n for n in names if n not in FAMILIES]
     if unknown:
         raise _fail(f"--family: unknown family {unknown[0]!r}; known: {', '.join(sorted(FAMILIES))}", 2)
+    words = _csv(horizons) or []
+    bad = next((w for w in words if not w.isdigit()), None)
+    if bad is not None or not words:
+        raise _fail(f"--horizons: {bad!r} is not a whole number; give e.g. 1,2,4,8,16", 2)
+    numbers = [int(w) for w in words]
     try:
-        numbers = [int(h) for h in _csv(horizons) or []]
         arguments = SuiteArguments(families=tuple(names), horizons=tuple(numbers), per_cell=per_cell, seed=seed)
-    except ValueError as exc:  # int() or pydantic: name the flag and the value
-        detail = exc.errors(include_url=False)[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
-        raise _fail(f"--horizons/--per-cell/--seed: {detail}", 2) from None
+    except ValidationError as exc:  # the horizons' range and repeats (the other flags are checked while parsing)
+        raise _fail(f"--horizons: {exc.errors(include_url=False)[0]['msg']}", 2) from None
     suite = generate_suite(arguments, [FAMILIES[n] for n in names])
     try:
         write_suite(suite, out)

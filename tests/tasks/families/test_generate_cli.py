@@ -103,8 +103,8 @@ def test_regenerating_into_the_same_folder_is_allowed_but_foreign_task_files_are
         (["--family", "nope"], "--family: unknown family 'nope'"),
         (["--family", "all", "--horizons", "0,2"], "horizons must be between 1 and 64"),
         (["--family", "all", "--horizons", "2,2"], "horizons must not repeat"),
-        (["--family", "all", "--horizons", "a"], "--horizons/--per-cell/--seed"),
-        (["--family", "all", "--per-cell", "0"], "--horizons/--per-cell/--seed"),
+        (["--family", "all", "--horizons", "a"], "--horizons: 'a' is not a whole number"),
+        (["--family", "all", "--per-cell", "0"], "allowed: from 1 to 1000"),
         (["--horizons", "1"], "give --family and --out"),
     ],
 )
