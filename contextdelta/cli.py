@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import BaseModel
@@ -16,6 +16,10 @@ from rich.table import Table
 from contextdelta import __version__
 from contextdelta.settings import Settings, SettingsError, load_settings
 from contextdelta.worlds import WORLDS, ProtectionMode, ToolKind
+
+if TYPE_CHECKING:
+    from contextdelta.rundir import Recorder
+    from contextdelta.runner import RunOutcome
 
 app = typer.Typer(
     name="contextdelta",
@@ -255,9 +259,28 @@ def _csv(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value is not None else None
 
 
+# Options shared by the commands that write a run directory (run-benchmark, run-external, serve-world).
+TasksOption = Annotated[Path, typer.Option("--tasks", help="Task directory (tasks/<world>/<id>.yaml).")]
+TaskIdsOption = Annotated[str | None, typer.Option(help="Comma-separated task ids (default: every task).")]
+ProtectionModesOption = Annotated[str | None, typer.Option(help="Comma-separated: unprotected,freshness_contract.")]
+MaxStepsOption = Annotated[
+    int | None, typer.Option(help="Override every task's step limit.", callback=_request_range("max_steps"))
+]
+SeedOption = Annotated[int | None, typer.Option(help="Run seed (default CONTEXTDELTA_SEED).")]
+RunResultsDirOption = Annotated[Path | None, typer.Option(help="Where run directories go (default results/).")]
+ResumeOption = Annotated[str | None, typer.Option(help="Continue run RUN_ID: run only its missing episodes.")]
+QuietOption = Annotated[bool, typer.Option("--quiet", help="No progress bar (for CI).")]
+StoreUrlOption = Annotated[
+    str | None, typer.Option(help="Trace store URL (default CONTEXTDELTA_DATABASE_URL).", show_default=False)
+]
+NoStoreOption = Annotated[
+    bool, typer.Option("--no-store", help="Do not write episodes to the trace store (the run directory only).")
+]
+
+
 @app.command("run-benchmark")
 def run_benchmark_command(
-    tasks: Annotated[Path, typer.Option("--tasks", help="Task directory (tasks/<world>/<id>.yaml).")] = Path("tasks"),
+    tasks: TasksOption = Path("tasks"),
     strategies: Annotated[
         str | None,
         typer.Option(
@@ -265,14 +288,12 @@ def run_benchmark_command(
             "token_budget_trim (default: these six), installed plug-ins by name, or package.module:factory."
         ),
     ] = None,
-    protection_modes: Annotated[
-        str | None, typer.Option(help="Comma-separated: unprotected,freshness_contract.")
-    ] = None,
+    protection_modes: ProtectionModesOption = None,
     repeats: Annotated[
         int | None,
         typer.Option(help="Repeats per (task, strategy, mode). Default 3.", callback=_request_range("repeats")),
     ] = None,
-    task_ids: Annotated[str | None, typer.Option(help="Comma-separated task ids (default: every task).")] = None,
+    task_ids: TaskIdsOption = None,
     limit: Annotated[
         int | None,
         typer.Option(
@@ -280,11 +301,9 @@ def run_benchmark_command(
             callback=_request_range("limit"),
         ),
     ] = None,
-    max_steps: Annotated[
-        int | None, typer.Option(help="Override every task's step limit.", callback=_request_range("max_steps"))
-    ] = None,
+    max_steps: MaxStepsOption = None,
     concurrency: Annotated[int, typer.Option(help="Episodes run at once.", callback=_request_range("concurrency"))] = 4,
-    seed: Annotated[int | None, typer.Option(help="Run seed (default CONTEXTDELTA_SEED).")] = None,
+    seed: SeedOption = None,
     model: Annotated[str | None, typer.Option(help="Model name (default CONTEXTDELTA_MODEL).")] = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint (CONTEXTDELTA_BASE_URL).")] = None,
     summary_model: Annotated[str | None, typer.Option(help="Model for semantic_summary (default: --model).")] = None,
@@ -302,7 +321,7 @@ def run_benchmark_command(
         ),
     ] = 120.0,
     provider: Annotated[str, typer.Option(help="Provider kind (openai-compatible HTTP).")] = "openai",
-    results_dir: Annotated[Path | None, typer.Option(help="Where run directories go (default results/).")] = None,
+    results_dir: RunResultsDirOption = None,
     max_cost_usd: Annotated[
         float | None,
         typer.Option(help="Stop starting episodes once this much is spent.", callback=_request_range("max_cost_usd")),
@@ -347,23 +366,18 @@ def run_benchmark_command(
             help="NAME.KEY=VALUE: one strategy parameter (VALUE read as JSON when it parses); repeatable.",
         ),
     ] = None,
-    resume: Annotated[str | None, typer.Option(help="Continue run RUN_ID: run only its missing episodes.")] = None,
+    resume: ResumeOption = None,
     shard: Annotated[
         str | None,
         typer.Option(help="Run only part I of N of the plan (I/N, e.g. 2/3); join the parts with `merge`."),
     ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar (for CI).")] = False,
-    database_url: Annotated[
-        str | None, typer.Option(help="Trace store URL (default CONTEXTDELTA_DATABASE_URL).", show_default=False)
-    ] = None,
-    no_store: Annotated[
-        bool, typer.Option("--no-store", help="Do not write episodes to the trace store (the run directory only).")
-    ] = False,
+    quiet: QuietOption = False,
+    database_url: StoreUrlOption = None,
+    no_store: NoStoreOption = False,
 ) -> None:
     """Run tasks x strategies x protection modes x repeats; the last line printed is the run directory."""
     from contextdelta.context import StrategyError, parse_strategy_params
-    from contextdelta.rundir import Recorder
-    from contextdelta.runner import BenchmarkError, BenchmarkRequest, ProgressDisplay, run_benchmark
+    from contextdelta.runner import BenchmarkRequest, run_benchmark
 
     try:
         overrides = parse_strategy_params(strategy_param) if strategy_param else None
@@ -398,6 +412,31 @@ def run_benchmark_command(
         resume=resume,
         shard=shard,
     )
+    _run_with_recorders(
+        lambda recorders: run_benchmark(request, recorders=recorders),
+        results_dir=results_dir,
+        database_url=database_url,
+        no_store=no_store,
+        quiet=quiet,
+    )
+
+
+def _run_with_recorders(
+    run: Callable[[list[Recorder]], RunOutcome],
+    *,
+    results_dir: Path | None,
+    database_url: str | None,
+    no_store: bool,
+    quiet: bool,
+    resume_hint: str = "--resume",
+    out: Callable[[str], None] = typer.echo,
+) -> None:
+    """Run a benchmark-shaped command with the trace store and the progress bar as recorders, print the summary
+    to stderr and the run directory (the last line) through ``out``; exit 2 for refusals, 130 if interrupted."""
+    from rich.markup import escape
+
+    from contextdelta.runner import BenchmarkError, ProgressDisplay
+
     err = Console(stderr=True)
     recorders: list[Recorder] = []
     store = None
@@ -414,9 +453,9 @@ def run_benchmark_command(
     if display is not None:
         recorders.append(display)
     try:
-        outcome = run_benchmark(request, recorders=recorders)
+        outcome = run(recorders)
     except BenchmarkError as exc:
-        err.print(f"[red]error:[/red] {exc.message}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(exc.message)}", highlight=False, soft_wrap=True)
         raise typer.Exit(exc.exit_code) from None
     finally:  # a run refused before it started never reached the recorders' finish
         if store is not None:
@@ -426,7 +465,7 @@ def run_benchmark_command(
     if outcome.manifest.stop_reason:
         err.print(
             f"run {outcome.manifest.run_group_id} is incomplete: {outcome.manifest.stop_reason}. "
-            f"Continue it with --resume {outcome.manifest.run_group_id}.",
+            f"Continue it with {resume_hint} {outcome.manifest.run_group_id}.",
             highlight=False,
         )
     counts = outcome.manifest.counts
@@ -435,9 +474,154 @@ def run_benchmark_command(
         f"status {outcome.manifest.status.value}",
         highlight=False,
     )
-    typer.echo(str(outcome.path))
+    out(str(outcome.path))
     if outcome.interrupted:
         raise typer.Exit(130)
+
+
+# ---- external agents over MCP ----------------------------------------------------------------------------------
+
+
+def _mcp_or_fail() -> None:
+    from contextdelta.mcp import McpUnavailable, require_mcp
+
+    try:
+        require_mcp()
+    except McpUnavailable as exc:
+        raise _fail(str(exc), 2) from None
+
+
+def _agent_or_fail(agent: str) -> None:
+    from contextdelta.agent import external_strategy
+
+    try:
+        external_strategy(agent)
+    except ValueError as exc:
+        raise _fail(str(exc), 2) from None
+
+
+@app.command("serve-world")
+def serve_world_command(
+    task: Annotated[str, typer.Option("--task", help="The task id (a file tasks/<world>/<id>.yaml).")],
+    mode: Annotated[str, typer.Option("--mode", help="Protection mode: unprotected or freshness_contract.")],
+    tasks: TasksOption = Path("tasks"),
+    agent: Annotated[str, typer.Option(help="Your agent's name; the episode's strategy is external:<agent>.")] = (
+        "agent"
+    ),
+    transport: Annotated[str, typer.Option(help="streamable-http (loopback) or stdio.")] = "streamable-http",
+    port: Annotated[int, typer.Option(help="Loopback port for streamable-http (0: a free one).", min=0, max=65535)] = 0,
+    max_steps: MaxStepsOption = None,
+    seed: SeedOption = None,
+    results_dir: RunResultsDirOption = None,
+    database_url: StoreUrlOption = None,
+    no_store: NoStoreOption = False,
+) -> None:
+    """Serve one episode's world as an MCP server (its tools, the task as instructions and the `task` prompt, a
+    `finish` tool), then grade it and write it as a one-episode run group. HTTP prints `ready <URL>`; the episode
+    ends on `finish`, the step limit, Ctrl-C (HTTP) or the session closing (stdio). The last line printed (stderr
+    for stdio) is the run directory."""
+    from contextdelta.mcp import HTTP, STDIO, agent_info, serve_world
+    from contextdelta.runner import BenchmarkRequest
+
+    _mcp_or_fail()
+    _agent_or_fail(agent)
+    if transport not in (HTTP, STDIO):
+        raise _fail(f"--transport {transport!r}: use {HTTP} or {STDIO}", 2)
+    err = Console(stderr=True)
+    out: Callable[[str], None] = typer.echo if transport == HTTP else (lambda text: err.print(text, highlight=False))
+
+    def ready(url: str) -> None:
+        if transport == HTTP:
+            print(f"ready {url}", flush=True)
+        else:
+            err.print(f"serving task {task} ({mode}) on stdio", highlight=False)
+
+    request = BenchmarkRequest(
+        tasks_dir=tasks,
+        task_ids=[task],
+        protection_modes=[mode],
+        repeats=1,
+        max_steps=max_steps,
+        concurrency=1,
+        seed=seed,
+        results_dir=results_dir,
+        external_agent=agent_info(agent, transport=transport),
+    )
+    _run_with_recorders(
+        lambda recorders: serve_world(request, port=port, ready=ready, recorders=recorders),
+        results_dir=results_dir,
+        database_url=database_url,
+        no_store=no_store,
+        quiet=True,
+        out=out,
+    )
+
+
+@app.command("run-external")
+def run_external_command(
+    agent_cmd: Annotated[
+        str,
+        typer.Option(
+            "--agent-cmd",
+            help="Shell command of your agent, run once per episode with CONTEXTDELTA_MCP_URL (and "
+            "CONTEXTDELTA_TASK_ID, CONTEXTDELTA_PROTECTION_MODE, CONTEXTDELTA_RUN_ID, CONTEXTDELTA_EPISODE_SEED) set.",
+        ),
+    ],
+    agent: Annotated[str, typer.Option(help="Your agent's name; the strategy is external:<agent>.")] = "agent",
+    tasks: TasksOption = Path("tasks"),
+    task_ids: TaskIdsOption = None,
+    protection_modes: ProtectionModesOption = None,
+    repeats: Annotated[
+        int | None,
+        typer.Option(help="Repeats per (task, mode). Default 3.", callback=_request_range("repeats")),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(help="Smoke tests only: run at most this many tasks.", callback=_request_range("limit")),
+    ] = None,
+    max_steps: MaxStepsOption = None,
+    concurrency: Annotated[
+        int, typer.Option(help="Episodes (agent commands) run at once.", callback=_request_range("concurrency"))
+    ] = 1,
+    timeout_s: Annotated[
+        float, typer.Option(help="Per-episode limit for the agent command, in seconds.", callback=_positive)
+    ] = 600.0,
+    seed: SeedOption = None,
+    results_dir: RunResultsDirOption = None,
+    resume: ResumeOption = None,
+    quiet: QuietOption = False,
+    database_url: StoreUrlOption = None,
+    no_store: NoStoreOption = False,
+) -> None:
+    """Run tasks x protection modes x repeats with your agent: each episode's world served over MCP (streamable
+    HTTP, a free loopback port) and your command run against it; a crashed or timed-out agent is a failed trial.
+    The last line printed is the run directory."""
+    from contextdelta.mcp import HTTP, agent_info, run_external
+    from contextdelta.runner import BenchmarkRequest
+
+    _mcp_or_fail()
+    _agent_or_fail(agent)
+    request = BenchmarkRequest(
+        tasks_dir=tasks,
+        task_ids=_csv(task_ids),
+        protection_modes=_csv(protection_modes),
+        repeats=repeats,
+        limit=limit,
+        max_steps=max_steps,
+        concurrency=concurrency,
+        seed=seed,
+        results_dir=results_dir,
+        resume=resume,
+        external_agent=agent_info(agent, transport=HTTP, command=agent_cmd, timeout_s=timeout_s),
+    )
+    _run_with_recorders(
+        lambda recorders: run_external(request, agent_cmd, timeout_s=timeout_s, recorders=recorders),
+        results_dir=results_dir,
+        database_url=database_url,
+        no_store=no_store,
+        quiet=quiet,
+        resume_hint="run-external --agent-cmd ... --resume",
+    )
 
 
 # ---- trace store, proxy, replay, attribution ------------------------------------------------------------------
@@ -454,7 +638,10 @@ ResultsDirOption = Annotated[
 
 
 def _fail(message: str, code: int) -> typer.Exit:
-    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    from rich.markup import escape
+
+    # messages quote user input and names like contextdelta[mcp]: never read them as markup
+    Console(stderr=True).print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

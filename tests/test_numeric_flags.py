@@ -22,9 +22,17 @@ ROOT = Path(__file__).resolve().parents[1]
 TASKS = ROOT / "tasks"
 runner = CliRunner()
 
-UNBOUNDED = {("run-benchmark", "--seed"): "any integer is a run seed"}
+UNBOUNDED = {
+    ("run-benchmark", "--seed"): "any integer is a run seed",
+    ("run-external", "--seed"): "any integer is a run seed",
+    ("serve-world", "--seed"): "any integer is a run seed",
+}
 """Numeric options that accept every value, with the reason."""
-REQUIRED = {"scripted-server": ["--policy", "oracle", "--tasks", str(TASKS)]}
+REQUIRED = {
+    "scripted-server": ["--policy", "oracle", "--tasks", str(TASKS)],
+    "serve-world": ["--task", "cfg-search-ramp", "--mode", "unprotected"],
+    "run-external": ["--agent-cmd", "true"],
+}
 """Valid values of a command's required options, so that only the numeric option under test is wrong."""
 
 

@@ -10,20 +10,26 @@ from contextdelta.agent.prompt import (
     task_message_text,
 )
 from contextdelta.agent.records import (
+    AGENT_NAME,
+    EXTERNAL_PREFIX,
     ContextRecord,
     EpisodeEvaluatorData,
     EpisodeTotals,
     EpisodeTrace,
+    ExternalEpisode,
     ResponseRecord,
     StepEvaluatorData,
     StepRecord,
     StrategyInfo,
     TerminationReason,
     ToolCallRecord,
+    external_strategy,
 )
 
 __all__ = [
+    "AGENT_NAME",
     "EMPTY_RESPONSE_NUDGE",
+    "EXTERNAL_PREFIX",
     "SYSTEM_PROMPT",
     "SYSTEM_PROMPT_VERSION",
     "BudgetCheck",
@@ -31,6 +37,7 @@ __all__ = [
     "EpisodeEvaluatorData",
     "EpisodeTotals",
     "EpisodeTrace",
+    "ExternalEpisode",
     "HarnessError",
     "ResponseRecord",
     "StepCallback",
@@ -40,6 +47,7 @@ __all__ = [
     "TerminationReason",
     "ToolCallRecord",
     "episode_context",
+    "external_strategy",
     "initial_messages",
     "run_episode",
     "system_prompt_sha256",

@@ -7,6 +7,7 @@ field (tool events, hidden-mutation events, world state) is never part of any me
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Any
 
@@ -145,6 +146,40 @@ class EpisodeEvaluatorData(BaseModel):
     final_state_hash: str
 
 
+EXTERNAL_PREFIX = "external:"
+"""The strategy of an external agent's episodes is ``external:<agent name>``."""
+AGENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+"""Agent names become part of the strategy name and of episode run ids: no dots, colons or spaces."""
+
+
+def external_strategy(agent: str) -> str:
+    """The strategy name of an external agent's episodes; ValueError for a name that cannot be part of run ids."""
+    if not AGENT_NAME.match(agent):
+        raise ValueError(
+            f"--agent {agent!r}: an agent name is 1-64 letters, digits, '_' or '-' (it becomes part of run ids)"
+        )
+    return f"{EXTERNAL_PREFIX}{agent}"
+
+
+class ExternalEpisode(BaseModel):
+    """How an external agent's episode went (``contextdelta serve-world`` / ``run-external``).
+
+    The agent drove the world over MCP and managed its own context: what its model saw is unknown. Its steps
+    are its tool calls; each records the call and the result sent back, and records no messages
+    (``messages == []``, no usage): ``verify`` accepts exactly that for an external episode.
+    """
+
+    agent: str = Field(description="The agent name given with --agent (the strategy is external:<agent>).")
+    transport: str = Field(description="How the agent connected: streamable-http or stdio.")
+    instructions_sha256: str = Field(description="SHA-256 of the server instructions the agent was offered.")
+    ended_by: str = Field(
+        description="finish (the agent called finish), session_closed (it disconnected without), max_steps, "
+        "agent_exited (its command exited without finishing), agent_failed (non-zero exit) or timeout."
+    )
+    exit_code: int | None = Field(default=None, description="The agent command's exit code (run-external only).")
+    model_view: str = Field(default="unknown", description="What the agent's model saw: always unknown.")
+
+
 class EpisodeTrace(BaseModel):
     """One episode from the first message to the termination reason."""
 
@@ -168,6 +203,9 @@ class EpisodeTrace(BaseModel):
     error_detail: str | None = Field(default=None, description="Traceback of a harness error.")
     totals: EpisodeTotals = Field(default_factory=EpisodeTotals)
     evaluator: EpisodeEvaluatorData
+    external: ExternalEpisode | None = Field(
+        default=None, description="Set for an external agent's episode (over MCP): its contexts are unknown."
+    )
 
     @property
     def step_count(self) -> int:

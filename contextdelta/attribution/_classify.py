@@ -532,6 +532,12 @@ def attribute_episode(record: EpisodeRecord) -> Attribution | None:
         chain.append(f"the step limit ({trace.max_steps}) ended the episode")
     if mode is FailureMode.END_STATE_MISS and chosen is None:
         chain.append("no agent action counted against a grader: a required action never happened")
+    if trace.external is not None and mode is not None:
+        # the harness saw the agent's calls and the results it returned, never what its model was sent
+        chain.append(
+            f"external agent {trace.external.agent}: what its model saw is unknown; 'shown' and 'visible' here mean "
+            "returned to the agent in a tool result"
+        )
     return Attribution(
         run_group_id=record.run_group_id,
         run_id=record.run_id,

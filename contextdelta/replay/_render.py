@@ -198,6 +198,18 @@ def _step(
     w.line((title + "─" * max(0, RULE_WIDTH - len(title)), "rule"))
     for mutation in step.evaluator.mutations_before_step:
         _mutation_line(w, mutation, 2)
+    external = record.trace.external
+    if external is not None:
+        # the harness served tools over MCP: it never saw the agent's model requests
+        w.line(
+            ("context ", "label"),
+            (
+                f"unknown: external agent {external.agent} managed its own context (over MCP, {external.transport})",
+                None,
+            ),
+        )
+        _step_actions(w, record, step, flags, full)
+        return
     removed = set(context.removed)
     kept = [i for i in range(context.canonical_message_count) if i not in removed]
     if not removed and not context.inserted:
@@ -266,20 +278,28 @@ def _step(
             ),
             indent=2,
         )
+    _step_actions(w, record, step, flags, full)
+
+
+def _step_actions(
+    w: _Writer, record: EpisodeRecord, step: StepRecord, flags: dict[int, EventFlags], full: bool
+) -> None:
+    """What the model answered at ``step``, each call with its event and result, and what changed behind it."""
     response = step.response
+    who = "agent " if record.trace.external is not None else "model "
     if response is None:
-        w.line(("model ", "label"), (f"no response: {step.error or 'unknown error'}", "bad"))
+        w.line((who, "label"), (f"no response: {step.error or 'unknown error'}", "bad"))
     else:
         usage = response.usage
         meta = f"  ({response.latency_s:.3f}s"
         meta += f", {usage.prompt_tokens}+{usage.completion_tokens} tokens)" if usage else ", usage not reported)"
         if response.tool_calls:
             names = ", ".join(c.name for c in response.tool_calls)
-            w.line(("model ", "label"), (f"calls {names}", "call"), (meta, "dim"))
+            w.line((who, "label"), (f"calls {names}", "call"), (meta, "dim"))
             if response.content:
                 w.line(("says: ", "dim"), (_preview(response.content, full), None), indent=2)
         else:
-            w.line(("model ", "label"), ("answers: ", None), (_preview(response.content, full), None), (meta, "dim"))
+            w.line((who, "label"), ("answers: ", None), (_preview(response.content, full), None), (meta, "dim"))
     if step.note:
         w.line(("note: ", "dim"), (step.note, "dim"), indent=2)
     for call, event in zip(step.tool_calls, step.evaluator.tool_events, strict=False):

@@ -42,7 +42,7 @@ def _setup(manifest: RunManifest, records: Sequence[EpisodeRecord], metrics: Agg
         ("model", f"`{provider.model}` ({provider.kind})"),
         ("summary model", f"`{provider.summary_model}`"),
         ("endpoint", f"`{provider.base_url}`" if provider.base_url else "default"),
-        ("temperature", provider.temperature),
+        ("temperature", "unknown" if provider.temperature is None else provider.temperature),
         (
             "seeds",
             f"run seed {manifest.seed}, order seed {manifest.order_seed}, bootstrap seed {metrics.analysis.seed}",
@@ -50,10 +50,14 @@ def _setup(manifest: RunManifest, records: Sequence[EpisodeRecord], metrics: Agg
         (
             "strategies",
             ", ".join(manifest.strategies)
-            + f" (last_n n={params.last_n}; summary/digest trigger {params.summary_trigger}, "
-            f"keep {params.summary_keep}"
-            + (f"; token budget {params.token_budget}" if "token_budget_trim" in manifest.strategies else "")
-            + ")",
+            + (
+                " (an external agent over MCP: it managed its own context, what its model saw is unknown)"
+                if manifest.external_agent is not None
+                else f" (last_n n={params.last_n}; summary/digest trigger {params.summary_trigger}, "
+                f"keep {params.summary_keep}"
+                + (f"; token budget {params.token_budget}" if "token_budget_trim" in manifest.strategies else "")
+                + ")"
+            ),
         ),
         ("protection modes", ", ".join(manifest.protection_modes)),
         ("repeats", manifest.repeats),

@@ -71,8 +71,22 @@ class ProviderInfo(BaseModel):
     base_url: str | None
     model: str
     summary_model: str
-    temperature: float
+    temperature: float | None = Field(description="Sampling temperature; null for an external agent (unknown).")
     max_tokens: int | None = None
+
+
+class ExternalAgentInfo(BaseModel):
+    """The external agent of a ``run-external`` / ``serve-world`` run group (its provider kind is ``external``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str = Field(description="The agent name; the run's one strategy is external:<agent>.")
+    transport: str = Field(description="streamable-http or stdio.")
+    command: str | None = Field(
+        default=None, description="run-external's --agent-cmd with credentials redacted; null for serve-world."
+    )
+    command_sha256: str | None = Field(default=None, description="SHA-256 of the command as given (resume compares).")
+    timeout_s: float | None = Field(default=None, description="Per-episode timeout of the agent command.")
 
 
 class TaskInfo(BaseModel):
@@ -151,6 +165,9 @@ class RunManifest(BaseModel):
     order_seed: int = Field(description="Seed of the episode-order shuffle.")
     strategies: list[str]
     strategy_params: StrategyParams
+    external_agent: ExternalAgentInfo | None = Field(
+        default=None, description="Set when an external agent drove every episode over MCP."
+    )
     strategy_configs: list[StrategyDescription] = Field(
         default_factory=list,
         description="Each strategy as built: factory parameters, params, config hash, whether it is deterministic, "

@@ -20,7 +20,7 @@ from contextdelta.runner.benchmark import (
     run_benchmark,
     stop_rules,
 )
-from contextdelta.runner.episode import Costing, EpisodeJob, build_world, run_job, utc_now
+from contextdelta.runner.episode import Costing, EpisodeJob, build_world, episode_record, run_job, utc_now
 from contextdelta.runner.execute import CostBudget, Executor, InProcessExecutor, StopRule, drive
 from contextdelta.runner.merge import MergeError, merge_shards
 from contextdelta.runner.plan import (
@@ -67,6 +67,7 @@ __all__ = [
     "default_executor",
     "drive",
     "environment",
+    "episode_record",
     "episode_seed",
     "execute",
     "finalise",

@@ -33,7 +33,7 @@ from contextdelta.runner.execute import CostBudget, Executor, InProcessExecutor,
 from contextdelta.runner.plan import episode_seed, order_seed
 from contextdelta.runner.prepare import RunPlan, plan_run
 from contextdelta.runner.provenance import environment
-from contextdelta.runner.request import BenchmarkRequest
+from contextdelta.runner.request import BenchmarkError, BenchmarkRequest
 from contextdelta.settings import Settings, load_settings
 
 
@@ -107,6 +107,7 @@ def _new_manifest(plan: RunPlan, now: str) -> RunManifest:
         strategies=matrix.strategies,
         strategy_params=matrix.params,
         strategy_configs=plan.strategy_configs,
+        external_agent=plan.request.external_agent,
         protection_modes=matrix.modes,
         repeats=matrix.repeats,
         max_steps=matrix.max_steps,
@@ -167,6 +168,8 @@ def open_run(plan: RunPlan, recorders: Sequence[Recorder] = ()) -> ActiveRun:
 def default_executor(plan: RunPlan) -> InProcessExecutor:
     """The in-process executor for a plan: its provider, its strategies, its prices and per-episode budget."""
     info = plan.provider_info
+    if plan.provider is None:
+        raise BenchmarkError("an external agent's run has no provider: run it with run-external")
     costing = Costing(plan.prices, info.model, info.summary_model, plan.max_episode_cost_usd)
     return InProcessExecutor(plan.provider, plan.strategy_configs, info.summary_model, costing)
 

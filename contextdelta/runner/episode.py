@@ -10,8 +10,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
-from contextdelta.agent import EpisodeTotals, run_episode
+from contextdelta.agent import EpisodeTotals, EpisodeTrace, run_episode
 from contextdelta.context import ContextStrategy
 from contextdelta.grading import grade
 from contextdelta.providers import ChatProvider
@@ -92,6 +93,21 @@ async def run_job(
         budget=costing.episode_budget,
     )
     wall_s = time.perf_counter() - clock
+    return episode_record(job, trace, initial, world, started, wall_s, costing.cost(trace.totals))
+
+
+def episode_record(
+    job: EpisodeJob,
+    trace: EpisodeTrace,
+    initial: dict[str, dict[str, Any]],
+    world: World,
+    started: str,
+    wall_s: float,
+    cost_usd: float | None,
+) -> EpisodeRecord:
+    """Grade a finished episode (its trace and the world it ran in) and make its record: the one place every
+    episode, the built-in loop's or an external agent's, becomes a record. A failed trial is never a success."""
+    task, spec = job.task, job.spec
     verdict = grade(task, trace.tool_events(), trace.mutation_events(), initial, world.state(), trace.final_answer)
     failed = trace.termination in FAILED_TERMINATIONS
     if failed and verdict.success:
@@ -112,7 +128,7 @@ async def run_job(
         finished_at=utc_now(),
         wall_s=round(wall_s, 6),
         failed=failed,
-        cost_usd=costing.cost(trace.totals),
+        cost_usd=cost_usd,
         verdict=verdict,
         trace=trace,
     )

@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 
-from contextdelta.agent import SYSTEM_PROMPT_VERSION, initial_messages, system_prompt_sha256
+from contextdelta.agent import SYSTEM_PROMPT_VERSION, external_strategy, initial_messages, system_prompt_sha256
 from contextdelta.canonical import content_hash
 from contextdelta.context import (
     BUILTIN_STRATEGIES,
@@ -33,6 +33,7 @@ from contextdelta.rundir.ids import RunIdError, run_dir, validate_run_id
 from contextdelta.rundir.layout import RunDirectory, RunDirectoryError
 from contextdelta.rundir.records import (
     EpisodeRecord,
+    ExternalAgentInfo,
     Hashes,
     ProviderInfo,
     RunManifest,
@@ -115,7 +116,8 @@ class RunPlan:
     request: BenchmarkRequest
     results_dir: Path
     matrix: Matrix
-    provider: ChatProvider
+    provider: ChatProvider | None
+    """None for an external agent's run (the agent brings its own model)."""
     provider_info: ProviderInfo
     hashes: Hashes
     prices: PriceTable
@@ -250,9 +252,16 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
             params,
             Shard(manifest.shard.index, manifest.shard.count) if manifest.shard is not None else None,
         )
-    specs = request.strategies or list(BUILTIN_STRATEGIES)
     modes = request.protection_modes or [m.value for m in ProtectionMode]
-    strategies = _strategy_names(specs)
+    if request.external_agent is not None:
+        if request.strategies is not None:
+            raise BenchmarkError(
+                "--strategies: an external agent manages its own context; its one strategy is external"
+            )
+        specs = strategies = [_external_name(request.external_agent.agent)]
+    else:
+        specs = request.strategies or list(BUILTIN_STRATEGIES)
+        strategies = _strategy_names(specs)
     _check_names(strategies, modes)
     repeats = request.repeats if request.repeats is not None else DEFAULT_REPEATS
     params = strategy_params(request, StrategyParams(overrides=request.strategy_params or {}))
@@ -260,6 +269,33 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
     seed = request.seed if request.seed is not None else settings.seed
     shard = _parse_shard(request.shard)
     return Matrix(tasks, strategies, specs, modes, repeats, seed, request.max_steps, request.limit, params, shard)
+
+
+def _external_name(agent: str) -> str:
+    try:
+        return external_strategy(agent)
+    except ValueError as exc:
+        raise BenchmarkError(str(exc)) from None
+
+
+def external_provider_info(agent: ExternalAgentInfo) -> ProviderInfo:
+    """What the manifest says about the model of an external agent's run: the agent, nothing else known."""
+    return ProviderInfo(
+        kind="external", base_url=None, model=agent.agent, summary_model=agent.agent, temperature=None, max_tokens=None
+    )
+
+
+def _external_differences(manifest: RunManifest, agent: ExternalAgentInfo) -> list[str]:
+    old = manifest.external_agent
+    if old is None:
+        return ["external agent: the run is not an external agent's run (resume it with run-benchmark)"]
+    checks = [
+        ("agent", old.agent, agent.agent),
+        ("transport", old.transport, agent.transport),
+        ("--agent-cmd (its SHA-256)", old.command_sha256, agent.command_sha256),
+        ("--timeout-s", old.timeout_s, agent.timeout_s),
+    ]
+    return [f"{name}: run has {a!r}, now {b!r}" for name, a, b in checks if a != b]
 
 
 def configure(matrix: Matrix, services: StrategyServices) -> list[StrategyDescription]:
@@ -468,13 +504,28 @@ def plan_run(request: BenchmarkRequest, settings: Settings, provider: ChatProvid
     manifest = existing[1] if existing else None
     done = existing[2] if existing else []
     matrix = resolve_matrix(request, settings, manifest)
-    chat, provider_info = _provider(request, settings, provider)
-    if manifest is not None:
-        # before building anything: a plug-in that changed (or is gone) is named, not reported as unknown
-        changed = source_changes(manifest.strategy_configs)
-        if changed:
-            raise BenchmarkError(f"cannot resume {manifest.run_group_id}: " + "; ".join(changed))
-    configs = configure(matrix, StrategyServices(summary_provider=chat, summary_model=provider_info.summary_model))
+    chat: ChatProvider | None
+    if request.external_agent is not None:
+        # an external agent brings its own model and context: no provider, no strategies to build
+        chat, provider_info, configs = None, external_provider_info(request.external_agent), []
+        if manifest is not None:
+            changed = _external_differences(manifest, request.external_agent)
+            if changed:
+                raise BenchmarkError(f"cannot resume {manifest.run_group_id}: " + "; ".join(changed))
+    else:
+        chat, provider_info = _provider(request, settings, provider)
+        if manifest is not None:
+            if manifest.external_agent is not None:
+                raise BenchmarkError(
+                    f"cannot resume {manifest.run_group_id} with run-benchmark: it is an external agent's run "
+                    "(resume it with run-external)"
+                )
+            # before building anything: a plug-in that changed (or is gone) is named, not reported as unknown
+            changed = source_changes(manifest.strategy_configs)
+            if changed:
+                raise BenchmarkError(f"cannot resume {manifest.run_group_id}: " + "; ".join(changed))
+        services = StrategyServices(summary_provider=chat, summary_model=provider_info.summary_model)
+        configs = configure(matrix, services)
     hashes = run_hashes([t.task for t in matrix.tasks], matrix.modes)
     prices = _prices(request)
     max_cost = request.max_cost_usd
@@ -484,7 +535,8 @@ def plan_run(request: BenchmarkRequest, settings: Settings, provider: ChatProvid
         max_episode_cost = manifest.max_episode_cost_usd if max_episode_cost is None else max_episode_cost
         _check_resumable(manifest, provider_info, hashes, matrix, done, configs)
     _check_budget_prices(prices, provider_info, matrix, (max_cost, max_episode_cost))
-    _preflight(chat)
+    if chat is not None:
+        _preflight(chat)
     specs = matrix.shard_episodes()
     return RunPlan(
         request=request,

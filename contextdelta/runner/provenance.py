@@ -15,7 +15,7 @@ from contextdelta.rundir.records import Environment, GitInfo
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 # The modules whose code decides what happens in an episode and how it is graded. A change to any of them
 # changes the harness hash, and a resumed run refuses to mix episodes from two harnesses.
-HARNESS_MODULES = ("canonical.py", "worlds", "tasks", "agent", "context", "providers", "grading", "runner")
+HARNESS_MODULES = ("canonical.py", "worlds", "tasks", "agent", "context", "providers", "grading", "runner", "mcp")
 DEPENDENCIES = (
     "openai",
     "pydantic",

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from contextdelta.rundir.records import ExternalAgentInfo
 from contextdelta.settings import Temperature
 
 DEFAULT_REPEATS = 3
@@ -60,6 +61,9 @@ class BenchmarkRequest(BaseModel):
     token_budget: int | None = None
     strategy_params: dict[str, dict[str, Any]] | None = None
     """``--strategy-param NAME.KEY=VALUE`` as ``{name: {key: value}}`` (see contextdelta.context.registry)."""
+    external_agent: ExternalAgentInfo | None = None
+    """Set by ``run-external`` / ``serve-world``: the run's one strategy is ``external:<agent>``, there is no
+    provider (the agent brings its own model), and episodes run on the external agent's executor."""
     resume: str | None = None
     shard: str | None = None
     """``--shard I/N``: run only the I-th of N parts of the plan (``contextdelta merge`` joins the parts)."""

@@ -36,7 +36,7 @@ class RunGroupRow(Base):
     base_url: Mapped[str | None] = mapped_column(String(512), comment="Redacted: no credentials, no query.")
     model: Mapped[str] = mapped_column(String(256))
     summary_model: Mapped[str] = mapped_column(String(256))
-    temperature: Mapped[float] = mapped_column(Float)
+    temperature: Mapped[float | None] = mapped_column(Float)  # null: an external agent (unknown)
     seed: Mapped[int] = mapped_column(Integer)
     repeats: Mapped[int] = mapped_column(Integer)
     strategies: Mapped[list[Any]] = mapped_column()

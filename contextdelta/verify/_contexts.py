@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from contextdelta.agent import EpisodeTrace, TerminationReason, episode_context
+from contextdelta.agent import EXTERNAL_PREFIX, EpisodeTrace, TerminationReason, episode_context
 from contextdelta.canonical import canonical_json, content_hash
 from contextdelta.context import (
     BUILTIN_STRATEGIES,
@@ -144,6 +144,46 @@ async def _rederive(trace: EpisodeTrace, strategy: ContextStrategy, world: World
                 if a != b:
                     found.append((f"{where}.context.{name}", f"recorded {a}, re-derived {b}"))
         history.extend(step.appended)
+    return found
+
+
+def external_divergences(trace: EpisodeTrace, strategy: str, manifest: RunManifest) -> list[tuple[str, str]]:
+    """What an external agent's episode may record, and nothing else: no messages, no usage, no strategy work
+    (what its model saw is unknown, and recorded as such); and no episode of another kind claims to be one."""
+    found: list[tuple[str, str]] = []
+    agent = manifest.external_agent
+    external = trace.external
+    if external is None:
+        if agent is not None or strategy.startswith(EXTERNAL_PREFIX):
+            found.append(("trace.external", "missing: the run's episodes are an external agent's"))
+        return found
+    if agent is None or external.agent != agent.agent or strategy != f"{EXTERNAL_PREFIX}{agent.agent}":
+        found.append(
+            ("trace.external.agent", f"{external.agent!r} (strategy {strategy}) is not the run's external agent")
+        )
+    if trace.provider != "external" or trace.strategy.name != strategy:
+        found.append(("trace.provider", f"an external episode records provider {trace.provider!r}"))
+    if external.model_view != "unknown":
+        found.append(("trace.external.model_view", f"recorded {external.model_view!r}; it is always unknown"))
+    empty = content_hash([])
+    length = len(trace.initial_messages)
+    for step in trace.steps:
+        where = f"steps[{step.step}]"
+        context = step.context
+        if step.messages or step.messages_sha256 != empty or step.harness_prompt_tokens != 0:
+            found.append((f"{where}.messages", "an external agent's step records messages, but none were seen"))
+        if context.removed or context.inserted or context.summary_calls:
+            found.append((f"{where}.context", "an external agent's step records strategy work, but there was none"))
+        if context.canonical_message_count != length:
+            found.append(
+                (
+                    f"{where}.context.canonical_message_count",
+                    f"recorded {context.canonical_message_count}, the history holds {length}",
+                )
+            )
+        if step.response is not None and step.response.usage is not None:
+            found.append((f"{where}.response.usage", "an external agent's usage is never seen"))
+        length += len(step.appended)
     return found
 
 

@@ -10,8 +10,8 @@ Checks, in order:
 4. each episode, re-executed in a fresh world built from the snapshot task: ``begin_step`` then every recorded
    tool call (name, raw arguments, call id); every tool result, tool event and hidden-mutation event, the final
    state and its hash compared with the record; for a deterministic strategy (built-in or plug-in) every step's
-   context re-derived from the canonical history (``_contexts.py``); then re-graded and every verdict field
-   compared;
+   context re-derived from the canonical history, and for an external agent's episode exactly "unknown"
+   (no messages, no usage: ``_contexts.py``); then re-graded and every verdict field compared;
 5. ``task_results.csv`` row by row and cell by cell, and ``tool_events.jsonl`` line by line, against what the
    episodes give;
 6. ``aggregate_metrics.json`` recomputed with its recorded analysis parameters (numbers equal within a
@@ -57,7 +57,7 @@ from contextdelta.runner import manifest_episodes, plan_sha256, source_hash
 from contextdelta.stats import AnalysisParams, analysis_sha256
 from contextdelta.tasks import Task, suite_hash
 from contextdelta.tasks.loader import load_directory
-from contextdelta.verify._contexts import context_divergences, rebuild_run_strategies
+from contextdelta.verify._contexts import context_divergences, external_divergences, rebuild_run_strategies
 from contextdelta.worlds import ProtectionMode, get_world
 
 REL_TOL = 1e-9
@@ -333,8 +333,10 @@ class _Verifier:
                 [m.model_dump(mode="json") for m in step.evaluator.mutations_after_calls],
                 after,
             )
+        for name, detail in external_divergences(trace, record.strategy, self.manifest):
+            self.diverge(rid, name, detail)
         strategy = self.strategies.strategies.get(record.strategy)
-        if strategy is not None:
+        if strategy is not None and trace.external is None:
             for name, detail in context_divergences(trace, strategy, world):
                 self.diverge(rid, name, detail)
         final = world.state()

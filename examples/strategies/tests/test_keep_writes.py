@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import anyio
+from contextdelta_example_strategies import KeepWrites
 
 from contextdelta.context import EpisodeContext, message_sequence_problems, resolve_strategy
-from contextdelta_example_strategies import KeepWrites
 
 SYSTEM = {"role": "system", "content": "You are an operations agent."}
 INSTRUCTION = {"role": "user", "content": "Refund order A-1."}

@@ -1,0 +1,272 @@
+"""One episode of a world driven by an external agent: its tool calls are its steps.
+
+:class:`WorldEpisode` is the MCP server's state, independent of any MCP type (so it is tested without the
+``mcp`` package). It uses the world exactly as the built-in agent loop does: ``world.begin_step(k)`` before
+step k (``before_step`` mutations), ``world.call`` for the call (results, tool events, and the
+``after_tool_call`` / ``after_observation`` mutations the world applies), and records the step in the same
+:class:`~contextdelta.agent.StepRecord` shape, with no messages: what the agent's model saw is unknown.
+
+Steps: each tool call is one step; ``finish`` is one more (as the built-in final answer is a model call), so
+``max_steps`` bounds both alike. After ``max_steps`` calls, or after ``finish``, the episode is over and every
+further call is answered with an error and changes nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from contextdelta.agent import (
+    SYSTEM_PROMPT,
+    SYSTEM_PROMPT_VERSION,
+    ContextRecord,
+    EpisodeEvaluatorData,
+    EpisodeTotals,
+    EpisodeTrace,
+    ExternalEpisode,
+    ResponseRecord,
+    StepEvaluatorData,
+    StepRecord,
+    StrategyInfo,
+    TerminationReason,
+    ToolCallRecord,
+    external_strategy,
+    initial_messages,
+    system_prompt_sha256,
+    task_message_text,
+)
+from contextdelta.canonical import canonical_json, content_hash, sha256_hex
+from contextdelta.context import Message, count_tool_tokens
+from contextdelta.providers import ToolCallRequest
+from contextdelta.tasks import Task
+from contextdelta.worlds import Outcome, World
+
+FINISH_TOOL = "finish"
+FINISH_DESCRIPTION = (
+    "Declare the task done (or impossible) and end the episode. Give your short final message: what you did and "
+    "what the outcome was. Call it once, last; no tool works after it."
+)
+FINISH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"answer": {"type": "string", "description": "Your final message."}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
+FINISH_NOTE = (
+    "This server is one episode of a ContextDelta task. Work only through its tools. When the task is done, or "
+    "cannot be done, call the `finish` tool with your short final message instead of replying with text."
+)
+EPISODE_OVER = '{"error": {"code": "episode_over", "message": "The episode has ended; no tool works any more."}}'
+
+
+def server_instructions(task: Task) -> str:
+    """What the MCP server tells the agent: the harness's fixed system prompt, how to finish, and the task
+    message the built-in agent gets (only the task's public part)."""
+    return f"{SYSTEM_PROMPT}\n\n{FINISH_NOTE}\n\n{task_message_text(task.public_task)}"
+
+
+@dataclass
+class WorldEpisode:
+    """The state of one external episode (thread-safe: a lock serialises calls, as the agent loop does)."""
+
+    task: Task
+    world: World
+    agent: str
+    transport: str
+    max_steps: int
+    seed: int | None = None
+    steps: list[StepRecord] = field(default_factory=list)
+    history: list[Message] = field(default_factory=list)
+    termination: TerminationReason | None = None
+    ended_by: str | None = None
+    final_answer: str | None = None
+    error: str | None = None
+    exit_code: int | None = None
+    agent_latency_s: float = 0.0
+    _last: float = field(default_factory=time.perf_counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _done: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self.strategy = external_strategy(self.agent)
+        self.initial = self.world.state()
+        self.history = initial_messages(self.task.public_task)
+        self.instructions = server_instructions(self.task)
+
+    # ---- what the server offers ----------------------------------------------------------------------------
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The world's tools in the protection mode (OpenAI function schemas, as the built-in agent gets them)."""
+        return self.world.tool_schemas()
+
+    @property
+    def over(self) -> bool:
+        return self.termination is not None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the episode is over (finish or the step limit); False on timeout."""
+        return self._done.wait(timeout)
+
+    # ---- what the agent does -------------------------------------------------------------------------------
+
+    def call(self, name: str, arguments: dict[str, Any] | None) -> tuple[str, bool]:
+        """One tool call as the next step: (result text, whether it is an error). Unknown tools and bad arguments
+        are the world's ``invalid`` calls, recorded like the built-in loop records them."""
+        with self._lock:
+            if self.over:
+                return EPISODE_OVER, True
+            k = len(self.steps) + 1
+            think = self._think()
+            before = self.world.begin_step(k)
+            call_id = f"mcp_{k}"
+            raw = canonical_json(arguments if arguments is not None else {})
+            result = self.world.call(name, raw, call_id)
+            assistant: Message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": raw}}],
+            }
+            answer: Message = {"role": "tool", "tool_call_id": call_id, "content": result.content}
+            self._append(
+                k,
+                ResponseRecord(
+                    content=None,
+                    tool_calls=[ToolCallRequest(id=call_id, name=name, arguments=raw)],
+                    finish_reason="tool_calls",
+                    usage=None,
+                    latency_s=round(think, 6),
+                ),
+                [assistant, answer],
+                [ToolCallRecord(call_id=call_id, original_id=call_id, name=name, arguments=raw, result=result.content)],
+                StepEvaluatorData(
+                    mutations_before_step=before, tool_events=[result.event], mutations_after_calls=result.mutations
+                ),
+            )
+            if len(self.steps) >= self.max_steps:
+                self._end(TerminationReason.MAX_STEPS, "max_steps", None)
+            return result.content, result.event.outcome is not Outcome.EXECUTED
+
+    def finish(self, answer: str | None) -> str:
+        """The agent declares the episode done; its answer is the final answer (a step, like the built-in one)."""
+        with self._lock:
+            if self.over:
+                return EPISODE_OVER
+            k = len(self.steps) + 1
+            think = self._think()
+            before = self.world.begin_step(k)
+            text = answer if isinstance(answer, str) else ""
+            self._append(
+                k,
+                ResponseRecord(content=text, finish_reason="stop", usage=None, latency_s=round(think, 6)),
+                [{"role": "assistant", "content": text}],
+                [],
+                StepEvaluatorData(mutations_before_step=before),
+            )
+            self.final_answer = text
+            self._end(TerminationReason.FINAL_ANSWER, "finish", None)
+            return '{"finished": true}'
+
+    def close(self, ended_by: str, *, failed: str | None = None, exit_code: int | None = None) -> None:
+        """The agent is gone (session closed, command exited, crashed or timed out). A finished episode keeps its
+        ending; otherwise it ends here: a failure (``failed``: why) is a failed trial (``provider_error``: the
+        agent is this episode's model), a clean end without ``finish`` ends it as the agent left it."""
+        with self._lock:
+            if exit_code is not None:
+                self.exit_code = exit_code
+            if self.over:
+                return
+            if failed is not None:
+                self._end(TerminationReason.PROVIDER_ERROR, ended_by, failed)
+            else:
+                self._end(TerminationReason.FINAL_ANSWER, ended_by, None)
+
+    # ---- the record ----------------------------------------------------------------------------------------
+
+    def trace(self) -> EpisodeTrace:
+        """The episode in the built-in trace shape (steps without messages; ``external`` says why)."""
+        with self._lock:
+            schemas = self.world.tool_schemas()
+            steps = list(self.steps)
+            totals = EpisodeTotals(
+                agent_calls=len(steps),
+                agent_latency_s=round(self.agent_latency_s, 6),
+                usage_complete=False,
+                tool_calls=sum(len(s.tool_calls) for s in steps),
+                latency_s=round(self.agent_latency_s, 6),
+            )
+            params = {"agent": self.agent}
+            return EpisodeTrace(
+                task_id=self.task.id,
+                world=self.world.name,
+                protection_mode=str(self.world.mode),
+                strategy=StrategyInfo(
+                    name=self.strategy,
+                    params=params,
+                    config_hash=content_hash({"name": self.strategy, "params": params}),
+                ),
+                provider="external",
+                model=self.agent,
+                seed=self.seed,
+                max_steps=self.max_steps,
+                system_prompt_version=SYSTEM_PROMPT_VERSION,
+                system_prompt_sha256=system_prompt_sha256(),
+                tools_sha256=content_hash(schemas),
+                tools_harness_tokens=count_tool_tokens(schemas),
+                initial_messages=initial_messages(self.task.public_task),
+                steps=steps,
+                termination=self.termination or TerminationReason.HARNESS_ERROR,
+                final_answer=self.final_answer,
+                error=self.error if self.termination else "the episode never ended",
+                totals=totals,
+                evaluator=EpisodeEvaluatorData(
+                    final_state=self.world.state(), final_state_hash=self.world.state_hash()
+                ),
+                external=ExternalEpisode(
+                    agent=self.agent,
+                    transport=self.transport,
+                    instructions_sha256=sha256_hex(self.instructions),
+                    ended_by=self.ended_by or "never",
+                    exit_code=self.exit_code,
+                ),
+            )
+
+    # ---- internals -----------------------------------------------------------------------------------------
+
+    def _think(self) -> float:
+        """Seconds since the previous result went back (or the episode started): the agent's own time."""
+        now = time.perf_counter()
+        spent, self._last = now - self._last, now
+        self.agent_latency_s += spent
+        return spent
+
+    def _append(
+        self,
+        k: int,
+        response: ResponseRecord,
+        appended: list[Message],
+        calls: list[ToolCallRecord],
+        evaluator: StepEvaluatorData,
+    ) -> None:
+        self.steps.append(
+            StepRecord(
+                step=k,
+                messages=[],
+                messages_sha256=content_hash([]),
+                harness_prompt_tokens=0,
+                context=ContextRecord(canonical_message_count=len(self.history)),
+                response=response,
+                tool_calls=calls,
+                appended=appended,
+                evaluator=evaluator,
+            )
+        )
+        self.history.extend(appended)
+        self._last = time.perf_counter()
+
+    def _end(self, reason: TerminationReason, ended_by: str, error: str | None) -> None:
+        self.termination = reason
+        self.ended_by = ended_by
+        self.error = error
+        self._done.set()

@@ -1,0 +1,257 @@
+"""``serve-world`` and ``run-external``: external agents' episodes into ordinary run directories.
+
+Both go through the runner's phases (``plan_run`` -> ``open_run`` -> execute -> ``finalise``), so the run
+directory, its manifest, derived files, reports, resume and the trace store are exactly the built-in ones; only
+the executor differs. An episode is built, graded and recorded by the runner's own functions
+(``build_world``, ``episode_record``); the world is served by :mod:`contextdelta.mcp._server`.
+
+``run-external`` (:class:`AgentCommandExecutor`): per planned episode, a fresh world is served over streamable
+HTTP on a free loopback port and the user's command runs with the server's URL in ``CONTEXTDELTA_MCP_URL`` (and
+the episode's ids in the environment, :func:`agent_environment`). The episode ends when the command exits (or
+earlier, with ``finish`` or the step limit; the command is then still waited for). A command that exits non-zero
+or runs past the per-episode timeout is a failed trial (``provider_error``: the agent is the episode's model); one
+that exits 0 without calling ``finish`` ends the episode as it left it.
+
+``serve-world`` (:func:`serve_world`): one episode, one agent connected by hand (HTTP) or by a client that
+launched the command (stdio). It ends with ``finish``, the step limit, the stdio session closing, or SIGINT/
+SIGTERM (the session closing by hand); then it is graded and written as a one-episode run group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import anyio
+from anyio.abc import Process
+
+from contextdelta.canonical import sha256_hex
+from contextdelta.mcp._episode import WorldEpisode
+from contextdelta.mcp._server import loopback_socket, require_mcp, serve_http, serve_stdio, wait_for_end
+from contextdelta.redaction import Redactor
+from contextdelta.rundir import EpisodeRecord, ExternalAgentInfo, Recorder
+from contextdelta.runner import (
+    BenchmarkRequest,
+    EpisodeJob,
+    RunOutcome,
+    build_world,
+    episode_record,
+    execute,
+    finalise,
+    open_run,
+    plan_run,
+    utc_now,
+)
+from contextdelta.settings import Settings
+
+DEFAULT_TIMEOUT_S = 600.0
+OUTPUT_TAIL = 2000
+"""Characters of the agent command's output kept (redacted) in a failed episode's error."""
+HTTP = "streamable-http"
+STDIO = "stdio"
+
+
+def agent_info(
+    agent: str, *, transport: str, command: str | None = None, timeout_s: float | None = None
+) -> ExternalAgentInfo:
+    """What the manifest records about the agent; the command with credentials redacted, and its hash."""
+    return ExternalAgentInfo(
+        agent=agent,
+        transport=transport,
+        command=Redactor().text(command) if command is not None else None,
+        command_sha256=sha256_hex(command) if command is not None else None,
+        timeout_s=timeout_s,
+    )
+
+
+def agent_environment(url: str, job: EpisodeJob, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The agent command's environment: the caller's, plus where the world is and which episode it is."""
+    env = dict(os.environ if base is None else base)
+    env.update(
+        {
+            "CONTEXTDELTA_MCP_URL": url,
+            "CONTEXTDELTA_TASK_ID": job.task.id,
+            "CONTEXTDELTA_PROTECTION_MODE": job.spec.protection_mode,
+            "CONTEXTDELTA_RUN_ID": job.spec.run_id,
+            "CONTEXTDELTA_EPISODE_SEED": str(job.seed),
+        }
+    )
+    return env
+
+
+def _episode(job: EpisodeJob, agent: str, transport: str) -> tuple[WorldEpisode, dict[str, dict[str, object]]]:
+    world = build_world(job.task, job.spec)
+    initial = world.state()
+    return WorldEpisode(job.task, world, agent, transport, job.max_steps, seed=job.seed), initial
+
+
+def _record(
+    job: EpisodeJob, episode: WorldEpisode, initial: dict[str, dict[str, object]], started: str, clock: float
+) -> EpisodeRecord:
+    # cost: unknown (the agent's usage is not seen); the runner's own grading and record
+    wall_s = time.perf_counter() - clock
+    return episode_record(job, episode.trace(), initial, episode.world, started, wall_s, None)
+
+
+# ---- run-external ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class AgentCommandExecutor:
+    """Runs each episode by serving its world over HTTP and running the agent command against it."""
+
+    agent: str
+    command: str
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    env: Mapping[str, str] | None = None
+
+    async def run(self, job: EpisodeJob) -> EpisodeRecord:
+        episode, initial = _episode(job, self.agent, HTTP)
+        started, clock = utc_now(), time.perf_counter()
+        async with serve_http(episode, loopback_socket()) as url:
+            await self._run_command(episode, agent_environment(url, job, self.env))
+        return _record(job, episode, initial, started, clock)
+
+    async def _run_command(self, episode: WorldEpisode, env: dict[str, str]) -> None:
+        output = bytearray()
+        # its own session, so a timeout kills the command and everything it started
+        process = await anyio.open_process(
+            self.command,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            with anyio.move_on_after(self.timeout_s) as scope:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(_drain, process, output)
+                    await process.wait()
+            tail = Redactor().text(output[-OUTPUT_TAIL:].decode("utf-8", "replace")).strip()
+            if scope.cancelled_caught:
+                _kill(process)
+                episode.close(
+                    "timeout", failed=f"the agent command ran past --timeout-s {self.timeout_s:g}" + _tail(tail)
+                )
+            elif process.returncode != 0:
+                episode.close(
+                    "agent_failed",
+                    failed=f"the agent command exited with code {process.returncode}" + _tail(tail),
+                    exit_code=process.returncode,
+                )
+            else:
+                episode.close("agent_exited", exit_code=0)
+        finally:
+            if process.returncode is None:
+                _kill(process)
+                with anyio.CancelScope(shield=True):
+                    await process.wait()
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def _drain(process: Process, into: bytearray) -> None:
+    if process.stdout is None:
+        return
+    async for chunk in process.stdout:
+        into.extend(chunk)
+        if len(into) > 4 * OUTPUT_TAIL:
+            del into[: len(into) - OUTPUT_TAIL]
+
+
+def _kill(process: Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def _tail(text: str) -> str:
+    return f"; its last output: {text}" if text else ""
+
+
+def run_external(
+    request: BenchmarkRequest,
+    command: str,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    settings: Settings | None = None,
+    recorders: Sequence[Recorder] = (),
+) -> RunOutcome:
+    """Run (or resume) the matrix for an agent command (``request.external_agent`` names the agent) and return
+    the run directory; BenchmarkError for refusals, McpUnavailable without the mcp extra."""
+    require_mcp()
+    assert request.external_agent is not None
+    plan = plan_run(request, settings or Settings())
+    run = open_run(plan, recorders)
+    try:
+        execute(run, AgentCommandExecutor(request.external_agent.agent, command, timeout_s))
+    except KeyboardInterrupt:
+        run.stop_reason = "interrupted by SIGINT"
+    finally:
+        outcome = finalise(run)
+    return outcome
+
+
+# ---- serve-world -----------------------------------------------------------------------------------------------
+
+
+def serve_world(
+    request: BenchmarkRequest,
+    *,
+    port: int = 0,
+    ready: Callable[[str], None] = lambda url: None,
+    settings: Settings | None = None,
+    recorders: Sequence[Recorder] = (),
+) -> RunOutcome:
+    """Serve one episode (``request`` plans exactly one) to an agent, then grade and record it as a one-episode
+    run group. ``ready`` gets the URL (HTTP) once the server answers, or ``stdio``."""
+    require_mcp()
+    agent = request.external_agent
+    assert agent is not None
+    plan = plan_run(request, settings or Settings())
+    if len(plan.pending) != 1:
+        raise ValueError(f"serve-world serves one episode; the request plans {len(plan.pending)}")
+    run = open_run(plan, recorders)
+    (job,) = run.jobs()
+    try:
+        record = anyio.run(_serve_one, job, agent.agent, agent.transport, port, ready)
+        run.record(record)
+    except KeyboardInterrupt:
+        run.stop_reason = "interrupted by SIGINT"
+    finally:
+        outcome = finalise(run)
+    return outcome
+
+
+async def _serve_one(
+    job: EpisodeJob, agent: str, transport: str, port: int, ready: Callable[[str], None]
+) -> EpisodeRecord:
+    episode, initial = _episode(job, agent, transport)
+    started, clock = utc_now(), time.perf_counter()
+    async with anyio.create_task_group() as group:
+
+        async def closed_by_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for _ in signals:
+                    episode.close("session_closed")
+                    group.cancel_scope.cancel()
+                    return
+
+        group.start_soon(closed_by_signal)
+        if transport == STDIO:
+            ready(STDIO)
+            await serve_stdio(episode)
+            episode.close("session_closed")
+        else:
+            async with serve_http(episode, loopback_socket(port)) as url:
+                ready(url)
+                await wait_for_end(episode)
+                await anyio.sleep(0.2)  # let the finish answer reach the agent before the server stops
+        group.cancel_scope.cancel()
+    return _record(job, episode, initial, started, clock)

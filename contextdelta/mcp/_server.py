@@ -1,0 +1,158 @@
+"""One episode's world as an MCP server (the official ``mcp`` SDK, low-level ``Server``), over streamable HTTP on
+loopback or over stdio.
+
+What the agent is offered: the world's tools in the episode's protection mode with the JSON schemas the built-in
+agent gets, plus ``finish``; the server instructions (:func:`~contextdelta.mcp._episode.server_instructions`:
+the fixed system prompt, how to finish, the task message); and one prompt, ``task``, holding the task message.
+Tool calls go to :class:`~contextdelta.mcp._episode.WorldEpisode`; a tool result is the world's JSON text,
+flagged ``isError`` when the call was not executed (invalid, forbidden, blocked or rejected).
+
+The ``mcp`` package is an optional extra (``pip install 'contextdelta[mcp]'``): it is imported here only, and
+this module is imported only by the commands that serve a world.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import anyio
+
+from contextdelta import __version__
+from contextdelta.agent import task_message_text
+from contextdelta.mcp._episode import FINISH_DESCRIPTION, FINISH_SCHEMA, FINISH_TOOL, WorldEpisode
+
+SERVER_NAME = "contextdelta-world"
+TASK_PROMPT = "task"
+MCP_PATH = "/mcp"
+GRACEFUL_SHUTDOWN_S = 2
+
+
+class McpUnavailable(RuntimeError):
+    """The optional ``mcp`` extra is not installed."""
+
+
+def require_mcp() -> None:
+    """Raise McpUnavailable (with the install command) when the ``mcp`` package cannot be imported."""
+    try:
+        import mcp  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise McpUnavailable(
+            f"serving a world over MCP needs the mcp extra ({exc.name} is not installed): "
+            "pip install 'contextdelta[mcp]'"
+        ) from None
+
+
+def build_server(episode: WorldEpisode) -> Any:
+    """The MCP server of ``episode`` (an ``mcp.server.Server``)."""
+    import mcp_types as types
+    from mcp.server import Server
+    from mcp.shared.exceptions import MCPError
+
+    tools = [
+        types.Tool(
+            name=schema["function"]["name"],
+            description=schema["function"].get("description"),
+            input_schema=schema["function"]["parameters"],
+        )
+        for schema in episode.tool_schemas()
+    ]
+    tools.append(types.Tool(name=FINISH_TOOL, description=FINISH_DESCRIPTION, input_schema=FINISH_SCHEMA))
+    task_text = task_message_text(episode.task.public_task)
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name == FINISH_TOOL:
+            answer = (params.arguments or {}).get("answer")
+            text = episode.finish(answer if isinstance(answer, str) else None)
+            return types.CallToolResult(content=[types.TextContent(text=text)])
+        text, is_error = episode.call(params.name, params.arguments)
+        return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)
+
+    async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(
+            prompts=[types.Prompt(name=TASK_PROMPT, description="The task to carry out with this server's tools.")]
+        )
+
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        if params.name != TASK_PROMPT:
+            raise MCPError(
+                code=types.INVALID_PARAMS, message=f"unknown prompt {params.name!r}; the one prompt is 'task'"
+            )
+        return types.GetPromptResult(
+            description="The task to carry out with this server's tools.",
+            messages=[types.PromptMessage(role="user", content=types.TextContent(text=task_text))],
+        )
+
+    return Server(
+        SERVER_NAME,
+        version=__version__,
+        instructions=episode.instructions,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+    )
+
+
+def loopback_socket(port: int = 0) -> socket.socket:
+    """A listening TCP socket on 127.0.0.1 (``port`` 0: a free port, with no window for another process to take
+    it between choosing and binding)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(64)
+    sock.set_inheritable(False)
+    return sock
+
+
+@contextlib.asynccontextmanager
+async def serve_http(episode: WorldEpisode, sock: socket.socket) -> AsyncIterator[str]:
+    """Serve ``episode`` over streamable HTTP on ``sock`` for the duration of the block; yields the URL once the
+    server answers. Signals are left to the caller (several episodes may be served at once)."""
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Any:
+            yield
+
+    app = build_server(episode).streamable_http_app(host="127.0.0.1")
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="on", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, access_log=False
+    )
+    server = _Server(config)
+    host, port = sock.getsockname()[:2]
+    async with anyio.create_task_group() as group:
+        group.start_soon(server.serve, [sock])
+        while not server.started:
+            if server.should_exit:
+                raise RuntimeError("the MCP HTTP server did not start")
+            await anyio.sleep(0.01)
+        try:
+            yield f"http://{host}:{port}{MCP_PATH}"
+        finally:
+            server.should_exit = True
+
+
+async def serve_stdio(episode: WorldEpisode) -> None:
+    """Serve ``episode`` over this process's stdin/stdout until the client closes the session (stdin ends)."""
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(episode)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+async def wait_for_end(episode: WorldEpisode, poll_s: float = 0.05) -> None:
+    """Return once the episode is over (``finish`` or the step limit)."""
+    while not episode.over:
+        await anyio.sleep(poll_s)
+
+
+Ready = Callable[[str], None]

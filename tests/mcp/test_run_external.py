@@ -1,0 +1,170 @@
+"""run-external: a scripted agent command (an MCP client) runs every planned episode against a served world; the
+run directory verifies MATCH and report, replay, attribute and the dashboard take it; a crashed or timed-out
+agent is a failed trial; an interrupted run resumes; a changed agent command is refused on resume."""
+
+from __future__ import annotations
+
+import csv
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from contextdelta.attribution import attribute_run
+from contextdelta.dashboard import load_episode, load_run
+from contextdelta.dashboard.timeline import episode_timeline
+from contextdelta.rundir import RunDirectory, RunStatus
+from contextdelta.store import open_store
+
+pytest.importorskip("mcp")
+
+ROOT = Path(__file__).resolve().parents[2]
+TASKS = ROOT / "tasks"
+AGENT = f"{shlex.quote(sys.executable)} {shlex.quote(str(Path(__file__).parent / 'replay_agent.py'))}"
+THREE = "order-grinder-refund,cal-design-review,cfg-search-ramp"
+
+pytestmark = pytest.mark.slow
+
+
+def env(**extra: str) -> dict[str, str]:
+    values = dict(os.environ)
+    values["REPLAY_TASKS"] = str(TASKS)
+    values["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    values.update(extra)
+    return values
+
+
+def command(results: Path, *args: str, agent_cmd: str = AGENT) -> list[str]:
+    return [
+        sys.executable, "-m", "contextdelta", "run-external",
+        "--agent-cmd", agent_cmd,
+        "--agent", "replay",
+        "--tasks", str(TASKS),
+        "--repeats", "1",
+        "--results-dir", str(results),
+        "--no-store",
+        "--quiet",
+        *args,
+    ]  # fmt: skip
+
+
+def run_external(results: Path, *args: str, agent_cmd: str = AGENT, **extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command(results, *args, agent_cmd=agent_cmd), capture_output=True, text=True, env=env(**extra), timeout=600
+    )
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "contextdelta", *args], capture_output=True, text=True, timeout=300)
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    with (path / "task_results.csv").open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_a_scripted_agent_command_gives_a_run_directory_that_verifies_and_reports(tmp_path: Path) -> None:
+    done = run_external(tmp_path, "--task-ids", THREE, "--concurrency", "2")
+    assert done.returncode == 0, done.stderr
+    path = Path(done.stdout.strip().splitlines()[-1])
+    manifest = RunDirectory(path).read_manifest()
+    assert manifest.status is RunStatus.COMPLETE and manifest.strategies == ["external:replay"]
+    assert manifest.provider.kind == "external" and manifest.provider.temperature is None
+    assert manifest.external_agent is not None and manifest.external_agent.command_sha256 is not None
+    table = rows(path)
+    assert len(table) == 6 and {r["success"] for r in table} == {"true"} and {r["failed"] for r in table} == {"false"}
+    assert {r["strategy"] for r in table} == {"external:replay"} and {r["agent_prompt_tokens"] for r in table} == {""}
+    verified = cli("verify", path.name, "--results-dir", str(tmp_path))
+    assert (verified.returncode, verified.stdout.strip()) == (0, "MATCH"), verified.stdout + verified.stderr
+    report = cli("report", path.name, "--results-dir", str(tmp_path))
+    assert report.returncode == 0 and "external:replay" in report.stdout
+    assert "what its model saw is unknown" in report.stdout
+    for name in ("replay", "attribute"):
+        assert cli(name, path.name, "--results-dir", str(tmp_path)).returncode == 0
+    # the trace store takes it (its temperature is unknown: null)
+    store = open_store(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        assert store.import_run(path).added == 6
+    finally:
+        store.close()
+    # the dashboard's data layer takes it as it is
+    data = load_run(path)
+    record = load_episode(path, table[0]["run_id"])
+    assert data.manifest.run_group_id == path.name
+    assert episode_timeline(record).steps
+
+
+def test_a_crashed_or_timed_out_agent_is_a_failed_trial_never_a_success(tmp_path: Path) -> None:
+    crashed = run_external(
+        tmp_path,
+        "--task-ids",
+        "cfg-search-ramp",
+        "--protection-modes",
+        "unprotected",
+        REPLAY_FINISH="0",
+        REPLAY_EXIT="3",
+    )
+    assert crashed.returncode == 0, crashed.stderr
+    (row,) = rows(Path(crashed.stdout.strip().splitlines()[-1]))
+    assert (row["failed"], row["success"], row["termination_reason"]) == ("true", "false", "provider_error")
+    (record,) = RunDirectory(Path(crashed.stdout.strip().splitlines()[-1])).read_episodes()
+    assert record.trace.error is not None and "exited with code 3" in record.trace.error
+    assert record.trace.external is not None and record.trace.external.exit_code == 3
+    slow = run_external(
+        tmp_path,
+        "--task-ids", "cfg-search-ramp",
+        "--protection-modes", "unprotected",
+        "--timeout-s", "1",
+        agent_cmd="sleep 30",
+    )  # fmt: skip
+    assert slow.returncode == 0, slow.stderr
+    path = Path(slow.stdout.strip().splitlines()[-1])
+    (record,) = RunDirectory(path).read_episodes()
+    assert record.failed and not record.verdict.success and record.trace.termination.value == "provider_error"
+    assert record.trace.external is not None and record.trace.external.ended_by == "timeout"
+    assert "--timeout-s 1" in (record.trace.error or "")
+    assert record.wall_s < 20  # the command was killed, not waited for
+    assert attribute_run([record])[0].failed_trial
+    verified = cli("verify", path.name, "--results-dir", str(tmp_path))
+    assert verified.stdout.strip() == "MATCH", verified.stdout
+
+
+def test_an_interrupted_run_resumes_and_a_changed_agent_command_is_refused(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        command(tmp_path, "--task-ids", THREE, "--protection-modes", "unprotected"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(REPLAY_SLEEP_S="1"),
+    )
+    try:
+        raw = None
+        for _ in range(600):  # interrupt once the first episode is on disk
+            found = [p for p in tmp_path.iterdir() if (p / "raw_runs.jsonl").is_file()]
+            if found and (found[0] / "raw_runs.jsonl").read_text().count("\n") >= 1:
+                raw = found[0]
+                break
+            time.sleep(0.1)
+        assert raw is not None
+        process.send_signal(signal.SIGINT)
+        _out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, err
+    assert RunDirectory(raw).read_manifest().status is RunStatus.INCOMPLETE
+    done_before = len(RunDirectory(raw).read_episodes())
+    assert 1 <= done_before < 3
+    refused = run_external(tmp_path, "--resume", raw.name, agent_cmd=AGENT + " --other")
+    assert refused.returncode == 2
+    assert "--agent-cmd (its SHA-256): run has" in " ".join(refused.stderr.split())
+    resumed = run_external(tmp_path, "--resume", raw.name)
+    assert resumed.returncode == 0, resumed.stderr
+    manifest = RunDirectory(raw).read_manifest()
+    assert manifest.status is RunStatus.COMPLETE and manifest.counts.finished == 3 == manifest.counts.succeeded
+    assert cli("verify", raw.name, "--results-dir", str(tmp_path)).stdout.strip() == "MATCH"

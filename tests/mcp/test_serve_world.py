@@ -1,0 +1,221 @@
+"""serve-world: an MCP client (the ``mcp`` package) drives one episode's world. Every task's reference solution
+succeeds through it, its unsafe trajectory gets exactly the built-in graders' verdicts, and the command writes a
+run directory that verify, report, replay and attribute take unchanged (HTTP and stdio)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from contextdelta.grading import grade
+from contextdelta.mcp import FINISH_TOOL, WorldEpisode, build_server, server_instructions
+from contextdelta.rundir import RunDirectory
+from contextdelta.runner import EpisodeJob, EpisodeSpec, episode_record
+from contextdelta.tasks import Task, load_directory
+from contextdelta.tasks.trajectory import replay
+from contextdelta.worlds import ProtectionMode, get_world
+
+pytest.importorskip("mcp")
+from mcp import Client, StdioServerParameters
+
+from tests.mcp.replay_agent import play
+
+ROOT = Path(__file__).resolve().parents[2]
+TASKS = ROOT / "tasks"
+
+
+def all_tasks() -> list[Task]:
+    loaded, problems = load_directory(TASKS)
+    assert not problems
+    return sorted((t.task for t in loaded), key=lambda t: t.id)
+
+
+def through_mcp(task: Task, mode: ProtectionMode, trajectory: str, finish: bool) -> WorldEpisode:
+    """One episode driven by an MCP client connected to the episode's MCP server (in process)."""
+    episode = WorldEpisode(task, task.build_world(mode), "replay", "in-process", task.evaluator.max_steps)
+
+    async def main() -> None:
+        async with Client(build_server(episode)) as client:
+            await play(client, task, mode, trajectory, finish)
+
+    anyio.run(main)
+    if not finish:
+        episode.close("session_closed")
+    return episode
+
+
+def job(task: Task, mode: ProtectionMode) -> EpisodeJob:
+    spec = EpisodeSpec(task.id, "external:replay", mode.value, 1)
+    return EpisodeJob("g", spec, task, 1, task.evaluator.max_steps)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", list(ProtectionMode))
+def test_every_reference_solution_succeeds_through_the_mcp_server(mode: ProtectionMode) -> None:
+    failures = []
+    for task in all_tasks():
+        episode = through_mcp(task, mode, "reference", finish=True)
+        initial = task.build_world(mode).state()
+        record = episode_record(job(task, mode), episode.trace(), initial, episode.world, "t", 0.0, None)
+        if not record.verdict.success:
+            failures.append((task.id, record.verdict.reasons))
+        assert record.trace.external is not None and record.trace.external.ended_by == "finish"
+    assert failures == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", list(ProtectionMode))
+def test_the_unsafe_trajectory_gets_the_builtin_graders_verdicts(mode: ProtectionMode) -> None:
+    compared = 0
+    for task in all_tasks():
+        episode = through_mcp(task, mode, "unsafe", finish=False)
+        initial = task.build_world(mode).state()
+        record = episode_record(job(task, mode), episode.trace(), initial, episode.world, "t", 0.0, None)
+        builtin = replay(task, task.evaluator.unsafe_trajectory, mode)
+        expected = grade(
+            task, builtin.world.events, builtin.world.mutation_log, builtin.initial_state, builtin.final_state, None
+        )
+        assert record.verdict.model_dump() == expected.model_dump(), task.id
+        compared += 1
+    assert compared == 24
+
+
+def test_the_server_offers_the_worlds_tools_the_instructions_and_the_task_prompt() -> None:
+    task = next(t for t in all_tasks() if t.id == "cfg-search-ramp")
+    mode = ProtectionMode.FRESHNESS_CONTRACT
+    episode = WorldEpisode(task, task.build_world(mode), "replay", "in-process", 20)
+
+    async def main() -> dict[str, Any]:
+        async with Client(build_server(episode)) as client:
+            tools = await client.list_tools()
+            prompt = await client.get_prompt("task")
+            return {"tools": tools.tools, "instructions": client.instructions, "prompt": prompt}
+
+    seen = anyio.run(main)
+    schemas = {s["function"]["name"]: s["function"] for s in task.build_world(mode).tool_schemas()}
+    offered = {t.name: t for t in seen["tools"]}
+    assert set(offered) == {*schemas, FINISH_TOOL}
+    for name, function in schemas.items():
+        assert offered[name].input_schema == function["parameters"]
+        spec = get_world(task.world).tool(name)
+        assert spec is not None
+        # under the contract every write tool, and only a write tool, takes expected_version
+        assert ("expected_version" in str(function["parameters"])) == (spec.kind.value == "write")
+    assert seen["instructions"] == server_instructions(task)
+    (message,) = seen["prompt"].messages
+    assert message.role == "user" and task.public.instruction in message.content.text
+
+
+def serve_world(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "contextdelta", "serve-world", "--tasks", str(TASKS), "--results-dir", str(tmp_path),
+         "--no-store", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )  # fmt: skip
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "contextdelta", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+
+
+def check_run_directory(path: Path) -> None:
+    """verify says MATCH, and report, replay and attribute work on it unchanged."""
+    results = str(path.parent)
+    verified = cli("verify", path.name, "--results-dir", results)
+    assert (verified.returncode, verified.stdout.strip()) == (0, "MATCH"), verified.stdout + verified.stderr
+    for command in ("report", "replay", "attribute"):
+        done = cli(command, path.name, "--results-dir", results)
+        assert done.returncode == 0, (command, done.stderr)
+    assert "unknown: external agent" in cli("replay", path.name, "--results-dir", results).stdout
+
+
+@pytest.mark.slow
+def test_serve_world_over_http_grades_into_a_run_directory(tmp_path: Path) -> None:
+    task = next(t for t in all_tasks() if t.id == "order-grinder-refund")
+    mode = ProtectionMode.FRESHNESS_CONTRACT
+    server = serve_world(tmp_path, "--task", task.id, "--mode", mode.value, "--agent", "by-hand")
+    try:
+        assert server.stdout is not None
+        first = server.stdout.readline().split()
+        assert first[0] == "ready" and first[1].startswith("http://127.0.0.1:") and first[1].endswith("/mcp")
+
+        async def main() -> None:
+            async with Client(first[1]) as client:
+                await play(client, task, mode, "reference", finish=True)
+
+        anyio.run(main)
+        out, err = server.communicate(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    assert server.returncode == 0, err
+    path = Path(out.strip().splitlines()[-1])
+    (record,) = RunDirectory(path).read_episodes()
+    assert record.strategy == "external:by-hand" and record.verdict.success
+    assert record.run_id == f"{task.id}.external:by-hand.{mode.value}.r1"
+    check_run_directory(path)
+
+
+@pytest.mark.slow
+def test_serve_world_over_http_ends_on_ctrl_c_as_a_closed_session(tmp_path: Path) -> None:
+    server = serve_world(tmp_path, "--task", "cfg-search-ramp", "--mode", "unprotected")
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().split()[1]
+
+        async def main() -> None:
+            async with Client(url) as client:
+                await client.call_tool("list_configs", {"environment": "prod"})
+
+        anyio.run(main)
+        server.send_signal(signal.SIGINT)
+        out, err = server.communicate(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    assert server.returncode == 0, err
+    (record,) = RunDirectory(Path(out.strip().splitlines()[-1])).read_episodes()
+    assert record.trace.external is not None and record.trace.external.ended_by == "session_closed"
+    assert len(record.trace.steps) == 1 and not record.verdict.success and not record.failed
+
+
+@pytest.mark.slow
+def test_serve_world_over_stdio_ends_when_the_session_closes(tmp_path: Path) -> None:
+    task = next(t for t in all_tasks() if t.id == "cal-design-review")
+    mode = ProtectionMode.UNPROTECTED
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "contextdelta", "serve-world", "--transport", "stdio", "--task", task.id, "--mode", mode.value,
+              "--tasks", str(TASKS), "--results-dir", str(tmp_path), "--no-store", "--agent", "stdio-agent"],
+        env={"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))},
+        cwd=ROOT,
+    )  # fmt: skip
+
+    async def main() -> None:
+        async with Client(params) as client:
+            await play(client, task, mode, "reference", finish=False)
+
+    anyio.run(main)
+    for _ in range(100):  # the server grades and writes after the client has gone
+        runs = [p for p in tmp_path.iterdir() if (p / "run_manifest.json").is_file()]
+        if runs and RunDirectory(runs[0]).read_manifest().status.value == "complete":
+            break
+        anyio.run(anyio.sleep, 0.2)
+    (path,) = runs
+    (record,) = RunDirectory(path).read_episodes()
+    assert record.trace.external is not None
+    assert (record.trace.external.transport, record.trace.external.ended_by) == ("stdio", "session_closed")
+    assert record.verdict.success
+    check_run_directory(path)
