@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -36,6 +37,7 @@ from contextdelta.mcp._server import loopback_socket, require_mcp, serve_http, s
 from contextdelta.redaction import Redactor
 from contextdelta.rundir import EpisodeRecord, ExternalAgentInfo, Recorder
 from contextdelta.runner import (
+    BenchmarkError,
     BenchmarkRequest,
     EpisodeJob,
     RunOutcome,
@@ -217,10 +219,16 @@ def serve_world(
     plan = plan_run(request, settings or Settings())
     if len(plan.pending) != 1:
         raise ValueError(f"serve-world serves one episode; the request plans {len(plan.pending)}")
+    sock = None
+    if agent.transport != STDIO:
+        try:  # before the run directory exists: a port in use is a refusal, not a broken run
+            sock = loopback_socket(port)
+        except OSError as exc:
+            raise BenchmarkError(f"--port {port}: cannot listen on 127.0.0.1:{port} ({exc.strerror or exc})") from None
     run = open_run(plan, recorders)
     (job,) = run.jobs()
     try:
-        record = anyio.run(_serve_one, job, agent.agent, agent.transport, port, ready)
+        record = anyio.run(_serve_one, job, agent.agent, agent.transport, sock, ready)
         run.record(record)
     except KeyboardInterrupt:
         run.stop_reason = "interrupted by SIGINT"
@@ -230,7 +238,7 @@ def serve_world(
 
 
 async def _serve_one(
-    job: EpisodeJob, agent: str, transport: str, port: int, ready: Callable[[str], None]
+    job: EpisodeJob, agent: str, transport: str, sock: socket.socket | None, ready: Callable[[str], None]
 ) -> EpisodeRecord:
     episode, initial = _episode(job, agent, transport)
     started, clock = utc_now(), time.perf_counter()
@@ -244,12 +252,12 @@ async def _serve_one(
                     return
 
         group.start_soon(closed_by_signal)
-        if transport == STDIO:
+        if sock is None:
             ready(STDIO)
             await serve_stdio(episode)
             episode.close("session_closed")
         else:
-            async with serve_http(episode, loopback_socket(port)) as url:
+            async with serve_http(episode, sock) as url:
                 ready(url)
                 await wait_for_end(episode)
                 await anyio.sleep(0.2)  # let the finish answer reach the agent before the server stops

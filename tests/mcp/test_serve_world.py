@@ -219,3 +219,21 @@ def test_serve_world_over_stdio_ends_when_the_session_closes(tmp_path: Path) -> 
     assert (record.trace.external.transport, record.trace.external.ended_by) == ("stdio", "session_closed")
     assert record.verdict.success
     check_run_directory(path)
+
+
+def test_a_port_in_use_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    import socket
+
+    from typer.testing import CliRunner
+
+    from contextdelta.cli import app
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        args = ["serve-world", "--task", "cfg-search-ramp", "--mode", "unprotected", "--tasks", str(TASKS)]
+        args += ["--port", str(port), "--results-dir", str(tmp_path), "--no-store"]
+        result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and f"--port {port}: cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.output and list(tmp_path.iterdir()) == []
