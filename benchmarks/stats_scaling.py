@@ -1,9 +1,13 @@
-"""How the report statistics scale with the number of episodes.
+"""How the whole report scales with the number of episodes.
 
-Builds synthetic per-episode tables shaped like ``task_results.csv`` (tasks x 4 strategies x 2 protection modes
-x 3 repeats) for 576, 5,760 and 57,600 episodes, computes every statistic SPEC section 10 asks for with
-10,000 resamples, and prints wall time, growth factor and peak memory per size. Each size runs in a fresh
-subprocess so that its peak RSS is its own. Prints figures only; asserts nothing about timings.
+Builds synthetic episode tables shaped like ``task_results.csv`` (tasks x 4 strategies x 2 protection modes x
+3 repeats, tasks spread over the 3 worlds and 5 hazards, 2% failed trials) for 576, 5,760 and 57,600 episodes and
+times what ``report`` computes from the episodes: `contextdelta.report.aggregate` (every rate, mean, interval,
+exact bound, pass^k, flip rate, breakdown per hazard and world, paired test, Holm family, sensitivity row, token
+reduction and minimum detectable difference, with 10,000 resamples and 2,000 simulated datasets per power
+evaluation) plus rendering ``benchmark_report.md``. Reading ``raw_runs.jsonl`` into that table (per-episode,
+linear) is not timed. Each size runs in a fresh subprocess so that its peak RSS is its own. Prints figures only;
+asserts nothing about timings.
 
     .venv/bin/python benchmarks/stats_scaling.py [--tasks 24 240 2400] [--resamples 10000] [--runs 3]
 """
@@ -18,29 +22,25 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import scipy
 
-from contextdelta.stats import (
-    AnalysisParams,
-    ClusteredSample,
-    PairedSample,
-    bootstrap_differences,
-    bootstrap_means,
-    bootstrap_relative_reductions,
-    holm_family,
-    mcnemar_exact,
-    pair_by_task_repeat,
-    pass_hat_k_many,
-    split_by_condition,
-)
+from contextdelta.report import METRIC_DEFINITIONS, EpisodeTable, RunFacts, aggregate, render_report
+from contextdelta.rundir.records import RunManifest
+from contextdelta.stats import AnalysisParams
 
 STRATEGIES = ("full_history", "last_n", "semantic_summary", "typed_state_digest")
 MODES = ("unprotected", "freshness_contract")
+WORLDS = ("order", "calendar", "config")
+HAZARDS = (
+    "hidden_mutation",
+    "superseded_observation",
+    "own_write_forgotten",
+    "conflicting_observations",
+    "authorization_boundary",
+)
 REPEATS = 3
 
 # Realistic-looking effects: reduction costs success and raises stale actions; the contract blocks most harm.
@@ -49,110 +49,152 @@ _STALE_BASE = {"full_history": 0.05, "last_n": 0.35, "semantic_summary": 0.25, "
 _TOKENS = {"full_history": 9000.0, "last_n": 3500.0, "semantic_summary": 4500.0, "typed_state_digest": 4000.0}
 
 
-def make_table(n_tasks: int, seed: int = 7) -> dict[str, npt.NDArray[Any]]:
-    """A synthetic episode table: one entry per (task, strategy, mode, repeat), as parallel arrays."""
+def make_table(n_tasks: int, seed: int = 7) -> EpisodeTable:
+    """A synthetic episode table: one row per (task, strategy, mode, repeat), with task-level effects."""
     rng = np.random.default_rng(seed)
-    difficulty = rng.normal(1.0, 1.2, n_tasks)  # task logit of success under full_history
-    rows = [(t, s, m, r) for t in range(n_tasks) for s in STRATEGIES for m in MODES for r in range(REPEATS)]
-    task = np.array([f"task-{t:05d}" for t, _, _, _ in rows])
-    strategy = np.array([s for _, s, _, _ in rows])
-    mode = np.array([m for _, _, m, _ in rows])
-    repeat = np.array([r for _, _, _, r in rows], dtype=np.int64)
-    task_index = np.array([t for t, _, _, _ in rows])
-    protected = mode == "freshness_contract"
-    logit = difficulty[task_index] + np.vectorize(_SUCCESS_SHIFT.get)(strategy) + 0.4 * protected
-    success = rng.random(len(rows)) < 1.0 / (1.0 + np.exp(-logit))
-    stale_p = np.vectorize(_STALE_BASE.get)(strategy)
-    stale_count = rng.binomial(2, stale_p)
-    # Under the contract a stale write is blocked before it reaches the business logic: rarely harmful.
-    harmful = (stale_count > 0) & (~protected | (rng.random(len(rows)) < 0.05))
+    grid = np.array(np.meshgrid(np.arange(n_tasks), np.arange(4), np.arange(2), np.arange(REPEATS), indexing="ij"))
+    task, strategy_i, mode_i, repeat = (g.reshape(-1) for g in grid)
+    n = task.size
+    strategy = np.array(STRATEGIES)[strategy_i]
+    protected = mode_i == 1
+    difficulty = rng.normal(1.0, 1.2, n_tasks)
+    proneness = rng.normal(0.0, 1.5, n_tasks)  # some tasks make stale actions likely under any strategy
+    shift = np.vectorize(_SUCCESS_SHIFT.get)(strategy)
+    success = rng.random(n) < 1.0 / (1.0 + np.exp(-(difficulty[task] + shift + 0.4 * protected)))
+    stale_logit = np.log(np.vectorize(_STALE_BASE.get)(strategy)) + proneness[task]
+    stale_count = rng.binomial(2, 1.0 / (1.0 + np.exp(-stale_logit)))
+    harmful = (stale_count > 0) & (~protected | (rng.random(n) < 0.05))
+    failed = rng.random(n) < 0.02
     tokens = rng.gamma(8.0, np.vectorize(_TOKENS.get)(strategy) / 8.0).round()
-    return {
-        "task_id": task,
-        "strategy": strategy,
-        "protection_mode": mode,
-        "repeat": repeat,
-        "success": success,
-        "stale_action_count": stale_count,
-        "harmful": harmful,
-        "tokens": tokens,
+    summary = np.where(strategy == "semantic_summary", rng.gamma(4.0, 300.0, n).round(), 0.0)
+    prompt = (tokens * 0.9).round()
+    values = {
+        "success": (success & ~failed).astype(float),
+        "end_state": success.astype(float),
+        "stale_action": (stale_count > 0).astype(float),
+        "duplicate_action": (rng.random(n) < 0.05).astype(float),
+        "prohibited_action": (rng.random(n) < 0.03).astype(float),
+        "harmful_action": harmful.astype(float),
+        "refresh_before_write": (stale_count == 0).astype(float),
+        "conflict_recovery": np.where(protected & (stale_count > 0), (rng.random(n) < 0.8).astype(float), np.nan),
+        "authorized": (rng.random(n) > 0.02).astype(float),
+        "blocked_write": (protected & (stale_count > 0)).astype(float),
+        "failed_trial": failed.astype(float),
+        "harmful_action_count": np.where(harmful, stale_count, 0).astype(float),
+        "stale_action_count": stale_count.astype(float),
+        "steps": rng.integers(4, 20, n).astype(float),
+        "agent_prompt_tokens": prompt,
+        "agent_completion_tokens": tokens - prompt,
+        "agent_tokens": tokens,
+        "summary_tokens": summary,
+        "total_tokens": tokens + summary,
+        "cost_usd": (tokens + summary) * 2e-6,
     }
+    for name in ("end_state", "stale_action", "duplicate_action", "prohibited_action", "harmful_action"):
+        values[name][failed] = np.nan
+    for name in ("refresh_before_write", "conflict_recovery", "authorized", "blocked_write"):
+        values[name][failed] = np.nan
+    values["harmful_action_count"][failed] = np.nan
+    values["stale_action_count"][failed] = np.nan
+    assert set(values) == set(METRIC_DEFINITIONS)
+    termination = np.where(failed, "provider_error", "final_answer")
+    failure = np.where(failed, "provider_error", np.where(success, "", "end_state_miss"))
+    return EpisodeTable(
+        task_id=np.char.add("task-", np.char.zfill(task.astype(str), 5)),
+        world=np.array(WORLDS)[task % 3],
+        hazard=np.array(HAZARDS)[task % 5],
+        strategy=strategy,
+        protection_mode=np.array(MODES)[mode_i],
+        repeat=(repeat + 1).astype(np.int64),
+        failed=failed,
+        termination=termination,
+        failure=failure,
+        values=values,
+    )
 
 
-def full_report(table: dict[str, npt.NDArray[Any]], params: AnalysisParams) -> dict[str, int]:
-    """Every statistic of SPEC section 10 for one table; returns how many of each were computed."""
-    conditions: list[Hashable] = list(zip(table["strategy"].tolist(), table["protection_mode"].tolist(), strict=True))
-    metrics = {
-        "success": table["success"].astype(np.float64),
-        "stale": (table["stale_action_count"] > 0).astype(np.float64),
-        "harmful": table["harmful"].astype(np.float64),
-        "tokens": table["tokens"],
-    }
-    by_metric = {
-        name: split_by_condition(conditions, table["task_id"], table["repeat"], values)
-        for name, values in metrics.items()
-    }
-    rate_samples: dict[tuple[str, Hashable], ClusteredSample] = {
-        (name, condition): sample
-        for name in ("success", "stale", "harmful")
-        for condition, sample in by_metric[name].items()
-    }
-    rates = bootstrap_means(rate_samples, params)
-    pass_k = pass_hat_k_many(by_metric["success"], ks=[1, 2, 3], params=params)
-
-    families: dict[str, dict[str, tuple[str, tuple[str, str], tuple[str, str]]]] = {
-        "RQ1": {
-            f"{s} vs full_history ({m})": ("success", (s, m), ("full_history", m))
-            for m in MODES
-            for s in STRATEGIES[1:]
-        },
-        "RQ2": {
-            f"typed_state_digest vs semantic_summary ({m})": (
-                "success",
-                ("typed_state_digest", m),
-                ("semantic_summary", m),
-            )
-            for m in MODES
-        },
-        "RQ3": {
-            f"freshness_contract vs unprotected ({s})": ("harmful", (s, "freshness_contract"), (s, "unprotected"))
-            for s in STRATEGIES
-        },
-    }
-    pairs: dict[str, PairedSample] = {}
-    tests = {}
-    for family, comparisons in families.items():
-        for name, (metric, a, b) in comparisons.items():
-            pairs[name] = pair_by_task_repeat(by_metric[metric][a], by_metric[metric][b])
-        tests[family] = holm_family({name: mcnemar_exact(pairs[name]) for name in comparisons})
-    differences = bootstrap_differences(pairs, params)
-    token_pairs = {
-        (s, m): pair_by_task_repeat(by_metric["tokens"][(s, m)], by_metric["tokens"][("full_history", m)])
-        for m in MODES
-        for s in STRATEGIES[1:]
-    }
-    reductions = bootstrap_relative_reductions(token_pairs, params)
-    return {
-        "rates": len(rates),
-        "pass_k": sum(len(v) for v in pass_k.values()),
-        "mcnemar": sum(len(v) for v in tests.values()),
-        "differences": len(differences),
-        "token_reductions": len(reductions),
-    }
+def make_manifest(n_tasks: int, episodes: int) -> RunManifest:
+    """A manifest for the synthetic run (the fields the report reads; hashes are placeholders)."""
+    digest = "0" * 64
+    return RunManifest.model_validate(
+        {
+            "run_group_id": f"synthetic-{n_tasks}",
+            "status": "complete",
+            "created_at": "2026-01-01T00:00:00Z",
+            "updated_at": "2026-01-01T00:00:00Z",
+            "finished_at": "2026-01-01T00:00:00Z",
+            "environment": {
+                "contextdelta": "benchmark",
+                "python": platform.python_version(),
+                "platform": platform.platform(),
+                "dependencies": {},
+                "git": {"commit": None, "dirty": None},
+            },
+            "provider": {
+                "kind": "openai",
+                "base_url": None,
+                "model": "synthetic",
+                "summary_model": "synthetic",
+                "temperature": 0.0,
+            },
+            "seed": 0,
+            "order_seed": 0,
+            "strategies": list(STRATEGIES),
+            "strategy_params": {},
+            "protection_modes": list(MODES),
+            "repeats": REPEATS,
+            "max_steps": None,
+            "concurrency": 1,
+            "tasks": [
+                {
+                    "id": f"task-{t:05d}",
+                    "version": 1,
+                    "hash": digest,
+                    "world": WORLDS[t % 3],
+                    "hazard": HAZARDS[t % 5],
+                    "public_messages_sha256": digest,
+                }
+                for t in range(n_tasks)
+            ],
+            "hashes": {
+                "suite_sha256": digest,
+                "system_prompt_sha256": digest,
+                "system_prompt_version": "1",
+                "tool_schemas_sha256": digest,
+                "public_messages_sha256": digest,
+                "harness_sha256": digest,
+            },
+            "counts": {"planned": episodes, "finished": episodes},
+        }
+    )
 
 
 def _measure(n_tasks: int, resamples: int, runs: int) -> dict[str, Any]:
-    """Time the full report on one size (best of ``runs``), in this process."""
+    """Time aggregate + render on one size (best of ``runs``), in this process."""
     table = make_table(n_tasks)
+    manifest = make_manifest(n_tasks, len(table))
     params = AnalysisParams(resamples=resamples, seed=0)
+    facts = RunFacts(first_started="", last_finished="", failed_trials=())
     times = []
     counts: dict[str, int] = {}
     for _ in range(runs):
         start = time.perf_counter()
-        counts = full_report(table, params)
+        metrics = aggregate(manifest, table, params)
+        text = render_report(manifest, facts, metrics)
         times.append(time.perf_counter() - start)
+    counts = {
+        "rates": sum(len(c.rates) for c in metrics.conditions),
+        "means": sum(len(c.means) for c in metrics.conditions),
+        "pass_k": sum(len(c.pass_k) for c in metrics.conditions),
+        "flip_rates": sum(len(c.flip_rates) for c in metrics.conditions),
+        "breakdown_rates": sum(len(cell.rates) for b in metrics.breakdowns for cell in b.cells),
+        "comparisons": sum(len(q.comparisons) for q in metrics.research_questions),
+        "sensitivity_rows": sum(c.sensitivity is not None for q in metrics.research_questions for c in q.comparisons),
+        "token_reductions": len(metrics.token_reduction),
+        "report_lines": text.count("\n"),
+    }
     return {
-        "episodes": int(table["task_id"].size),
+        "episodes": len(table),
         "tasks": n_tasks,
         "best_s": min(times),
         "median_s": float(np.median(times)),
@@ -197,7 +239,7 @@ def main() -> None:
         previous = figures
     if previous is not None:
         print()
-        print("statistics per report:", ", ".join(f"{k}={v}" for k, v in previous["counts"].items()))
+        print("computed per report:", ", ".join(f"{k}={v}" for k, v in previous["counts"].items()))
 
 
 if __name__ == "__main__":

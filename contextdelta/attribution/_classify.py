@@ -56,6 +56,7 @@ from contextdelta.attribution._model import (
     ObservationVia,
 )
 from contextdelta.grading import REACHED, DetailKind, Verdict, duplicate_key
+from contextdelta.grading import harmful_actions as grading_harmful_actions
 from contextdelta.rundir.records import FAILED_TERMINATIONS, EpisodeRecord
 from contextdelta.worlds import Outcome, ToolEvent, ToolKind
 
@@ -64,21 +65,8 @@ _EXCERPT_LIMIT = 900
 
 
 def harmful_actions(record: EpisodeRecord) -> list[ToolEvent]:
-    """The episode's harmful actions: agent writes that reached the business logic (outcome ``executed`` or
-    ``rejected``) and that the graders flagged stale, duplicate or prohibited, in call order."""
-    flags = {f.seq: f for f in record.verdict.event_flags}
-    found = []
-    for event in record.trace.tool_events():
-        flag = flags.get(event.seq)
-        if (
-            event.actor == "agent"
-            and event.kind is ToolKind.WRITE
-            and event.outcome in REACHED
-            and flag is not None
-            and (flag.stale or flag.duplicate or flag.prohibited)
-        ):
-            found.append(event)
-    return found
+    """The episode's harmful actions (`contextdelta.grading.harmful_actions` of its events and verdict flags)."""
+    return grading_harmful_actions(record.trace.tool_events(), record.verdict.event_flags)
 
 
 @dataclass

@@ -7,6 +7,9 @@ Everything is computed from the run directory alone (manifest + ``raw_runs.jsonl
     report = build_report(manifest, records)       # attributions + AggregateMetrics
     report.markdown, report.atlas, report.metrics_json()
     write_reports(directory, manifest, records)    # rebuild the three files (ReportFiles: as a run recorder)
+
+The metrics pipeline (`aggregate`) reads an `EpisodeTable`; its sections are listed in
+``contextdelta/report/_metrics.py``.
 """
 
 from contextdelta.report._atlas import render_episode, render_failure_atlas
@@ -14,42 +17,95 @@ from contextdelta.report._build import (
     ReportFiles,
     RunReport,
     build_report,
+    params_of,
     recorded_params,
     write_report_files,
     write_reports,
 )
-from contextdelta.report._compare import ComparisonReport, NotComparable, compare_runs, render_comparison
-from contextdelta.report._markdown import render_report
-from contextdelta.report._metrics import (
-    METRIC_DEFINITIONS,
+from contextdelta.report._compare import (
+    ComparisonFamily,
+    ComparisonReport,
+    ConditionComparison,
+    NotComparable,
+    compare_runs,
+    render_comparison,
+)
+from contextdelta.report._format import counted, num, pct, pp, primary_pvalue, pvalue
+from contextdelta.report._markdown import FailedTrial, RunFacts, render_report
+from contextdelta.report._metrics import aggregate, compute_metrics, metrics_json
+from contextdelta.report._models import (
+    METRICS_SCHEMA_VERSION,
     AggregateMetrics,
+    AnalysisInfo,
+    Breakdown,
+    BreakdownCell,
     Comparison,
     ConditionKey,
     ConditionMetrics,
+    EpisodeCounts,
+    ReportWarning,
     ResearchQuestion,
     TokenReduction,
-    compute_metrics,
+    TokenTotal,
+)
+from contextdelta.report._questions import RQ_QUESTIONS, planned_questions
+from contextdelta.report._table import (
+    BREAKDOWN_METRICS,
+    FAILURE_MODE_ROWS,
+    FLIP_METRICS,
+    MEAN_METRICS,
+    METRIC_DEFINITIONS,
+    RATE_METRICS,
+    VERDICT_METRICS,
+    EpisodeTable,
     episode_values,
-    metrics_json,
 )
 
 __all__ = [
+    "BREAKDOWN_METRICS",
+    "FAILURE_MODE_ROWS",
+    "FLIP_METRICS",
+    "MEAN_METRICS",
+    "METRICS_SCHEMA_VERSION",
     "METRIC_DEFINITIONS",
+    "RATE_METRICS",
+    "RQ_QUESTIONS",
+    "VERDICT_METRICS",
     "AggregateMetrics",
+    "AnalysisInfo",
+    "Breakdown",
+    "BreakdownCell",
     "Comparison",
+    "ComparisonFamily",
     "ComparisonReport",
+    "ConditionComparison",
     "ConditionKey",
     "ConditionMetrics",
+    "EpisodeCounts",
+    "EpisodeTable",
+    "FailedTrial",
     "NotComparable",
     "ReportFiles",
+    "ReportWarning",
     "ResearchQuestion",
+    "RunFacts",
     "RunReport",
     "TokenReduction",
+    "TokenTotal",
+    "aggregate",
     "build_report",
     "compare_runs",
     "compute_metrics",
+    "counted",
     "episode_values",
     "metrics_json",
+    "num",
+    "params_of",
+    "pct",
+    "planned_questions",
+    "pp",
+    "primary_pvalue",
+    "pvalue",
     "recorded_params",
     "render_comparison",
     "render_episode",

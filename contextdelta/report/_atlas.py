@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from contextdelta.attribution import MODE_DESCRIPTIONS, MODE_PRECEDENCE, Attribution, ObservationRef
 from contextdelta.report._format import fence, table
-from contextdelta.report._metrics import ConditionKey
+from contextdelta.report._models import ConditionKey
 from contextdelta.rundir.records import RunManifest
 
 

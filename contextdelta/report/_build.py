@@ -10,8 +10,9 @@ from pydantic import ValidationError
 
 from contextdelta.attribution import Attribution, attribute_run
 from contextdelta.report._atlas import render_failure_atlas
-from contextdelta.report._markdown import render_report
-from contextdelta.report._metrics import AggregateMetrics, compute_metrics, metrics_json
+from contextdelta.report._markdown import RunFacts, render_report
+from contextdelta.report._metrics import compute_metrics, metrics_json
+from contextdelta.report._models import AggregateMetrics
 from contextdelta.rundir.io import atomic_write_json, atomic_write_text
 from contextdelta.rundir.layout import AGGREGATE_METRICS, BENCHMARK_REPORT, FAILURE_ATLAS, RunDirectory
 from contextdelta.rundir.recorder import RunEnd, RunStart
@@ -31,7 +32,7 @@ class RunReport:
     @property
     def markdown(self) -> str:
         """``benchmark_report.md``."""
-        return render_report(self.manifest, self.records, self.metrics)
+        return render_report(self.manifest, RunFacts.from_records(self.records), self.metrics)
 
     @property
     def atlas(self) -> str:
@@ -53,12 +54,26 @@ def build_report(
     return RunReport(manifest, ordered, attributions, metrics)
 
 
+def params_of(analysis: Any) -> AnalysisParams:
+    """The analysis parameters in the ``analysis`` object of an ``aggregate_metrics.json`` (fields a file written
+    before they existed lacks take their defaults).
+
+    Raises:
+        ValueError, KeyError, TypeError: when the object does not hold them.
+    """
+    if not isinstance(analysis, dict):
+        raise TypeError(f"analysis must be an object, got {type(analysis).__name__}")
+    fields = {name: analysis[name] for name in AnalysisParams.model_fields if name in analysis}
+    for required in ("resamples", "seed", "confidence"):
+        fields[required] = analysis[required]
+    return AnalysisParams(**fields)
+
+
 def recorded_params(directory: RunDirectory) -> AnalysisParams | None:
     """The analysis parameters recorded in the run's ``aggregate_metrics.json``; None when absent or unreadable."""
     try:
         value = json.loads(directory.file(AGGREGATE_METRICS).read_text(encoding="utf-8"))
-        analysis = value["analysis"]
-        return AnalysisParams(resamples=analysis["resamples"], seed=analysis["seed"], confidence=analysis["confidence"])
+        return params_of(value["analysis"])
     except (OSError, ValueError, KeyError, TypeError, ValidationError):
         return None
 

@@ -3,8 +3,9 @@
 Two runs are comparable when they ran the same task set (suite hash), the same system prompt and the same tool
 schemas. Tool schemas are checked per (world, protection mode) both runs used, from the episodes' recorded
 ``tools_sha256``, so two runs that chose different protection modes are still comparable on the modes they
-share. Episodes are paired on (task, repeat) within each condition both runs have; Holm's adjustment runs over
-the conditions of each metric.
+share. Within each condition both runs have, the comparison is task-level, as in the report: per task the mean of
+each run over its repeats, the difference of task means with a task-cluster bootstrap interval, and the exact
+sign-flip test over tasks; Holm's adjustment runs over the testable conditions of each metric.
 """
 
 from __future__ import annotations
@@ -13,17 +14,18 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contextdelta.report._format import comparison_cells, pp, table
-from contextdelta.report._metrics import Comparison, ConditionKey, episode_values
+from contextdelta.report._format import pct, pp, primary_pvalue, pvalue, table
+from contextdelta.report._models import ConditionKey
+from contextdelta.report._table import episode_values
 from contextdelta.rundir.records import EpisodeRecord, RunManifest, RunStatus
 from contextdelta.stats import (
     DEFAULT_PARAMS,
     AnalysisParams,
-    bootstrap_differences,
-    bootstrap_means,
+    Estimate,
+    PairedComparison,
+    bootstrap_rates,
     holm_family,
-    mcnemar_exact,
-    pair_by_task_repeat,
+    paired_comparisons,
     split_by_condition,
 )
 
@@ -38,14 +40,25 @@ class NotComparable(Exception):
         self.reasons = reasons
 
 
+class ConditionComparison(BaseModel):
+    """Run a vs run b in one condition on one metric."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    condition: ConditionKey
+    rate_a: Estimate
+    rate_b: Estimate
+    comparison: PairedComparison = Field(description="Task-level, a - b; pvalue_holm within the metric's family.")
+
+
 class ComparisonFamily(BaseModel):
-    """One metric compared across every shared condition, Holm-adjusted over those conditions."""
+    """One metric compared across every shared condition, Holm-adjusted over the testable ones."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     metric: str
-    family_size: int
-    comparisons: list[Comparison]
+    family_size: int = Field(description="Testable conditions (with a discordant task).")
+    comparisons: list[ConditionComparison]
 
 
 class ComparisonReport(BaseModel):
@@ -104,7 +117,7 @@ def compare_runs(
     records_b: Sequence[EpisodeRecord],
     params: AnalysisParams = DEFAULT_PARAMS,
 ) -> ComparisonReport:
-    """Paired McNemar tests and bootstrap differences (a - b) per shared condition; raises NotComparable."""
+    """Task-level paired comparisons (a - b) per shared condition and metric; raises NotComparable."""
     problems = comparability_problems(a, records_a, b, records_b)
     if problems:
         raise NotComparable(problems)
@@ -125,28 +138,22 @@ def compare_runs(
         )
     families = []
     for metric in COMPARED_METRICS:
-        rates = bootstrap_means(samples[metric], params)
-        pairs = {c: pair_by_task_repeat(samples[metric][("a", *c)], samples[metric][("b", *c)]) for c in shared}
-        differences = bootstrap_differences(pairs, params)
-        tests = holm_family({c: mcnemar_exact(p) for c, p in pairs.items()})
-        comparisons = []
-        for c in shared:
-            key = ConditionKey(strategy=c[0], protection_mode=c[1])
-            d = differences[c]
-            comparisons.append(
-                Comparison(
-                    name=key.label,
-                    metric=metric,
-                    a=key,
-                    b=key,
-                    rate_a=rates[("a", *c)],
-                    rate_b=rates[("b", *c)],
-                    difference=d,
-                    mcnemar=tests[c],
-                    interval_includes_zero=None if d.low is None or d.high is None else d.low <= 0.0 <= d.high,
-                )
+        rates = bootstrap_rates(samples[metric], params)
+        found = paired_comparisons(
+            {c: (samples[metric][("a", *c)], samples[metric][("b", *c)]) for c in shared}, params
+        )
+        tests = holm_family({c: found[c].test for c in shared})
+        comparisons = [
+            ConditionComparison(
+                condition=ConditionKey(strategy=c[0], protection_mode=c[1]),
+                rate_a=rates[("a", *c)],
+                rate_b=rates[("b", *c)],
+                comparison=found[c].model_copy(update={"test": tests[c]}),
             )
-        families.append(ComparisonFamily(metric=metric, family_size=len(comparisons), comparisons=comparisons))
+            for c in shared
+        ]
+        family_size = sum(1 for c in shared if tests[c].testable)
+        families.append(ComparisonFamily(metric=metric, family_size=family_size, comparisons=comparisons))
     notes = []
     for manifest in (a, b):
         if manifest.status is not RunStatus.COMPLETE:
@@ -188,9 +195,10 @@ def render_comparison(report: ComparisonReport) -> str:
         "",
         f"- a: `{report.run_a}`, model `{report.model_a}`",
         f"- b: `{report.run_b}`, model `{report.model_b}`",
-        f"- task set (suite hash) `{report.suite_sha256}`; paired on (task, repeat) within each condition; "
-        f"{report.resamples} bootstrap resamples, seed {report.seed}; exact McNemar, Holm-adjusted over the "
-        "conditions of each metric",
+        f"- task set (suite hash) `{report.suite_sha256}`; within each condition, per task the mean of each run over "
+        "its repeats: the difference of task means with a task-cluster bootstrap interval "
+        f"({report.resamples} resamples, seed {report.seed}) and an exact sign-flip test over tasks, Holm-adjusted "
+        "over the testable conditions of each metric; the unit is the task",
     ]
     lines += [f"- note: {n}" for n in report.notes]
     for side, keys in (("a", report.only_in_a), ("b", report.only_in_b)):
@@ -202,25 +210,33 @@ def render_comparison(report: ComparisonReport) -> str:
         if not family.comparisons:
             lines += ["No shared condition.", ""]
             continue
-        rows = [comparison_cells(c) for c in family.comparisons]
+        rows = []
+        for row in family.comparisons:
+            c = row.comparison
+            rows.append(
+                [
+                    row.condition.label,
+                    pct(row.rate_a),
+                    pct(row.rate_b),
+                    pp(c.difference),
+                    f"{c.test.n_discordant} of {c.test.n_tasks} ({c.test.n_positive} / {c.test.n_negative})",
+                    primary_pvalue(c.test),
+                    pvalue(c.test.pvalue_holm),
+                    f"{c.episodes.only_a} / {c.episodes.only_b} of {c.episodes.n_pairs}",
+                ]
+            )
         lines += table(
             [
                 "condition",
                 "rate a",
                 "rate b",
-                "difference a - b",
-                "discordant a-only / b-only",
-                "p (McNemar)",
+                "difference a - b (task means)",
+                "discordant tasks (a / b higher)",
+                "p (sign-flip over tasks)",
                 f"p (Holm, m={family.family_size})",
+                "episode pairs a-only / b-only (description)",
             ],
             rows,
         )
-        statements = [
-            f"- {c.name}: no paired episodes."
-            if c.interval_includes_zero is None
-            else f"- {c.name}: the interval of the difference includes zero ({pp(c.difference)})."
-            for c in family.comparisons
-            if c.interval_includes_zero is not False
-        ]
-        lines += ["", *statements, *([""] if statements else [])]
+        lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -1,28 +1,42 @@
-"""Small formatting helpers shared by the Markdown renderers (no NaN ever reaches a table)."""
+"""Small formatting helpers shared by the Markdown renderers and the dashboard (no NaN ever reaches a table).
+
+Percentages are printed at the precision the report's Monte-Carlo error allows (``decimals``, from
+``AnalysisInfo.rate_decimals``); an exact bound is labelled ``exact``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from contextdelta.report._metrics import Comparison
-from contextdelta.stats import Estimate
+from contextdelta.stats import Estimate, SignFlipMethod, SignFlipTest
 
 
-def pct(estimate: Estimate) -> str:
-    """A rate as ``"29.2% [12.5%, 50.0%]"``, or ``"no data"`` / ``"undefined"``."""
-    return estimate.format(digits=1, scale=100.0, suffix="%")
+def pct(estimate: Estimate, decimals: int = 1) -> str:
+    """A rate as ``"29% [12%, 50%]"`` (``exact`` appended for an exact bound), or ``"no data"`` / ``"undefined"``."""
+    text = estimate.format(digits=decimals, scale=100.0, suffix="%")
+    return f"{text} exact" if estimate.is_exact else text
 
 
-def pp(estimate: Estimate) -> str:
-    """A difference of rates in percentage points, ``"-8.3 [-20.8, 0.0] pp"``."""
+def counted(estimate: Estimate, decimals: int = 1, tasks: int | None = None, episodes: int | None = None) -> str:
+    """`pct` with the estimate's task and episode counts, unless they equal the ``tasks``/``episodes`` its table
+    row already states."""
+    text = pct(estimate, decimals)
+    if estimate.has_value and (estimate.n_tasks, estimate.n_episodes) != (tasks, episodes):
+        text += f" ({estimate.n_tasks} tasks, {estimate.n_episodes} episodes)"
+    return text
+
+
+def pp(estimate: Estimate, decimals: int = 1) -> str:
+    """A difference of rates in percentage points, ``"-8 [-21, +0] pp"`` (``exact`` for an exact bound)."""
     if estimate.estimate is None or estimate.low is None or estimate.high is None:
         return estimate.format()
-    return f"{100 * estimate.estimate:+.1f} [{100 * estimate.low:+.1f}, {100 * estimate.high:+.1f}] pp"
+    point, low, high = (f"{100 * v:+.{decimals}f}" for v in (estimate.estimate, estimate.low, estimate.high))
+    return f"{point} [{low}, {high}] pp" + (" exact" if estimate.is_exact else "")
 
 
 def num(estimate: Estimate, digits: int = 0) -> str:
     """A mean as ``"1234 [1100, 1400]"``."""
-    return estimate.format(digits=digits)
+    return estimate.format(digits=max(0, digits))
 
 
 def pvalue(value: float | None) -> str:
@@ -34,6 +48,15 @@ def pvalue(value: float | None) -> str:
     if value < 0.0001:
         return "<0.0001"
     return f"{value:.4f}"
+
+
+def primary_pvalue(test: SignFlipTest) -> str:
+    """The primary test's p-value with its method: ``"0.0156"``, ``"0.012 (MC +-0.0003)"``, ``"not testable"``."""
+    if not test.testable:
+        return "not testable"
+    if test.method is SignFlipMethod.MONTE_CARLO and test.pvalue_mc_se is not None:
+        return f"{pvalue(test.pvalue)} (Monte Carlo, +-{test.pvalue_mc_se:.4f})"
+    return pvalue(test.pvalue)
 
 
 def cell(text: object) -> str:
@@ -51,16 +74,3 @@ def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
 def fence(text: str) -> list[str]:
     """A fenced code block that cannot be closed early by the text."""
     return ["```text", text.replace("```", "'''"), "```"]
-
-
-def comparison_cells(c: Comparison) -> list[str]:
-    """The cells of one paired comparison: name, both rates, the difference, the discordant pairs, p and Holm p."""
-    return [
-        c.name,
-        pct(c.rate_a),
-        pct(c.rate_b),
-        pp(c.difference),
-        f"{c.mcnemar.only_a} / {c.mcnemar.only_b} of {c.mcnemar.n_pairs}",
-        pvalue(c.mcnemar.pvalue),
-        pvalue(c.mcnemar.pvalue_holm),
-    ]

@@ -1,23 +1,24 @@
-"""``benchmark_report.md``: setup, per-condition results, the three research questions, tokens and cost,
-failure modes, failed trials, limitations and receipts. Times are the run's measurement times from the
-manifest and the episodes, never the time the report was built, so rebuilding gives the same bytes."""
+"""``benchmark_report.md``: warnings, setup, methods, per-condition results, breakdowns, the three research
+questions, tokens and cost, failure modes, failed trials, limitations and receipts.
+
+Every number comes from `AggregateMetrics` (so ``verify`` can rebuild the file byte for byte); the run's own
+facts (measurement times, the failed trials' errors) from `RunFacts`. Times are the run's measurement times, never
+the time the report was built. Every sentence about a comparison follows its test and names its unit.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from contextdelta.attribution import MODE_PRECEDENCE
-from contextdelta.report._format import comparison_cells, num, pct, pp, pvalue, table
-from contextdelta.report._metrics import (
-    AggregateMetrics,
-    Comparison,
-    ConditionMetrics,
-    ResearchQuestion,
-)
+from contextdelta.report._format import counted, num, pct, pp, primary_pvalue, pvalue, table
+from contextdelta.report._models import AggregateMetrics, Breakdown, Comparison, ConditionMetrics, ResearchQuestion
+from contextdelta.report._table import FAILED_TERMINATION_ORDER, FAILURE_MODE_ROWS
 from contextdelta.rundir.records import EpisodeRecord, RunManifest, RunStatus
+from contextdelta.stats import Estimate
 
-_RATE_COLUMNS = (
-    "success",
+_SAFETY_COLUMNS = (
     "stale_action",
     "duplicate_action",
     "prohibited_action",
@@ -25,17 +26,56 @@ _RATE_COLUMNS = (
     "refresh_before_write",
     "conflict_recovery",
 )
-_SECONDARY_COLUMNS = ("end_state", "authorized", "blocked_write", "failed_trial")
+_SECONDARY_COLUMNS = ("end_state", "authorized", "blocked_write")
+_METRIC_WORDS = {
+    "stale_action": "the stale-action rate",
+    "success": "the success rate",
+    "harmful_action": "the harmful-action rate",
+}
 
 
-def _setup(manifest: RunManifest, records: Sequence[EpisodeRecord], metrics: AggregateMetrics) -> list[str]:
+@dataclass(frozen=True)
+class FailedTrial:
+    """One failed trial as the report lists it."""
+
+    run_id: str
+    termination: str
+    error: str
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the report needs from the episodes beyond the aggregates."""
+
+    first_started: str
+    last_finished: str
+    failed_trials: tuple[FailedTrial, ...]
+
+    @classmethod
+    def from_records(cls, records: Sequence[EpisodeRecord]) -> RunFacts:
+        failed = sorted((r for r in records if r.failed), key=lambda r: r.run_id)
+        return cls(
+            first_started=min((r.started_at for r in records), default=""),
+            last_finished=max((r.finished_at for r in records), default=""),
+            failed_trials=tuple(
+                FailedTrial(r.run_id, r.trace.termination.value, (r.trace.error or "")[:160]) for r in failed
+            ),
+        )
+
+
+def _warnings(metrics: AggregateMetrics) -> list[str]:
+    if not metrics.warnings:
+        return []
+    return ["## Warnings", "", *(f"- **{w.code}**: {w.message}" for w in metrics.warnings), ""]
+
+
+def _setup(manifest: RunManifest, facts: RunFacts, metrics: AggregateMetrics) -> list[str]:
     env, provider, hashes = manifest.environment, manifest.provider, manifest.hashes
-    started = min((r.started_at for r in records), default="")
-    ended = max((r.finished_at for r in records), default="")
     git = env.git.commit or "unknown"
     if env.git.dirty:
         git += " (dirty working tree)"
     params = manifest.strategy_params
+    a = metrics.analysis
     rows: list[tuple[str, object]] = [
         ("run group", f"`{manifest.run_group_id}`"),
         ("status", manifest.status.value + (f" ({manifest.stop_reason})" if manifest.stop_reason else "")),
@@ -43,10 +83,7 @@ def _setup(manifest: RunManifest, records: Sequence[EpisodeRecord], metrics: Agg
         ("summary model", f"`{provider.summary_model}`"),
         ("endpoint", f"`{provider.base_url}`" if provider.base_url else "default"),
         ("temperature", "unknown" if provider.temperature is None else provider.temperature),
-        (
-            "seeds",
-            f"run seed {manifest.seed}, order seed {manifest.order_seed}, bootstrap seed {metrics.analysis.seed}",
-        ),
+        ("seeds", f"run seed {manifest.seed}, order seed {manifest.order_seed}, bootstrap seed {a.seed}"),
         (
             "strategies",
             ", ".join(manifest.strategies)
@@ -69,7 +106,10 @@ def _setup(manifest: RunManifest, records: Sequence[EpisodeRecord], metrics: Agg
         ("code", f"contextdelta {env.contextdelta}, git {git}"),
         ("python / platform", f"{env.python} / {env.platform}"),
         ("run created (UTC)", manifest.created_at),
-        ("episodes measured (UTC)", f"{started} to {ended}" if records else "no episode finished"),
+        (
+            "episodes measured (UTC)",
+            f"{facts.first_started} to {facts.last_finished}" if metrics.episodes.finished else "no episode finished",
+        ),
         ("run finished (UTC)", manifest.finished_at or f"not finished (last update {manifest.updated_at})"),
         (
             "episodes",
@@ -81,114 +121,306 @@ def _setup(manifest: RunManifest, records: Sequence[EpisodeRecord], metrics: Agg
     return ["## Setup", "", *table(["", "value"], rows), ""]
 
 
-def _definitions(metrics: AggregateMetrics) -> list[str]:
+def _methods(metrics: AggregateMetrics) -> list[str]:
+    a = metrics.analysis
+    level = f"{100 * a.confidence:g}%"
+    unit = {0: "whole percentage points", 1: "one decimal"}.get(a.rate_decimals, f"{a.rate_decimals} decimals")
+    if a.max_mc_se is None:
+        precision = "no interval here came from resampling"
+    elif a.max_mc_se == 0.0:
+        precision = (
+            f"every bootstrap interval end sits on an atom of its resampling distribution ({a.resamples:,} "
+            "resamples), so its Monte-Carlo standard error is 0"
+        )
+    else:
+        precision = (
+            f"the largest Monte-Carlo standard error of an interval end is {100 * a.max_mc_se:.2f} pp "
+            f"({a.resamples:,} resamples, seed {a.seed}), so a finer digit would be resampling noise"
+        )
     return [
-        "## Definitions",
+        "## Methods and definitions",
         "",
+        "- **The unit of inference is the task.** Repeats of a task are near copies at temperature 0 and never "
+        "count as independent evidence: tests, effects and intervals resample or permute tasks.",
         "- A **harmful action** is an agent write that reached the business logic (outcome `executed` or "
-        "`rejected` by a domain guard) and that the graders flagged stale, duplicate or prohibited. Per episode "
-        "the report uses the indicator *any harmful action* and the count.",
-        "- The **stale-action rate** is the share of episodes with at least one stale action; the duplicate and "
-        "prohibited rates likewise. `refresh_before_write` and `conflict_recovery` are grader pass rates "
-        "(`conflict_recovery` only over episodes with a blocked write).",
+        "`rejected` by a domain guard) and that the graders flagged stale, duplicate or prohibited; the "
+        "`harmful_action` column of `task_results.csv` is its per-episode indicator.",
         "- **Failed trials** (termination `provider_error`, `context_window_exceeded`, `budget_exceeded` or "
-        "`harness_error`) stay in every denominator as non-successes and are also counted separately.",
-        f"- Intervals: hierarchical task-cluster bootstrap (tasks, then repeats within a task), "
-        f"{metrics.analysis.resamples} resamples, seed {metrics.analysis.seed}, "
-        f"{100 * metrics.analysis.confidence:g}% percentile intervals; paired for differences (same task and "
-        "repeat). Tests: exact McNemar on (task, repeat) pairs (p = 1 with no discordant pair), Holm-adjusted "
-        "within each research question.",
-        "- An interval shown as `[v, v]` is degenerate: every observation was equal, or there was only one task "
-        "(see `status` in `aggregate_metrics.json`); `no data` means the condition has no episode.",
+        "`harness_error`) count as failures in the success rate. They reached no verdict, so the safety rates "
+        "(stale, duplicate, prohibited, harmful, refresh-before-write, conflict recovery, end state, authorized) "
+        "are over the episodes with a verdict, and failed trials are a column of their own: never counted as safe.",
+        f"- **Rates**: share of episodes, with a {level} hierarchical task-cluster bootstrap interval (tasks, then "
+        f"repeats within a task; {a.resamples:,} resamples, seed {a.seed}). Where the bootstrap has nothing to "
+        "resample (every task at 0, every task at 1, or one task) the interval is an exact Clopper-Pearson bound "
+        "with n = the number of tasks, marked `exact`. Cells state their numbers of tasks and episodes when they "
+        "differ from their row's.",
+        "- **Paired comparisons**: per task, the mean of each condition over its repeats, and their difference; "
+        "the effect is the mean of these differences over the tasks, with a task-cluster bootstrap interval (an "
+        "exact bound over tasks when no task is discordant). The test is an exact sign-flip permutation test over "
+        f"tasks: the whole distribution of all 2^m sign patterns of the m discordant tasks (convolved exactly for "
+        f"0/1 outcomes; listed pattern by pattern up to {a.sign_flip_enumeration_limit} tasks otherwise, else "
+        f"{a.sign_flip_monte_carlo_patterns:,} seeded random patterns, which the p-value then says). With one "
+        "repeat it is the exact McNemar test on tasks. The episode-level 2x2 counts are a description only.",
+        f"- **Families**: each research question is a Holm family over its testable comparisons at a family-wise "
+        f"{100 * a.alpha:g}% level; a comparison without a discordant task cannot move, is reported as not "
+        "testable and leaves its family. Each comparison counts the pairs that involve a failed trial and, when "
+        "there are any, has a sensitivity row without them (Holm-adjusted within its own family).",
+        f"- **Design sensitivity**: the smallest difference each comparison's design (its tasks and repeats and "
+        f"the per-task rates observed) detects with {100 * a.target_power:g}% power at the level of Holm's first "
+        f"step (alpha / family size), by simulation under the primary test ({a.power_datasets:,} datasets per "
+        "difference; a difference is a share of tasks that switch entirely, as a strategy that breaks or fixes "
+        "whole tasks does). `contextdelta power` plans a run from this one.",
+        "- **Flip rate**: share of tasks (with at least two repeats) whose repeats disagree.",
+        f"- **Precision**: percentages are printed to {unit}: {precision}. Exact bounds and point estimates carry "
+        "no resampling error.",
         "",
     ]
 
 
 def _conditions(metrics: AggregateMetrics) -> list[str]:
-    rows = [[c.condition.label, c.episodes, *(pct(c.rates[m]) for m in _RATE_COLUMNS)] for c in metrics.conditions]
-    lines = ["## Results per condition", "", *table(["condition", "episodes", *_RATE_COLUMNS], rows), ""]
+    d = metrics.analysis.rate_decimals
+    lines = [
+        "## Results per condition",
+        "",
+        "Success, over every finished episode (failed trials count as failures); pass^k is the share of tasks whose "
+        "first k repeats all pass (unbiased C(c,k)/C(n,k) estimate alongside).",
+        "",
+    ]
+    ks = sorted({int(k) for c in metrics.conditions for k in c.pass_k})
     rows = [
         [
             c.condition.label,
-            c.failed_trials,
-            *(pct(c.rates[m]) for m in _SECONDARY_COLUMNS),
-            num(c.means["harmful_action_count"], 2),
+            c.tasks,
+            c.episodes,
+            counted(c.rates["success"], d, c.tasks, c.episodes),
+            *(_pass_k(c, k, d) for k in ks),
+            counted(c.flip_rates["success"], d, c.tasks, c.episodes),
         ]
         for c in metrics.conditions
     ]
-    lines += [*table(["condition", "failed trials", *_SECONDARY_COLUMNS, "harmful actions / episode"], rows), ""]
-    ks = sorted({int(k) for c in metrics.conditions for k in c.pass_k}, key=int)
-    if ks:
-        lines += [
-            "pass^k of success: the share of tasks whose first k repeats all pass, and the unbiased estimate "
-            "C(c,k)/C(n,k) (tasks with fewer than k repeats left out).",
-            "",
+    lines += [
+        *table(["condition", "tasks", "episodes", "success", *(f"pass^{k}" for k in ks), "flip rate (success)"], rows)
+    ]
+    lines += [
+        "",
+        "Safety, over the episodes with a verdict; failed trials in their own column (never counted as safe).",
+        "",
+    ]
+    rows = [
+        [
+            c.condition.label,
+            c.tasks,
+            c.episodes_with_verdict,
+            c.failed_trials,
+            *(counted(c.rates[m], d, c.tasks, c.episodes_with_verdict) for m in _SAFETY_COLUMNS),
         ]
-        rows = [
-            [
-                c.condition.label,
-                *(
-                    f"{pct(c.pass_k[str(k)].all_pass)}; unbiased {pct(c.pass_k[str(k)].unbiased)}"
-                    if str(k) in c.pass_k
-                    else "no data"
-                    for k in ks
-                ),
-            ]
-            for c in metrics.conditions
+        for c in metrics.conditions
+    ]
+    header = ["condition", "tasks", "episodes with a verdict", "failed trials", *_SAFETY_COLUMNS]
+    lines += [*table(header, rows), ""]
+    rows = [
+        [
+            c.condition.label,
+            *(counted(c.rates[m], d, c.tasks, c.episodes_with_verdict) for m in _SECONDARY_COLUMNS),
+            num(c.means["harmful_action_count"], 2),
+            counted(c.flip_rates["stale_action"], d, c.tasks, c.episodes_with_verdict),
+            counted(c.flip_rates["harmful_action"], d, c.tasks, c.episodes_with_verdict),
         ]
-        lines += [*table(["condition", *(f"pass^{k}" for k in ks)], rows), ""]
+        for c in metrics.conditions
+    ]
+    header = [
+        "condition",
+        *_SECONDARY_COLUMNS,
+        "harmful actions / episode",
+        "flip rate (stale action)",
+        "flip rate (harmful action)",
+    ]
+    return [*lines, "Secondary, over the episodes with a verdict.", "", *table(header, rows), ""]
+
+
+def _pass_k(c: ConditionMetrics, k: int, decimals: int) -> str:
+    found = c.pass_k.get(str(k))
+    if found is None:
+        return "no data"
+    return f"{counted(found.all_pass, decimals, c.tasks, c.episodes)}; unbiased {pct(found.unbiased, decimals)}"
+
+
+def _common_counts(estimates: Sequence[Estimate]) -> tuple[int, int] | None:
+    counts = Counter((e.n_tasks, e.n_episodes) for e in estimates if e.has_value)
+    return counts.most_common(1)[0][0] if counts else None
+
+
+def _breakdowns(metrics: AggregateMetrics) -> list[str]:
+    if not metrics.breakdowns:
+        return []
+    d = metrics.analysis.rate_decimals
+    labels = [c.condition.label for c in metrics.conditions]
+    lines = [
+        "## Breakdowns per hazard and per world",
+        "",
+        "Rates of each condition on the tasks of one hazard (world); a row states its tasks and the episodes per "
+        "condition, a cell its own counts when they differ. Few tasks per row: read the intervals.",
+        "",
+    ]
+    for dimension in ("hazard", "world"):
+        mine = [b for b in metrics.breakdowns if b.dimension == dimension]
+        for metric in ("success", "stale_action", "harmful_action"):
+            rows = [_breakdown_row(b, metric, d) for b in mine]
+            lines += [f"### {_METRIC_WORDS[metric].capitalize()} per {dimension}", ""]
+            lines += [*table([dimension, *labels], rows), ""]
     return lines
 
 
-def _statement(c: Comparison, metric_words: str) -> str:
-    d = c.difference
-    if d.estimate is None or d.low is None or d.high is None:
-        return f"- {c.name}: no paired episodes, nothing to compare."
-    level = f"{100 * d.confidence:g}%"
-    if c.interval_includes_zero:
+def _breakdown_row(b: Breakdown, metric: str, decimals: int) -> list[str]:
+    estimates = [cell.rates[metric] for cell in b.cells]
+    common = _common_counts(estimates)
+    tasks, episodes = common if common is not None else (b.tasks, 0)
+    label = f"{b.value} ({tasks} tasks, {episodes} episodes)"
+    return [label, *(counted(e, decimals, tasks, episodes) for e in estimates)]
+
+
+def _detectable(c: Comparison) -> str:
+    found = c.detectable
+    if found.difference is None:
+        return f"none up to {100 * found.largest_difference:.0f} pp (every task switched)"
+    return f"{100 * found.difference:.0f} pp"
+
+
+def _reach(c: Comparison) -> str:
+    """The design-sensitivity clause of a statement."""
+    found = c.detectable
+    power = f"{100 * found.target_power:g}% power"
+    if found.difference is None:
         return (
-            f"- {c.name}: the {level} interval of the difference in {metric_words} includes zero "
-            f"({pp(d)}); the data do not show a difference."
+            f"with {found.n_tasks} tasks this design does not reach {power} even when every task switches "
+            f"({100 * found.largest_difference:.0f} pp)"
         )
-    direction = "higher" if d.estimate > 0 else "lower"
-    holm = c.mcnemar.pvalue_holm
-    caveat = "" if holm is not None and holm < 0.05 else "; not significant at the 5% level after Holm's adjustment"
-    return (
-        f"- {c.name}: {metric_words} is {abs(100 * d.estimate):.1f} percentage points {direction} under "
-        f"{c.a.label} than under {c.b.label} ({pp(d)}; McNemar p = {pvalue(c.mcnemar.pvalue)}, Holm-adjusted "
-        f"p = {pvalue(holm)}{caveat})."
+    return f"this design detects a difference of {100 * found.difference:.0f} pp with {power}"
+
+
+def _row(c: Comparison, decimals: int) -> list[object]:
+    t, e = c.test, c.episodes
+    return [
+        c.name,
+        pct(c.rate_a, decimals),
+        pct(c.rate_b, decimals),
+        pp(c.difference, decimals),
+        f"{t.n_discordant} of {t.n_tasks} ({t.n_positive} / {t.n_negative})",
+        primary_pvalue(t),
+        pvalue(t.pvalue_holm),
+        c.failed_pairs,
+        f"{e.only_a} / {e.only_b} of {e.n_pairs}",
+        _detectable(c),
+    ]
+
+
+def _sensitivity_row(c: Comparison, decimals: int) -> list[object] | None:
+    s = c.sensitivity
+    if s is None:
+        return None
+    t, e = s.test, s.episodes
+    return [
+        f"... {c.name} without the {c.failed_pairs} failed-trial pairs",
+        "",
+        "",
+        pp(s.difference, decimals),
+        f"{t.n_discordant} of {t.n_tasks} ({t.n_positive} / {t.n_negative})",
+        primary_pvalue(t),
+        pvalue(t.pvalue_holm),
+        0,
+        f"{e.only_a} / {e.only_b} of {e.n_pairs}",
+        "",
+    ]
+
+
+def _statement(c: Comparison, family_size: int, alpha: float, decimals: int) -> str:
+    """One sentence per comparison that follows its test and names its unit."""
+    d, t = c.difference, c.test
+    words = _METRIC_WORDS.get(c.metric, c.metric)
+    if d.estimate is None or d.low is None or d.high is None:
+        return f"- {c.name}: no task has episodes in both conditions; nothing to compare."
+    if not t.testable:
+        return (
+            f"- {c.name}: no task differs between {c.a.label} and {c.b.label} (all {t.n_tasks} tasks concordant), "
+            "so no test is possible and the comparison leaves its Holm family. The difference of task means is "
+            f"{pp(d, decimals)} over {t.n_tasks} tasks; {_reach(c)}."
+        )
+    if d.estimate == 0:
+        size = f"{words} is equal on average under {c.a.label} and {c.b.label}"
+    else:
+        direction = "higher" if d.estimate > 0 else "lower"
+        size = (
+            f"{words} is {abs(100 * d.estimate):.{decimals}f} pp {direction} under {c.a.label} than under {c.b.label}"
+        )
+    holm = t.pvalue_holm
+    verdict = (
+        f"significant at the {100 * alpha:g}% family-wise level"
+        if holm is not None and holm < alpha
+        else f"not significant at the {100 * alpha:g}% family-wise level"
     )
+    interval = "exact bound" if d.is_exact else f"{100 * d.confidence:g}% task-bootstrap interval"
+    sentence = (
+        f"- {c.name}: {size} (mean over {t.n_tasks} tasks of the per-task difference; {interval} "
+        f"{pp(d, decimals)}). Sign-flip test over tasks: {t.n_discordant} of {t.n_tasks} tasks discordant "
+        f"({t.n_positive} higher under a, {t.n_negative} under b), p = {primary_pvalue(t)}, Holm-adjusted "
+        f"p = {pvalue(holm)} over {family_size} comparison{'s' if family_size != 1 else ''}: {verdict}."
+    )
+    if holm is not None and holm >= alpha:
+        sentence += (
+            f" The interval admits differences from {100 * d.low:+.{decimals}f} to {100 * d.high:+.{decimals}f} pp; "
+            f"{_reach(c)}."
+        )
+    s = c.sensitivity
+    if s is not None:
+        again = s.test.pvalue_holm is not None and s.test.pvalue_holm < alpha
+        holds = "the conclusion holds" if again == (holm is not None and holm < alpha) else "the conclusion changes"
+        sentence += (
+            f" Without the {c.failed_pairs} pairs that involve a failed trial: {pp(s.difference, decimals)}, "
+            f"p = {primary_pvalue(s.test)}, Holm-adjusted p = {pvalue(s.test.pvalue_holm)}: {holds}."
+        )
+    return sentence
 
 
-_METRIC_WORDS = {
-    "stale_action": "the stale-action rate",
-    "success": "the success rate",
-    "harmful_action": "the harmful-action rate",
-}
-
-
-def _question(rq: ResearchQuestion, title: str) -> list[str]:
+def _question(rq: ResearchQuestion, title: str, metrics: AggregateMetrics) -> list[str]:
+    d, alpha = metrics.analysis.rate_decimals, metrics.analysis.alpha
     lines = [f"## {rq.id}: {title}", "", rq.question, ""]
     if not rq.comparisons:
         return [*lines, "Not answered: the run lacks the conditions it compares.", ""]
-    rows = [comparison_cells(c) for c in rq.comparisons]
     header = [
         "comparison (a vs b)",
         "rate a",
         "rate b",
-        "difference a - b",
-        "discordant a-only / b-only",
-        "p (McNemar)",
-        f"p (Holm, m={rq.family_size})",
+        "difference a - b (task means)",
+        "discordant tasks (a / b higher)",
+        "p (sign-flip over tasks)",
+        f"p (Holm, m={len(rq.family)})",
+        "pairs with a failed trial",
+        "episode pairs a-only / b-only (description)",
+        f"detectable with {100 * metrics.analysis.target_power:g}% power",
     ]
+    rows: list[list[object]] = []
+    for c in rq.comparisons:
+        rows.append(_row(c, d))
+        sensitivity = _sensitivity_row(c, d)
+        if sensitivity is not None:
+            rows.append(sensitivity)
     lines += [*table(header, rows), ""]
-    lines += [_statement(c, _METRIC_WORDS.get(c.metric, c.metric)) for c in rq.comparisons]
+    lines += [_statement(c, len(rq.family), alpha, d) for c in rq.comparisons]
+    lines.append("")
+    family = "; ".join(rq.family) or "none"
+    lines.append(f"- Holm family ({len(rq.family)} testable comparison{'s' if len(rq.family) != 1 else ''}): {family}.")
+    if rq.not_testable:
+        lines.append(f"- Not testable (no discordant task; left out of the family): {'; '.join(rq.not_testable)}.")
+    if rq.sensitivity_family:
+        lines.append(f"- Sensitivity family (rows without failed-trial pairs): {'; '.join(rq.sensitivity_family)}.")
     if rq.not_run:
         lines.append(f"- Not run (a condition is missing): {'; '.join(rq.not_run)}.")
     return [*lines, ""]
 
 
 def _tokens(metrics: AggregateMetrics) -> list[str]:
+    d = metrics.analysis.rate_decimals
+
     def cost(c: ConditionMetrics) -> str:
         total = c.totals["cost_usd"]
         if total.n_known == 0:
@@ -221,7 +453,7 @@ def _tokens(metrics: AggregateMetrics) -> list[str]:
     ]
     if metrics.token_reduction:
         rows = [
-            [r.condition.label, r.baseline.label, pct(r.agent_tokens), pct(r.total_tokens)]
+            [r.condition.label, r.baseline.label, pct(r.agent_tokens, d), pct(r.total_tokens, d)]
             for r in metrics.token_reduction
         ]
         lines += [
@@ -238,31 +470,32 @@ def _failure_modes(metrics: AggregateMetrics) -> list[str]:
     header = ["failure mode", *(c.condition.label for c in metrics.conditions), "total"]
     rows = [
         [
-            f"`{m.value}`",
-            *(c.failure_modes.get(m.value, 0) for c in metrics.conditions),
-            metrics.failure_modes.get(m.value, 0),
+            f"`{key}`" + (" (failed trial)" if key in FAILED_TERMINATION_ORDER else ""),
+            *(c.failure_modes.get(key, 0) for c in metrics.conditions),
+            metrics.failure_modes.get(key, 0),
         ]
-        for m in MODE_PRECEDENCE
+        for key in FAILURE_MODE_ROWS
     ]
     return [
         "## Failure modes",
         "",
-        "Failed episodes per failure mode (SPEC section 9); each episode's cause chain is in `failure_atlas.md`.",
+        "Failed episodes per failure mode (SPEC section 9). Failed trials are split by their termination "
+        "(the atlas files them all under `provider_error`); each episode's cause chain is in `failure_atlas.md`.",
         "",
         *table(header, rows),
         "",
     ]
 
 
-def _failed_trials(records: Sequence[EpisodeRecord]) -> list[str]:
-    failed = sorted((r for r in records if r.failed), key=lambda r: r.run_id)
+def _failed_trials(facts: RunFacts) -> list[str]:
     lines = ["## Failed trials", ""]
-    if not failed:
+    if not facts.failed_trials:
         return [*lines, "None.", ""]
-    rows = [[r.run_id, r.trace.termination.value, (r.trace.error or "")[:160]] for r in failed]
+    rows = [[f.run_id, f.termination, f.error] for f in facts.failed_trials]
     return [
         *lines,
-        f"{len(failed)} failed trials (counted as non-successes above):",
+        f"{len(facts.failed_trials)} failed trials (failures in the success rate; no verdict, so outside the "
+        "safety rates):",
         "",
         *table(["episode", "termination", "error"], rows),
         "",
@@ -270,13 +503,26 @@ def _failed_trials(records: Sequence[EpisodeRecord]) -> list[str]:
 
 
 def _limitations(manifest: RunManifest, metrics: AggregateMetrics) -> list[str]:
+    detectable = [
+        c.detectable.difference
+        for q in metrics.research_questions
+        for c in q.comparisons
+        if c.detectable.difference is not None
+    ]
+    reach = (
+        f" the comparisons here detect differences of {100 * min(detectable):.0f} to {100 * max(detectable):.0f} pp "
+        f"with {100 * metrics.analysis.target_power:g}% power (see each question),"
+        if detectable
+        else ""
+    )
     lines = [
         "## Limitations",
         "",
         "- Controlled simulations: the worlds, other actors' writes and tasks are synthetic and deterministic; "
         "rates measure behaviour on these scenarios, not on production systems.",
-        f"- Suite size: {len(manifest.tasks)} tasks and {manifest.repeats} repeat(s) per condition; intervals are "
-        "wide and tests have little power, so an interval that includes zero is not evidence of no effect.",
+        f"- Suite size: {len(manifest.tasks)} tasks and {manifest.repeats} repeat(s) per condition; the task is the "
+        f"unit, so repeats add little when they agree;{reach} and a comparison that is not significant is not "
+        "evidence of no effect.",
         "- Provider variation: results hold for this model, endpoint and temperature at the measurement time; "
         "providers change models behind a name, and sampling (and batching) makes repeats differ.",
         "- Failure attribution is rule-based (see `failure_atlas.md`): it reads versions in tool results and "
@@ -290,7 +536,7 @@ def _limitations(manifest: RunManifest, metrics: AggregateMetrics) -> list[str]:
     if manifest.status is not RunStatus.COMPLETE:
         lines.append(
             f"- The run is {manifest.status.value}: {metrics.episodes.finished} of {metrics.episodes.planned} "
-            "episodes; conditions with missing episodes are compared on the pairs both have."
+            "episodes; conditions with missing episodes are compared on the tasks both have."
         )
     if manifest.limit is not None:
         lines.append(f"- `--limit {manifest.limit}` restricted the task set: a smoke test, not comparable results.")
@@ -298,22 +544,31 @@ def _limitations(manifest: RunManifest, metrics: AggregateMetrics) -> list[str]:
 
 
 def _receipts(manifest: RunManifest, metrics: AggregateMetrics) -> list[str]:
+    a = metrics.analysis
     return [
         "## Receipts",
         "",
-        f"- `aggregate_metrics.json` holds every number above; analysis: {metrics.analysis.resamples} resamples, "
-        f"seed {metrics.analysis.seed}, confidence {metrics.analysis.confidence:g}, statistics code "
-        f"`analysis_sha256` {metrics.analysis.analysis_sha256}.",
+        f"- `aggregate_metrics.json` holds every number above; analysis: {a.resamples} resamples, bootstrap seed "
+        f"{a.seed}, confidence {a.confidence:g}, alpha {a.alpha:g}, {a.power_datasets} simulated datasets per "
+        f"power evaluation, statistics code `analysis_sha256` {a.analysis_sha256}.",
         f"- `contextdelta verify {manifest.run_group_id}` re-executes every episode's tool calls in a fresh world "
-        "from the task snapshot in `tasks/`, re-grades it and recomputes these aggregates.",
-        f"- `contextdelta report {manifest.run_group_id}` rebuilds this report from the run directory alone.",
+        "from the task snapshot in `tasks/`, re-grades it and recomputes these aggregates with the recorded "
+        "analysis parameters.",
+        f"- `contextdelta report {manifest.run_group_id}` rebuilds this report from the run directory alone "
+        "(`--resamples N --bootstrap-seed S` recompute it with other parameters and record them).",
         "",
     ]
 
 
-def render_report(manifest: RunManifest, records: Sequence[EpisodeRecord], metrics: AggregateMetrics) -> str:
+QUESTION_TITLES = {
+    "RQ1": "stale-action rate under context reduction",
+    "RQ2": "typed state digest vs semantic summary",
+    "RQ3": "freshness contract vs unprotected",
+}
+
+
+def render_report(manifest: RunManifest, facts: RunFacts, metrics: AggregateMetrics) -> str:
     """The whole ``benchmark_report.md``."""
-    rqs = {rq.id: rq for rq in metrics.research_questions}
     lines = [f"# ContextDelta benchmark report: {manifest.run_group_id}", ""]
     if manifest.status is not RunStatus.COMPLETE:
         lines += [
@@ -323,15 +578,16 @@ def render_report(manifest: RunManifest, records: Sequence[EpisodeRecord], metri
             f"the finished episodes only; resume with `contextdelta run-benchmark --resume {manifest.run_group_id}`.",
             "",
         ]
-    lines += _setup(manifest, records, metrics)
-    lines += _definitions(metrics)
+    lines += _warnings(metrics)
+    lines += _setup(manifest, facts, metrics)
+    lines += _methods(metrics)
     lines += _conditions(metrics)
-    lines += _question(rqs["RQ1"], "stale-action rate under context reduction")
-    lines += _question(rqs["RQ2"], "typed state digest vs semantic summary")
-    lines += _question(rqs["RQ3"], "freshness contract vs unprotected")
+    lines += _breakdowns(metrics)
+    for rq in metrics.research_questions:
+        lines += _question(rq, QUESTION_TITLES.get(rq.id, rq.id), metrics)
     lines += _tokens(metrics)
     lines += _failure_modes(metrics)
-    lines += _failed_trials(records)
+    lines += _failed_trials(facts)
     lines += _limitations(manifest, metrics)
     lines += _receipts(manifest, metrics)
     return "\n".join(lines).rstrip("\n") + "\n"

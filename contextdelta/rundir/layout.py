@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from contextdelta.canonical import canonical_json
+from contextdelta.grading import harmful_actions
 from contextdelta.rundir.io import atomic_write_json, atomic_write_text, read_jsonl, repair_torn_tail
 from contextdelta.rundir.legacy import add_grader_details
 from contextdelta.rundir.records import (
@@ -86,6 +87,7 @@ def task_result_row(record: EpisodeRecord) -> dict[str, str]:
         "failed": record.failed,
         "final_answer_facts_ok": v.final_answer_facts_ok,
         "episode_seed": record.episode_seed,
+        "harmful_action": bool(harmful_actions(record.trace.tool_events(), v.event_flags)),
     }
     return {column: _cell(values[column]) for column in TASK_RESULT_COLUMNS}
 

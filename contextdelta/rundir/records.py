@@ -280,5 +280,11 @@ TASK_RESULT_COLUMNS: tuple[str, ...] = (
     "failed",
     "final_answer_facts_ok",
     "episode_seed",
+    "harmful_action",
 )
-"""``task_results.csv`` columns: SPEC section 9's, then ``failed``, the final-answer signal and the seed."""
+"""``task_results.csv`` columns: SPEC section 9's, then ``failed``, the final-answer signal, the seed and the
+harmful-action indicator (so every headline rate can be recomputed from the file)."""
+
+LEGACY_TASK_RESULT_COLUMNS: tuple[tuple[str, ...], ...] = (TASK_RESULT_COLUMNS[:-1],)
+"""Earlier ``task_results.csv`` layouts (each a prefix of the current one) that ``verify`` still accepts: files
+written before ``harmful_action`` existed."""

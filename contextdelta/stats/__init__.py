@@ -1,61 +1,118 @@
 """Statistics for ContextDelta reports (SPEC section 10): pure numpy/scipy, deterministic given a seed.
 
-Typical use from a per-episode table::
+The unit of inference is the task: repeats of a task are near copies at temperature 0 and never count as
+independent evidence. Typical use from a per-episode table::
 
-    samples = split_by_condition(list(zip(strategy, mode)), task_id, repeat, success)
-    rates = bootstrap_means(samples, params)                       # rate + 95% interval per condition
+    samples = split_by_condition(list(zip(strategy, mode)), task_id, repeat, stale)   # one sample per condition
+    rates = bootstrap_rates(samples, params)          # rate + hierarchical task-cluster interval (or exact bound)
+    flips = flip_rates(samples, params)               # share of tasks whose repeats disagree
     pass_k = pass_hat_k_many(samples, ks=[1, 2, 3], params=params)
-    pairs = {name: pair_by_task_repeat(samples[a], samples[b]) for name, (a, b) in comparisons.items()}
-    deltas = bootstrap_differences(pairs, params)                  # paired difference a - b
-    tests = holm_family({name: mcnemar_exact(p) for name, p in pairs.items()})
+    found = paired_comparisons({name: (samples[a], samples[b]) for name, (a, b) in planned.items()}, params)
+    tests = holm_family({name: c.test for name, c in found.items()})      # untestable members leave the family
+    mdd = minimum_detectable_difference(PilotModel.from_pairs(pair_by_task(...)), n_tasks, repeats, 0.05 / m)
 
-Every result is a pydantic model without NaN: see `EstimateStatus` for empty, constant and one-task data.
+Every result is a pydantic model without NaN: see `EstimateStatus` for empty, degenerate and one-task data.
 """
 
 from contextdelta.stats._bootstrap import (
-    bootstrap_difference,
-    bootstrap_differences,
+    TaskValues,
     bootstrap_mean,
     bootstrap_means,
+    bootstrap_rate,
+    bootstrap_rates,
     bootstrap_relative_reduction,
     bootstrap_relative_reductions,
+    check_binary,
+    task_level_estimates,
 )
+from contextdelta.stats._exact import exact_bound
+from contextdelta.stats._flip import flip_rates
+from contextdelta.stats._paired import paired_comparison, paired_comparisons
 from contextdelta.stats._params import DEFAULT_PARAMS, AnalysisParams
 from contextdelta.stats._passk import pass_hat_k, pass_hat_k_many
+from contextdelta.stats._power import (
+    DEFAULT_DATASETS,
+    SIMULATION_EXACT_LIMIT,
+    TARGET_POWER,
+    DetectableDifference,
+    PilotModel,
+    RandomEffectsModel,
+    histograms_of,
+    minimum_detectable_difference,
+    rejections,
+    tasks_needed,
+)
+from contextdelta.stats._precision import printed_decimals
 from contextdelta.stats._receipt import analysis_sha256
-from contextdelta.stats._results import Estimate, EstimateStatus, McNemarResult, PassK
+from contextdelta.stats._results import (
+    Estimate,
+    EstimateStatus,
+    PairedComparison,
+    PairTable,
+    PassK,
+    SignFlipMethod,
+    SignFlipTest,
+)
 from contextdelta.stats._samples import (
     ClusteredSample,
     PairedSample,
+    TaskPairs,
     cluster_by_task,
+    pair_by_task,
     pair_by_task_repeat,
     split_by_condition,
 )
-from contextdelta.stats._significance import holm_adjust, holm_family, mcnemar_exact, mcnemar_pvalue
+from contextdelta.stats._signflip import ENUMERATION_LIMIT, MONTE_CARLO_PATTERNS, sign_flip_test
+from contextdelta.stats._significance import holm_adjust, holm_family, pair_table
 
 __all__ = [
+    "DEFAULT_DATASETS",
     "DEFAULT_PARAMS",
+    "ENUMERATION_LIMIT",
+    "MONTE_CARLO_PATTERNS",
+    "SIMULATION_EXACT_LIMIT",
+    "TARGET_POWER",
     "AnalysisParams",
     "ClusteredSample",
+    "DetectableDifference",
     "Estimate",
     "EstimateStatus",
-    "McNemarResult",
+    "PairTable",
+    "PairedComparison",
     "PairedSample",
     "PassK",
+    "PilotModel",
+    "RandomEffectsModel",
+    "SignFlipMethod",
+    "SignFlipTest",
+    "TaskPairs",
+    "TaskValues",
     "analysis_sha256",
-    "bootstrap_difference",
-    "bootstrap_differences",
     "bootstrap_mean",
     "bootstrap_means",
+    "bootstrap_rate",
+    "bootstrap_rates",
     "bootstrap_relative_reduction",
     "bootstrap_relative_reductions",
+    "check_binary",
     "cluster_by_task",
+    "exact_bound",
+    "flip_rates",
+    "histograms_of",
     "holm_adjust",
     "holm_family",
-    "mcnemar_exact",
-    "mcnemar_pvalue",
+    "minimum_detectable_difference",
+    "pair_by_task",
     "pair_by_task_repeat",
+    "pair_table",
+    "paired_comparison",
+    "paired_comparisons",
     "pass_hat_k",
     "pass_hat_k_many",
+    "printed_decimals",
+    "rejections",
+    "sign_flip_test",
     "split_by_condition",
+    "task_level_estimates",
+    "tasks_needed",
 ]

@@ -18,13 +18,16 @@ Memory is bounded by drawing resamples in chunks of about ``_CELL_BUDGET`` cells
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
+from scipy.stats import beta, norm
 
+from contextdelta.stats._exact import exact_bound
 from contextdelta.stats._params import DEFAULT_PARAMS, AnalysisParams
 from contextdelta.stats._results import Estimate, EstimateStatus
 from contextdelta.stats._samples import ClusteredSample, FloatMatrix, IntArray, PairedSample
@@ -35,6 +38,20 @@ K = TypeVar("K", bound=Hashable)
 _CELL_BUDGET = 1 << 21
 
 FloatVector = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, eq=False)
+class TaskValues:
+    """One value per task (a task-level statistic), with what the summary should say about its data."""
+
+    values: FloatVector
+    n_episodes: int
+    bounds: tuple[float, float] | None = None
+    n_missing: int = 0
+    n_unpaired: int = 0
+    divisor: int = 1
+    """The per-task values are ``values / divisor``: exact fractions keep every resampled sum exact, so a batch
+    gives the same bits as one statistic alone, and equal data give equal numbers."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,6 +128,41 @@ def _run(jobs: Iterable[_Columns], params: AnalysisParams) -> list[tuple[FloatMa
     return out
 
 
+@lru_cache(maxsize=256)
+def _order_statistic_levels(resamples: int, level: float) -> tuple[float, float]:
+    """Percentile levels (0-100) one standard error either side of the ``level`` quantile of ``resamples`` draws.
+
+    The k-th of B order statistics sits at a Beta(k, B - k + 1) quantile of the distribution, so the empirical
+    quantile at ``level`` varies from one seed to another like the quantiles of Beta(Bq + 1, B(1 - q) + 1) at
+    the normal +-1 sd points (the order-statistic estimate of a quantile's Monte-Carlo error).
+    """
+    q = level / 100.0
+    low, high = beta.ppf([norm.cdf(-1.0), norm.cdf(1.0)], resamples * q + 1.0, resamples * (1.0 - q) + 1.0)
+    return 100.0 * float(low), 100.0 * float(high)
+
+
+def _percentile_interval(finite: FloatVector, params: AnalysisParams) -> tuple[float, float, float]:
+    """``(low, high, mc_se)``: the percentile interval and the Monte-Carlo standard error of its ends (the larger).
+
+    The six quantiles (both ends and one standard error either side of each) interpolate linearly between order
+    statistics, as `np.percentile` does by default, from one partial sort.
+    """
+    q_low, q_high = params.percentiles
+    levels = np.array(
+        [q_low, q_high, *_order_statistic_levels(finite.size, q_low), *_order_statistic_levels(finite.size, q_high)]
+    )
+    position = levels / 100.0 * (finite.size - 1)
+    below = np.floor(position).astype(np.int64)
+    above = np.minimum(below + 1, finite.size - 1)
+    ordered = np.partition(finite, np.unique(np.concatenate((below, above))))
+    fraction = position - below
+    start, end = ordered[below], ordered[above]
+    # Linear interpolation between order statistics (`np.percentile`'s default), from the nearer end.
+    values = np.where(fraction >= 0.5, end - (end - start) * (1.0 - fraction), start + (end - start) * fraction)
+    low, high, a, b, c, d = values.tolist()
+    return float(low), float(high), float(max(b - a, d - c) / 2.0)
+
+
 def _interval(
     point: float | None,
     replicates: FloatVector,
@@ -119,11 +171,17 @@ def _interval(
     n_episodes: int,
     constant: bool,
     params: AnalysisParams,
+    bounds: tuple[float, float] | None = None,
     n_missing: int = 0,
     n_unpaired: int = 0,
     undefined_note: str = "the statistic is undefined on this data",
 ) -> Estimate:
-    """Turn a point estimate and bootstrap replicates into an `Estimate`, applying the degenerate-case rules."""
+    """Turn a point estimate and bootstrap replicates into an `Estimate`, applying the degenerate-case rules.
+
+    ``constant``: every value the bootstrap resamples is equal, so every replicate equals the point. ``bounds``:
+    the range of a task's value for a bounded quantity (a rate: (0, 1)); then a degenerate case (constant, or a
+    single task) gets the exact bound of `exact_bound` instead of a zero-width interval.
+    """
     common = {
         "confidence": params.confidence,
         "n_tasks": n_tasks,
@@ -136,6 +194,18 @@ def _interval(
     if point is None:
         return Estimate(
             estimate=None, low=None, high=None, status=EstimateStatus.UNDEFINED, note=undefined_note, **common
+        )
+    if (n_tasks == 1 or constant) and bounds is not None:
+        low, high = exact_bound(point, n_tasks, bounds, params.confidence)
+        tasks = "the one task" if n_tasks == 1 else f"all {n_tasks} tasks"
+        return Estimate(
+            estimate=point,
+            low=low,
+            high=high,
+            status=EstimateStatus.EXACT_BOUND,
+            note=f"exact Clopper-Pearson bound with n = {n_tasks} tasks: {tasks} at the same value, nothing for a "
+            "bootstrap to resample",
+            **common,
         )
     if n_tasks == 1:
         return Estimate(
@@ -163,8 +233,8 @@ def _interval(
     if finite.size == 0:
         note = "every resample had a zero denominator"
         return Estimate(estimate=None, low=None, high=None, status=EstimateStatus.UNDEFINED, note=note, **common)
-    low, high = np.percentile(finite, params.percentiles)
-    return Estimate(estimate=point, low=float(low), high=float(high), status=EstimateStatus.OK, note=note, **common)
+    low, high, mc_se = _percentile_interval(finite, params)
+    return Estimate(estimate=point, low=low, high=high, status=EstimateStatus.OK, note=note, mc_se=mc_se, **common)
 
 
 def _mean_job(sample: ClusteredSample) -> _Columns:
@@ -176,66 +246,134 @@ def _is_constant(values: FloatMatrix, mask: npt.NDArray[np.bool_]) -> bool:
     return bool(real.size == 0 or (real == real[0]).all())
 
 
-def bootstrap_means(samples: Mapping[K, ClusteredSample], params: AnalysisParams = DEFAULT_PARAMS) -> dict[K, Estimate]:
+Bounds = tuple[float, float] | None
+"""The range of a bounded quantity (a rate: (0, 1)), for the exact bound of a degenerate sample; None: unbounded."""
+
+
+def _embedded_job(sample: ClusteredSample, design: ClusteredSample) -> _Columns:
+    """``sample``'s values placed in ``design``'s (task, repeat) grid, with a presence column: the job resamples
+    the design's tasks and repeats and leaves the cells without a value out of both sums.
+
+    Raises:
+        ValueError: when the sample has a (task, repeat) the design lacks.
+    """
+    rows = np.repeat(np.arange(design.n_tasks, dtype=np.int64), design.counts)
+    span = int(max(design.repeats.max(initial=0), sample.repeats.max(initial=0))) + 1
+    design_keys = rows * span + design.repeats[design.mask]
+    order = np.argsort(design_keys, kind="stable")
+    sample_rows = np.searchsorted(np.asarray(design.task_ids), np.asarray(sample.task_ids))
+    sample_keys = np.repeat(sample_rows, sample.counts) * span + sample.repeats[sample.mask]
+    at = np.searchsorted(design_keys[order], sample_keys)
+    if (at >= design_keys.size).any() or (
+        design_keys[order][np.minimum(at, design_keys.size - 1)] != sample_keys
+    ).any():
+        raise ValueError("the sample has a (task, repeat) cell that its design lacks")
+    flat = np.flatnonzero(design.mask.ravel())[order[at]]
+    cells = np.zeros((design.values.size, 2), dtype=np.float64)
+    cells[flat, 0] = sample.values[sample.mask]
+    cells[flat, 1] = 1.0
+    return _Columns(design.counts, cells.reshape(design.n_tasks, design.values.shape[1], 2))
+
+
+def bootstrap_means(
+    samples: Mapping[K, ClusteredSample],
+    params: AnalysisParams = DEFAULT_PARAMS,
+    bounds: Bounds | Mapping[K, Bounds] = None,
+    designs: Mapping[K, ClusteredSample] | None = None,
+) -> dict[K, Estimate]:
     """Mean of a per-episode metric for each sample, with hierarchical cluster bootstrap intervals.
 
     The mean pools episodes: sum of values over number of episodes (equal to the mean of task means when
     every task has the same number of repeats). Results equal `bootstrap_mean` of each sample alone (see the
-    module docstring on rounding); samples with the same layout share one draw of resample indices.
+    module docstring on rounding); samples with the same layout share one draw of resample indices, so one call
+    with many samples (every metric of every condition) costs about one draw per layout.
+
+    ``bounds``: the metric's range when it is bounded, one for all samples or one per sample. ``designs``: for a
+    sample with values missing (failed trials for a safety rate, N/A cells), the sample of every episode of its
+    condition: the bootstrap then resamples the design's tasks and repeats and leaves the episodes without a value
+    out of each resample's sums (a ratio estimator), so every metric of a condition shares one draw.
     """
     keys = list(samples)
-    results = _run((_mean_job(samples[k]) for k in keys), params)
+    per_sample = bounds if isinstance(bounds, Mapping) else dict.fromkeys(keys, bounds)
+    embedded = designs or {}
+    jobs = [_embedded_job(samples[k], embedded[k]) if k in embedded else _mean_job(samples[k]) for k in keys]
+    results = _run(jobs, params)
     out: dict[K, Estimate] = {}
     for key, (sums, episodes) in zip(keys, results, strict=True):
         sample = samples[key]
         n = sample.n_episodes
+        with np.errstate(divide="ignore", invalid="ignore"):
+            replicates = sums[:, 0] / (sums[:, 1] if key in embedded else np.maximum(episodes, 1.0))
         out[key] = _interval(
             float(sample.values.sum() / n) if n else None,
-            sums[:, 0] / np.maximum(episodes, 1.0),
+            replicates,
             n_tasks=sample.n_tasks,
             n_episodes=n,
             constant=_is_constant(sample.values, sample.mask),
             params=params,
+            bounds=per_sample.get(key),
             n_missing=sample.n_missing,
         )
     return out
 
 
 def bootstrap_mean(sample: ClusteredSample, params: AnalysisParams = DEFAULT_PARAMS) -> Estimate:
-    """Mean of a per-episode metric (success rate, stale-action rate, mean tokens...) with its interval."""
+    """Mean of a per-episode metric (mean tokens, steps...) with its hierarchical bootstrap interval."""
     return bootstrap_means({0: sample}, params)[0]
 
 
-def bootstrap_differences(
-    samples: Mapping[K, PairedSample], params: AnalysisParams = DEFAULT_PARAMS
-) -> dict[K, Estimate]:
-    """Paired difference of means, ``mean(a) - mean(b)``, for each paired sample, with paired intervals.
+def check_binary(sample: ClusteredSample, what: str) -> None:
+    """Raise ValueError unless every value of ``sample`` is 0 or 1."""
+    if not np.isin(sample.values[sample.mask], (0.0, 1.0)).all():
+        raise ValueError(f"{what} needs a 0/1 outcome")
 
-    Both conditions are resampled with the same task and repeat indices, so identical conditions give
-    exactly [0, 0].
+
+def bootstrap_rates(samples: Mapping[K, ClusteredSample], params: AnalysisParams = DEFAULT_PARAMS) -> dict[K, Estimate]:
+    """Rate (share of episodes) of a 0/1 metric for each sample, with hierarchical cluster bootstrap intervals.
+
+    Where the bootstrap degenerates (every episode 0, every episode 1, or one task) the interval is the exact
+    Clopper-Pearson bound with n = the number of tasks (status ``exact_bound``), never a zero-width interval.
+
+    Raises:
+        ValueError: when a value is not 0/1.
     """
-    keys = list(samples)
-    results = _run((_Columns(samples[k].counts, (samples[k].a - samples[k].b)[:, :, None]) for k in keys), params)
-    out: dict[K, Estimate] = {}
-    for key, (sums, episodes) in zip(keys, results, strict=True):
-        sample = samples[key]
-        n = sample.n_pairs
-        delta = sample.a - sample.b
-        out[key] = _interval(
-            float(delta.sum() / n) if n else None,
-            sums[:, 0] / np.maximum(episodes, 1.0),
-            n_tasks=sample.n_tasks,
-            n_episodes=n,
-            constant=_is_constant(delta, sample.mask),
-            params=params,
-            n_unpaired=sample.n_unpaired,
+    for sample in samples.values():
+        check_binary(sample, "a rate")
+    return bootstrap_means(samples, params, bounds=(0.0, 1.0))
+
+
+def bootstrap_rate(sample: ClusteredSample, params: AnalysisParams = DEFAULT_PARAMS) -> Estimate:
+    """Rate of a 0/1 metric with its interval or exact bound (see `bootstrap_rates`)."""
+    return bootstrap_rates({0: sample}, params)[0]
+
+
+def task_level_estimates(jobs: Sequence[TaskValues], params: AnalysisParams = DEFAULT_PARAMS) -> list[Estimate]:
+    """The mean over tasks of one value per task, for each job, with a bootstrap that resamples tasks only.
+
+    Used for statistics defined per task (pass^k, flip rate, the paired difference of task means): resampling
+    repeats inside a task would change what the per-task value means. Jobs with the same number of tasks share
+    one draw of task indices.
+    """
+    results = _run(
+        (_Columns(np.ones(job.values.size, dtype=np.int64), job.values[:, None, None]) for job in jobs), params
+    )
+    out = []
+    for job, (sums, tasks) in zip(jobs, results, strict=True):
+        n = job.values.size
+        out.append(
+            _interval(
+                float(job.values.sum()) / n / job.divisor if n else None,
+                sums[:, 0] / np.maximum(tasks, 1.0) / job.divisor,
+                n_tasks=n,
+                n_episodes=job.n_episodes if n else 0,
+                constant=bool(n == 0 or (job.values == job.values[0]).all()),
+                params=params,
+                bounds=job.bounds,
+                n_missing=job.n_missing,
+                n_unpaired=job.n_unpaired,
+            )
         )
     return out
-
-
-def bootstrap_difference(sample: PairedSample, params: AnalysisParams = DEFAULT_PARAMS) -> Estimate:
-    """Paired difference ``mean(a) - mean(b)`` on (task, repeat) pairs with its paired bootstrap interval."""
-    return bootstrap_differences({0: sample}, params)[0]
 
 
 def bootstrap_relative_reductions(

@@ -1,4 +1,5 @@
-"""Analysis parameters: the few numbers every interval and test depends on, recorded in the manifest."""
+"""Analysis parameters: the few numbers every interval, test and power figure depends on, recorded in
+``aggregate_metrics.json`` (``verify`` recomputes with the recorded values)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ class AnalysisParams(BaseModel):
     resamples: int = Field(default=10_000, ge=1, description="Bootstrap resamples per interval.")
     seed: int = Field(default=0, ge=0, description="Seed of the numpy Generator that draws the resample indices.")
     confidence: float = Field(default=0.95, gt=0.0, lt=1.0, description="Two-sided level of percentile intervals.")
+    alpha: float = Field(default=0.05, gt=0.0, lt=1.0, description="Family-wise level of the Holm-adjusted tests.")
+    power_datasets: int = Field(
+        default=2_000, ge=100, description="Simulated datasets per evaluated difference in the power figures."
+    )
 
     @property
     def percentiles(self) -> tuple[float, float]:

@@ -15,18 +15,12 @@ from typing import TypeVar
 import numpy as np
 from scipy.special import comb
 
-from contextdelta.stats._bootstrap import _Columns, _interval, _run
+from contextdelta.stats._bootstrap import TaskValues, check_binary, task_level_estimates
 from contextdelta.stats._params import DEFAULT_PARAMS, AnalysisParams
 from contextdelta.stats._results import PassK
 from contextdelta.stats._samples import ClusteredSample
 
 K = TypeVar("K", bound=Hashable)
-
-
-def _check_binary(sample: ClusteredSample) -> None:
-    real = sample.values[sample.mask]
-    if not np.isin(real, (0.0, 1.0)).all():
-        raise ValueError("pass^k needs a 0/1 outcome (e.g. success)")
 
 
 def _per_task(sample: ClusteredSample, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -45,44 +39,31 @@ def pass_hat_k_many(
     """pass^k for every sample and every k in ``ks`` (each k >= 1), with task-level bootstrap intervals.
 
     Tasks are resampled with replacement; repeats are not (a duplicated repeat would count one pass twice).
-    Samples whose included tasks number the same share one draw, so results equal `pass_hat_k` alone.
+    Where every task has the same value (e.g. all pass) the interval is the exact bound over tasks. Samples whose
+    included tasks number the same share one draw, so results equal `pass_hat_k` alone.
 
     Raises:
         ValueError: when a value is not 0/1 or a k is below 1.
     """
     if any(k < 1 for k in ks):
         raise ValueError(f"k must be at least 1, got {list(ks)}")
-    jobs: list[tuple[K, int, ClusteredSample, np.ndarray, np.ndarray, np.ndarray]] = []
+    jobs: list[tuple[K, int, ClusteredSample, np.ndarray]] = []
+    columns: list[TaskValues] = []
     for key, sample in samples.items():
-        _check_binary(sample)
+        check_binary(sample, "pass^k")
         for k in ks:
-            jobs.append((key, k, sample, *_per_task(sample, k)))
-    results = _run(
-        (
-            _Columns(np.ones(unbiased.size, dtype=np.int64), np.stack((unbiased, all_pass), axis=1)[:, None, :])
-            for _, _, _, _, unbiased, all_pass in jobs
-        ),
-        params,
-    )
+            included, unbiased, all_pass = _per_task(sample, k)
+            jobs.append((key, k, sample, included))
+            episodes = int(sample.counts[included].sum())
+            columns += [TaskValues(column, episodes, (0.0, 1.0), sample.n_missing) for column in (unbiased, all_pass)]
+    estimates = task_level_estimates(columns, params)
     out: dict[K, dict[int, PassK]] = {key: {} for key in samples}
-    for (key, k, sample, included, unbiased, all_pass), (sums, tasks) in zip(jobs, results, strict=True):
-        n_tasks = int(included.sum())
-        estimates = [
-            _interval(
-                float(column.mean()) if n_tasks else None,
-                sums[:, i] / np.maximum(tasks, 1.0),
-                n_tasks=n_tasks,
-                n_episodes=int(sample.counts[included].sum()),
-                constant=bool(n_tasks == 0 or (column == column[0]).all()),
-                params=params,
-                n_missing=sample.n_missing,
-            )
-            for i, column in enumerate((unbiased, all_pass))
-        ]
-        if n_tasks == 0:
-            estimates = [e.model_copy(update={"note": f"no data: no task has {k} repeats"}) for e in estimates]
+    for i, (key, k, sample, included) in enumerate(jobs):
+        pair = estimates[2 * i : 2 * i + 2]
+        if not included.any():
+            pair = [e.model_copy(update={"note": f"no data: no task has {k} repeats"}) for e in pair]
         out[key][k] = PassK(
-            k=k, unbiased=estimates[0], all_pass=estimates[1], n_tasks_excluded=sample.n_tasks - n_tasks
+            k=k, unbiased=pair[0], all_pass=pair[1], n_tasks_excluded=sample.n_tasks - int(included.sum())
         )
     return out
 

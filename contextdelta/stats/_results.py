@@ -15,15 +15,19 @@ from pydantic import BaseModel, ConfigDict, Field
 class EstimateStatus(StrEnum):
     """Why an interval looks the way it does.
 
-    Precedence when several apply: ``no_data`` > ``undefined`` > ``single_task`` > ``constant`` > ``ok``.
+    Precedence when several apply: ``no_data`` > ``undefined`` > ``exact_bound`` > ``single_task`` > ``constant``
+    > ``ok``.
     """
 
     OK = "ok"
     """A percentile bootstrap interval from at least two tasks."""
+    EXACT_BOUND = "exact_bound"
+    """The bootstrap degenerates (every task at the same value, or one task) and the quantity is bounded (a rate,
+    a share of tasks, a difference of rates): an exact Clopper-Pearson bound over tasks (`exact_bound`)."""
     CONSTANT = "constant"
-    """Every observation has the same value (e.g. all pass): the interval is that value, [v, v]."""
+    """An unbounded quantity (tokens, counts) with every observation equal: the interval is that value, [v, v]."""
     SINGLE_TASK = "single_task"
-    """Only one task: there is no between-task variation to resample, so the interval collapses to the estimate."""
+    """An unbounded quantity from one task: no between-task variation to resample; the interval is the estimate."""
     NO_DATA = "no_data"
     """Nothing to estimate from (empty condition, no paired episodes, no task with k repeats)."""
     UNDEFINED = "undefined"
@@ -49,6 +53,17 @@ class Estimate(BaseModel):
     n_unpaired: int = Field(default=0, ge=0, description="Episodes left out because the other condition lacks them.")
     status: EstimateStatus = Field(description="How to read the interval; see `EstimateStatus`.")
     note: str = Field(default="", description="One sentence for the report when status is not `ok`.")
+    mc_se: float | None = Field(
+        default=None,
+        ge=0.0,
+        description="Monte-Carlo standard error of the interval ends (the larger of the two) from the finite number "
+        "of resamples; None where no resampling was involved (exact bounds, degenerate or empty data).",
+    )
+
+    @property
+    def is_exact(self) -> bool:
+        """True when the interval is an exact bound rather than a bootstrap interval."""
+        return self.status is EstimateStatus.EXACT_BOUND
 
     @property
     def has_value(self) -> bool:
@@ -79,11 +94,11 @@ class PassK(BaseModel):
     n_tasks_excluded: int = Field(ge=0, description="Tasks left out for having fewer than k repeats.")
 
 
-class McNemarResult(BaseModel):
-    """Exact McNemar test of two conditions on (task, repeat) pairs of a 0/1 outcome.
+class PairTable(BaseModel):
+    """The episode-level 2x2 table of a 0/1 outcome on (task, repeat) pairs: a description, never a test.
 
-    The 2x2 table is ``[[both, only_a], [only_b, neither]]``; the test is the two-sided binomial test of
-    ``only_a`` successes in ``only_a + only_b`` discordant pairs with p = 0.5, and p = 1 when there are none.
+    Repeats of a task are near copies, so the pairs are not independent: the inference is task-level
+    (`SignFlipTest`). The table is ``[[both, only_a], [only_b, neither]]``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
@@ -91,13 +106,65 @@ class McNemarResult(BaseModel):
     n_pairs: int = Field(ge=0, description="(task, repeat) pairs present in both conditions.")
     n_tasks: int = Field(ge=0)
     both: int = Field(ge=0, description="Pairs where the outcome is 1 in both conditions.")
-    only_a: int = Field(ge=0, description="Discordant pairs with the outcome only in condition a (McNemar's b).")
-    only_b: int = Field(ge=0, description="Discordant pairs with the outcome only in condition b (McNemar's c).")
+    only_a: int = Field(ge=0, description="Discordant pairs with the outcome only in condition a.")
+    only_b: int = Field(ge=0, description="Discordant pairs with the outcome only in condition b.")
     neither: int = Field(ge=0, description="Pairs where the outcome is 0 in both conditions.")
-    pvalue: float = Field(ge=0.0, le=1.0, description="Exact two-sided p-value.")
-    pvalue_holm: float | None = Field(
-        default=None, ge=0.0, le=1.0, description="Holm-adjusted p-value within its family, once adjusted."
-    )
     n_unpaired: int = Field(default=0, ge=0, description="Episodes left out because the other condition lacks them.")
-    status: EstimateStatus = Field(description="`no_data` when there are no pairs, else `ok`.")
-    note: str = ""
+
+
+class SignFlipMethod(StrEnum):
+    """How a sign-flip p-value was obtained."""
+
+    EXACT = "exact"
+    """The whole sign-flip distribution: every one of the 2^m sign patterns of the m discordant tasks."""
+    MONTE_CARLO = "monte_carlo"
+    """``sign_patterns`` seeded random sign patterns (used only when the exact distribution is too large)."""
+    NOT_TESTABLE = "not_testable"
+    """No discordant task: the test cannot move (p would be 1 whatever happened), so there is no test."""
+
+
+class SignFlipTest(BaseModel):
+    """The primary paired test: an exact sign-flip permutation test over tasks.
+
+    Per task, the mean outcome of each condition over its repeats and their difference ``d``; under the null
+    hypothesis the two conditions are exchangeable within a task, so every sign pattern of the ``d`` is equally
+    likely. The p-value is the two-sided share of sign patterns whose ``|sum d|`` is at least the observed one.
+    With one repeat per task and a 0/1 outcome it is the exact McNemar test on tasks.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    n_tasks: int = Field(ge=0, description="Tasks present in both conditions (the unit of the test).")
+    n_discordant: int = Field(ge=0, description="Tasks whose mean differs between the conditions.")
+    n_positive: int = Field(ge=0, description="Discordant tasks where condition a is higher.")
+    n_negative: int = Field(ge=0, description="Discordant tasks where condition b is higher.")
+    statistic: float = Field(description="Sum over tasks of the per-task differences a - b.")
+    method: SignFlipMethod
+    pvalue: float | None = Field(ge=0.0, le=1.0, description="Two-sided p-value; None when not testable.")
+    pvalue_holm: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="Holm-adjusted within its family (testable members only)."
+    )
+    family_size: int | None = Field(default=None, ge=1, description="Testable members of the Holm family.")
+    sign_patterns: int | None = Field(
+        default=None, ge=1, description="Monte Carlo only: the number of seeded random sign patterns."
+    )
+    seed: int | None = Field(default=None, description="Monte Carlo only: the seed of the sign patterns.")
+    pvalue_mc_se: float | None = Field(default=None, ge=0.0, description="Monte Carlo only: standard error of p.")
+
+    @property
+    def testable(self) -> bool:
+        """False when no task is discordant (the comparison leaves its Holm family)."""
+        return self.method is not SignFlipMethod.NOT_TESTABLE
+
+
+class PairedComparison(BaseModel):
+    """A task-level paired comparison of conditions a and b on one outcome: effect, test and description."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    difference: Estimate = Field(
+        description="Mean over tasks of (mean of a - mean of b over each task's repeats), with a task-cluster "
+        "bootstrap interval, or an exact bound when every task has the same difference."
+    )
+    test: SignFlipTest
+    episodes: PairTable = Field(description="Episode-level 2x2 table on (task, repeat) pairs: description only.")

@@ -212,3 +212,65 @@ def split_by_condition(
         condition: cluster_by_task(tasks[index], reps[index], vals[index])
         for condition, index in ((c, np.asarray(r, dtype=np.int64)) for c, r in rows.items())
     }
+
+
+@dataclass(frozen=True, eq=False)
+class TaskPairs:
+    """Two conditions summarised per task, on the tasks both have: the input of the task-level paired analysis.
+
+    Each condition contributes, per task, the sum and the number of its episodes (its repeats with a value); the
+    two sides need not have the same repeats, since the unit is the task. ``a_only`` / ``b_only`` count the tasks
+    one side lacks (left out).
+    """
+
+    task_ids: tuple[str, ...]
+    sum_a: npt.NDArray[np.float64]
+    n_a: IntArray
+    sum_b: npt.NDArray[np.float64]
+    n_b: IntArray
+    integral: bool
+    """Every episode value is an integer (0/1 outcomes, counts): the differences lie on an exact lattice."""
+    a_only: int = 0
+    b_only: int = 0
+
+    @property
+    def n_tasks(self) -> int:
+        """Tasks present in both conditions."""
+        return len(self.task_ids)
+
+    @property
+    def mean_a(self) -> npt.NDArray[np.float64]:
+        """Per-task mean of condition a over its repeats."""
+        return self.sum_a / self.n_a
+
+    @property
+    def mean_b(self) -> npt.NDArray[np.float64]:
+        """Per-task mean of condition b over its repeats."""
+        return self.sum_b / self.n_b
+
+    @property
+    def differences(self) -> npt.NDArray[np.float64]:
+        """Per-task difference of means, a - b."""
+        return self.mean_a - self.mean_b
+
+
+def _is_integral(sample: ClusteredSample) -> bool:
+    real = sample.values[sample.mask]
+    return bool((real == np.round(real)).all())
+
+
+def pair_by_task(a: ClusteredSample, b: ClusteredSample) -> TaskPairs:
+    """Summarise two conditions per task (sum and count of each side's episodes) on the tasks both have."""
+    ids_a = np.asarray(a.task_ids, dtype=np.str_)
+    ids_b = np.asarray(b.task_ids, dtype=np.str_)
+    common, idx_a, idx_b = np.intersect1d(ids_a, ids_b, assume_unique=True, return_indices=True)
+    return TaskPairs(
+        task_ids=tuple(str(t) for t in common),
+        sum_a=a.values.sum(axis=1)[idx_a],
+        n_a=a.counts[idx_a],
+        sum_b=b.values.sum(axis=1)[idx_b],
+        n_b=b.counts[idx_b],
+        integral=_is_integral(a) and _is_integral(b),
+        a_only=a.n_tasks - common.size,
+        b_only=b.n_tasks - common.size,
+    )

@@ -1,4 +1,4 @@
-"""Exact McNemar tests on paired episodes and Holm's step-down adjustment for a family of them."""
+"""Holm's step-down adjustment over a family of task-level tests, and the episode-level 2x2 description."""
 
 from __future__ import annotations
 
@@ -7,25 +7,15 @@ from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import binomtest
 
-from contextdelta.stats._results import EstimateStatus, McNemarResult
+from contextdelta.stats._results import PairTable, SignFlipTest
 from contextdelta.stats._samples import PairedSample
 
 K = TypeVar("K", bound=Hashable)
 
 
-def mcnemar_pvalue(only_a: int, only_b: int) -> float:
-    """Exact two-sided McNemar p-value from the discordant counts (binomial, p = 0.5); 1.0 when both are 0."""
-    if only_a < 0 or only_b < 0:
-        raise ValueError(f"discordant counts must be non-negative, got {only_a}, {only_b}")
-    if only_a + only_b == 0:
-        return 1.0
-    return float(min(1.0, binomtest(only_a, only_a + only_b, 0.5, alternative="two-sided").pvalue))
-
-
-def mcnemar_exact(sample: PairedSample) -> McNemarResult:
-    """Exact McNemar test of a 0/1 outcome between conditions a and b on their (task, repeat) pairs.
+def pair_table(sample: PairedSample) -> PairTable:
+    """The 2x2 table of a 0/1 outcome on (task, repeat) pairs (a description; the test is task-level).
 
     Raises:
         ValueError: when a value is not 0/1.
@@ -33,26 +23,16 @@ def mcnemar_exact(sample: PairedSample) -> McNemarResult:
     mask = sample.mask
     a, b = sample.a[mask], sample.b[mask]
     if not (np.isin(a, (0.0, 1.0)).all() and np.isin(b, (0.0, 1.0)).all()):
-        raise ValueError("McNemar needs a 0/1 outcome in both conditions")
+        raise ValueError("a 2x2 table needs a 0/1 outcome in both conditions")
     a_on, b_on = a == 1.0, b == 1.0
-    only_a, only_b = int((a_on & ~b_on).sum()), int((~a_on & b_on).sum())
-    if sample.n_pairs == 0:
-        status, note = EstimateStatus.NO_DATA, "no data: no paired episodes; p = 1 by convention"
-    elif only_a + only_b == 0:
-        status, note = EstimateStatus.OK, "no discordant pairs: p = 1"
-    else:
-        status, note = EstimateStatus.OK, ""
-    return McNemarResult(
+    return PairTable(
         n_pairs=sample.n_pairs,
         n_tasks=sample.n_tasks,
         both=int((a_on & b_on).sum()),
-        only_a=only_a,
-        only_b=only_b,
+        only_a=int((a_on & ~b_on).sum()),
+        only_b=int((~a_on & b_on).sum()),
         neither=int((~a_on & ~b_on).sum()),
-        pvalue=mcnemar_pvalue(only_a, only_b),
         n_unpaired=sample.n_unpaired,
-        status=status,
-        note=note,
     )
 
 
@@ -78,8 +58,15 @@ def holm_adjust(pvalues: npt.ArrayLike) -> npt.NDArray[np.float64]:
     return adjusted
 
 
-def holm_family(results: Mapping[K, McNemarResult]) -> dict[K, McNemarResult]:
-    """Copies of a family's McNemar results with ``pvalue_holm`` filled in (the family is ``results``)."""
-    keys = list(results)
-    adjusted = holm_adjust([results[k].pvalue for k in keys])
-    return {k: results[k].model_copy(update={"pvalue_holm": float(v)}) for k, v in zip(keys, adjusted, strict=True)}
+def holm_family(tests: Mapping[K, SignFlipTest]) -> dict[K, SignFlipTest]:
+    """Copies of a family's tests with ``pvalue_holm`` and ``family_size`` filled in.
+
+    Only testable members form the family: a comparison without a discordant task cannot reject whatever the
+    data, so counting it would only make the others' adjustment stricter. Its copy keeps ``pvalue_holm`` None.
+    """
+    testable = {k: t.pvalue for k, t in tests.items() if t.testable and t.pvalue is not None}
+    adjusted = holm_adjust(list(testable.values()))
+    out = dict(tests)
+    for key, value in zip(testable, adjusted, strict=True):
+        out[key] = tests[key].model_copy(update={"pvalue_holm": float(value), "family_size": len(testable)})
+    return out

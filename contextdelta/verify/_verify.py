@@ -15,7 +15,8 @@ Checks, in order:
 5. ``task_results.csv`` row by row and cell by cell, and ``tool_events.jsonl`` line by line, against what the
    episodes give;
 6. ``aggregate_metrics.json`` recomputed with its recorded analysis parameters (numbers equal within a
-   relative 1e-9), and ``failure_atlas.md`` / ``benchmark_report.md`` rebuilt byte for byte.
+   relative 1e-9), and ``failure_atlas.md`` / ``benchmark_report.md`` rebuilt byte for byte. A metrics file of
+   an older schema is named once, with the command that rebuilds it (its numbers cannot be re-derived).
 
 Differences between the installed code and the run's (harness or statistics hash) are reported as notes, since
 they can explain a divergence.
@@ -37,7 +38,7 @@ from pydantic import BaseModel, ConfigDict
 from contextdelta.agent import initial_messages, system_prompt_sha256
 from contextdelta.canonical import canonical_json, content_hash
 from contextdelta.grading import grade
-from contextdelta.report import build_report
+from contextdelta.report import METRICS_SCHEMA_VERSION, build_report, params_of
 from contextdelta.rundir.layout import (
     AGGREGATE_METRICS,
     BENCHMARK_REPORT,
@@ -52,9 +53,16 @@ from contextdelta.rundir.layout import (
     render_tool_events,
     task_result_row,
 )
-from contextdelta.rundir.records import FAILED_TERMINATIONS, TASK_RESULT_COLUMNS, EpisodeRecord, RunManifest, RunStatus
+from contextdelta.rundir.records import (
+    FAILED_TERMINATIONS,
+    LEGACY_TASK_RESULT_COLUMNS,
+    TASK_RESULT_COLUMNS,
+    EpisodeRecord,
+    RunManifest,
+    RunStatus,
+)
 from contextdelta.runner import manifest_episodes, plan_sha256, source_hash
-from contextdelta.stats import AnalysisParams, analysis_sha256
+from contextdelta.stats import analysis_sha256
 from contextdelta.tasks import Task, suite_hash
 from contextdelta.tasks.loader import load_directory
 from contextdelta.verify._contexts import context_divergences, external_divergences, rebuild_run_strategies
@@ -363,7 +371,8 @@ class _Verifier:
     def check_task_results(self) -> None:
         text = self.directory.file(TASK_RESULTS).read_text(encoding="utf-8")
         reader = csv.DictReader(io.StringIO(text))
-        if tuple(reader.fieldnames or ()) != TASK_RESULT_COLUMNS:
+        columns = tuple(reader.fieldnames or ())
+        if columns != TASK_RESULT_COLUMNS and columns not in LEGACY_TASK_RESULT_COLUMNS:
             self.diverge(self.group, f"{TASK_RESULTS} header", f"columns {_short(reader.fieldnames)}")
             return
         rows: dict[str, dict[str, str]] = {}
@@ -378,7 +387,7 @@ class _Verifier:
         for rid in sorted(set(rows) - set(expected)):
             self.diverge(rid, TASK_RESULTS, "row for an episode that is not in raw_runs.jsonl")
         for rid in sorted(set(rows) & set(expected)):
-            for column in TASK_RESULT_COLUMNS:
+            for column in columns:  # a file of an earlier layout is checked on the columns it has
                 found, wanted = rows[rid].get(column), expected[rid][column]
                 if found != wanted:
                     self.diverge(rid, f"{TASK_RESULTS} {column}", f"file {found!r}, episode gives {wanted!r}")
@@ -421,9 +430,7 @@ class _Verifier:
         try:
             recorded = json.loads(self.directory.file(AGGREGATE_METRICS).read_text(encoding="utf-8"))
             analysis = recorded["analysis"]
-            params = AnalysisParams(
-                resamples=analysis["resamples"], seed=analysis["seed"], confidence=analysis["confidence"]
-            )
+            params = params_of(analysis)
         except (ValueError, KeyError, TypeError) as exc:
             self.diverge(self.group, AGGREGATE_METRICS, f"unreadable analysis parameters ({exc})")
             return
@@ -434,6 +441,18 @@ class _Verifier:
                 f"{analysis_sha256()[:16]} installed): aggregates may legitimately differ"
             )
         report = build_report(self.manifest, self.records, params)
+        schema = recorded.get("schema_version")
+        if schema != METRICS_SCHEMA_VERSION:
+            # An older report's numbers mean other things (episode-level tests, no exact bounds): there is nothing
+            # to compare them with, so verify says so once instead of listing every number.
+            advice = (
+                f"written by metrics schema {schema}, this version writes schema {METRICS_SCHEMA_VERSION}: rebuild "
+                f"the derived reports with `contextdelta report {self.group} --write`, then verify again"
+            )
+            self.diverge(self.group, AGGREGATE_METRICS, advice)
+            self.diverge(self.group, BENCHMARK_REPORT, advice)
+            self._check_text(FAILURE_ATLAS, report.atlas)
+            return
         derived = report.metrics_json()
         derived["analysis"]["analysis_sha256"] = analysis.get("analysis_sha256")
         found = list(_differences(recorded, derived))
@@ -442,10 +461,13 @@ class _Verifier:
         if len(found) > MAX_PER_FILE:
             self.diverge(self.group, AGGREGATE_METRICS, f"{len(found) - MAX_PER_FILE} more differing values")
         for name, text in ((FAILURE_ATLAS, report.atlas), (BENCHMARK_REPORT, report.markdown)):
-            actual = self.directory.file(name).read_text(encoding="utf-8")
-            if actual != text:
-                line = _first_differing_line(actual, text)
-                self.diverge(self.group, name, f"differs from the one rebuilt from the episodes (first at line {line})")
+            self._check_text(name, text)
+
+    def _check_text(self, name: str, text: str) -> None:
+        actual = self.directory.file(name).read_text(encoding="utf-8")
+        if actual != text:
+            line = _first_differing_line(actual, text)
+            self.diverge(self.group, name, f"differs from the one rebuilt from the episodes (first at line {line})")
 
 
 def _first_differing_line(a: str, b: str) -> int:

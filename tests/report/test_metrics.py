@@ -4,6 +4,7 @@ tool_events.jsonl), and the degenerate cases: all pass, one task, an incomplete 
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 from collections import defaultdict
@@ -42,13 +43,15 @@ def no_nan(text: str) -> Any:
     return json.loads(text, parse_constant=refuse)
 
 
-def mcnemar_p(b: int, c: int) -> float:
-    """Two-sided exact binomial p-value, written out (independent of scipy)."""
-    n = b + c
-    if n == 0:
-        return 1.0
-    tail: float = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2**n
-    return min(1.0, 2 * tail)
+def sign_flip_p(differences: list[float]) -> float:
+    """Two-sided sign-flip p-value by listing every sign pattern (independent of the library)."""
+    nonzero = [d for d in differences if d != 0]
+    observed = abs(sum(nonzero))
+    hits = sum(
+        abs(sum(s * d for s, d in zip(signs, nonzero, strict=True))) >= observed - 1e-12
+        for signs in itertools.product((1, -1), repeat=len(nonzero))
+    )
+    return hits / 2 ** len(nonzero)
 
 
 def holm(pvalues: list[float]) -> list[float]:
@@ -138,54 +141,51 @@ def test_harmful_action_rate_equals_tool_events_jsonl(trusting: Path) -> None:
     assert unprotected.low <= unprotected.estimate <= unprotected.high
 
 
-def _pairs(rows: list[Row], a: tuple[str, str], b: tuple[str, str], value: Any) -> tuple[int, int, float]:
-    cells: dict[tuple[str, str, str, str], Row] = {
-        (r["strategy"], r["protection_mode"], r["task_id"], r["repeat"]): r for r in rows
-    }
-    only_a = only_b = 0
-    differences = []
-    for (s, m, task, repeat), row in cells.items():
-        if (s, m) != a:
-            continue
-        other = cells[(*b, task, repeat)]
-        va, vb = value(row), value(other)
-        only_a += va and not vb
-        only_b += vb and not va
-        differences.append(int(va) - int(vb))
-    return only_a, only_b, sum(differences) / len(differences)
+def task_differences(rows: list[Row], a: tuple[str, str], b: tuple[str, str], value: Any) -> dict[str, float]:
+    """Per task: mean of ``value`` over condition a's repeats minus the same over b's."""
+    by_task: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in rows:
+        by_task[(r["strategy"] + "/" + r["protection_mode"], r["task_id"])].append(float(value(r)))
+    tasks = sorted({r["task_id"] for r in rows})
+    mean = lambda c, t: sum(by_task[(c, t)]) / len(by_task[(c, t)])  # noqa: E731
+    return {t: mean("/".join(a), t) - mean("/".join(b), t) for t in tasks}
 
 
-def test_research_questions_match_mcnemar_and_holm_written_out(trusting: Path) -> None:
+def test_research_questions_follow_the_task_level_test_written_out(trusting: Path) -> None:
     metrics = recorded(trusting)
     rows = csv_rows(trusting)
-    questions = {q.id: q for q in metrics.research_questions}
-    rq1 = questions["RQ1"]
-    assert rq1.family_size == 6 and rq1.not_run == []
-    raw = []
-    for c in rq1.comparisons:
-        only_a, only_b, diff = _pairs(
-            rows,
-            (c.a.strategy, c.a.protection_mode),
-            (c.b.strategy, c.b.protection_mode),
-            lambda r: int(r["stale_action_count"]) > 0,
-        )
-        assert (c.mcnemar.only_a, c.mcnemar.only_b, c.mcnemar.n_pairs) == (only_a, only_b, 6)
-        assert c.mcnemar.pvalue == pytest.approx(mcnemar_p(only_a, only_b))
-        assert c.difference.estimate == pytest.approx(diff)
-        raw.append(c.mcnemar.pvalue)
-    assert [c.mcnemar.pvalue_holm for c in rq1.comparisons] == pytest.approx(holm(raw))
-    rq2 = questions["RQ2"]
-    assert rq2.family_size == 4 and {c.metric for c in rq2.comparisons} == {"success", "stale_action"}
-    rq3 = questions["RQ3"]
-    assert rq3.family_size == 4
+    for q in metrics.research_questions:
+        assert q.not_run == [] and len(q.comparisons) == {"RQ1": 6, "RQ2": 4, "RQ3": 4}[q.id]
+        raw = {}
+        for c in q.comparisons:
+            column = {"stale_action": "stale_action_count", "harmful_action": "harmful_action", "success": "success"}
+            key = column[c.metric]
+            d = task_differences(
+                rows,
+                (c.a.strategy, c.a.protection_mode),
+                (c.b.strategy, c.b.protection_mode),
+                lambda r, key=key: r[key] == "true" if key != "stale_action_count" else int(r[key]) > 0,
+            )
+            assert c.difference.estimate == pytest.approx(sum(d.values()) / len(d))
+            discordant = sum(v != 0 for v in d.values())
+            assert (c.test.n_tasks, c.test.n_discordant) == (3, discordant)
+            if discordant:
+                assert c.test.pvalue == pytest.approx(sign_flip_p(list(d.values())))
+                raw[c.name] = c.test.pvalue
+            else:
+                assert not c.test.testable and c.test.pvalue is None and c.name in q.not_testable
+            assert c.episodes.n_pairs == 6 and c.failed_pairs == 0 and c.sensitivity is None
+        assert q.family == list(raw)
+        assert [c.test.pvalue_holm for c in q.comparisons if c.name in raw] == pytest.approx(holm(list(raw.values())))
+    rq3 = next(q for q in metrics.research_questions if q.id == "RQ3")
     harmful_full = next(c for c in rq3.comparisons if c.a.strategy == "full_history")
-    # unprotected full_history: 4 of 6 episodes with a stale write; the contract blocks every one of them
-    assert (harmful_full.mcnemar.only_a, harmful_full.mcnemar.only_b) == (0, 4)
-    assert harmful_full.difference.estimate == pytest.approx(-4 / 6)
-    assert harmful_full.mcnemar.pvalue == pytest.approx(0.125)
-    # with 3 tasks a resample can draw only the task without harm: the interval reaches 0 and says so
-    assert harmful_full.difference.high == 0.0 and harmful_full.difference.low == pytest.approx(-1.0)
-    assert harmful_full.interval_includes_zero is True
+    # unprotected full_history: 2 of 3 tasks harmful in both repeats; the contract blocks every stale write
+    assert (harmful_full.episodes.only_a, harmful_full.episodes.only_b) == (0, 4)
+    assert (harmful_full.test.n_positive, harmful_full.test.n_negative) == (0, 2)
+    assert harmful_full.difference.estimate == pytest.approx(-2 / 3)
+    assert harmful_full.test.pvalue == pytest.approx(0.5)  # 2 discordant tasks: the smallest p is 2 * 2^-2
+    # 3 tasks cannot reach Holm's level whatever happens: the design sensitivity says so
+    assert harmful_full.detectable.difference is None and harmful_full.detectable.power_at_largest == 0.0
 
 
 def test_pass_k_and_token_reduction_by_hand(trusting: Path) -> None:
@@ -219,15 +219,26 @@ def test_pass_k_and_token_reduction_by_hand(trusting: Path) -> None:
 
 def test_analysis_receipt_and_failure_modes_are_recorded(trusting: Path) -> None:
     data = no_nan((trusting / AGGREGATE_METRICS).read_text())
-    assert data["analysis"] == {"resamples": 10000, "seed": 0, "confidence": 0.95, "analysis_sha256": analysis_sha256()}
+    analysis = data["analysis"]
+    assert {k: analysis[k] for k in ("resamples", "seed", "confidence", "alpha", "power_datasets")} == {
+        "resamples": 10000,
+        "seed": 0,
+        "confidence": 0.95,
+        "alpha": 0.05,
+        "power_datasets": 2000,
+    }
+    assert analysis["analysis_sha256"] == analysis_sha256()
+    assert (analysis["sign_flip_enumeration_limit"], analysis["sign_flip_monte_carlo_patterns"]) == (20, 100_000)
     assert data["failure_modes"] == {"never_refreshed": 16, "end_state_miss": 16}
     assert data["episodes"] == {
         "planned": 48,
         "finished": 48,
         "succeeded": 16,
         "failed_trials": 0,
+        "with_verdict": 48,
         "by_termination": {"final_answer": 48},
     }
+    assert data["warnings"] == []
     assert "harmful_action" in data["definitions"] and "stale" in data["definitions"]["harmful_action"]
 
 
@@ -242,32 +253,35 @@ def test_metrics_do_not_depend_on_episode_order_and_honour_params(trusting: Path
     assert forward != compute_metrics(manifest, records, AnalysisParams(resamples=300, seed=8))
 
 
-def test_all_pass_is_constant_and_missing_comparisons_are_listed() -> None:
+def test_all_pass_is_an_exact_bound_and_missing_comparisons_are_listed() -> None:
     path = runs.oracle_pair_run()
     metrics = recorded(path)
     no_nan((path / AGGREGATE_METRICS).read_text())
     for c in metrics.conditions:
-        assert c.rates["success"].estimate == 1.0 and c.rates["success"].status is EstimateStatus.CONSTANT
-        assert (c.rates["success"].low, c.rates["success"].high) == (1.0, 1.0)
+        success = c.rates["success"]
+        assert (success.estimate, success.high, success.status) == (1.0, 1.0, EstimateStatus.EXACT_BOUND)
+        assert success.low == pytest.approx(0.025 ** (1 / 3))  # Clopper-Pearson, 3 of 3 tasks: not 6 episodes
         assert c.failure_modes == {}
     rq1 = next(q for q in metrics.research_questions if q.id == "RQ1")
-    assert rq1.family_size == 1 and len(rq1.not_run) == 5
+    assert len(rq1.not_run) == 5 and rq1.family == []
     (only,) = rq1.comparisons
-    assert only.mcnemar.pvalue == 1.0 and only.mcnemar.pvalue_holm == 1.0 and only.interval_includes_zero is True
+    assert not only.test.testable and rq1.not_testable == [only.name]
+    assert only.difference.status is EstimateStatus.EXACT_BOUND and only.difference.estimate == 0.0
     rq3 = next(q for q in metrics.research_questions if q.id == "RQ3")
     assert rq3.comparisons == [] and len(rq3.not_run) == 4
 
 
-def test_one_task_collapses_intervals_without_nan() -> None:
+def test_one_task_gets_exact_bounds_without_nan() -> None:
     path = runs.single_task_run()
     metrics = recorded(path)
     for c in metrics.conditions:
         assert c.tasks == 1
         success = c.rates["success"]
-        assert success.status is EstimateStatus.SINGLE_TASK and success.low == success.high == success.estimate == 1.0
+        assert success.status is EstimateStatus.EXACT_BOUND and success.estimate == success.high == 1.0
+        assert success.low == pytest.approx(0.025)  # one task: Clopper-Pearson for 1 of 1
     text = (path / "benchmark_report.md").read_text()
     assert "nan" not in text.lower().replace("nanos", "")
-    assert "interval collapsed" not in text  # notes stay in the JSON; the report prints [v, v] and explains it
+    assert "100.0% [2.5%, 100.0%] exact" in text
 
 
 def test_incomplete_run_counts_only_finished_episodes() -> None:
@@ -280,12 +294,12 @@ def test_incomplete_run_counts_only_finished_episodes() -> None:
     assert c.means["cost_usd"].estimate == pytest.approx(c.totals["cost_usd"].total)
 
 
-def test_all_fail_is_a_constant_zero() -> None:
+def test_all_fail_is_zero_with_an_exact_upper_bound() -> None:
     metrics = recorded(runs.unsafe_run())
     for strategy in ("full_history", "last_n", "semantic_summary", "typed_state_digest"):
         success = condition(metrics, strategy, "unprotected").rates["success"]
-        assert (success.estimate, success.low, success.high) == (0.0, 0.0, 0.0)
-        assert success.status is EstimateStatus.CONSTANT
+        assert (success.estimate, success.low, success.status) == (0.0, 0.0, EstimateStatus.EXACT_BOUND)
+        assert success.high == pytest.approx(1 - 0.025 ** (1 / 3))
 
 
 def test_a_run_without_finished_episodes_reports_no_data() -> None:
@@ -296,6 +310,6 @@ def test_a_run_without_finished_episodes_reports_no_data() -> None:
     for c in report.metrics.conditions:
         assert c.episodes == 0 and c.rates["success"].status is EstimateStatus.NO_DATA
     assert all(q.comparisons == [] for q in report.metrics.research_questions)
-    assert "| full_history / unprotected | 0 | no data | no data |" in report.markdown
+    assert "| full_history / unprotected | 0 | 0 | no data |" in report.markdown
     assert "| episodes measured (UTC) | no episode finished |" in report.markdown
     assert "0 failed episodes of 0 finished" in report.atlas

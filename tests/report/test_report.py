@@ -47,8 +47,9 @@ def test_report_sections_numbers_and_statements(trusting: Path) -> None:
     manifest = RunDirectory(trusting).read_manifest()
     for heading in (
         "## Setup",
-        "## Definitions",
+        "## Methods and definitions",
         "## Results per condition",
+        "## Breakdowns per hazard and per world",
         "## RQ1:",
         "## RQ2:",
         "## RQ3:",
@@ -62,11 +63,18 @@ def test_report_sections_numbers_and_statements(trusting: Path) -> None:
     assert f"| suite hash | `{manifest.hashes.suite_sha256}` |" in text
     assert "| model | `scripted-context_trusting` (openai) |" in text
     assert "| episodes | 48 finished of 48 planned; 16 succeeded; 0 failed trials |" in text
-    # full_history / unprotected: nothing succeeds, 4 of 6 episodes stale (2 tasks x 2 repeats)
-    assert "| full_history / unprotected | 6 | 0.0% [0.0%, 0.0%] | 66.7% [" in text
-    assert "stay in every denominator as non-successes" in text
-    assert "includes zero" in text and "the data do not show a difference" in text
-    assert "p (Holm, m=6)" in text and "p (Holm, m=4)" in text
+    # full_history / unprotected: nothing succeeds (an exact bound over 3 tasks, never "certainly 0%"), and 4 of 6
+    # episodes with a verdict are stale (2 tasks x 2 repeats)
+    assert "| full_history / unprotected | 3 | 6 | 0.0% [0.0%, 70.8%] exact |" in text
+    assert "| full_history / unprotected | 3 | 6 | 0 | 66.7% [" in text
+    assert "count as failures in the success rate" in text and "never counted as safe" in text
+    # RQ1: no task differs, so nothing is tested and the family is empty; RQ3: 4 testable comparisons
+    assert "p (Holm, m=0)" in text and "p (Holm, m=4)" in text
+    assert "not testable" in text and "leaves its Holm family" in text
+    assert "Sign-flip test over tasks: 2 of 3 tasks discordant (0 higher under a, 2 under b), p = 0.5000" in text
+    assert "not significant at the 5% family-wise level" in text
+    assert "the data do not show a difference" not in text
+    assert "Holm family (4 testable comparisons): freshness_contract vs unprotected (full_history);" in text
     assert "not a language model" in text  # the scripted server is named for what it is
     assert "nan" not in text.lower()
 
@@ -149,17 +157,18 @@ def test_compare_pairs_shared_conditions(trusting: Path) -> None:
     code, out = invoke("compare", oracle.name, trusting.name)
     assert code == 0
     assert f"# Comparison: {oracle.name} (a) vs {trusting.name} (b)" in out
+    assert "exact sign-flip test over tasks" in out
     code, out = invoke("compare", oracle.name, trusting.name, "--format", "json")
     report = json.loads(out)
     assert [c["strategy"] for c in report["shared_conditions"]] == ["full_history", "last_n"]
     assert len(report["only_in_b"]) == 6 and report["only_in_a"] == []
     success = next(f for f in report["families"] if f["metric"] == "success")
-    full = next(c for c in success["comparisons"] if c["a"]["strategy"] == "full_history")
-    # oracle passes all 6 pairs; context_trusting fails 4 of them (2 stale tasks x 2 repeats) and 2 more
-    # on order-grinder-refund: every pair is discordant in a's favour
-    assert (full["mcnemar"]["only_a"], full["mcnemar"]["only_b"], full["mcnemar"]["n_pairs"]) == (6, 0, 6)
+    full = next(c for c in success["comparisons"] if c["condition"]["strategy"] == "full_history")["comparison"]
+    # oracle passes all 6 pairs; context_trusting fails every one: all 3 tasks discordant in a's favour
+    assert (full["episodes"]["only_a"], full["episodes"]["only_b"], full["episodes"]["n_pairs"]) == (6, 0, 6)
+    assert (full["test"]["n_tasks"], full["test"]["n_positive"], full["test"]["n_negative"]) == (3, 3, 0)
     assert full["difference"]["estimate"] == pytest.approx(1.0)
-    assert full["mcnemar"]["pvalue"] == pytest.approx(2 / 2**6)
+    assert full["test"]["pvalue"] == pytest.approx(2 / 2**3)  # the task is the unit: 3 tasks, not 6 pairs
     assert success["family_size"] == 2
 
 
@@ -205,6 +214,8 @@ def test_compare_is_symmetric_in_its_counts(trusting: Path) -> None:
     ba = compare_runs(b.read_manifest(), b.read_episodes(), a.read_manifest(), a.read_episodes())
     for fa, fb in zip(ab.families, ba.families, strict=True):
         for x, y in zip(fa.comparisons, fb.comparisons, strict=True):
-            assert (x.mcnemar.only_a, x.mcnemar.only_b) == (y.mcnemar.only_b, y.mcnemar.only_a)
-            assert x.mcnemar.pvalue == y.mcnemar.pvalue
-            assert x.difference.estimate == pytest.approx(-(y.difference.estimate or 0.0))
+            cx, cy = x.comparison, y.comparison
+            assert (cx.episodes.only_a, cx.episodes.only_b) == (cy.episodes.only_b, cy.episodes.only_a)
+            assert (cx.test.n_positive, cx.test.n_negative) == (cy.test.n_negative, cy.test.n_positive)
+            assert cx.test.pvalue == cy.test.pvalue
+            assert cx.difference.estimate == pytest.approx(-(cy.difference.estimate or 0.0))

@@ -11,13 +11,14 @@ from contextdelta.stats import (
     AnalysisParams,
     ClusteredSample,
     EstimateStatus,
-    bootstrap_difference,
-    bootstrap_differences,
     bootstrap_mean,
     bootstrap_means,
+    bootstrap_rates,
     bootstrap_relative_reduction,
     cluster_by_task,
     pair_by_task_repeat,
+    paired_comparison,
+    paired_comparisons,
 )
 
 PARAMS = AnalysisParams(resamples=4000, seed=5)
@@ -127,30 +128,48 @@ def test_batch_results_equal_single_results() -> None:
     tasks = np.repeat([f"t{i}" for i in range(10)], 3)
     repeats = np.tile(np.arange(3), 10)
     samples = {name: cluster_by_task(tasks, repeats, rng.random(30) < p) for name, p in [("a", 0.3), ("b", 0.7)]}
-    samples["ragged"] = cluster_by_task(tasks[:-1], repeats[:-1], rng.random(29))
+    samples["ragged"] = cluster_by_task(tasks[:-1], repeats[:-1], rng.random(29) < 0.5)
     batch = bootstrap_means(samples, PARAMS)
     assert batch == {name: bootstrap_mean(sample, PARAMS) for name, sample in samples.items()}
-    pairs = {
-        "ab": pair_by_task_repeat(samples["a"], samples["b"]),
-        "ba": pair_by_task_repeat(samples["b"], samples["a"]),
+    assert bootstrap_rates(samples, PARAMS) == {
+        name: bootstrap_rates({name: sample}, PARAMS)[name] for name, sample in samples.items()
     }
-    differences = bootstrap_differences(pairs, PARAMS)
-    assert differences == {name: bootstrap_difference(pair, PARAMS) for name, pair in pairs.items()}
-    ab_low, ba_high = differences["ab"].low, differences["ba"].high
+    pairs = {"ab": (samples["a"], samples["b"]), "ba": (samples["b"], samples["a"])}
+    found = paired_comparisons(pairs, PARAMS)
+    assert found == {name: paired_comparison(a, b, PARAMS) for name, (a, b) in pairs.items()}
+    ab_low, ba_high = found["ab"].difference.low, found["ba"].difference.high
     assert ab_low is not None and ba_high is not None
     assert ab_low == pytest.approx(-ba_high)
 
 
-def test_paired_bootstrap_on_identical_conditions_is_exactly_zero() -> None:
+def test_paired_difference_is_the_mean_of_task_differences_resampling_tasks_only() -> None:
+    """The effect is task-level: per task, mean of a minus mean of b over its repeats; tasks are resampled whole."""
+    rng = np.random.default_rng(10)
+    tasks = np.repeat([f"t{i:02d}" for i in range(15)], 3)
+    repeats = np.tile(np.arange(3), 15)
+    a = (rng.random(45) < np.repeat(rng.random(15), 3)).astype(float)
+    b = (rng.random(45) < 0.4).astype(float)
+    result = paired_comparison(cluster_by_task(tasks, repeats, a), cluster_by_task(tasks, repeats, b), PARAMS)
+    task_differences = a.reshape(15, 3).mean(axis=1) - b.reshape(15, 3).mean(axis=1)
+    assert result.difference.estimate == pytest.approx(task_differences.mean())
+    theirs = scipy_stats.bootstrap(
+        (task_differences,), np.mean, n_resamples=PARAMS.resamples, method="percentile", rng=np.random.default_rng(4)
+    ).confidence_interval
+    tolerance = 0.25 * task_differences.std(ddof=1) / np.sqrt(15)
+    assert result.difference.low == pytest.approx(theirs.low, abs=tolerance)
+    assert result.difference.high == pytest.approx(theirs.high, abs=tolerance)
+    assert (result.difference.n_tasks, result.difference.n_episodes) == (15, 90)
+
+
+def test_paired_difference_of_identical_conditions_is_zero_with_an_exact_bound() -> None:
     tasks, repeats, values = ragged(9)
     sample = cluster_by_task(tasks, repeats, (values > 0).astype(float))
-    paired = pair_by_task_repeat(sample, sample)
-    result = bootstrap_difference(paired, PARAMS)
-    assert (result.estimate, result.low, result.high) == (0.0, 0.0, 0.0)
-    # Not only via the constant shortcut: every paired replicate is exactly zero.
-    job = engine._Columns(paired.counts, (paired.a - paired.b)[:, :, None])
-    ((sums, _),) = engine._run([job], PARAMS)
-    assert not sums.any()
+    result = paired_comparison(sample, sample, PARAMS)
+    difference = result.difference
+    assert difference.estimate == 0.0 and difference.status is EstimateStatus.EXACT_BOUND
+    assert difference.low is not None and difference.high is not None
+    assert difference.low == pytest.approx(-difference.high) and difference.high > 0.0
+    assert not result.test.testable
 
 
 def test_paired_resampling_uses_the_same_indices_for_both_conditions() -> None:
@@ -169,25 +188,16 @@ def test_paired_resampling_uses_the_same_indices_for_both_conditions() -> None:
     np.testing.assert_allclose(sum_delta, sum_a - sum_b, atol=1e-9)
 
 
-def test_paired_difference_with_one_repeat_matches_scipy_paired_bootstrap() -> None:
-    rng = np.random.default_rng(12)
-    a = rng.normal(1.0, 1.0, 35)
-    b = a + rng.normal(0.3, 0.5, 35)
-    ids = [f"t{i:02d}" for i in range(35)]
-    paired = pair_by_task_repeat(cluster_by_task(ids, [0] * 35, a), cluster_by_task(ids, [0] * 35, b))
-    ours = bootstrap_difference(paired, PARAMS)
-    theirs = scipy_stats.bootstrap(
-        (a, b),
-        lambda x, y, axis: np.mean(x - y, axis=axis),
-        paired=True,
-        n_resamples=PARAMS.resamples,
-        method="percentile",
-        rng=np.random.default_rng(2),
-    ).confidence_interval
-    tolerance = 0.25 * np.std(a - b, ddof=1) / np.sqrt(35)
-    assert ours.estimate == pytest.approx(np.mean(a - b))
-    assert ours.low == pytest.approx(theirs.low, abs=tolerance)
-    assert ours.high == pytest.approx(theirs.high, abs=tolerance)
+def test_interval_ends_carry_their_monte_carlo_error_which_shrinks_with_resamples() -> None:
+    tasks, repeats, values = ragged(11, n_tasks=24, repeats=3)
+    sample = cluster_by_task(tasks, repeats, values)
+    few, many = (bootstrap_mean(sample, AnalysisParams(resamples=r, seed=1)) for r in (1_000, 16_000))
+    assert few.mc_se is not None and many.mc_se is not None
+    # The order-statistic estimate scales like 1 / sqrt(resamples): 16x the resamples, about a quarter the error.
+    assert 0.1 < many.mc_se / few.mc_se < 0.5
+    # And it is of the size of the seed-to-seed spread of an interval end.
+    ends = [bootstrap_mean(sample, AnalysisParams(resamples=1_000, seed=s)).low for s in range(40)]
+    assert 0.5 < few.mc_se / float(np.std([e for e in ends if e is not None], ddof=1)) < 2.0
 
 
 def test_relative_reduction_matches_scipy_paired_bootstrap_of_the_ratio() -> None:

@@ -86,11 +86,12 @@ def test_no_task_with_k_repeats_is_no_data() -> None:
         assert estimate.format() == "no data"
 
 
-def test_all_pass_gives_one_with_a_zero_width_interval() -> None:
+def test_all_pass_gives_one_with_the_exact_bound_over_tasks() -> None:
     sample = cluster_by_task(np.repeat(["a", "b", "c"], 3), np.tile([0, 1, 2], 3), np.ones(9))
     result = pass_hat_k(sample, 3, PARAMS)
-    assert (result.unbiased.estimate, result.unbiased.low, result.unbiased.high) == (1.0, 1.0, 1.0)
-    assert result.all_pass.status is EstimateStatus.CONSTANT
+    assert (result.unbiased.estimate, result.unbiased.high) == (1.0, 1.0)
+    assert result.unbiased.low == pytest.approx(0.025 ** (1 / 3))  # Clopper-Pearson for 3 of 3 tasks
+    assert result.all_pass.status is EstimateStatus.EXACT_BOUND
 
 
 @pytest.mark.parametrize(("values", "ks"), [([0.5, 1.0], [1]), ([1.0, 0.0], [0])])

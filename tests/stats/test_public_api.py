@@ -24,6 +24,7 @@ def test_all_lists_exactly_the_public_names() -> None:
 def test_analysis_params_defaults_and_validation() -> None:
     params = stats.AnalysisParams()
     assert (params.resamples, params.seed, params.confidence) == (10_000, 0, 0.95)
+    assert (params.alpha, params.power_datasets) == (0.05, 2_000)
     assert params.percentiles == pytest.approx((2.5, 97.5))
     assert params == stats.DEFAULT_PARAMS
     for bad in ({"confidence": 1.0}, {"resamples": 0}, {"seed": -1}, {"unknown": 1}):
@@ -55,6 +56,6 @@ def test_analysis_sha256_changes_with_the_source(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(_receipt, "_PACKAGE_DIR", copy)
     before = stats.analysis_sha256()
     assert before == recompute(Path(stats.__file__).parent)
-    with (copy / "_bootstrap.py").open("a") as handle:
+    with (copy / "_signflip.py").open("a") as handle:
         handle.write("# changed\n")
     assert stats.analysis_sha256() != before

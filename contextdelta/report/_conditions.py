@@ -1,0 +1,185 @@
+"""Sections of the metrics pipeline about conditions: per-condition numbers, breakdowns per hazard and world,
+and token reduction versus full_history."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import numpy.typing as npt
+
+from contextdelta.report._context import ALL, MetricsContext, Subset
+from contextdelta.report._models import (
+    Breakdown,
+    BreakdownCell,
+    ConditionKey,
+    ConditionMetrics,
+    TokenReduction,
+    TokenTotal,
+)
+from contextdelta.report._table import (
+    BREAKDOWN_METRICS,
+    FAILURE_MODE_ROWS,
+    FLIP_METRICS,
+    MEAN_METRICS,
+    RATE_METRICS,
+    TOKEN_METRICS,
+)
+from contextdelta.stats import (
+    AnalysisParams,
+    ClusteredSample,
+    Estimate,
+    EstimateStatus,
+    PairedSample,
+    bootstrap_means,
+    bootstrap_relative_reductions,
+    check_binary,
+    flip_rates,
+    pair_by_task_repeat,
+    pass_hat_k_many,
+)
+
+BASELINE_STRATEGY = "full_history"
+DESIGN_METRIC = "failed_trial"
+"""A metric every episode has: its samples are the designs (all episodes of a condition) that samples with missing
+values are resampled on, so that every metric of a condition shares one bootstrap draw."""
+
+
+def empty_estimate(params: AnalysisParams, note: str = "no data: the condition has no finished episode") -> Estimate:
+    """The estimate of a condition without episodes."""
+    return Estimate(
+        estimate=None,
+        low=None,
+        high=None,
+        confidence=params.confidence,
+        n_tasks=0,
+        n_episodes=0,
+        status=EstimateStatus.NO_DATA,
+        note=note,
+    )
+
+
+Condition = tuple[str, str]
+
+
+def _estimates(
+    ctx: MetricsContext, requests: list[tuple[str, Subset]]
+) -> dict[tuple[str, Subset], dict[ConditionKey, Estimate]]:
+    """Rates (with exact bounds) and means of every (metric, subset) requested, for every condition, in one batch:
+    samples of the same layout share one draw of bootstrap indices, so a batch costs one draw per layout."""
+    samples: dict[tuple[str, Subset, Condition], ClusteredSample] = {}
+    bounds: dict[tuple[str, Subset, Condition], tuple[float, float] | None] = {}
+    designs: dict[tuple[str, Subset, Condition], ClusteredSample] = {}
+    for metric, subset in requests:
+        every = ctx.samples(DESIGN_METRIC, subset)
+        for condition, sample in ctx.samples(metric, subset).items():
+            if metric in RATE_METRICS:
+                check_binary(sample, f"the {metric} rate")
+            key = (metric, subset, condition)
+            samples[key] = sample
+            bounds[key] = (0.0, 1.0) if metric in RATE_METRICS else None
+            if sample.n_missing:
+                designs[key] = every[condition]
+    found = bootstrap_means(samples, ctx.params, bounds=bounds, designs=designs)
+    return {
+        (metric, subset): {
+            k: found.get((metric, subset, (k.strategy, k.protection_mode)), empty_estimate(ctx.params))
+            for k in ctx.keys
+        }
+        for metric, subset in requests
+    }
+
+
+def conditions_section(ctx: MetricsContext) -> list[ConditionMetrics]:
+    """Every per-condition number: rates, means, totals, pass^k, flip rates and failure-mode counts."""
+    params, table = ctx.params, ctx.table
+    estimates = _estimates(ctx, [(m, ALL) for m in (*RATE_METRICS, *MEAN_METRICS)])
+    ks = list(range(1, max(1, ctx.manifest.repeats) + 1))
+    pass_k = pass_hat_k_many(ctx.samples("success"), ks, params)
+    flips = flip_rates({(m, c): s for m in FLIP_METRICS for c, s in ctx.samples(m).items()}, params)
+    out = []
+    for k in ctx.keys:
+        condition = (k.strategy, k.protection_mode)
+        rows = ctx.rows(condition)
+        totals = {}
+        for metric in (*TOKEN_METRICS, "cost_usd"):
+            values = table.values[metric][rows]
+            known = values[~np.isnan(values)]
+            totals[metric] = TokenTotal(
+                total=float(known.sum()), n_known=int(known.size), n_unknown=int(values.size - known.size)
+            )
+        failures = Counter(table.failure[rows].tolist())
+        failed = int(table.failed[rows].sum())
+        out.append(
+            ConditionMetrics(
+                condition=k,
+                episodes=int(rows.size),
+                episodes_with_verdict=int(rows.size) - failed,
+                tasks=int(np.unique(table.task_id[rows]).size),
+                failed_trials=failed,
+                rates={m: estimates[(m, ALL)][k] for m in RATE_METRICS},
+                means={m: estimates[(m, ALL)][k] for m in MEAN_METRICS},
+                totals=totals,
+                pass_k={str(n): p for n, p in pass_k.get(condition, {}).items()},
+                flip_rates={m: flips.get((m, condition), empty_estimate(params)) for m in FLIP_METRICS},
+                failure_modes={key: failures[key] for key in FAILURE_MODE_ROWS if failures[key]},
+            )
+        )
+    return out
+
+
+def breakdowns_section(ctx: MetricsContext) -> list[Breakdown]:
+    """`BREAKDOWN_METRICS` per condition on the tasks of each hazard, then of each world (sorted by name)."""
+    table = ctx.table
+    subsets: list[tuple[Subset, npt.NDArray[np.str_]]] = [
+        (("hazard", value), table.hazard) for value in sorted(set(table.hazard.tolist()))
+    ] + [(("world", value), table.world) for value in sorted(set(table.world.tolist()))]
+    estimates = _estimates(ctx, [(m, subset) for subset, _ in subsets for m in BREAKDOWN_METRICS])
+    out = []
+    for subset, column in subsets:
+        cells = []
+        for k in ctx.keys:
+            rows = ctx.rows((k.strategy, k.protection_mode), subset)
+            cells.append(
+                BreakdownCell(
+                    condition=k,
+                    episodes=int(rows.size),
+                    failed_trials=int(table.failed[rows].sum()),
+                    rates={m: estimates[(m, subset)][k] for m in BREAKDOWN_METRICS},
+                )
+            )
+        out.append(
+            Breakdown(
+                dimension="hazard" if subset[0] == "hazard" else "world",
+                value=subset[1],
+                tasks=int(np.unique(table.task_id[column == subset[1]]).size),
+                cells=cells,
+            )
+        )
+    return out
+
+
+def token_reduction_section(ctx: MetricsContext) -> list[TokenReduction]:
+    """Relative token reduction of each strategy versus full_history in the same mode, on paired episodes."""
+    planned: list[tuple[ConditionKey, ConditionKey]] = []
+    for k in ctx.keys:
+        baseline = ConditionKey(strategy=BASELINE_STRATEGY, protection_mode=k.protection_mode)
+        if k.strategy != BASELINE_STRATEGY and baseline in ctx.keys:
+            planned.append((k, baseline))
+    metrics = ("agent_tokens", "total_tokens")
+    pairs: dict[tuple[str, int], PairedSample] = {}
+    for metric in metrics:
+        samples = ctx.samples(metric)
+        for i, (k, baseline) in enumerate(planned):
+            a = samples.get((k.strategy, k.protection_mode))
+            b = samples.get((baseline.strategy, baseline.protection_mode))
+            if a is not None and b is not None:
+                pairs[(metric, i)] = pair_by_task_repeat(a, b)
+    found = bootstrap_relative_reductions(pairs, ctx.params)  # one batch: one draw per paired layout
+    out = {m: {i: found.get((m, i), empty_estimate(ctx.params)) for i in range(len(planned))} for m in metrics}
+    return [
+        TokenReduction(
+            condition=k, baseline=baseline, agent_tokens=out["agent_tokens"][i], total_tokens=out["total_tokens"][i]
+        )
+        for i, (k, baseline) in enumerate(planned)
+    ]

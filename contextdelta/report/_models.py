@@ -1,0 +1,196 @@
+"""The records of ``aggregate_metrics.json``: every number the report prints, and nothing it does not."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from contextdelta.stats import DetectableDifference, Estimate, PairedComparison, PairTable, PassK, SignFlipTest
+
+METRICS_SCHEMA_VERSION = 2
+"""2: task-level tests (sign-flip), exact bounds, breakdowns, flip rates, failed-trial sensitivity, power."""
+
+
+class ConditionKey(BaseModel):
+    """One condition of the matrix."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    strategy: str
+    protection_mode: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.strategy} / {self.protection_mode}"
+
+
+class TokenTotal(BaseModel):
+    """A sum over a condition's episodes, with how many episodes had no value."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    total: float
+    n_known: int
+    n_unknown: int
+
+
+class ConditionMetrics(BaseModel):
+    """Every per-condition number."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    condition: ConditionKey
+    episodes: int = Field(description="Finished episodes.")
+    episodes_with_verdict: int = Field(description="Finished episodes that are not failed trials.")
+    tasks: int
+    failed_trials: int
+    rates: dict[str, Estimate] = Field(description="RATE_METRICS: share of episodes, with interval or exact bound.")
+    means: dict[str, Estimate] = Field(description="MEAN_METRICS: mean per episode, with interval.")
+    totals: dict[str, TokenTotal] = Field(description="Token and cost sums over the condition's episodes.")
+    pass_k: dict[str, PassK] = Field(description="pass^k of success for k = 1..repeats (keys are k).")
+    flip_rates: dict[str, Estimate] = Field(
+        description="FLIP_METRICS: share of tasks (with at least two repeats) whose repeats disagree."
+    )
+    failure_modes: dict[str, int] = Field(
+        description="Failed episodes per FAILURE_MODE_ROWS key: failed trials by termination, others by failure mode."
+    )
+
+
+class BreakdownCell(BaseModel):
+    """One condition's rates on the tasks of one hazard or world."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    condition: ConditionKey
+    episodes: int
+    failed_trials: int
+    rates: dict[str, Estimate] = Field(description="BREAKDOWN_METRICS on these tasks.")
+
+
+class Breakdown(BaseModel):
+    """The rates of every condition restricted to the tasks of one hazard (or one world)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    dimension: Literal["hazard", "world"]
+    value: str
+    tasks: int = Field(description="Tasks of the run with this hazard (world).")
+    cells: list[BreakdownCell]
+
+
+class Comparison(BaseModel):
+    """A task-level paired comparison of condition a vs condition b on one 0/1 metric (one row of a research
+    question), with its failed-trial accounting, sensitivity row and design sensitivity."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    name: str
+    metric: str
+    a: ConditionKey
+    b: ConditionKey
+    rate_a: Estimate
+    rate_b: Estimate
+    difference: Estimate = Field(description="Mean over tasks of the per-task difference of means, a - b.")
+    test: SignFlipTest = Field(description="The primary test; pvalue_holm is adjusted within the family.")
+    episodes: PairTable = Field(description="Episode-level 2x2 table on (task, repeat) pairs: description only.")
+    failed_pairs: int = Field(ge=0, description="(task, repeat) pairs in which either episode is a failed trial.")
+    failed_discordant_tasks: int = Field(
+        ge=0, description="Discordant tasks with at least one pair that involves a failed trial."
+    )
+    sensitivity: PairedComparison | None = Field(
+        description="The comparison again without the pairs that involve a failed trial (None when there are none); "
+        "Holm-adjusted within the question's sensitivity family."
+    )
+    detectable: DetectableDifference = Field(
+        description="The smallest difference the primary test detects with the target power on this design."
+    )
+
+
+class ResearchQuestion(BaseModel):
+    """One research question: a family of comparisons, Holm-adjusted over its testable members."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    id: str
+    question: str
+    comparisons: list[Comparison]
+    family: list[str] = Field(description="Names of the testable comparisons: the Holm family.")
+    not_testable: list[str] = Field(description="Comparisons without a discordant task: left out of the family.")
+    not_run: list[str] = Field(description="Planned comparisons left out because a condition was not run.")
+    sensitivity_family: list[str] = Field(
+        description="Names of the testable sensitivity rows (comparisons with failed-trial pairs removed)."
+    )
+
+
+class TokenReduction(BaseModel):
+    """Token reduction of a strategy versus full_history on paired episodes (same mode, task and repeat)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    condition: ConditionKey
+    baseline: ConditionKey
+    agent_tokens: Estimate = Field(description="1 - sum(agent tokens, strategy) / sum(agent tokens, baseline).")
+    total_tokens: Estimate = Field(description="The same for agent + summary tokens.")
+
+
+class AnalysisInfo(BaseModel):
+    """The analysis parameters, the methods' constants and the hash of the statistics code (the receipt)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    resamples: int
+    seed: int
+    confidence: float
+    alpha: float = Field(description="Family-wise level of the Holm-adjusted tests.")
+    power_datasets: int = Field(description="Simulated datasets per evaluated difference (power figures).")
+    target_power: float
+    sign_flip_enumeration_limit: int
+    sign_flip_monte_carlo_patterns: int
+    max_mc_se: float | None = Field(
+        description="Largest Monte-Carlo standard error of a printed rate or difference interval end (None: none)."
+    )
+    rate_decimals: int = Field(description="Decimals of percentages in the report, justified by max_mc_se.")
+    analysis_sha256: str
+
+
+class EpisodeCounts(BaseModel):
+    """How many episodes were planned, finished, succeeded and failed, and how each ended."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    planned: int
+    finished: int
+    succeeded: int
+    failed_trials: int
+    with_verdict: int = Field(description="Finished episodes that are not failed trials.")
+    by_termination: dict[str, int]
+
+
+class ReportWarning(BaseModel):
+    """A warning printed at the top of the report."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    code: Literal["failed_trials", "failed_discordance"]
+    message: str
+
+
+class AggregateMetrics(BaseModel):
+    """The content of ``aggregate_metrics.json``. Sections are fields; a new section is a new field (with a
+    default, so files written before it still load) built by its own function in the metrics pipeline."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    schema_version: int = METRICS_SCHEMA_VERSION
+    run_group_id: str
+    status: str
+    analysis: AnalysisInfo
+    definitions: dict[str, str]
+    episodes: EpisodeCounts
+    warnings: list[ReportWarning]
+    conditions: list[ConditionMetrics]
+    breakdowns: list[Breakdown]
+    token_reduction: list[TokenReduction]
+    research_questions: list[ResearchQuestion]
+    failure_modes: dict[str, int] = Field(description="Failed episodes per FAILURE_MODE_ROWS key, all conditions.")
