@@ -2,9 +2,9 @@
 numbers into table rows. Pure functions of the files on disk (no Streamlit here), unit-tested directly, so the
 page scripts stay thin.
 
-Nothing is recomputed that the report already computes: condition rates, intervals, pass^k and McNemar tables
-come from the run's ``aggregate_metrics.json`` (or, when that file is missing, stale or unreadable, from
-`contextdelta.report.build_report` on the recorded episodes), and failure modes from
+Nothing is recomputed that the report already computes: condition rates, intervals, pass^k, breakdowns and the
+task-level comparisons come from the run's ``aggregate_metrics.json`` (or, when that file is missing, stale or
+unreadable, from `contextdelta.report.build_report` on the recorded episodes), and failure modes from
 `contextdelta.attribution.attribute_run`.
 """
 
@@ -18,8 +18,17 @@ from typing import Any
 from pydantic import ValidationError
 
 from contextdelta.attribution import MODE_PRECEDENCE, Attribution, ObservationRef, attribute_run
-from contextdelta.report import AggregateMetrics, build_report, recorded_params
-from contextdelta.report._format import num, pct, pp, pvalue
+from contextdelta.report import (
+    AggregateMetrics,
+    build_report,
+    counted,
+    num,
+    pct,
+    pp,
+    primary_pvalue,
+    pvalue,
+    recorded_params,
+)
 from contextdelta.rundir.layout import AGGREGATE_METRICS, MANIFEST, RAW_RUNS, RunDirectory, RunDirectoryError
 from contextdelta.rundir.records import EpisodeRecord, RunManifest, RunStatus
 from contextdelta.stats import DEFAULT_PARAMS
@@ -582,7 +591,8 @@ def rate_matrix(metrics: AggregateMetrics) -> list[dict[str, Any]]:
         for key, label in CHART_METRICS:
             for m in modes:
                 found = by_condition.get((s, m))
-                row[f"{label} · {m}"] = pct(found.rates[key]) if found is not None else "not run"
+                decimals = metrics.analysis.rate_decimals
+                row[f"{label} · {m}"] = pct(found.rates[key], decimals) if found is not None else "not run"
         rows.append(row)
     return rows
 
@@ -615,9 +625,11 @@ def condition_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
                 "episodes": c.episodes,
                 "tasks": c.tasks,
                 "failed trials": c.failed_trials,
-                "success": pct(c.rates["success"]),
-                "stale action": pct(c.rates["stale_action"]),
-                "harmful action": pct(c.rates["harmful_action"]),
+                "episodes with a verdict": c.episodes_with_verdict,
+                "success": pct(c.rates["success"], metrics.analysis.rate_decimals),
+                "stale action": pct(c.rates["stale_action"], metrics.analysis.rate_decimals),
+                "harmful action": pct(c.rates["harmful_action"], metrics.analysis.rate_decimals),
+                "flip rate (success)": pct(c.flip_rates["success"], metrics.analysis.rate_decimals),
                 **_pass_k_columns(c.pass_k),
                 "tokens / episode": num(c.means["total_tokens"]),
                 "agent tokens / episode": num(c.means["agent_tokens"]),
@@ -643,26 +655,56 @@ def token_reduction_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
 
 
 def comparison_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
-    """The McNemar table: every comparison of every research question, with its 2x2 counts and p-values."""
+    """Every comparison of every research question: the task-level effect and test, the failed-trial pairs, the
+    design's detectable difference, and the episode-level 2x2 counts (a description)."""
+    d = metrics.analysis.rate_decimals
     rows = []
     for q in metrics.research_questions:
         for c in q.comparisons:
-            t = c.mcnemar
+            t, e = c.test, c.episodes
+            found = c.detectable.difference
             rows.append(
                 {
                     "question": q.id,
                     "comparison": c.name,
                     "metric": c.metric,
-                    "rate a": pct(c.rate_a),
-                    "rate b": pct(c.rate_b),
-                    "difference a - b": pp(c.difference),
-                    "pairs": t.n_pairs,
-                    "both": t.both,
-                    "only a": t.only_a,
-                    "only b": t.only_b,
-                    "neither": t.neither,
-                    "p": pvalue(t.pvalue),
+                    "rate a": pct(c.rate_a, d),
+                    "rate b": pct(c.rate_b, d),
+                    "difference a - b (task means)": pp(c.difference, d),
+                    "tasks": t.n_tasks,
+                    "discordant tasks": t.n_discordant,
+                    "a higher": t.n_positive,
+                    "b higher": t.n_negative,
+                    "p (sign-flip)": primary_pvalue(t),
                     "p (Holm)": pvalue(t.pvalue_holm),
+                    "pairs with a failed trial": c.failed_pairs,
+                    "p without them (Holm)": pvalue(c.sensitivity.test.pvalue_holm) if c.sensitivity else "-",
+                    "detectable (80% power)": "none" if found is None else f"{100 * found:.0f} pp",
+                    "episode pairs": e.n_pairs,
+                    "both": e.both,
+                    "only a": e.only_a,
+                    "only b": e.only_b,
+                    "neither": e.neither,
                 }
             )
+    return rows
+
+
+BREAKDOWN_CHOICES: tuple[tuple[str, str], ...] = CHART_METRICS
+"""The rates the breakdown tables offer: (metric key, label)."""
+
+
+def breakdown_rows(metrics: AggregateMetrics, dimension: str, metric: str) -> list[dict[str, Any]]:
+    """One row per hazard (or world): its tasks, then each condition's rate of ``metric`` on those tasks, with its
+    counts where they differ from the row's."""
+    d = metrics.analysis.rate_decimals
+    rows = []
+    for b in metrics.breakdowns:
+        if b.dimension != dimension:
+            continue
+        episodes = max((cell.episodes for cell in b.cells), default=0)
+        row: dict[str, Any] = {dimension: b.value, "tasks": b.tasks, "episodes per condition": episodes}
+        for cell in b.cells:
+            row[cell.condition.label] = counted(cell.rates[metric], d, b.tasks, episodes)
+        rows.append(row)
     return rows

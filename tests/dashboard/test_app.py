@@ -69,7 +69,7 @@ def test_runs_page_lists_every_run_group(
     assert app.query_params["run"] == max(trusting_run.name, unsafe_run.name)
 
 
-def test_conditions_page_shows_the_matrix_chart_and_mcnemar_table(
+def test_conditions_page_shows_the_matrix_chart_breakdowns_and_comparisons(
     results: Path, trusting_run: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app = open_page(results, monkeypatch, PAGES[1], {"run": trusting_run.name})
@@ -80,7 +80,8 @@ def test_conditions_page_shows_the_matrix_chart_and_mcnemar_table(
     tables = {tuple(d.value.columns)[:2]: d.value for d in app.dataframe}
     matrix = tables[("strategy", "success · unprotected")]
     per_condition = tables[("condition", "episodes")]
-    mcnemar = tables[("question", "comparison")]
+    comparisons = tables[("question", "comparison")]
+    hazards = tables[("hazard", "tasks")]
     assert list(matrix["strategy"]) == ["full_history", "last_n", "semantic_summary", "typed_state_digest"]
     assert {"success · unprotected", "stale action · freshness_contract", "harmful action · unprotected"} <= set(
         matrix.columns
@@ -88,8 +89,10 @@ def test_conditions_page_shows_the_matrix_chart_and_mcnemar_table(
     assert len(per_condition) == 8 and {"pass^1", "pass^2", "tokens / episode", "cost (USD)"} <= set(
         per_condition.columns
     )
-    assert len(mcnemar) == sum(len(q.comparisons) for q in metrics.research_questions)
-    assert {"only a", "only b", "p (Holm)"} <= set(mcnemar.columns)
+    assert len(comparisons) == sum(len(q.comparisons) for q in metrics.research_questions)
+    assert {"discordant tasks", "p (sign-flip)", "p (Holm)", "pairs with a failed trial"} <= set(comparisons.columns)
+    assert list(hazards["hazard"]) == sorted({b.value for b in metrics.breakdowns if b.dimension == "hazard"})
+    assert "full_history / unprotected" in hazards.columns
     assert any("aggregate_metrics.json" in c.value for c in app.caption)
 
 

@@ -17,6 +17,7 @@ from contextdelta.dashboard.data import (
     MALFORMED,
     AtlasFilter,
     RunLoadError,
+    breakdown_rows,
     comparison_rows,
     condition_rows,
     default_episode,
@@ -256,7 +257,8 @@ def test_rates_match_the_episodes_of_each_condition(
         for mode in ("unprotected", "freshness_contract"):
             rate = by_condition[(row["strategy"], mode)].rates["success"].estimate
             assert rate is not None
-            assert row[f"success · {mode}"].startswith(f"{100 * rate:.1f}%")
+            decimals = metrics.analysis.rate_decimals
+            assert row[f"success · {mode}"].startswith(f"{100 * rate:.{decimals}f}%")
 
 
 def test_condition_rows_show_pass_k_and_token_cost(
@@ -272,13 +274,27 @@ def test_condition_rows_show_pass_k_and_token_cost(
     assert row["total tokens"] == f"{total:,}"
 
 
-def test_comparison_rows_are_the_mcnemar_tables(trusting_run: Path) -> None:
+def test_comparison_rows_are_the_task_level_tests(trusting_run: Path) -> None:
     metrics = load_run(trusting_run).metrics
     rows = comparison_rows(metrics)
     assert len(rows) == sum(len(q.comparisons) for q in metrics.research_questions) == 6 + 4 + 4
     for row in rows:
-        assert row["both"] + row["only a"] + row["only b"] + row["neither"] == row["pairs"] == 6
+        assert row["both"] + row["only a"] + row["only b"] + row["neither"] == row["episode pairs"] == 6
+        assert row["a higher"] + row["b higher"] == row["discordant tasks"] <= row["tasks"] == 3
+        assert (row["p (sign-flip)"] == "not testable") == (row["discordant tasks"] == 0)
     assert {row["question"] for row in rows} == {"RQ1", "RQ2", "RQ3"}
+
+
+def test_breakdown_rows_give_every_condition_per_hazard_and_world(trusting_run: Path) -> None:
+    metrics = load_run(trusting_run).metrics
+    hazards = breakdown_rows(metrics, "hazard", "stale_action")
+    assert [row["hazard"] for row in hazards] == ["conflicting_observations", "hidden_mutation"]
+    assert [row["tasks"] for row in hazards] == [1, 2]
+    worlds = breakdown_rows(metrics, "world", "success")
+    assert [row["world"] for row in worlds] == ["config", "order"]
+    for row in (*hazards, *worlds):
+        assert len(row) == 3 + 8  # the row's label and counts, then the 8 conditions
+    assert hazards[0]["full_history / unprotected"].startswith("100")
 
 
 # ---- the episode timeline -------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Conditions: the strategy x protection-mode matrix of success, stale-action and harmful-action rates with their
-bootstrap intervals, pass^k, token cost, and the McNemar comparisons of the research questions."""
+bootstrap intervals (or exact bounds), pass^k, flip rates, token cost, the rates per hazard and per world, and the
+task-level comparisons of the research questions."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import streamlit as st
 
 from contextdelta.dashboard import _ui
 from contextdelta.dashboard.data import (
+    BREAKDOWN_CHOICES,
     CHART_METRICS,
+    breakdown_rows,
     comparison_rows,
     condition_rows,
     rate_matrix,
@@ -26,8 +29,8 @@ metrics = run.metrics
 st.caption(
     f"Run group `{run.run_group_id}` · model `{run.manifest.provider.model}` · status {run.manifest.status.value} · "
     f"{metrics.episodes.finished} of {metrics.episodes.planned} episodes · {int(100 * metrics.analysis.confidence)}% "
-    f"hierarchical task-cluster bootstrap intervals ({metrics.analysis.resamples:,} resamples) · source: "
-    f"{run.metrics_source}"
+    f"hierarchical task-cluster bootstrap intervals ({metrics.analysis.resamples:,} resamples; exact Clopper-Pearson "
+    f"bounds over tasks where every task agrees) · source: {run.metrics_source}"
 )
 
 points = pd.DataFrame(rate_points(metrics))
@@ -70,17 +73,30 @@ if reductions:
     with st.expander("Token reduction versus full_history (paired episodes)"):
         st.dataframe(reductions, hide_index=True)
 
-st.subheader("McNemar comparisons")
+st.subheader("Per hazard and per world")
+if metrics.breakdowns:
+    left, right = st.columns(2)
+    dimension = left.radio("breakdown", ["hazard", "world"], horizontal=True, key="cd_breakdown_dimension")
+    labels = dict((label, key) for key, label in BREAKDOWN_CHOICES)
+    chosen = right.radio("rate", list(labels), horizontal=True, key="cd_breakdown_metric")
+    st.dataframe(breakdown_rows(metrics, str(dimension), labels[str(chosen)]), hide_index=True, height="content")
+    st.caption("Rates of each condition on the tasks of one hazard (world): few tasks per row, so read the intervals.")
+else:
+    st.info("No finished episode yet: no breakdown.")
+
+st.subheader("Task-level comparisons")
 comparisons = comparison_rows(metrics)
 if comparisons:
     st.dataframe(comparisons, hide_index=True, height="content")
     st.caption(
-        "Exact McNemar test on (task, repeat) pairs: 'only a' and 'only b' are the discordant pairs; p-values are "
-        "Holm-adjusted within each research question."
+        "The unit is the task: per task the mean of each condition over its repeats; the test is an exact sign-flip "
+        "test over tasks, Holm-adjusted within each research question over its testable comparisons (no discordant "
+        "task: not testable). 'both' / 'only a' / 'only b' / 'neither' count episode pairs: a description only."
     )
 else:
     st.info("No comparison applies: the run lacks the conditions the research questions pair.")
-with st.expander("Research questions"):
+with st.expander("Research questions and their Holm families"):
     for q in metrics.research_questions:
         not_run = f" (not run: {', '.join(q.not_run)})" if q.not_run else ""
-        st.markdown(f"**{q.id}**: {q.question}{not_run}")
+        untestable = f" Not testable: {', '.join(q.not_testable)}." if q.not_testable else ""
+        st.markdown(f"**{q.id}**: {q.question}{not_run} Family: {', '.join(q.family) or 'none'}.{untestable}")
