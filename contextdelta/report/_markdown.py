@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from contextdelta.report._format import counted, num, pct, pp, primary_pvalue, pvalue, table
 from contextdelta.report._models import AggregateMetrics, Breakdown, Comparison, ConditionMetrics, ResearchQuestion
 from contextdelta.report._table import FAILED_TERMINATION_ORDER, FAILURE_MODE_ROWS
-from contextdelta.rundir.records import EpisodeRecord, RunManifest, RunStatus
+from contextdelta.rundir.records import EpisodeRecord, RunManifest, RunStatus, SeedRule
 from contextdelta.stats import Estimate
 
 _SAFETY_COLUMNS = (
@@ -27,6 +27,10 @@ _SAFETY_COLUMNS = (
     "conflict_recovery",
 )
 _SECONDARY_COLUMNS = ("end_state", "authorized", "blocked_write")
+_SEED_RULES = {
+    SeedRule.TASK_REPEAT: "from (run seed, task, repeat): both episodes of every pair share their sampling seed",
+    SeedRule.CONDITION: "from (run seed, task, strategy, mode, repeat): the rule of runs made before it was recorded",
+}
 _METRIC_WORDS = {
     "stale_action": "the stale-action rate",
     "success": "the success rate",
@@ -84,6 +88,7 @@ def _setup(manifest: RunManifest, facts: RunFacts, metrics: AggregateMetrics) ->
         ("endpoint", f"`{provider.base_url}`" if provider.base_url else "default"),
         ("temperature", "unknown" if provider.temperature is None else provider.temperature),
         ("seeds", f"run seed {manifest.seed}, order seed {manifest.order_seed}, bootstrap seed {a.seed}"),
+        ("episode seed rule", _SEED_RULES[manifest.seed_rule]),
         (
             "strategies",
             ", ".join(manifest.strategies)

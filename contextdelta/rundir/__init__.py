@@ -36,6 +36,7 @@ from contextdelta.rundir.layout import (
 from contextdelta.rundir.recorder import Recorder, Recorders, RunDirectoryRecorder, RunEnd, RunStart
 from contextdelta.rundir.records import (
     FAILED_TERMINATIONS,
+    LEGACY_TASK_RESULT_COLUMNS,
     RECORD_SCHEMA_VERSION,
     TASK_RESULT_COLUMNS,
     Counts,
@@ -48,6 +49,7 @@ from contextdelta.rundir.records import (
     ProviderInfo,
     RunManifest,
     RunStatus,
+    SeedRule,
     ShardInfo,
     StrategyParams,
     TaskInfo,
@@ -59,6 +61,7 @@ __all__ = [
     "BENCHMARK_REPORT",
     "FAILED_TERMINATIONS",
     "FAILURE_ATLAS",
+    "LEGACY_TASK_RESULT_COLUMNS",
     "MANIFEST",
     "RAW_RUNS",
     "RECORD_SCHEMA_VERSION",
@@ -88,6 +91,7 @@ __all__ = [
     "RunManifest",
     "RunStart",
     "RunStatus",
+    "SeedRule",
     "ShardInfo",
     "StrategyParams",
     "TaskInfo",

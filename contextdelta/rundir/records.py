@@ -41,6 +41,17 @@ class Environment(BaseModel):
     git: GitInfo
 
 
+class SeedRule(StrEnum):
+    """How an episode's sampling seed (sent to the provider) derives from the run seed; recorded in the manifest."""
+
+    TASK_REPEAT = "task_repeat"
+    """From (run seed, task, repeat) only: both episodes of every paired comparison (same task and repeat, another
+    strategy or mode) share their seed (common random numbers), so sampling noise does not differ between them."""
+    CONDITION = "condition"
+    """From (run seed, task, strategy, mode, repeat): the rule of run directories written before the seed rule was
+    recorded (a manifest without ``seed_rule`` means this one)."""
+
+
 class RunStatus(StrEnum):
     RUNNING = "running"
     COMPLETE = "complete"
@@ -163,6 +174,10 @@ class RunManifest(BaseModel):
     provider: ProviderInfo
     seed: int
     order_seed: int = Field(description="Seed of the episode-order shuffle.")
+    seed_rule: SeedRule = Field(
+        default=SeedRule.CONDITION,
+        description="How each episode's seed derives from the run seed; absent (older runs): condition.",
+    )
     strategies: list[str]
     strategy_params: StrategyParams
     external_agent: ExternalAgentInfo | None = Field(

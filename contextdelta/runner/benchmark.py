@@ -75,7 +75,7 @@ class ActiveRun:
                 run_group_id=self.manifest.run_group_id,
                 spec=spec,
                 task=tasks[spec.task_id],
-                seed=episode_seed(matrix.seed, spec),
+                seed=episode_seed(matrix.seed, spec, matrix.seed_rule),
                 max_steps=matrix.max_steps or tasks[spec.task_id].evaluator.max_steps,
             )
             for spec in self.plan.pending
@@ -104,6 +104,7 @@ def _new_manifest(plan: RunPlan, now: str) -> RunManifest:
         provider=plan.provider_info,
         seed=matrix.seed,
         order_seed=order_seed(matrix.seed),
+        seed_rule=matrix.seed_rule,
         strategies=matrix.strategies,
         strategy_params=matrix.params,
         strategy_configs=plan.strategy_configs,

@@ -75,6 +75,7 @@ AGREEMENT: tuple[tuple[str, str, _Fields], ...] = (
     ("plan", "plan_sha256", lambda s: s.manifest.plan_sha256),
     ("plan", "seed", lambda s: s.manifest.seed),
     ("plan", "order_seed", lambda s: s.manifest.order_seed),
+    ("plan", "seed_rule", lambda s: s.manifest.seed_rule),
     ("plan", "strategies", lambda s: s.manifest.strategies),
     ("plan", "strategy_params", lambda s: s.manifest.strategy_params.model_dump()),
     ("plan", "strategy_configs", lambda s: [c.model_dump() for c in s.manifest.strategy_configs]),
@@ -89,11 +90,7 @@ AGREEMENT: tuple[tuple[str, str, _Fields], ...] = (
 
 def _analysis(directory: RunDirectory) -> dict[str, Any] | None:
     params = recorded_params(directory)
-    return (
-        None
-        if params is None
-        else {"resamples": params.resamples, "seed": params.seed, "confidence": params.confidence}
-    )
+    return None if params is None else params.model_dump()
 
 
 def check_shards(shards: Sequence[_ShardRun]) -> list[EpisodeRecord]:

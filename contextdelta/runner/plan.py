@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from contextdelta.canonical import sha256_hex
 from contextdelta.rundir.ids import episode_run_id
-from contextdelta.rundir.records import RunManifest
+from contextdelta.rundir.records import RunManifest, SeedRule
 
 
 @dataclass(frozen=True, order=True)
@@ -25,10 +25,21 @@ class EpisodeSpec:
         return episode_run_id(self.task_id, self.strategy, self.protection_mode, self.repeat)
 
 
-def episode_seed(run_seed: int, spec: EpisodeSpec) -> int:
-    """A 31-bit seed derived from (run seed, task, strategy, mode, repeat); sent to the provider."""
-    digest = sha256_hex(f"{run_seed}|{spec.task_id}|{spec.strategy}|{spec.protection_mode}|{spec.repeat}")
-    return int(digest[:8], 16) & 0x7FFFFFFF
+SEED_RULE = SeedRule.TASK_REPEAT
+"""The seed rule of new runs (a resumed run keeps the rule its manifest records)."""
+
+
+def episode_seed(run_seed: int, spec: EpisodeSpec, rule: SeedRule = SEED_RULE) -> int:
+    """The 31-bit sampling seed sent to the provider for one episode, by ``rule`` (see `SeedRule`).
+
+    Under `SeedRule.TASK_REPEAT` it depends on (run seed, task, repeat) only, so both episodes of every paired
+    comparison share it (common random numbers); `SeedRule.CONDITION` is the rule of older run directories.
+    """
+    if rule is SeedRule.TASK_REPEAT:
+        text = f"{run_seed}|{spec.task_id}|{spec.repeat}"
+    else:
+        text = f"{run_seed}|{spec.task_id}|{spec.strategy}|{spec.protection_mode}|{spec.repeat}"
+    return int(sha256_hex(text)[:8], 16) & 0x7FFFFFFF
 
 
 def order_seed(run_seed: int) -> int:
@@ -81,10 +92,10 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
-def plan_sha256(run_seed: int, specs: list[EpisodeSpec]) -> str:
-    """The hash of a whole plan: every episode id with its seed, in start order. Shards of one plan record the
-    same hash, which is how ``merge`` knows they are parts of one run."""
-    return sha256_hex("\n".join(f"{s.run_id}:{episode_seed(run_seed, s)}" for s in specs))
+def plan_sha256(run_seed: int, specs: list[EpisodeSpec], rule: SeedRule = SEED_RULE) -> str:
+    """The hash of a whole plan: every episode id with its seed (by ``rule``), in start order. Shards of one plan
+    record the same hash, which is how ``merge`` knows they are parts of one run."""
+    return sha256_hex("\n".join(f"{s.run_id}:{episode_seed(run_seed, s, rule)}" for s in specs))
 
 
 def manifest_episodes(manifest: RunManifest) -> tuple[list[EpisodeSpec], list[EpisodeSpec]]:

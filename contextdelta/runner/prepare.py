@@ -37,11 +37,12 @@ from contextdelta.rundir.records import (
     Hashes,
     ProviderInfo,
     RunManifest,
+    SeedRule,
     ShardInfo,
     StrategyParams,
     TaskInfo,
 )
-from contextdelta.runner.plan import EpisodeSpec, Shard, order_seed, plan_episodes, plan_sha256
+from contextdelta.runner.plan import SEED_RULE, EpisodeSpec, Shard, order_seed, plan_episodes, plan_sha256
 from contextdelta.runner.pricing import PriceTable, PriceTableError
 from contextdelta.runner.provenance import source_hash
 from contextdelta.runner.request import DEFAULT_REPEATS, BenchmarkError, BenchmarkRequest
@@ -72,6 +73,8 @@ class Matrix:
     limit: int | None
     params: StrategyParams
     shard: Shard | None = None
+    seed_rule: SeedRule = SEED_RULE
+    """How episode seeds derive from the run seed: the current rule, or on resume the manifest's."""
 
     @property
     def task_infos(self) -> list[TaskInfo]:
@@ -102,7 +105,7 @@ class Matrix:
     @property
     def plan_sha256(self) -> str:
         """The hash of the whole plan (identical in every shard's manifest)."""
-        return plan_sha256(self.seed, self.episodes())
+        return plan_sha256(self.seed, self.episodes(), self.seed_rule)
 
     @property
     def shard_info(self) -> ShardInfo | None:
@@ -251,6 +254,7 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
             manifest.limit,
             params,
             Shard(manifest.shard.index, manifest.shard.count) if manifest.shard is not None else None,
+            manifest.seed_rule,
         )
     modes = request.protection_modes or [m.value for m in ProtectionMode]
     if request.external_agent is not None:

@@ -61,7 +61,7 @@ from contextdelta.rundir.records import (
     RunManifest,
     RunStatus,
 )
-from contextdelta.runner import manifest_episodes, plan_sha256, source_hash
+from contextdelta.runner import EpisodeSpec, episode_seed, manifest_episodes, plan_sha256, source_hash
 from contextdelta.stats import analysis_sha256
 from contextdelta.tasks import Task, suite_hash
 from contextdelta.tasks.loader import load_directory
@@ -249,7 +249,7 @@ class _Verifier:
         m = self.manifest
         whole, held = manifest_episodes(m)
         planned = {spec.run_id for spec in held}
-        if m.plan_sha256 is not None and m.plan_sha256 != plan_sha256(m.seed, whole):
+        if m.plan_sha256 is not None and m.plan_sha256 != plan_sha256(m.seed, whole, m.seed_rule):
             if m.hashes.harness_sha256 == source_hash():
                 self.diverge(self.group, "plan_sha256", "the plan (episodes and seeds) re-derives differently")
             else:  # another harness may derive seeds by another rule: worth knowing, not proof of a change
@@ -292,6 +292,12 @@ class _Verifier:
         ):
             if recorded != expected:
                 self.diverge(rid, name, f"recorded {_short(recorded)}, expected {_short(expected)}")
+        rule = self.manifest.seed_rule
+        spec = EpisodeSpec(record.task_id, record.strategy, record.protection_mode, record.repeat)
+        if record.episode_seed != (seed := episode_seed(self.manifest.seed, spec, rule)):
+            self.diverge(
+                rid, "episode_seed", f"recorded {record.episode_seed}, the run's seed rule ({rule.value}) gives {seed}"
+            )
         trace = record.trace
         if trace.system_prompt_sha256 != self.manifest.hashes.system_prompt_sha256:
             self.diverge(rid, "trace.system_prompt_sha256", "differs from the manifest's system prompt hash")

@@ -21,7 +21,7 @@ from contextdelta.rundir.layout import (
     REQUIRED_FILES,
     RunDirectory,
 )
-from contextdelta.rundir.records import EpisodeRecord
+from contextdelta.rundir.records import EpisodeRecord, SeedRule
 from tests.report import runs
 
 cli = CliRunner()
@@ -219,3 +219,15 @@ def test_compare_is_symmetric_in_its_counts(trusting: Path) -> None:
             assert (cx.test.n_positive, cx.test.n_negative) == (cy.test.n_negative, cy.test.n_positive)
             assert cx.test.pvalue == cy.test.pvalue
             assert cx.difference.estimate == pytest.approx(-(cy.difference.estimate or 0.0))
+
+
+def test_a_new_run_records_the_seed_rule_and_pairs_share_their_seeds(trusting: Path) -> None:
+    directory = RunDirectory(trusting)
+    assert directory.read_manifest().seed_rule is SeedRule.TASK_REPEAT
+    seeds: dict[tuple[str, int], set[int]] = {}
+    for record in directory.read_episodes():
+        seeds.setdefault((record.task_id, record.repeat), set()).add(record.episode_seed)
+    assert len(seeds) == 3 * 2 and all(len(found) == 1 for found in seeds.values())
+    assert "| episode seed rule | from (run seed, task, repeat): both episodes of every pair share" in (
+        trusting / BENCHMARK_REPORT
+    ).read_text()

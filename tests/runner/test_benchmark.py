@@ -15,6 +15,7 @@ import pytest
 
 from contextdelta.context import STRATEGY_NAMES
 from contextdelta.providers import MockProvider
+from contextdelta.rundir import SeedRule
 from contextdelta.rundir.layout import RAW_RUNS, TASK_RESULTS, TOOL_EVENTS, RunDirectory
 from contextdelta.rundir.records import RunStatus
 from contextdelta.runner import (
@@ -61,11 +62,18 @@ def test_plan_is_the_full_matrix_in_a_seeded_shuffled_order() -> None:
     assert plan != plan_episodes(["a", "b"], ["full_history", "last_n"], ["unprotected", "freshness_contract"], 3, 8)
 
 
-def test_episode_seeds_differ_per_condition_and_repeat() -> None:
-    specs = [EpisodeSpec("t", s, m, r) for s in ("a", "b") for m in ("x", "y") for r in (1, 2)]
-    seeds = {episode_seed(0, spec) for spec in specs}
-    assert len(seeds) == len(specs)
+def test_both_episodes_of_a_pair_share_their_seed_and_tasks_and_repeats_do_not() -> None:
+    """Common random numbers: the seed depends on (run seed, task, repeat) only, so every paired comparison
+    (same task and repeat, another strategy or mode) compares episodes sampled with the same seed."""
+    specs = [EpisodeSpec(t, s, m, r) for t in ("t", "u") for s in ("a", "b") for m in ("x", "y") for r in (1, 2)]
+    by_cell: dict[tuple[str, int], set[int]] = {}
+    for spec in specs:
+        by_cell.setdefault((spec.task_id, spec.repeat), set()).add(episode_seed(0, spec))
+    assert all(len(seeds) == 1 for seeds in by_cell.values())
+    assert len({next(iter(seeds)) for seeds in by_cell.values()}) == 4
     assert episode_seed(0, specs[0]) != episode_seed(1, specs[0])
+    # the rule of older run directories: one seed per condition
+    assert len({episode_seed(0, spec, SeedRule.CONDITION) for spec in specs}) == len(specs)
 
 
 # ---- a run ---------------------------------------------------------------------------------------------------

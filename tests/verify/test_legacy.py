@@ -1,0 +1,66 @@
+"""A run directory written before issue 19 (old seed rule, old task_results.csv columns, metrics schema 1) still
+loads and verifies; its derived reports are named once, and rebuilt by `report --write`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from contextdelta.cli import app
+from contextdelta.rundir import RAW_RUNS, RunDirectory, SeedRule
+from contextdelta.runner import EpisodeSpec, episode_seed
+from contextdelta.verify import verify_run
+
+LEGACY = Path(__file__).parent / "fixtures" / "20261201T084019Z-5ad6dd"
+
+
+@pytest.fixture
+def legacy(tmp_path: Path) -> Path:
+    target = tmp_path / LEGACY.name
+    shutil.copytree(LEGACY, target)
+    return target
+
+
+def test_the_fixture_is_what_it_says() -> None:
+    manifest = json.loads((LEGACY / "run_manifest.json").read_text())
+    assert "seed_rule" not in manifest
+    assert "harmful_action" not in (LEGACY / "task_results.csv").read_text().splitlines()[0].split(",")
+    assert json.loads((LEGACY / "aggregate_metrics.json").read_text())["schema_version"] == 1
+
+
+def test_an_old_run_loads_with_the_old_seed_rule_and_its_seeds_verify(legacy: Path) -> None:
+    directory = RunDirectory(legacy)
+    manifest = directory.read_manifest()
+    assert manifest.seed_rule is SeedRule.CONDITION
+    for record in directory.read_episodes():
+        spec = EpisodeSpec(record.task_id, record.strategy, record.protection_mode, record.repeat)
+        assert record.episode_seed == episode_seed(manifest.seed, spec, SeedRule.CONDITION)
+        assert record.episode_seed != episode_seed(manifest.seed, spec, SeedRule.TASK_REPEAT)
+    result = verify_run(legacy)
+    # Every recorded fact re-derives; only the reports of the old statistics are named, with the fix.
+    assert sorted(d.field for d in result.divergences) == ["aggregate_metrics.json", "benchmark_report.md"]
+    assert all(f"contextdelta report {manifest.run_group_id} --write" in d.detail for d in result.divergences)
+
+
+def test_report_write_rebuilds_the_old_reports_and_then_everything_matches(legacy: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["report", legacy.name, "--write", "--results-dir", str(legacy.parent)])
+    assert result.exit_code == 0, result.output
+    assert "| episode seed rule | from (run seed, task, strategy, mode, repeat)" in result.stdout
+    assert verify_run(legacy).ok
+    assert json.loads((legacy / "aggregate_metrics.json").read_text())["schema_version"] == 2
+
+
+def test_a_changed_episode_seed_is_named(legacy: Path) -> None:
+    lines = (legacy / RAW_RUNS).read_text().splitlines()
+    record = json.loads(lines[0])
+    record["episode_seed"] += 1
+    lines[0] = json.dumps(record)
+    (legacy / RAW_RUNS).write_text("\n".join(lines) + "\n")
+    found = [d for d in verify_run(legacy).divergences if d.field == "episode_seed"]
+    assert [d.run_id for d in found] == [record["run_id"]]
+    assert "seed rule (condition)" in found[0].detail
