@@ -787,6 +787,12 @@ def _load_run(run_id: str, results_dir: Path | None) -> tuple[object, object, li
         raise _fail(str(exc), 2) from None
 
 
+def _analysis_params_model() -> type[BaseModel]:
+    from contextdelta.stats import AnalysisParams
+
+    return AnalysisParams
+
+
 @app.command("report")
 def report_command(
     run_id: Annotated[str, typer.Argument(help="Run directory name under --results-dir.")],
@@ -795,6 +801,24 @@ def report_command(
     write: Annotated[
         bool, typer.Option("--write", help="Also rewrite aggregate_metrics.json and the two Markdown reports.")
     ] = False,
+    resamples: Annotated[
+        int | None,
+        typer.Option(
+            "--resamples",
+            help="Bootstrap resamples per interval (default: the run's recorded value, else 10000). Recomputes the "
+            "report and records the value in aggregate_metrics.json, which verify then uses.",
+            callback=_within(_analysis_params_model, "resamples"),
+        ),
+    ] = None,
+    bootstrap_seed: Annotated[
+        int | None,
+        typer.Option(
+            "--bootstrap-seed",
+            help="Seed of the bootstrap and of the power simulations (default: the run's recorded value, else 0); "
+            "recorded like --resamples.",
+            callback=_within(_analysis_params_model, "seed"),
+        ),
+    ] = None,
 ) -> None:
     """Recompute and print the report of a run directory from the directory alone (no database, no model)."""
     from contextdelta.report import build_report, recorded_params, write_report_files
@@ -807,9 +831,13 @@ def report_command(
     directory, manifest, records = _load_run(run_id, results_dir)
     assert isinstance(directory, RunDirectory) and isinstance(manifest, RunManifest)
     episodes = [r for r in records if isinstance(r, EpisodeRecord)]
-    report = build_report(manifest, episodes, recorded_params(directory) or DEFAULT_PARAMS)
+    params = recorded_params(directory) or DEFAULT_PARAMS
+    changed = {k: v for k, v in (("resamples", resamples), ("seed", bootstrap_seed)) if v is not None}
+    params = params.model_copy(update=changed)
+    report = build_report(manifest, episodes, params)
+    err = Console(stderr=True)
     if manifest.status is not RunStatus.COMPLETE:
-        Console(stderr=True).print(
+        err.print(
             f"[yellow]note:[/yellow] run {manifest.run_group_id} is {manifest.status.value}: {len(episodes)} of "
             f"{manifest.counts.planned} episodes",
             highlight=False,
@@ -818,8 +846,79 @@ def report_command(
         typer.echo(json.dumps(report.metrics_json(), indent=2, sort_keys=True))
     else:
         typer.echo(report.markdown, nl=False)
-    if write:
+    if write or changed:
+        # Analysis parameters other than the recorded ones are recorded with the report they produced, so the
+        # directory stays consistent and verify recomputes with them.
         write_report_files(directory, report)
+        if changed:
+            err.print(
+                f"recorded in {directory.path.name}/aggregate_metrics.json: {params.resamples} resamples, bootstrap "
+                f"seed {params.seed} (verify uses them)",
+                highlight=False,
+            )
+
+
+@app.command("power")
+def power_command(
+    pilot: Annotated[str, typer.Option("--pilot", help="Run directory of the pilot run under --results-dir.")],
+    difference: Annotated[
+        float,
+        typer.Option(
+            "--difference",
+            help="The difference to detect, as a share (0.10 = 10 percentage points).",
+            callback=lambda v: _refuse_outside(v, 0, True, 1, False),
+        ),
+    ],
+    repeats: Annotated[
+        str, typer.Option("--repeats", help="Comma-separated numbers of repeats per task to plan for.")
+    ] = "1,2,3,5",
+    target_power: Annotated[
+        float,
+        typer.Option("--power", help="Target power.", callback=lambda v: _refuse_outside(v, 0, True, 1, True)),
+    ] = 0.8,
+    max_tasks: Annotated[
+        int,
+        typer.Option(
+            "--max-tasks",
+            help="Largest number of tasks considered.",
+            callback=lambda v: _refuse_outside(v, 2, False, None, False),
+        ),
+    ] = 20_000,
+    output_format: FormatOption = "markdown",
+    results_dir: ResultsDirOption = None,
+) -> None:
+    """Tasks and repeats a planned run needs for the primary test to detect --difference with --power, for each
+    research-question comparison, simulated from the pilot run's own per-task rates."""
+    from contextdelta.report import plan_run, recorded_params, render_power_plan
+    from contextdelta.rundir.layout import RunDirectory
+    from contextdelta.rundir.records import EpisodeRecord, RunManifest
+
+    if output_format not in ("markdown", "json"):
+        raise _fail(f"--format must be markdown or json, not {output_format!r}", 2)
+    try:
+        planned = [int(r) for r in _csv(repeats) or []]
+    except ValueError:
+        raise _fail(f"--repeats must be comma-separated whole numbers, not {repeats!r}", 2) from None
+    if not planned or min(planned) < 1:
+        raise _fail(f"--repeats must list numbers of at least 1, not {repeats!r}", 2)
+    directory, manifest, records = _load_run(pilot, results_dir)
+    assert isinstance(directory, RunDirectory) and isinstance(manifest, RunManifest)
+    episodes = [r for r in records if isinstance(r, EpisodeRecord)]
+    if not episodes:
+        raise _fail(f"--pilot {pilot}: the run has no finished episode to plan from", 2)
+    plan = plan_run(
+        manifest,
+        episodes,
+        difference,
+        repeats=sorted(set(planned)),
+        params=recorded_params(directory),
+        target_power=target_power,
+        max_tasks=max_tasks,
+    )
+    if output_format == "json":
+        typer.echo(json.dumps(plan.model_dump(mode="json"), indent=2, sort_keys=True))
+    else:
+        typer.echo(render_power_plan(plan), nl=False)
 
 
 @app.command("verify")

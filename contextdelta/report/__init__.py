@@ -30,7 +30,7 @@ from contextdelta.report._compare import (
     compare_runs,
     render_comparison,
 )
-from contextdelta.report._format import counted, num, pct, pp, primary_pvalue, pvalue
+from contextdelta.report._format import counted, num, pct, plural, pp, primary_pvalue, pvalue
 from contextdelta.report._markdown import FailedTrial, RunFacts, render_report
 from contextdelta.report._metrics import aggregate, compute_metrics, metrics_json
 from contextdelta.report._models import (
@@ -48,6 +48,7 @@ from contextdelta.report._models import (
     TokenReduction,
     TokenTotal,
 )
+from contextdelta.report._power import PlannedComparison, PowerPlan, plan_run, render_power_plan
 from contextdelta.report._questions import RQ_QUESTIONS, planned_questions
 from contextdelta.report._table import (
     BREAKDOWN_METRICS,
@@ -85,6 +86,8 @@ __all__ = [
     "EpisodeTable",
     "FailedTrial",
     "NotComparable",
+    "PlannedComparison",
+    "PowerPlan",
     "ReportFiles",
     "ReportWarning",
     "ResearchQuestion",
@@ -102,6 +105,8 @@ __all__ = [
     "num",
     "params_of",
     "pct",
+    "plan_run",
+    "plural",
     "planned_questions",
     "pp",
     "primary_pvalue",
@@ -110,6 +115,7 @@ __all__ = [
     "render_comparison",
     "render_episode",
     "render_failure_atlas",
+    "render_power_plan",
     "render_report",
     "write_report_files",
     "write_reports",

@@ -17,12 +17,17 @@ def pct(estimate: Estimate, decimals: int = 1) -> str:
     return f"{text} exact" if estimate.is_exact else text
 
 
+def plural(count: int, word: str) -> str:
+    """``"1 task"``, ``"3 tasks"``."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
 def counted(estimate: Estimate, decimals: int = 1, tasks: int | None = None, episodes: int | None = None) -> str:
     """`pct` with the estimate's task and episode counts, unless they equal the ``tasks``/``episodes`` its table
     row already states."""
     text = pct(estimate, decimals)
     if estimate.has_value and (estimate.n_tasks, estimate.n_episodes) != (tasks, episodes):
-        text += f" ({estimate.n_tasks} tasks, {estimate.n_episodes} episodes)"
+        text += f" ({plural(estimate.n_tasks, 'task')}, {plural(estimate.n_episodes, 'episode')})"
     return text
 
 

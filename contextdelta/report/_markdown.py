@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from contextdelta.report._format import counted, num, pct, pp, primary_pvalue, pvalue, table
+from contextdelta.report._format import counted, num, pct, plural, pp, primary_pvalue, pvalue, table
 from contextdelta.report._models import AggregateMetrics, Breakdown, Comparison, ConditionMetrics, ResearchQuestion
 from contextdelta.report._table import FAILED_TERMINATION_ORDER, FAILURE_MODE_ROWS
 from contextdelta.rundir.records import EpisodeRecord, RunManifest, RunStatus, SeedRule
@@ -280,7 +280,7 @@ def _breakdown_row(b: Breakdown, metric: str, decimals: int) -> list[str]:
     estimates = [cell.rates[metric] for cell in b.cells]
     common = _common_counts(estimates)
     tasks, episodes = common if common is not None else (b.tasks, 0)
-    label = f"{b.value} ({tasks} tasks, {episodes} episodes)"
+    label = f"{b.value} ({plural(tasks, 'task')}, {plural(episodes, 'episode')})"
     return [label, *(counted(e, decimals, tasks, episodes) for e in estimates)]
 
 
@@ -297,7 +297,7 @@ def _reach(c: Comparison) -> str:
     power = f"{100 * found.target_power:g}% power"
     if found.difference is None:
         return (
-            f"with {found.n_tasks} tasks this design does not reach {power} even when every task switches "
+            f"with {plural(found.n_tasks, 'task')} this design does not reach {power} even when every task switches "
             f"({100 * found.largest_difference:.0f} pp)"
         )
     return f"this design detects a difference of {100 * found.difference:.0f} pp with {power}"
@@ -346,9 +346,9 @@ def _statement(c: Comparison, family_size: int, alpha: float, decimals: int) -> 
         return f"- {c.name}: no task has episodes in both conditions; nothing to compare."
     if not t.testable:
         return (
-            f"- {c.name}: no task differs between {c.a.label} and {c.b.label} (all {t.n_tasks} tasks concordant), "
-            "so no test is possible and the comparison leaves its Holm family. The difference of task means is "
-            f"{pp(d, decimals)} over {t.n_tasks} tasks; {_reach(c)}."
+            f"- {c.name}: no task differs between {c.a.label} and {c.b.label} ({plural(t.n_tasks, 'task')}, all "
+            "concordant), so no test is possible and the comparison leaves its Holm family. The difference of task "
+            f"means is {pp(d, decimals)} over {plural(t.n_tasks, 'task')}; {_reach(c)}."
         )
     if d.estimate == 0:
         size = f"{words} is equal on average under {c.a.label} and {c.b.label}"
@@ -365,7 +365,7 @@ def _statement(c: Comparison, family_size: int, alpha: float, decimals: int) -> 
     )
     interval = "exact bound" if d.is_exact else f"{100 * d.confidence:g}% task-bootstrap interval"
     sentence = (
-        f"- {c.name}: {size} (mean over {t.n_tasks} tasks of the per-task difference; {interval} "
+        f"- {c.name}: {size} (mean over {plural(t.n_tasks, 'task')} of the per-task difference; {interval} "
         f"{pp(d, decimals)}). Sign-flip test over tasks: {t.n_discordant} of {t.n_tasks} tasks discordant "
         f"({t.n_positive} higher under a, {t.n_negative} under b), p = {primary_pvalue(t)}, Holm-adjusted "
         f"p = {pvalue(holm)} over {family_size} comparison{'s' if family_size != 1 else ''}: {verdict}."

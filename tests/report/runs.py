@@ -113,3 +113,23 @@ def copy_run(path: Path, into: Path) -> Path:
     target = into / path.name
     shutil.copytree(path, target)
     return target
+
+
+@functools.cache
+def faulted_run() -> Path:
+    """context_trusting on 3 tasks, full_history and last_n, both modes, 2 repeats, one request at a time, with the
+    server refusing every 19th request as too long for the context window (24 episodes, some failed trials)."""
+    fields: dict[str, object] = {
+        "tasks_dir": TASKS,
+        "model": "scripted-context_trusting",
+        "results_dir": results_dir(),
+        "task_ids": TRUST_TASKS,
+        "strategies": ["full_history", "last_n"],
+        "protection_modes": MODES,
+        "repeats": 2,
+        "concurrency": 1,
+    }
+    with serve_scripted("context_trusting", TASKS, in_process=True, fail_context_length="every:19") as url:
+        fields["base_url"] = url
+        outcome = run_benchmark(BenchmarkRequest.model_validate(fields))
+    return outcome.path

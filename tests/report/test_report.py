@@ -228,6 +228,7 @@ def test_a_new_run_records_the_seed_rule_and_pairs_share_their_seeds(trusting: P
     for record in directory.read_episodes():
         seeds.setdefault((record.task_id, record.repeat), set()).add(record.episode_seed)
     assert len(seeds) == 3 * 2 and all(len(found) == 1 for found in seeds.values())
-    assert "| episode seed rule | from (run seed, task, repeat): both episodes of every pair share" in (
-        trusting / BENCHMARK_REPORT
-    ).read_text()
+    assert (
+        "| episode seed rule | from (run seed, task, repeat): both episodes of every pair share"
+        in (trusting / BENCHMARK_REPORT).read_text()
+    )

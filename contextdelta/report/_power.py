@@ -1,0 +1,181 @@
+"""``contextdelta power --pilot RUN_ID --difference D``: how many tasks and repeats a planned run needs.
+
+For every comparison of the research questions that the pilot ran, the pilot's own per-task rates of the two
+conditions are the simulation model (`contextdelta.stats.PilotModel`); for each number of repeats, the fewest
+tasks with which the primary test (the exact sign-flip test over tasks) reaches the target power for a difference
+of ``D`` at the level of Holm's first step (alpha over the size of the question's family).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from contextdelta.attribution import attribute_run
+from contextdelta.report._context import MetricsContext
+from contextdelta.report._format import table
+from contextdelta.report._questions import planned_questions
+from contextdelta.report._table import EpisodeTable
+from contextdelta.rundir.records import EpisodeRecord, RunManifest
+from contextdelta.stats import TARGET_POWER, AnalysisParams, PilotModel, pair_by_task, tasks_needed
+
+DEFAULT_REPEATS = (1, 2, 3, 5)
+MAX_TASKS = 20_000
+
+
+class PlannedComparison(BaseModel):
+    """One comparison of a planned run: what the pilot showed and the tasks needed per number of repeats."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    question: str
+    name: str
+    metric: str
+    pilot_tasks: int
+    pilot_discordant_tasks: int = Field(description="Pilot tasks whose two conditions' means differ.")
+    mean_rate: float = Field(description="The outcome rate of either condition with the two pooled (the null).")
+    largest_difference: float = Field(description="The largest difference the model can produce (all tasks switch).")
+    level: float = Field(description="alpha / the number of comparisons of the question that the pilot ran.")
+    tasks_needed: dict[str, int | None] = Field(
+        description="Per number of repeats (keys): the fewest tasks with the target power; None: more than max_tasks "
+        "or beyond the largest difference."
+    )
+
+
+class PowerPlan(BaseModel):
+    """The answer of ``contextdelta power``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    pilot: str
+    pilot_repeats: int
+    difference: float
+    target_power: float
+    alpha: float
+    datasets: int
+    seed: int
+    max_tasks: int
+    comparisons: list[PlannedComparison]
+    notes: list[str]
+
+
+def plan_run(
+    manifest: RunManifest,
+    records: Sequence[EpisodeRecord],
+    difference: float,
+    *,
+    repeats: Sequence[int] = DEFAULT_REPEATS,
+    params: AnalysisParams | None = None,
+    target_power: float = TARGET_POWER,
+    max_tasks: int = MAX_TASKS,
+) -> PowerPlan:
+    """Tasks needed per comparison and number of repeats to detect ``difference`` (rate scale, e.g. 0.10)."""
+    params = params or AnalysisParams()
+    ordered = sorted(records, key=lambda r: r.run_id)
+    ctx = MetricsContext.build(manifest, EpisodeTable.from_records(ordered, attribute_run(ordered)), params)
+    rows = []
+    for qid, planned in planned_questions(ctx).items():
+        ran = []
+        for name, metric, a, b in planned:
+            samples = ctx.samples(metric)
+            ka, kb = (a.strategy, a.protection_mode), (b.strategy, b.protection_mode)
+            if ka in samples and kb in samples:
+                ran.append((name, metric, pair_by_task(samples[ka], samples[kb])))
+        for name, metric, pairs in ran:
+            pilot = PilotModel.from_pairs(pairs)
+            level = params.alpha / len(ran)
+            needed = {
+                str(r): tasks_needed(
+                    pilot,
+                    difference,
+                    r,
+                    level,
+                    target_power=target_power,
+                    datasets=params.power_datasets,
+                    seed=params.seed,
+                    max_tasks=max_tasks,
+                )
+                for r in repeats
+            }
+            rows.append(
+                PlannedComparison(
+                    question=qid,
+                    name=name,
+                    metric=metric,
+                    pilot_tasks=pairs.n_tasks,
+                    pilot_discordant_tasks=int((pairs.differences != 0).sum()),
+                    mean_rate=pilot.mean_rate,
+                    largest_difference=pilot.largest_difference,
+                    level=level,
+                    tasks_needed=needed,
+                )
+            )
+    notes = []
+    if manifest.repeats < 2:
+        notes.append(
+            "the pilot has one repeat per task, so it cannot show how repeats of a task vary: the model takes them "
+            "as copies (as at temperature 0), and more repeats then never help; a pilot with 2 or more repeats "
+            "measures it"
+        )
+    if not rows:
+        notes.append("the pilot ran no comparison of the research questions (a condition of each pair is missing)")
+    return PowerPlan(
+        pilot=manifest.run_group_id,
+        pilot_repeats=manifest.repeats,
+        difference=difference,
+        target_power=target_power,
+        alpha=params.alpha,
+        datasets=params.power_datasets,
+        seed=params.seed,
+        max_tasks=max_tasks,
+        comparisons=rows,
+        notes=notes,
+    )
+
+
+def render_power_plan(plan: PowerPlan) -> str:
+    """The plan as Markdown."""
+    repeats = list(plan.comparisons[0].tasks_needed) if plan.comparisons else []
+    lines = [
+        f"# Power plan from pilot {plan.pilot}",
+        "",
+        f"Tasks a planned run needs so that the primary test (the exact sign-flip test over tasks) detects a "
+        f"difference of {100 * plan.difference:g} percentage points with {100 * plan.target_power:g}% power, at "
+        f"alpha {plan.alpha:g} over the comparisons of each research question (Holm's first step). Simulated from "
+        f"the pilot's own per-task rates ({plan.pilot_repeats} repeat(s) per task; {plan.datasets:,} datasets per "
+        f"evaluation, seed {plan.seed}); a difference is a share of tasks that switch entirely. The unit is the "
+        "task: repeats help only as far as the pilot's repeats of a task disagree.",
+        "",
+    ]
+    lines += [f"- note: {n}" for n in plan.notes]
+    if plan.notes:
+        lines.append("")
+
+    def cell(value: int | None, row: PlannedComparison) -> str:
+        if value is not None:
+            return str(value)
+        if plan.difference > row.largest_difference:
+            return f"not reachable (at most {100 * row.largest_difference:.0f} pp)"
+        return f"more than {plan.max_tasks:,}"
+
+    rows = [
+        [
+            c.question,
+            c.name,
+            f"{c.pilot_discordant_tasks} of {c.pilot_tasks}",
+            f"{100 * c.mean_rate:.0f}%",
+            f"{c.level:.4f}",
+            *(cell(c.tasks_needed[r], c) for r in repeats),
+        ]
+        for c in plan.comparisons
+    ]
+    header = [
+        "question",
+        "comparison",
+        "pilot discordant tasks",
+        "rate",
+        "level",
+        *(f"tasks, {r} repeat(s)" for r in repeats),
+    ]
+    return "\n".join([*lines, *table(header, rows), ""])

@@ -1,0 +1,74 @@
+"""The metrics pipeline on synthetic episode tables (no run needed): the issue's headline cells and invariants."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from benchmarks.stats_scaling import make_manifest, make_table
+from contextdelta.report import METRIC_DEFINITIONS, EpisodeTable, RunFacts, aggregate, render_report
+from contextdelta.stats import AnalysisParams, EstimateStatus
+
+PARAMS = AnalysisParams(resamples=2000, seed=1, power_datasets=500)
+FACTS = RunFacts(first_started="", last_finished="", failed_trials=())
+
+
+def no_stale_table(n_tasks: int = 24, repeats: int = 3) -> EpisodeTable:
+    """Every strategy and mode, ``repeats`` repeats, and not one stale (or harmful) action anywhere."""
+    full = make_table(n_tasks)
+    keep = full.repeat <= repeats
+    values = {name: column[keep].copy() for name, column in full.values.items()}
+    for name in ("stale_action", "harmful_action", "stale_action_count", "harmful_action_count"):
+        values[name][:] = 0.0
+    values["failed_trial"][:] = 0.0
+    return EpisodeTable(
+        task_id=full.task_id[keep],
+        world=full.world[keep],
+        hazard=full.hazard[keep],
+        strategy=full.strategy[keep],
+        protection_mode=full.protection_mode[keep],
+        repeat=full.repeat[keep],
+        failed=np.zeros(int(keep.sum()), dtype=bool),
+        termination=np.full(int(keep.sum()), "final_answer"),
+        failure=full.failure[keep],
+        values=values,
+    )
+
+
+def test_zero_of_576_stale_actions_over_24_tasks_prints_an_exact_bound_above_zero() -> None:
+    table = no_stale_table()
+    assert len(table) == 576 and set(table.values) == set(METRIC_DEFINITIONS)
+    manifest = make_manifest(24, 576)
+    metrics = aggregate(manifest, table, PARAMS)
+    stale = [c.rates["stale_action"] for c in metrics.conditions]
+    assert {(e.n_tasks, e.n_episodes) for e in stale} == {(24, 72)}
+    assert all(e.status is EstimateStatus.EXACT_BOUND and e.high is not None and e.high > 0.14 for e in stale)
+    text = render_report(manifest, FACTS, metrics)
+    assert "| 0% [0%, 14%] exact |" in text or "| 0.0% [0.0%, 14.2%] exact |" in text
+
+
+def test_a_report_with_every_condition_pooled_over_576_episodes() -> None:
+    """The issue's exact case: 0 of 576 episodes in one condition, over 24 tasks (24 repeats each)."""
+    table = no_stale_table(24, 3)
+    rows = (table.strategy == "full_history") & (table.protection_mode == "unprotected")
+    tiled = EpisodeTable(
+        task_id=np.repeat(table.task_id[rows], 8),
+        world=np.repeat(table.world[rows], 8),
+        hazard=np.repeat(table.hazard[rows], 8),
+        strategy=np.repeat(table.strategy[rows], 8),
+        protection_mode=np.repeat(table.protection_mode[rows], 8),
+        repeat=(np.repeat(table.repeat[rows], 8) - 1) * 8 + np.tile(np.arange(1, 9), int(rows.sum())),
+        failed=np.zeros(576, dtype=bool),
+        termination=np.full(576, "final_answer"),
+        failure=np.repeat(table.failure[rows], 8),
+        values={k: np.repeat(v[rows], 8) for k, v in table.values.items()},
+    )
+    manifest = make_manifest(24, 576).model_copy(
+        update={"strategies": ["full_history"], "protection_modes": ["unprotected"], "repeats": 24}
+    )
+    metrics = aggregate(manifest, tiled, PARAMS)
+    stale = metrics.conditions[0].rates["stale_action"]
+    assert (stale.estimate, stale.n_tasks, stale.n_episodes, stale.status) == (0.0, 24, 576, EstimateStatus.EXACT_BOUND)
+    assert stale.high is not None and abs(stale.high - (1 - 0.025 ** (1 / 24))) < 1e-12
+    text = render_report(manifest, FACTS, metrics)
+    line = next(line for line in text.splitlines() if line.startswith("| full_history / unprotected | 24 | 576 | 0 |"))
+    assert "0.0% [0.0%, 14.2%] exact" in line or "0% [0%, 14%] exact" in line
