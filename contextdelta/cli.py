@@ -980,7 +980,8 @@ def compare_command(
     output_format: FormatOption = "markdown",
     results_dir: ResultsDirOption = None,
 ) -> None:
-    """Paired comparison of two run groups per condition (McNemar, bootstrap differences a - b, Holm);
+    """Task-level paired comparison of two run groups per condition (sign-flip test over tasks, difference of task
+    means a - b with a task-bootstrap interval, Holm);
     NOT COMPARABLE (exit 2) when the task set, system prompt or tool schemas differ."""
     from contextdelta.report import NotComparable, compare_runs, render_comparison
     from contextdelta.rundir.records import EpisodeRecord, RunManifest

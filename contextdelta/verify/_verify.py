@@ -15,8 +15,10 @@ Checks, in order:
 5. ``task_results.csv`` row by row and cell by cell, and ``tool_events.jsonl`` line by line, against what the
    episodes give;
 6. ``aggregate_metrics.json`` recomputed with its recorded analysis parameters (numbers equal within a
-   relative 1e-9), and ``failure_atlas.md`` / ``benchmark_report.md`` rebuilt byte for byte. A metrics file of
-   an older schema is named once, with the command that rebuilds it (its numbers cannot be re-derived).
+   relative 1e-9), and ``failure_atlas.md`` / ``benchmark_report.md`` rebuilt byte for byte. A run from before
+   metrics schema 2 (its manifest has no ``seed_rule``) whose reports are of its older schema gets a note instead
+   (those numbers mean other things and cannot be re-derived; ``report --write`` rebuilds them); any other
+   schema mismatch is a divergence.
 
 Differences between the installed code and the run's (harness or statistics hash) are reported as notes, since
 they can explain a divergence.
@@ -43,6 +45,7 @@ from contextdelta.rundir.layout import (
     AGGREGATE_METRICS,
     BENCHMARK_REPORT,
     FAILURE_ATLAS,
+    MANIFEST,
     RAW_RUNS,
     REQUIRED_FILES,
     TASK_RESULTS,
@@ -449,15 +452,18 @@ class _Verifier:
         report = build_report(self.manifest, self.records, params)
         schema = recorded.get("schema_version")
         if schema != METRICS_SCHEMA_VERSION:
-            # An older report's numbers mean other things (episode-level tests, no exact bounds): there is nothing
-            # to compare them with, so verify says so once instead of listing every number.
-            advice = (
-                f"written by metrics schema {schema}, this version writes schema {METRICS_SCHEMA_VERSION}: rebuild "
-                f"the derived reports with `contextdelta report {self.group} --write`, then verify again"
-            )
-            self.diverge(self.group, AGGREGATE_METRICS, advice)
-            self.diverge(self.group, BENCHMARK_REPORT, advice)
             self._check_text(FAILURE_ATLAS, report.atlas)
+            rebuild = f"`contextdelta report {self.group} --write` rebuilds them with this version"
+            if isinstance(schema, int) and schema < METRICS_SCHEMA_VERSION and self._written_before_seed_rule():
+                # A run from before metrics schema 2: its report's numbers mean other things (episode-level tests,
+                # no exact bounds), so there is nothing to recompute them with. Its evidence is verified above.
+                self.result.notes.append(
+                    f"{AGGREGATE_METRICS} and {BENCHMARK_REPORT} were written by metrics schema {schema} (this "
+                    f"version writes {METRICS_SCHEMA_VERSION}) and are not re-derived; {rebuild}"
+                )
+            else:
+                for name in (AGGREGATE_METRICS, BENCHMARK_REPORT):
+                    self.diverge(self.group, name, f"metrics schema {schema!r}, expected {METRICS_SCHEMA_VERSION}")
             return
         derived = report.metrics_json()
         derived["analysis"]["analysis_sha256"] = analysis.get("analysis_sha256")
@@ -468,6 +474,15 @@ class _Verifier:
             self.diverge(self.group, AGGREGATE_METRICS, f"{len(found) - MAX_PER_FILE} more differing values")
         for name, text in ((FAILURE_ATLAS, report.atlas), (BENCHMARK_REPORT, report.markdown)):
             self._check_text(name, text)
+
+    def _written_before_seed_rule(self) -> bool:
+        """Whether the manifest predates issue 19 (no ``seed_rule``): only such a run may hold reports of an older
+        metrics schema. Removing the field from a newer manifest changes the plan hash and every episode seed,
+        which verify names."""
+        try:
+            return "seed_rule" not in json.loads(self.directory.file(MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
 
     def _check_text(self, name: str, text: str) -> None:
         actual = self.directory.file(name).read_text(encoding="utf-8")

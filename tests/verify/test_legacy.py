@@ -1,5 +1,5 @@
 """A run directory written before issue 19 (old seed rule, old task_results.csv columns, metrics schema 1) still
-loads and verifies; its derived reports are named once, and rebuilt by `report --write`."""
+loads and verifies (its reports of the older metrics schema get a note), and `report --write` rebuilds them."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from contextdelta.cli import app
 from contextdelta.rundir import RAW_RUNS, RunDirectory, SeedRule
 from contextdelta.runner import EpisodeSpec, episode_seed
 from contextdelta.verify import verify_run
+from tests.report import runs
 
 LEGACY = Path(__file__).parent / "fixtures" / "20261201T084019Z-5ad6dd"
 
@@ -41,9 +42,9 @@ def test_an_old_run_loads_with_the_old_seed_rule_and_its_seeds_verify(legacy: Pa
         assert record.episode_seed == episode_seed(manifest.seed, spec, SeedRule.CONDITION)
         assert record.episode_seed != episode_seed(manifest.seed, spec, SeedRule.TASK_REPEAT)
     result = verify_run(legacy)
-    # Every recorded fact re-derives; only the reports of the old statistics are named, with the fix.
-    assert sorted(d.field for d in result.divergences) == ["aggregate_metrics.json", "benchmark_report.md"]
-    assert all(f"contextdelta report {manifest.run_group_id} --write" in d.detail for d in result.divergences)
+    assert result.ok, result.lines()
+    (note,) = [n for n in result.notes if "metrics schema 1" in n]
+    assert f"contextdelta report {manifest.run_group_id} --write" in note
 
 
 def test_report_write_rebuilds_the_old_reports_and_then_everything_matches(legacy: Path) -> None:
@@ -64,3 +65,18 @@ def test_a_changed_episode_seed_is_named(legacy: Path) -> None:
     found = [d for d in verify_run(legacy).divergences if d.field == "episode_seed"]
     assert [d.run_id for d in found] == [record["run_id"]]
     assert "seed rule (condition)" in found[0].detail
+
+
+def test_a_new_run_cannot_pass_off_its_reports_as_an_old_schema(tmp_path: Path) -> None:
+    path = runs.copy_run(runs.oracle_pair_run(), tmp_path)
+    data = json.loads((path / "aggregate_metrics.json").read_text())
+    data["schema_version"] = 1
+    (path / "aggregate_metrics.json").write_text(json.dumps(data))
+    fields = [d.field for d in verify_run(path).divergences]
+    assert fields == ["aggregate_metrics.json", "benchmark_report.md"]
+    # nor by dropping the seed rule from its manifest: every seed and the plan hash then diverge
+    manifest = json.loads((path / "run_manifest.json").read_text())
+    del manifest["seed_rule"]
+    (path / "run_manifest.json").write_text(json.dumps(manifest))
+    fields = [d.field for d in verify_run(path).divergences]
+    assert "plan_sha256" in fields and fields.count("episode_seed") == 12
