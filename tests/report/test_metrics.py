@@ -51,7 +51,7 @@ def sign_flip_p(differences: list[float]) -> float:
         abs(sum(s * d for s, d in zip(signs, nonzero, strict=True))) >= observed - 1e-12
         for signs in itertools.product((1, -1), repeat=len(nonzero))
     )
-    return hits / 2 ** len(nonzero)
+    return hits / (1 << len(nonzero))
 
 
 def holm(pvalues: list[float]) -> list[float]:
@@ -147,7 +147,11 @@ def task_differences(rows: list[Row], a: tuple[str, str], b: tuple[str, str], va
     for r in rows:
         by_task[(r["strategy"] + "/" + r["protection_mode"], r["task_id"])].append(float(value(r)))
     tasks = sorted({r["task_id"] for r in rows})
-    mean = lambda c, t: sum(by_task[(c, t)]) / len(by_task[(c, t)])  # noqa: E731
+
+    def mean(condition: str, task: str) -> float:
+        found = by_task[(condition, task)]
+        return sum(found) / len(found)
+
     return {t: mean("/".join(a), t) - mean("/".join(b), t) for t in tasks}
 
 
@@ -156,7 +160,7 @@ def test_research_questions_follow_the_task_level_test_written_out(trusting: Pat
     rows = csv_rows(trusting)
     for q in metrics.research_questions:
         assert q.not_run == [] and len(q.comparisons) == {"RQ1": 6, "RQ2": 4, "RQ3": 4}[q.id]
-        raw = {}
+        raw: dict[str, float] = {}
         for c in q.comparisons:
             column = {"stale_action": "stale_action_count", "harmful_action": "harmful_action", "success": "success"}
             key = column[c.metric]
@@ -170,6 +174,7 @@ def test_research_questions_follow_the_task_level_test_written_out(trusting: Pat
             discordant = sum(v != 0 for v in d.values())
             assert (c.test.n_tasks, c.test.n_discordant) == (3, discordant)
             if discordant:
+                assert c.test.pvalue is not None
                 assert c.test.pvalue == pytest.approx(sign_flip_p(list(d.values())))
                 raw[c.name] = c.test.pvalue
             else:
