@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from contextdelta.attribution import attribute_run
 from contextdelta.report._context import MetricsContext
 from contextdelta.report._format import table
-from contextdelta.report._questions import planned_questions
+from contextdelta.report._questions import comparisons_run
 from contextdelta.report._table import EpisodeTable
 from contextdelta.rundir.records import EpisodeRecord, RunManifest
 from contextdelta.stats import TARGET_POWER, AnalysisParams, PilotModel, pair_by_task, tasks_needed
@@ -75,13 +75,8 @@ def plan_run(
     ordered = sorted(records, key=lambda r: r.run_id)
     ctx = MetricsContext.build(manifest, EpisodeTable.from_records(ordered, attribute_run(ordered)), params)
     rows = []
-    for qid, planned in planned_questions(ctx).items():
-        ran = []
-        for name, metric, a, b in planned:
-            samples = ctx.samples(metric)
-            ka, kb = (a.strategy, a.protection_mode), (b.strategy, b.protection_mode)
-            if ka in samples and kb in samples:
-                ran.append((name, metric, pair_by_task(samples[ka], samples[kb])))
+    for qid, (kept, _, inputs) in comparisons_run(ctx).items():
+        ran = [(name, metric, pair_by_task(*inputs[name])) for name, metric, _, _ in kept]
         for name, metric, pairs in ran:
             pilot = PilotModel.from_pairs(pairs)
             level = params.alpha / len(ran)

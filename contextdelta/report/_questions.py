@@ -76,6 +76,28 @@ def planned_questions(ctx: MetricsContext) -> dict[str, list[Planned]]:
     }
 
 
+def comparisons_run(
+    ctx: MetricsContext,
+) -> dict[str, tuple[list[Planned], list[str], dict[str, tuple[ClusteredSample, ClusteredSample]]]]:
+    """Per question: the planned comparisons whose two conditions ran, the names of those that did not, and the
+    samples (a, b) of each that ran."""
+    out = {}
+    for qid, planned in planned_questions(ctx).items():
+        kept: list[Planned] = []
+        not_run: list[str] = []
+        inputs: dict[str, tuple[ClusteredSample, ClusteredSample]] = {}
+        for name, metric, a, b in planned:
+            samples = ctx.samples(metric)
+            ka, kb = (a.strategy, a.protection_mode), (b.strategy, b.protection_mode)
+            if ka in samples and kb in samples:
+                kept.append((name, metric, a, b))
+                inputs[name] = (samples[ka], samples[kb])
+            else:
+                not_run.append(name)
+        out[qid] = (kept, not_run, inputs)
+    return out
+
+
 def _pair_keys(ctx: MetricsContext, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """One integer per (task, repeat) of the episodes ``rows``, equal across conditions."""
     codes, repeats = ctx.task_codes()
@@ -105,20 +127,10 @@ def questions_section(ctx: MetricsContext, conditions: Sequence[ConditionMetrics
     """
     params = ctx.params
     rates = {c.condition: c.rates for c in conditions}
-    planned = planned_questions(ctx)
-    kept: dict[str, list[Planned]] = {}
-    not_run: dict[str, list[str]] = {}
-    inputs: dict[tuple[str, str], tuple[ClusteredSample, ClusteredSample]] = {}
-    for qid, items in planned.items():
-        kept[qid], not_run[qid] = [], []
-        for name, metric, a, b in items:
-            samples = ctx.samples(metric)
-            ka, kb = (a.strategy, a.protection_mode), (b.strategy, b.protection_mode)
-            if ka not in samples or kb not in samples:
-                not_run[qid].append(name)
-                continue
-            kept[qid].append((name, metric, a, b))
-            inputs[(qid, name)] = (samples[ka], samples[kb])
+    found = comparisons_run(ctx)
+    kept = {qid: entry[0] for qid, entry in found.items()}
+    not_run = {qid: entry[1] for qid, entry in found.items()}
+    inputs = {(qid, name): pair for qid, entry in found.items() for name, pair in entry[2].items()}
     accounting = {
         (qid, name): _without_failed_pairs(ctx, metric, a, b) for qid in kept for name, metric, a, b in kept[qid]
     }
@@ -133,7 +145,7 @@ def questions_section(ctx: MetricsContext, conditions: Sequence[ConditionMetrics
     main = {(qid, name): c for (kind, qid, name), c in both.items() if kind == "main"}
     sensitivity = {(qid, name): c for (kind, qid, name), c in both.items() if kind == "sensitivity"}
     out = []
-    for qid in planned:
+    for qid in found:
         names = [name for name, *_ in kept[qid]]
         tests = holm_family({name: main[(qid, name)].test for name in names})
         family = [name for name in names if tests[name].testable]
