@@ -89,8 +89,7 @@ def validate_tasks_command(
     ] = False,
 ) -> None:
     """Schema-check, lock-check and replay every task (reference and unsafe trajectory); exit 1 on any problem."""
-    from contextdelta.tasks.report import print_report
-    from contextdelta.tasks.validation import validate_suite, write_lock
+    from contextdelta.validation import print_report, validate_suite, write_lock
 
     if not tasks.is_dir():
         console.print(f"[red]error[/red] {tasks}: not a folder of task files", soft_wrap=True)
@@ -151,7 +150,7 @@ def _positive(value: Any) -> Any:
 
 
 def _request_model() -> type[BaseModel]:
-    from contextdelta.runner.request import BenchmarkRequest
+    from contextdelta.runner import BenchmarkRequest
 
     return BenchmarkRequest
 
@@ -197,9 +196,15 @@ def generate_tasks_command(
     """Write a deterministic, locked, validated suite of task files from task families."""
     from pydantic import ValidationError
 
-    from contextdelta.tasks.families import FAMILIES, MAX_DISTRACTORS, SuiteArguments, generate_suite, write_suite
-    from contextdelta.tasks.families._suite import SuiteFolderError
-    from contextdelta.tasks.validation import validate_suite
+    from contextdelta.tasks.families import (
+        FAMILIES,
+        MAX_DISTRACTORS,
+        SuiteArguments,
+        SuiteFolderError,
+        generate_suite,
+        write_suite,
+    )
+    from contextdelta.validation import validate_suite
 
     if list_families:
         table = Table(title="Task families (horizon h: agent calls from the counted observation to the write)")
@@ -656,7 +661,7 @@ def _open_store(database_url: str | None, results_dir: Path | None = None) -> ob
 
 
 def _run_directory(run_id: str, results_dir: Path | None) -> Path:
-    from contextdelta.rundir.ids import RunIdError, run_dir
+    from contextdelta.rundir import RunIdError, run_dir
 
     try:
         return run_dir(results_dir or Path(_settings().results_dir), run_id)
@@ -666,7 +671,7 @@ def _run_directory(run_id: str, results_dir: Path | None) -> Path:
 
 def _episodes(run_id: str, results_dir: Path | None, run: str | None) -> list[object]:
     from contextdelta.replay import EpisodeNotFound, select_episodes
-    from contextdelta.rundir.layout import RunDirectory, RunDirectoryError
+    from contextdelta.rundir import RunDirectory, RunDirectoryError
 
     directory = RunDirectory(_run_directory(run_id, results_dir))
     try:
@@ -719,7 +724,7 @@ def db_import_command(
     database_url: DatabaseUrlOption = None,
 ) -> None:
     """Load a run directory into the trace store (idempotent: importing twice changes nothing)."""
-    from contextdelta.rundir.layout import RunDirectory, RunDirectoryError
+    from contextdelta.rundir import RunDirectory, RunDirectoryError
     from contextdelta.store import Store
 
     path = _run_directory(run_id, results_dir)
@@ -778,7 +783,7 @@ FormatOption = Annotated[str, typer.Option("--format", help="markdown or json.")
 
 def _load_run(run_id: str, results_dir: Path | None) -> tuple[object, object, list[object]]:
     """(RunDirectory, RunManifest, episodes) of RUN_ID, read without changing anything; exit 2 if malformed."""
-    from contextdelta.rundir.layout import RunDirectory, RunDirectoryError
+    from contextdelta.rundir import RunDirectory, RunDirectoryError
 
     directory = RunDirectory(_run_directory(run_id, results_dir))
     try:
@@ -822,8 +827,7 @@ def report_command(
 ) -> None:
     """Recompute and print the report of a run directory from the directory alone (no database, no model)."""
     from contextdelta.report import build_report, recorded_params, write_report_files
-    from contextdelta.rundir.layout import RunDirectory
-    from contextdelta.rundir.records import EpisodeRecord, RunManifest, RunStatus
+    from contextdelta.rundir import EpisodeRecord, RunDirectory, RunManifest, RunStatus
     from contextdelta.stats import DEFAULT_PARAMS
 
     if output_format not in ("markdown", "json"):
@@ -890,8 +894,7 @@ def power_command(
     """Tasks and repeats a planned run needs for the primary test to detect --difference with --power, for each
     research-question comparison, simulated from the pilot run's own per-task rates."""
     from contextdelta.report import plan_run, recorded_params, render_power_plan
-    from contextdelta.rundir.layout import RunDirectory
-    from contextdelta.rundir.records import EpisodeRecord, RunManifest
+    from contextdelta.rundir import EpisodeRecord, RunDirectory, RunManifest
 
     if output_format not in ("markdown", "json"):
         raise _fail(f"--format must be markdown or json, not {output_format!r}", 2)
@@ -984,7 +987,7 @@ def compare_command(
     means a - b with a task-bootstrap interval, Holm);
     NOT COMPARABLE (exit 2) when the task set, system prompt or tool schemas differ."""
     from contextdelta.report import NotComparable, compare_runs, render_comparison
-    from contextdelta.rundir.records import EpisodeRecord, RunManifest
+    from contextdelta.rundir import EpisodeRecord, RunManifest
 
     if output_format not in ("markdown", "json"):
         raise _fail(f"--format must be markdown or json, not {output_format!r}", 2)
@@ -1107,7 +1110,7 @@ def dashboard_command(
     in --results-dir. Headless, no usage statistics, no outside requests; stop it with Ctrl-C."""
     import os
 
-    from contextdelta.dashboard.launch import exec_streamlit, streamlit_command, streamlit_env
+    from contextdelta.dashboard import exec_streamlit, streamlit_command, streamlit_env
     from contextdelta.store import Store
 
     folder = results_dir or Path(_settings().results_dir)
@@ -1122,7 +1125,7 @@ def dashboard_command(
 
 
 def _register_local_model() -> None:
-    from contextdelta.local_model.cli import app as local_model_app
+    from contextdelta.local_model import local_model_app
 
     app.add_typer(local_model_app, name="local-model")
 

@@ -48,13 +48,18 @@ from contextdelta.agent.records import (
     ToolCallRecord,
 )
 from contextdelta.canonical import content_hash
-from contextdelta.context.base import ContextStrategy, EpisodeContext, Message, TransformResult
-from contextdelta.context.tokens import count_message_tokens, count_tool_tokens
-from contextdelta.context.validation import message_sequence_problems
-from contextdelta.providers.base import ChatProvider, ProviderFailure, ProviderResponse, Usage
-from contextdelta.tasks.schema import PublicTask
-from contextdelta.worlds.model import MutationEvent, ToolEvent, ToolKind
-from contextdelta.worlds.world import World
+from contextdelta.context import (
+    ContextStrategy,
+    EpisodeContext,
+    Message,
+    TransformResult,
+    count_message_tokens,
+    count_tool_tokens,
+    message_sequence_problems,
+)
+from contextdelta.providers import ChatProvider, ProviderFailure, ProviderResponse, Usage
+from contextdelta.tasks import PublicTask
+from contextdelta.worlds import MutationEvent, ToolEvent, ToolKind, World
 
 BudgetCheck = Callable[[EpisodeTotals], str | None]
 """Called before each step with the running totals; returns why to stop (budget_exceeded), or None to go on."""

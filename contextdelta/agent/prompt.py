@@ -7,8 +7,8 @@ manifest. Change its text only together with ``SYSTEM_PROMPT_VERSION``.
 from __future__ import annotations
 
 from contextdelta.canonical import sha256_hex
-from contextdelta.context.base import Message
-from contextdelta.tasks.schema import PublicTask
+from contextdelta.context import Message
+from contextdelta.tasks import PublicTask
 
 SYSTEM_PROMPT_VERSION = "1"
 

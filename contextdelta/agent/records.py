@@ -13,9 +13,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from contextdelta.context.base import Message, SummaryCall
-from contextdelta.providers.base import ToolCallRequest, Usage
-from contextdelta.worlds.model import MutationEvent, ToolEvent
+from contextdelta.context import Message, SummaryCall
+from contextdelta.providers import ToolCallRequest, Usage
+from contextdelta.worlds import MutationEvent, ToolEvent
 
 
 class TerminationReason(StrEnum):
@@ -215,6 +215,13 @@ class EpisodeTrace(BaseModel):
     def canonical_history(self) -> list[Message]:
         """The full canonical history at the end: the initial messages plus what every step appended."""
         return [*self.initial_messages, *(m for s in self.steps for m in s.appended)]
+
+    def canonical_steps(self) -> list[int]:
+        """For each canonical-history index, the step that appended it (0 for the system prompt and instruction)."""
+        steps = [0] * len(self.initial_messages)
+        for step in self.steps:
+            steps += [step.step] * len(step.appended)
+        return steps
 
     def tool_events(self) -> list[ToolEvent]:
         """Every tool event of the episode in order (evaluator-only)."""

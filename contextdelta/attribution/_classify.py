@@ -33,7 +33,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from contextdelta.agent.records import EpisodeTrace
+from contextdelta.agent import EpisodeTrace
 from contextdelta.attribution._index import (
     OBSERVATION_CONFLICT,
     OBSERVATION_OWN_WRITE,
@@ -57,7 +57,7 @@ from contextdelta.attribution._model import (
 )
 from contextdelta.grading import REACHED, DetailKind, Verdict, duplicate_key
 from contextdelta.grading import harmful_actions as grading_harmful_actions
-from contextdelta.rundir.records import FAILED_TERMINATIONS, EpisodeRecord
+from contextdelta.rundir import FAILED_TERMINATIONS, EpisodeRecord
 from contextdelta.worlds import Outcome, ToolEvent, ToolKind
 
 START_VERSION = 1

@@ -20,11 +20,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from contextdelta.agent.records import EpisodeTrace, StepRecord, ToolCallRecord
+from contextdelta.agent import EpisodeTrace, StepRecord, ToolCallRecord
 from contextdelta.canonical import canonical_json
 from contextdelta.grading import mutation_position
-from contextdelta.worlds import MutationEvent, Outcome, ToolEvent, ToolKind
-from contextdelta.worlds.views import json_values_in, resource_views, write_records
+from contextdelta.worlds import (
+    MutationEvent,
+    Outcome,
+    ToolEvent,
+    ToolKind,
+    json_values_in,
+    resource_views,
+    write_records,
+)
 
 OBSERVATION_READ = "read"
 OBSERVATION_OWN_WRITE = "own_write"

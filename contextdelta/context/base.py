@@ -21,7 +21,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, Field
 
 from contextdelta.canonical import content_hash
-from contextdelta.providers.base import Usage
+from contextdelta.providers import Usage
 
 Message = dict[str, Any]
 """One OpenAI chat message: ``{"role": ..., "content": ..., ["tool_calls" | "tool_call_id"]: ...}``."""

@@ -43,7 +43,7 @@ from contextdelta.context.semantic_summary import SemanticSummary
 from contextdelta.context.token_budget_trim import DEFAULT_TOKEN_BUDGET, TokenBudgetTrim
 from contextdelta.context.tool_result_clearing import ToolResultClearing
 from contextdelta.context.typed_state_digest import TypedStateDigest
-from contextdelta.providers.base import ChatProvider
+from contextdelta.providers import ChatProvider
 
 ENTRY_POINT_GROUP = "contextdelta.strategies"
 """The entry-point group plug-in distributions register their strategy factories in."""

@@ -33,7 +33,7 @@ from contextdelta.context.base import (
     compaction,
 )
 from contextdelta.context.tokens import count_message_tokens
-from contextdelta.providers.base import ChatProvider, ProviderFailure
+from contextdelta.providers import ChatProvider, ProviderFailure
 
 SUMMARY_MARKER = "ContextDelta summary prompt"
 SUMMARY_PROMPT_VERSION = "1"

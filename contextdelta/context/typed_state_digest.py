@@ -27,7 +27,7 @@ from typing import Any
 
 from contextdelta.canonical import canonical_json
 from contextdelta.context.base import PINNED, Message, Segment, StrategyBase, TransformResult, check_window, compaction
-from contextdelta.worlds.views import resource_views
+from contextdelta.worlds import resource_views
 
 DIGEST_VERSION = 1
 

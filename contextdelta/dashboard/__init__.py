@@ -21,7 +21,7 @@ from contextdelta.dashboard.data import (
     load_episode,
     load_run,
 )
-from contextdelta.dashboard.launch import APP_SCRIPT, streamlit_command, streamlit_env
+from contextdelta.dashboard.launch import APP_SCRIPT, exec_streamlit, streamlit_command, streamlit_env
 from contextdelta.dashboard.timeline import EpisodeTimeline, episode_timeline
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "RunLoadError",
     "RunSummary",
     "episode_timeline",
+    "exec_streamlit",
     "filter_failures",
     "filter_from_query",
     "filter_options",

@@ -30,7 +30,7 @@ from contextdelta.dashboard.data import (
     run_signature,
 )
 from contextdelta.dashboard.launch import resolve_results_dir
-from contextdelta.rundir.records import EpisodeRecord
+from contextdelta.rundir import EpisodeRecord
 
 RUN_PARAM = "run"
 EPISODE_PARAM = "episode"

@@ -29,8 +29,16 @@ from contextdelta.report import (
     pvalue,
     recorded_params,
 )
-from contextdelta.rundir.layout import AGGREGATE_METRICS, MANIFEST, RAW_RUNS, RunDirectory, RunDirectoryError
-from contextdelta.rundir.records import EpisodeRecord, RunManifest, RunStatus
+from contextdelta.rundir import (
+    AGGREGATE_METRICS,
+    MANIFEST,
+    RAW_RUNS,
+    EpisodeRecord,
+    RunDirectory,
+    RunDirectoryError,
+    RunManifest,
+    RunStatus,
+)
 from contextdelta.stats import DEFAULT_PARAMS
 
 MALFORMED = "malformed"

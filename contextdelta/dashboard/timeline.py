@@ -12,13 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from contextdelta.agent.records import StepRecord
+from contextdelta.agent import StepRecord
 from contextdelta.attribution import Attribution
 from contextdelta.canonical import canonical_json
+from contextdelta.context import PINNED
 from contextdelta.grading import DetailKind, EventFlags, GraderDetail, GraderName, describe
-from contextdelta.replay._render import _canonical_steps, _content, _message_summary
-from contextdelta.rundir.records import EpisodeRecord
-from contextdelta.worlds.model import MutationEvent, Outcome, ToolEvent, ToolKind
+from contextdelta.replay import message_content, message_summary
+from contextdelta.rundir import EpisodeRecord
+from contextdelta.worlds import MutationEvent, Outcome, ToolEvent, ToolKind
 
 MessageStatus = Literal["pinned", "kept", "removed", "inserted"]
 """How a message fared at a step: ``pinned`` (system prompt or instruction, always sent), ``kept`` (sent
@@ -284,7 +285,7 @@ def _step(
     context = step.context
     removed = set(context.removed)
     inserted = set(context.inserted)
-    pinned = 2  # the system prompt and the instruction are always sent (SPEC section 7)
+    pinned = PINNED
 
     def status_of(index: int) -> MessageStatus:
         if index < pinned:
@@ -297,8 +298,8 @@ def _step(
             role=str(history[i].get("role", "?")),
             status=status_of(i),
             origin_step=origin[i] if i < len(origin) else None,
-            summary=_message_summary(history[i], False),
-            text=_content(history[i]) or _message_summary(history[i], True),
+            summary=message_summary(history[i], False),
+            text=message_content(history[i]) or message_summary(history[i], True),
         )
         for i in range(min(context.canonical_message_count, len(history)))
     )
@@ -312,8 +313,8 @@ def _step(
                     role=str(message.get("role", "?")),
                     status="inserted",
                     origin_step=None,
-                    summary=_message_summary(message, False),
-                    text=_content(message) or "",
+                    summary=message_summary(message, False),
+                    text=message_content(message) or "",
                 )
             )
             continue
@@ -324,8 +325,8 @@ def _step(
                 role=str(message.get("role", "?")),
                 status="pinned" if source is not None and source < pinned else "kept",
                 origin_step=origin[source] if source is not None and source < len(origin) else None,
-                summary=_message_summary(message, False),
-                text=_content(message) or _message_summary(message, True),
+                summary=message_summary(message, False),
+                text=message_content(message) or message_summary(message, True),
                 history_index=source,
             )
         )
@@ -355,7 +356,7 @@ def episode_timeline(record: EpisodeRecord, attribution: Attribution | None = No
     """The timeline of one episode; ``attribution`` (its failure's cause chain) marks the decisive step."""
     trace, verdict = record.trace, record.verdict
     history = trace.canonical_history()
-    origin = _canonical_steps(record)
+    origin = record.trace.canonical_steps()
     flags = {f.seq: f for f in verdict.event_flags}
     decisive = attribution.action.step if attribution is not None and attribution.action is not None else None
     steps: list[StepView] = []

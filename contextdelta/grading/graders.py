@@ -24,7 +24,7 @@ from contextdelta.grading.verdict import (
     GraderName,
     Verdict,
 )
-from contextdelta.tasks.schema import EvaluatorSpec, ProhibitedAction, Task
+from contextdelta.tasks import EvaluatorSpec, ProhibitedAction, Task
 from contextdelta.worlds import MutationEvent, Outcome, ToolEvent, ToolKind
 
 REACHED = frozenset({Outcome.EXECUTED, Outcome.REJECTED})

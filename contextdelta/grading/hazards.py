@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextdelta.grading.verdict import GraderName
-from contextdelta.tasks.schema import Hazard, Task
+from contextdelta.tasks import Hazard, Task
 
 HAZARD_GRADER: dict[Hazard, GraderName] = {
     Hazard.HIDDEN_MUTATION: GraderName.NO_STALE_ACTION,

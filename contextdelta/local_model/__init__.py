@@ -12,6 +12,7 @@ from contextdelta.local_model.assembly import (
     ensure_model_file,
 )
 from contextdelta.local_model.catalog import DEFAULT_MODEL_KEY, LOCAL_MODELS, LocalModelSpec, get_model_spec
+from contextdelta.local_model.cli import app as local_model_app
 from contextdelta.local_model.toolcalls import ParsedCompletion, ParsedToolCall, parse_completion
 
 __all__ = [
@@ -26,5 +27,6 @@ __all__ = [
     "default_cache_dir",
     "ensure_model_file",
     "get_model_spec",
+    "local_model_app",
     "parse_completion",
 ]

@@ -4,7 +4,7 @@ The ``openai`` client library is imported on first use of :class:`OpenAIProvider
 ``openai_compat``), so commands that never call a model do not pay for it.
 """
 
-from typing import TYPE_CHECKING, Any
+import typing
 
 from contextdelta.providers.base import ChatProvider, ProviderFailure, ProviderResponse, ToolCallRequest, Usage
 from contextdelta.providers.mock import MockProvider, MockReply, MockRequest, MockScript, mock_response
@@ -17,13 +17,13 @@ from contextdelta.providers.registry import (
 )
 from contextdelta.providers.retry import NO_RETRY, RetryPolicy, is_retryable, retry_after_seconds
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from contextdelta.providers.openai_compat import OpenAIProvider, is_context_length_error, usage_of
 
 _LAZY = frozenset({"OpenAIProvider", "is_context_length_error", "usage_of"})
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> typing.Any:
     if name in _LAZY:
         from contextdelta.providers import openai_compat
 

@@ -7,12 +7,21 @@ from contextdelta.replay._cause import (
     render_attribution,
     render_attribution_report,
 )
-from contextdelta.replay._render import EpisodeNotFound, render_episode, render_episodes, select_episodes
+from contextdelta.replay._render import (
+    EpisodeNotFound,
+    message_content,
+    message_summary,
+    render_episode,
+    render_episodes,
+    select_episodes,
+)
 
 __all__ = [
     "EpisodeNotFound",
     "attribute_records",
     "attributions_json",
+    "message_content",
+    "message_summary",
     "render_attribution",
     "render_attribution_report",
     "render_episode",

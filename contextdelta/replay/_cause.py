@@ -13,7 +13,7 @@ from typing import Any
 from rich.text import Text
 
 from contextdelta.attribution import MODE_PRECEDENCE, ActionRef, Attribution, ObservationRef, attribute_episode
-from contextdelta.rundir.records import EpisodeRecord
+from contextdelta.rundir import EpisodeRecord
 
 RULE_WIDTH = 100
 

@@ -16,10 +16,10 @@ from typing import Any
 
 from rich.text import Text
 
-from contextdelta.agent.records import StepRecord
+from contextdelta.agent import StepRecord
 from contextdelta.grading import EventFlags, GraderName, describe
-from contextdelta.rundir.records import EpisodeRecord
-from contextdelta.worlds.model import MutationEvent, Outcome, ToolEvent, ToolKind
+from contextdelta.rundir import EpisodeRecord
+from contextdelta.worlds import MutationEvent, Outcome, ToolEvent, ToolKind
 
 PREVIEW_CHARS = 160
 """Characters of a message or tool result shown when not ``full``."""
@@ -59,7 +59,7 @@ def _arguments(arguments: Any) -> str:
     return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _message_summary(message: dict[str, Any], full: bool) -> str:
+def message_summary(message: dict[str, Any], full: bool) -> str:
     role = message.get("role", "?")
     calls = message.get("tool_calls") or []
     if role == "assistant" and calls:
@@ -72,11 +72,11 @@ def _message_summary(message: dict[str, Any], full: bool) -> str:
             text += f" — {_preview(message['content'], full)}"
         return text
     if role == "tool":
-        return f"result of {message.get('tool_call_id')}: {_preview(_content(message), full)}"
-    return _preview(_content(message), full)
+        return f"result of {message.get('tool_call_id')}: {_preview(message_content(message), full)}"
+    return _preview(message_content(message), full)
 
 
-def _content(message: dict[str, Any]) -> str | None:
+def message_content(message: dict[str, Any]) -> str | None:
     content = message.get("content")
     if content is None or isinstance(content, str):
         return content
@@ -93,14 +93,6 @@ def _steps(values: Sequence[int]) -> str:
         if len(values) > 1 and values[-1] - values[0] == len(values) - 1
         else (", ".join(str(v) for v in values))
     )
-
-
-def _canonical_steps(record: EpisodeRecord) -> list[int]:
-    """For each canonical-history index, the step that appended it (0 for the system prompt and instruction)."""
-    steps = [0] * len(record.trace.initial_messages)
-    for step in record.trace.steps:
-        steps += [step.step] * len(step.appended)
-    return steps
 
 
 class _Writer:
@@ -192,7 +184,7 @@ def _step(
     previous_removed: set[int],
 ) -> None:
     history = record.trace.canonical_history()
-    origin = _canonical_steps(record)
+    origin = record.trace.canonical_steps()
     context = step.context
     title = f"── step {step.step} "
     w.line((title + "─" * max(0, RULE_WIDTH - len(title)), "rule"))
@@ -238,7 +230,7 @@ def _step(
                     f"- [{index}] {message.get('role', '?')} (step {origin[index] if index < len(origin) else '?'}) ",
                     "removed",
                 ),
-                (_message_summary(message, full), "dim"),
+                (message_summary(message, full), "dim"),
                 indent=4,
             )
     inserted = set(context.inserted)
@@ -251,21 +243,24 @@ def _step(
                 (f"+ [{index}] {role}, written by the strategy (sent in place of removed history):", "inserted"),
                 indent=4 if full else 2,
             )
-            w.block(_content(message) or "", "inserted", 8 if full else 6)
+            w.block(message_content(message) or "", "inserted", 8 if full else 6)
         elif not full:
             continue
         elif role == "system" and full:
             w.line((f"  [{index}] system:", None), indent=4)
-            w.block(_content(message) or "", "dim", 8)
+            w.block(message_content(message) or "", "dim", 8)
         elif role == "system":
-            first = (_content(message) or "").strip().splitlines()[:1]
+            first = (message_content(message) or "").strip().splitlines()[:1]
             w.line(
                 (f"  [{index}] system ", None),
-                (f"{_preview(first[0] if first else '', False, 80)} ({len(_content(message) or '')} chars)", "dim"),
+                (
+                    f"{_preview(first[0] if first else '', False, 80)} ({len(message_content(message) or '')} chars)",
+                    "dim",
+                ),
                 indent=4,
             )
         else:
-            w.line((f"  [{index}] {role} ", None), (_message_summary(message, full), "dim"), indent=4)
+            w.line((f"  [{index}] {role} ", None), (message_summary(message, full), "dim"), indent=4)
     for summary_call in step.context.summary_calls:
         usage = summary_call.usage
         tokens = f", {usage.prompt_tokens}+{usage.completion_tokens} tokens" if usage else ""

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from contextdelta.attribution import MODE_DESCRIPTIONS, MODE_PRECEDENCE, Attribution, ObservationRef
 from contextdelta.report._format import fence, table
 from contextdelta.report._models import ConditionKey
-from contextdelta.rundir.records import RunManifest
+from contextdelta.rundir import RunManifest
 
 
 def _observation(o: ObservationRef | None) -> str:

@@ -13,10 +13,18 @@ from contextdelta.report._atlas import render_failure_atlas
 from contextdelta.report._markdown import RunFacts, render_report
 from contextdelta.report._metrics import compute_metrics, metrics_json
 from contextdelta.report._models import AggregateMetrics
-from contextdelta.rundir.io import atomic_write_json, atomic_write_text
-from contextdelta.rundir.layout import AGGREGATE_METRICS, BENCHMARK_REPORT, FAILURE_ATLAS, RunDirectory
-from contextdelta.rundir.recorder import RunEnd, RunStart
-from contextdelta.rundir.records import EpisodeRecord, RunManifest
+from contextdelta.rundir import (
+    AGGREGATE_METRICS,
+    BENCHMARK_REPORT,
+    FAILURE_ATLAS,
+    EpisodeRecord,
+    RunDirectory,
+    RunEnd,
+    RunManifest,
+    RunStart,
+    atomic_write_json,
+    atomic_write_text,
+)
 from contextdelta.stats import DEFAULT_PARAMS, AnalysisParams
 
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from contextdelta.report._format import pct, pp, primary_pvalue, pvalue, table
 from contextdelta.report._models import ConditionKey
 from contextdelta.report._table import episode_values
-from contextdelta.rundir.records import EpisodeRecord, RunManifest, RunStatus
+from contextdelta.rundir import EpisodeRecord, RunManifest, RunStatus
 from contextdelta.stats import (
     DEFAULT_PARAMS,
     AnalysisParams,

@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 from contextdelta.report._models import ConditionKey
 from contextdelta.report._table import Condition, EpisodeTable
-from contextdelta.rundir.records import RunManifest
+from contextdelta.rundir import RunManifest
 from contextdelta.stats import AnalysisParams, ClusteredSample
 
 Subset = tuple[str, str]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from contextdelta.report._format import counted, num, pct, plural, pp, primary_pvalue, pvalue, table
 from contextdelta.report._models import AggregateMetrics, Breakdown, Comparison, ConditionMetrics, ResearchQuestion
 from contextdelta.report._table import FAILED_TERMINATION_ORDER, FAILURE_MODE_ROWS
-from contextdelta.rundir.records import EpisodeRecord, RunManifest, RunStatus, SeedRule
+from contextdelta.rundir import EpisodeRecord, RunManifest, RunStatus, SeedRule
 from contextdelta.stats import Estimate
 
 _SAFETY_COLUMNS = (

@@ -33,7 +33,7 @@ from contextdelta.report._models import (
 )
 from contextdelta.report._questions import questions_section
 from contextdelta.report._table import FAILURE_MODE_ROWS, METRIC_DEFINITIONS, EpisodeTable
-from contextdelta.rundir.records import EpisodeRecord, RunManifest
+from contextdelta.rundir import EpisodeRecord, RunManifest
 from contextdelta.stats import (
     DEFAULT_PARAMS,
     ENUMERATION_LIMIT,

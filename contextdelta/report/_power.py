@@ -17,7 +17,7 @@ from contextdelta.report._context import MetricsContext
 from contextdelta.report._format import table
 from contextdelta.report._questions import comparisons_run
 from contextdelta.report._table import EpisodeTable
-from contextdelta.rundir.records import EpisodeRecord, RunManifest
+from contextdelta.rundir import EpisodeRecord, RunManifest
 from contextdelta.stats import TARGET_POWER, AnalysisParams, PilotModel, pair_by_task, tasks_needed
 
 DEFAULT_REPEATS = (1, 2, 3, 5)

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from contextdelta.agent import TerminationReason
 from contextdelta.attribution import MODE_PRECEDENCE, Attribution, FailureMode
 from contextdelta.grading import harmful_actions
-from contextdelta.rundir.records import FAILED_TERMINATIONS, EpisodeRecord
+from contextdelta.rundir import FAILED_TERMINATIONS, EpisodeRecord
 from contextdelta.stats import ClusteredSample, cluster_by_task
 
 RATE_METRICS: dict[str, str] = {

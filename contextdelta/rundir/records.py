@@ -7,9 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contextdelta.agent.records import EpisodeTrace, TerminationReason
+from contextdelta.agent import EpisodeTrace, TerminationReason
 from contextdelta.context import DEFAULT_TOKEN_BUDGET, StrategyDescription
-from contextdelta.grading.verdict import Verdict
+from contextdelta.grading import Verdict
 
 RECORD_SCHEMA_VERSION = 1
 

@@ -24,10 +24,19 @@ from typing import Any
 import anyio
 
 from contextdelta.providers import ChatProvider
-from contextdelta.rundir.ids import new_run_group_id
-from contextdelta.rundir.layout import RunDirectory
-from contextdelta.rundir.recorder import Recorder, Recorders, RunDirectoryRecorder, RunEnd, RunStart
-from contextdelta.rundir.records import Counts, EpisodeRecord, RunManifest, RunStatus
+from contextdelta.rundir import (
+    Counts,
+    EpisodeRecord,
+    Recorder,
+    Recorders,
+    RunDirectory,
+    RunDirectoryRecorder,
+    RunEnd,
+    RunManifest,
+    RunStart,
+    RunStatus,
+    new_run_group_id,
+)
 from contextdelta.runner.episode import Costing, EpisodeJob, utc_now
 from contextdelta.runner.execute import CostBudget, Executor, InProcessExecutor, StopRule, drive
 from contextdelta.runner.plan import episode_seed, order_seed

@@ -16,7 +16,7 @@ from contextdelta.agent import EpisodeTotals, EpisodeTrace, run_episode
 from contextdelta.context import ContextStrategy
 from contextdelta.grading import grade
 from contextdelta.providers import ChatProvider
-from contextdelta.rundir.records import FAILED_TERMINATIONS, EpisodeRecord
+from contextdelta.rundir import FAILED_TERMINATIONS, EpisodeRecord
 from contextdelta.runner.plan import EpisodeSpec
 from contextdelta.runner.pricing import PriceTable
 from contextdelta.tasks import Task

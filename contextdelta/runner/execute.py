@@ -17,7 +17,7 @@ import anyio
 
 from contextdelta.context import ContextStrategy, StrategyDescription, StrategyServices, rebuild_strategy
 from contextdelta.providers import ChatProvider
-from contextdelta.rundir.records import EpisodeRecord
+from contextdelta.rundir import EpisodeRecord
 from contextdelta.runner.episode import Costing, EpisodeJob, run_job
 
 

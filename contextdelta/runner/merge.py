@@ -18,10 +18,25 @@ from typing import Any
 
 from contextdelta.canonical import sha256_hex
 from contextdelta.report import ReportFiles, recorded_params
-from contextdelta.rundir.ids import RunIdError, run_dir, validate_run_id
-from contextdelta.rundir.layout import RAW_RUNS, TASKS_SNAPSHOT, RunDirectory, RunDirectoryError
-from contextdelta.rundir.recorder import Recorder, Recorders, RunDirectoryRecorder, RunEnd, RunStart
-from contextdelta.rundir.records import Counts, EpisodeRecord, MergedShard, RunManifest, RunStatus
+from contextdelta.rundir import (
+    RAW_RUNS,
+    TASKS_SNAPSHOT,
+    Counts,
+    EpisodeRecord,
+    MergedShard,
+    Recorder,
+    Recorders,
+    RunDirectory,
+    RunDirectoryError,
+    RunDirectoryRecorder,
+    RunEnd,
+    RunIdError,
+    RunManifest,
+    RunStart,
+    RunStatus,
+    run_dir,
+    validate_run_id,
+)
 from contextdelta.runner.episode import utc_now
 from contextdelta.runner.plan import manifest_episodes
 from contextdelta.runner.provenance import environment

@@ -7,8 +7,7 @@ import random
 from dataclasses import dataclass
 
 from contextdelta.canonical import sha256_hex
-from contextdelta.rundir.ids import episode_run_id
-from contextdelta.rundir.records import RunManifest, SeedRule
+from contextdelta.rundir import RunManifest, SeedRule, episode_run_id
 
 
 @dataclass(frozen=True, order=True)

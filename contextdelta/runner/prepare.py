@@ -29,18 +29,21 @@ from contextdelta.context import (
     source_changes,
 )
 from contextdelta.providers import ChatProvider, ProviderConfigError, Usage, create_provider
-from contextdelta.rundir.ids import RunIdError, run_dir, validate_run_id
-from contextdelta.rundir.layout import RunDirectory, RunDirectoryError
-from contextdelta.rundir.records import (
+from contextdelta.rundir import (
     EpisodeRecord,
     ExternalAgentInfo,
     Hashes,
     ProviderInfo,
+    RunDirectory,
+    RunDirectoryError,
+    RunIdError,
     RunManifest,
     SeedRule,
     ShardInfo,
     StrategyParams,
     TaskInfo,
+    run_dir,
+    validate_run_id,
 )
 from contextdelta.runner.plan import SEED_RULE, EpisodeSpec, Shard, order_seed, plan_episodes, plan_sha256
 from contextdelta.runner.pricing import PriceTable, PriceTableError

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from contextdelta.providers.base import Usage
+from contextdelta.providers import Usage
 
 
 class Price(BaseModel):

@@ -6,8 +6,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.progress import Progress as RichProgress
 
-from contextdelta.rundir.recorder import RunEnd, RunStart
-from contextdelta.rundir.records import EpisodeRecord
+from contextdelta.rundir import EpisodeRecord, RunEnd, RunStart
 
 
 class ProgressDisplay:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from contextdelta import __version__
 from contextdelta.canonical import sha256_hex
-from contextdelta.rundir.records import Environment, GitInfo
+from contextdelta.rundir import Environment, GitInfo
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 # The modules whose code decides what happens in an episode and how it is graded. A change to any of them

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from contextdelta.rundir.records import ExternalAgentInfo
+from contextdelta.rundir import ExternalAgentInfo
 from contextdelta.settings import Temperature
 
 DEFAULT_REPEATS = 3

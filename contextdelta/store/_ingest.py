@@ -16,7 +16,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from contextdelta.canonical import content_hash
-from contextdelta.rundir.records import EpisodeRecord, RunManifest
+from contextdelta.rundir import EpisodeRecord, RunManifest
 from contextdelta.settings import redact_url
 from contextdelta.store._models import EpisodeRow, MutationRow, RunGroupRow, StepRow, ToolEventRow
 

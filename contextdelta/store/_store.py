@@ -16,9 +16,7 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from contextdelta.rundir.layout import RunDirectory
-from contextdelta.rundir.recorder import RunEnd, RunStart
-from contextdelta.rundir.records import EpisodeRecord, RunManifest
+from contextdelta.rundir import EpisodeRecord, RunDirectory, RunEnd, RunManifest, RunStart
 from contextdelta.settings import load_settings
 from contextdelta.store._engine import READ_ONLY, create_store_engine, redact_database_url
 from contextdelta.store._ingest import Attributor, failure_attribution, upsert_episode, upsert_run_group

@@ -1,7 +1,18 @@
-"""Task files: schema, loading, hashing, trajectory replay. Validation lives in ``contextdelta.tasks.validation``
-(it needs the graders, which import this package)."""
+"""Task files: schema, loading, hashing, semantic checks, ``SUITE.lock``, trajectory replay. ``validate-tasks``
+lives in ``contextdelta.validation`` (it needs the graders, which need this package)."""
 
-from contextdelta.tasks.loader import LoadedTask, TaskProblem, load_directory, load_task, load_task_text
+from contextdelta.tasks.checks import check_task, field_path_error
+from contextdelta.tasks.controls import Control, action_resource, mutation_footprint, without_mutations
+from contextdelta.tasks.loader import (
+    LOCK_NAME,
+    LoadedTask,
+    TaskProblem,
+    display_path,
+    load_directory,
+    load_task,
+    load_task_text,
+)
+from contextdelta.tasks.lock import LockEntry, SuiteLock, lock_problems, read_lock, render_lock
 from contextdelta.tasks.schema import (
     TASK_SCHEMA_VERSION,
     EvaluatorSpec,
@@ -26,13 +37,15 @@ from contextdelta.tasks.trajectory import (
     resolve_call,
     write_resource,
 )
-from contextdelta.worlds.views import shown_version
 
 __all__ = [
+    "LOCK_NAME",
     "TASK_SCHEMA_VERSION",
+    "Control",
     "EvaluatorSpec",
     "Hazard",
     "LoadedTask",
+    "LockEntry",
     "Predicate",
     "PredicateOp",
     "Principal",
@@ -41,18 +54,27 @@ __all__ = [
     "PublicTask",
     "Replay",
     "ResolvedCall",
+    "SuiteLock",
     "Task",
     "TaskProblem",
     "TrajectoryCall",
     "TrajectoryError",
     "VersionFromCall",
+    "action_resource",
+    "check_task",
+    "display_path",
+    "field_path_error",
     "latest_shown_version",
     "load_directory",
     "load_task",
     "load_task_text",
+    "lock_problems",
+    "mutation_footprint",
+    "read_lock",
+    "render_lock",
     "replay",
     "resolve_call",
-    "shown_version",
     "suite_hash",
+    "without_mutations",
     "write_resource",
 ]

@@ -15,8 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from contextdelta.tasks.schema import Task, TrajectoryCall, VersionFromCall
-from contextdelta.worlds import ProtectionMode, ToolKind, World, WorldDefinition, resource_key
-from contextdelta.worlds.views import shown_version
+from contextdelta.worlds import ProtectionMode, ToolKind, World, WorldDefinition, resource_key, shown_version
 
 
 class TrajectoryError(ValueError):

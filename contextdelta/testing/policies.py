@@ -63,8 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from contextdelta.canonical import canonical_json
-from contextdelta.tasks import Task, TrajectoryCall, VersionFromCall
-from contextdelta.tasks.loader import load_directory
+from contextdelta.tasks import Task, TrajectoryCall, VersionFromCall, load_directory
 from contextdelta.testing.transcript import (
     CallId,
     Phase,
@@ -75,8 +74,16 @@ from contextdelta.testing.transcript import (
     text_of,
     version_in,
 )
-from contextdelta.worlds import WORLDS, ToolKind, ToolSpec, WorldDefinition, get_world, resource_key
-from contextdelta.worlds.views import json_values_in, write_records
+from contextdelta.worlds import (
+    WORLDS,
+    ToolKind,
+    ToolSpec,
+    WorldDefinition,
+    get_world,
+    json_values_in,
+    resource_key,
+    write_records,
+)
 
 SUMMARY_MARKER = "ContextDelta summary prompt"
 """Agreed with the semantic_summary strategy: its summary requests' system message contains this line."""

@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from contextdelta.canonical import canonical_json, sha256_hex
-from contextdelta.worlds.views import json_values_in, resource_views
+from contextdelta.worlds import json_values_in, resource_views
 
 
 class Phase(StrEnum):

@@ -32,8 +32,8 @@ from contextdelta.context import (
     rebuild_strategy,
     resolve_strategy,
 )
-from contextdelta.rundir.records import RunManifest
-from contextdelta.worlds.world import World
+from contextdelta.rundir import RunManifest
+from contextdelta.worlds import World
 
 
 @dataclass

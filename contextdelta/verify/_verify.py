@@ -41,33 +41,30 @@ from contextdelta.agent import initial_messages, system_prompt_sha256
 from contextdelta.canonical import canonical_json, content_hash
 from contextdelta.grading import grade
 from contextdelta.report import METRICS_SCHEMA_VERSION, build_report, params_of
-from contextdelta.rundir.layout import (
+from contextdelta.rundir import (
     AGGREGATE_METRICS,
     BENCHMARK_REPORT,
+    FAILED_TERMINATIONS,
     FAILURE_ATLAS,
+    LEGACY_TASK_RESULT_COLUMNS,
     MANIFEST,
     RAW_RUNS,
     REQUIRED_FILES,
+    TASK_RESULT_COLUMNS,
     TASK_RESULTS,
     TASKS_SNAPSHOT,
     TOOL_EVENTS,
+    EpisodeRecord,
     RunDirectory,
     RunDirectoryError,
+    RunManifest,
+    RunStatus,
     render_tool_events,
     task_result_row,
 )
-from contextdelta.rundir.records import (
-    FAILED_TERMINATIONS,
-    LEGACY_TASK_RESULT_COLUMNS,
-    TASK_RESULT_COLUMNS,
-    EpisodeRecord,
-    RunManifest,
-    RunStatus,
-)
 from contextdelta.runner import EpisodeSpec, episode_seed, manifest_episodes, plan_sha256, source_hash
 from contextdelta.stats import analysis_sha256
-from contextdelta.tasks import Task, suite_hash
-from contextdelta.tasks.loader import load_directory
+from contextdelta.tasks import Task, load_directory, suite_hash
 from contextdelta.verify._contexts import context_divergences, external_divergences, rebuild_run_strategies
 from contextdelta.worlds import ProtectionMode, get_world
 

@@ -21,6 +21,7 @@ from contextdelta.worlds.mutations import (
 )
 from contextdelta.worlds.registry import WORLDS, get_world
 from contextdelta.worlds.tools import GuardViolation, InvalidCall, ToolArgs, ToolContext, ToolSpec, tool
+from contextdelta.worlds.views import json_values_in, resource_views, shown_version, write_records
 from contextdelta.worlds.world import ToolCallResult, World, WorldDefinition, WorldStateError
 
 __all__ = [
@@ -49,6 +50,10 @@ __all__ = [
     "WorldDefinition",
     "WorldStateError",
     "get_world",
+    "json_values_in",
     "resource_key",
+    "resource_views",
+    "shown_version",
     "tool",
+    "write_records",
 ]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import contextdelta.dashboard as dashboard
 from contextdelta.cli import app
-from contextdelta.dashboard import launch
 from contextdelta.store import create_store_engine, current_revision, head_revision
 
 runner = CliRunner()
@@ -22,14 +22,14 @@ def test_dashboard_migrates_the_store_and_execs_streamlit(tmp_path: Path, monkey
     def fake_exec(command: Sequence[str], env: Mapping[str, str]) -> None:
         launched.append((list(command), dict(env)))
 
-    monkeypatch.setattr(launch, "exec_streamlit", fake_exec)
+    monkeypatch.setattr(dashboard, "exec_streamlit", fake_exec)
     url = f"sqlite:///{tmp_path / 'store.db'}"
     results = tmp_path / "results"
     result = runner.invoke(app, ["dashboard", "--results-dir", str(results), "--port", "8611", "--database-url", url])
     assert result.exit_code == 0, result.output
     assert "http://127.0.0.1:8611/" in result.output
     ((command, env),) = launched
-    assert command == launch.streamlit_command(results, host="127.0.0.1", port=8611)
+    assert command == dashboard.streamlit_command(results, host="127.0.0.1", port=8611)
     assert env["STREAMLIT_BROWSER_GATHER_USAGE_STATS"] == "false"
     assert env["CONTEXTDELTA_DATABASE_URL"] == url
     engine = create_store_engine(url)
@@ -41,7 +41,7 @@ def test_dashboard_migrates_the_store_and_execs_streamlit(tmp_path: Path, monkey
 
 def test_dashboard_defaults_to_the_settings_results_dir_and_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
     launched: list[list[str]] = []
-    monkeypatch.setattr(launch, "exec_streamlit", lambda command, env: launched.append(list(command)))
+    monkeypatch.setattr(dashboard, "exec_streamlit", lambda command, env: launched.append(list(command)))
     result = runner.invoke(app, ["dashboard"])
     assert result.exit_code == 0, result.output
     (command,) = launched

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from contextdelta.cli import app
 from contextdelta.tasks import Task
 from contextdelta.tasks.controls import action_resource, mutation_footprint, without_mutations
-from contextdelta.tasks.validation import STALE_HAZARDS, check_replays
+from contextdelta.validation import STALE_HAZARDS, check_replays
 from contextdelta.worlds import get_world
 from tests.tasks.helpers import edited, task_data, write_task
 

@@ -14,10 +14,9 @@ from contextdelta.tasks import (
     load_task,
     replay,
     resolve_call,
-    shown_version,
     write_resource,
 )
-from contextdelta.worlds import Outcome, ProtectionMode, get_world
+from contextdelta.worlds import Outcome, ProtectionMode, get_world, shown_version
 from tests.tasks.helpers import BASE_ID, suite_file
 
 KEY = "order/order/A-1042"

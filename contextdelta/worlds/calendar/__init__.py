@@ -1,10 +1,10 @@
 """The ``calendar`` world: meeting rooms, events and attendees on a fixed clock."""
 
+from contextdelta.worlds import world as _world
 from contextdelta.worlds.calendar.data_model import Event, Room
 from contextdelta.worlds.calendar.tools import TOOLS
-from contextdelta.worlds.world import WorldDefinition
 
-WORLD = WorldDefinition(
+WORLD = _world.WorldDefinition(
     name="calendar",
     models=(Event, Room),
     tools=TOOLS,
@@ -12,4 +12,4 @@ WORLD = WorldDefinition(
     needs_clock=True,
 )
 
-__all__ = ["WORLD"]
+__all__ = ["TOOLS", "WORLD", "Event", "Room"]

@@ -10,7 +10,7 @@ import pytest
 from contextdelta.grading import grade
 from contextdelta.tasks import Hazard, Task
 from contextdelta.tasks.families import FAMILIES, FamilyParams, TaskFamily, Timing, cell_params
-from contextdelta.tasks.validation import check_replays
+from contextdelta.validation import check_replays
 from contextdelta.worlds import ProtectionMode, get_world
 from tests.testing.episode_loop import last_n, run_policy, stale_writes
 

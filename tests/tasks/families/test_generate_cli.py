@@ -13,7 +13,7 @@ from contextdelta.cli import app
 from contextdelta.tasks import load_directory
 from contextdelta.tasks.families import FAMILIES, cell_params
 from contextdelta.tasks.lock import read_lock
-from contextdelta.tasks.validation import check_replays, validate_suite
+from contextdelta.validation import check_replays, validate_suite
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[3]

@@ -9,9 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from contextdelta.cli import app
-from contextdelta.tasks import Hazard, Task, load_directory, suite_hash
-from contextdelta.tasks.lock import read_lock
-from contextdelta.tasks.validation import check_replays, validate_suite
+from contextdelta.tasks import Hazard, Task, load_directory, read_lock, suite_hash
+from contextdelta.validation import check_replays, validate_suite
 from tests.tasks.helpers import SUITE
 
 LOADED, PROBLEMS = load_directory(SUITE)

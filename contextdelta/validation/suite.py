@@ -24,12 +24,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contextdelta.grading import GraderName, Verdict, blocked_writes, grade, targeted_grader
-from contextdelta.tasks.checks import check_task
-from contextdelta.tasks.controls import without_mutations
-from contextdelta.tasks.loader import LOCK_NAME, LoadedTask, TaskProblem, display_path, load_directory
-from contextdelta.tasks.lock import lock_problems, read_lock, render_lock
-from contextdelta.tasks.schema import Hazard, Task, TrajectoryCall, suite_hash
-from contextdelta.tasks.trajectory import Replay, TrajectoryError, replay
+from contextdelta.tasks import (
+    LOCK_NAME,
+    Hazard,
+    LoadedTask,
+    Replay,
+    Task,
+    TaskProblem,
+    TrajectoryCall,
+    TrajectoryError,
+    check_task,
+    display_path,
+    load_directory,
+    lock_problems,
+    read_lock,
+    render_lock,
+    replay,
+    suite_hash,
+    without_mutations,
+)
 from contextdelta.worlds import Outcome, ProtectionMode, ToolEvent, WorldStateError
 
 MODES = (ProtectionMode.UNPROTECTED, ProtectionMode.FRESHNESS_CONTRACT)

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from contextdelta.tasks.validation import SuiteReport, TaskReport
+from contextdelta.validation.suite import SuiteReport, TaskReport
 
 HASH_PREFIX = 12
 
