@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint clean local demo
+.PHONY: install test test-fast lint clean local demo
 
 $(VENV): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,12 +31,19 @@ local: $(LOCAL_STAMP)
 demo: $(LOCAL_STAMP)
 	scripts/demo.sh
 
+# Everything (what CI runs): the end-to-end runs, property sweeps and subprocess tests included.
 test: $(VENV)
 	$(BIN)/python -m pytest -q
 
+# Everyday work: every test not marked slow (end-to-end matrices, property sweeps, real processes), on two workers.
+test-fast: $(VENV)
+	$(BIN)/python -m pytest -q -m "not slow" -n 2
+
+# ruff (lint rules and formatting) and strict mypy over the package, the tests and the benchmarks.
 lint: $(VENV)
-	$(BIN)/ruff check contextdelta tests benchmarks
-	$(BIN)/mypy contextdelta
+	$(BIN)/ruff check contextdelta tests benchmarks examples
+	$(BIN)/ruff format --check contextdelta tests benchmarks examples
+	$(BIN)/mypy --explicit-package-bases contextdelta tests benchmarks
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

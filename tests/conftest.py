@@ -22,3 +22,15 @@ def _isolated_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+@pytest.fixture
+def no_retry_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Providers built in this process retry at once (no backoff sleep): what is tested is whether and how often a
+    call is retried, never how long the harness waits between attempts."""
+    from contextdelta.providers import RetryPolicy, openai_compat
+
+    def immediate() -> RetryPolicy:
+        return RetryPolicy(initial_backoff_s=0.0, max_backoff_s=0.0, jitter_s=0.0)
+
+    monkeypatch.setattr(openai_compat, "RetryPolicy", immediate)

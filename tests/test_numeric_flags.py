@@ -3,6 +3,7 @@ range named); zero, where the range allows it, is a value that reaches the run, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from contextdelta.cli import app
-from contextdelta.rundir import RunDirectory, StrategyParams
+from contextdelta.rundir import RunDirectory, RunManifest, StrategyParams
 from contextdelta.runner import BenchmarkRequest
 from contextdelta.testing import serve_scripted
 from contextdelta.testing.server import app as scripted_server_app
@@ -112,7 +113,7 @@ def test_the_request_model_holds_the_same_ranges() -> None:
 
 # ---- zero is a value ---------------------------------------------------------------------------------------------
 
-ZERO_CASES = {
+ZERO_CASES: dict[str, Callable[[RunManifest], bool]] = {
     "--last-n": lambda manifest: manifest.strategy_params.last_n == 0,
     "--summary-trigger": lambda manifest: manifest.strategy_params.summary_trigger == 0,
     "--summary-keep": lambda manifest: manifest.strategy_params.summary_keep == 0,

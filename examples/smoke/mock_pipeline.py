@@ -8,8 +8,8 @@ are not a benchmark result and say nothing about any model.
     python examples/smoke/mock_pipeline.py materialize --results-dir results
     contextdelta replay mock-pipeline && contextdelta attribute mock-pipeline
 
-Every episode is recorded by the real code path: ``run_benchmark`` against ``python -m
-contextdelta.testing.server`` (agent loop, context strategy, world, graders). One is then edited by hand and
+Every episode is recorded by the real code path: ``run_benchmark`` over HTTP against the scripted server (run
+in this process; agent loop, context strategy, world, graders). One is then edited by hand and
 says so in its label (``doctored``): the scripted server's summaries are extractive and never wrong, so the
 ``summary_distorted_state`` example has the version of one resource in its summary lowered by one, which is what
 a lossy model summary does.
@@ -244,7 +244,7 @@ def generate(path: Path = FIXTURE, tasks_dir: Path = REPO / "tasks") -> Fixture:
     manifests: list[RunManifest] = []
     with tempfile.TemporaryDirectory() as tmp:
         for pick in PICKS:
-            with serve_scripted(pick.policy, tasks_dir, **pick.faults) as url:
+            with serve_scripted(pick.policy, tasks_dir, in_process=True, **pick.faults) as url:
                 outcome = run_benchmark(
                     BenchmarkRequest(
                         tasks_dir=tasks_dir,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from contextdelta.context import STRATEGY_NAMES
@@ -41,6 +42,7 @@ def plant_markers(source: Path, target: Path) -> list[str]:
     return markers
 
 
+@pytest.mark.slow  # every task x strategy x mode x two policies: hundreds of episodes
 def test_no_marker_reaches_any_request_body(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks"
     markers = plant_markers(TASKS, tasks)

@@ -48,6 +48,7 @@ def test_provider_env_files_are_valid_settings_with_their_command(name: str) -> 
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("no_retry_waits")
 def test_the_generator_reproduces_the_labelled_episodes(tmp_path: Path) -> None:
     regenerated = generate(tmp_path / "mock_pipeline.jsonl")
     committed = load_fixture()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ def _template(path: Path) -> ChatTemplate:
     return ChatTemplate(path.read_text(encoding="utf-8"), eos_token="<|im_end|>")
 
 
-HISTORY = [
+HISTORY: list[dict[str, Any]] = [
     {"role": "system", "content": "You are an operations agent."},
     {"role": "user", "content": "Refund the express fee on B-2198 (€14.90)."},
     {

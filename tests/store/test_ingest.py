@@ -8,6 +8,7 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
 from sqlalchemy import func, select
 from typer.testing import CliRunner
 
@@ -130,6 +131,7 @@ def _record_proxy_traces(url: str, count: int) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-c", script, url, str(count)], stdout=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_concurrent_writers_during_a_benchmark_run_lose_no_rows(
     sqlite_url: str, mock_run: Path, tmp_path: Path
 ) -> None:

@@ -56,7 +56,9 @@ def _insert_rows(connection: Connection, fixture: Fixture) -> int:
     def insert(table: str, values: dict[str, Any]) -> Any:
         columns = {c.name for c in meta.tables[table].columns}
         kept = {k: v for k, v in values.items() if k in columns}
-        return connection.execute(meta.tables[table].insert().values(kept)).inserted_primary_key[0]
+        key = connection.execute(meta.tables[table].insert().values(kept)).inserted_primary_key
+        assert key is not None
+        return key[0]
 
     manifest = fixture.manifest
     insert(

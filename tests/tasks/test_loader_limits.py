@@ -12,8 +12,9 @@ import yaml
 from typer.testing import CliRunner, Result
 
 from contextdelta.cli import app
+from contextdelta.tasks import LOCK_NAME
 from contextdelta.tasks.loader import MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES, load_directory, load_task_text
-from contextdelta.tasks.lock import LOCK_NAME, read_lock
+from contextdelta.tasks.lock import read_lock
 from tests.tasks.helpers import BASE_ID, dump, suite_file, task_data, write_task
 
 runner = CliRunner()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from contextdelta.worlds import Outcome, ProtectionMode
 from tests.worlds.helpers import error_code, make_world, read, write
@@ -102,11 +103,12 @@ def test_cancel_event_frees_the_room_and_blocks_later_edits(mode: ProtectionMode
     world = make_world("calendar", mode)
     result = write(world, "cancel_event", EVT1, event_id="evt-1", reason="team offsite")
     assert json.loads(result.content)["room"]["bookings"] == []
-    for tool, args in [
+    edits: list[tuple[str, dict[str, Any]]] = [
         ("cancel_event", {"reason": "again"}),
         ("reschedule_event", {"start": "2026-12-05T10:00", "end": "2026-12-05T11:00"}),
         ("update_attendees", {"add": ["dee@corp.example"]}),
-    ]:
+    ]
+    for tool, args in edits:
         again = write(world, tool, EVT1, event_id="evt-1", **args)
         assert (again.event.outcome, error_code(again)) == (Outcome.REJECTED, "event_cancelled")
 
