@@ -7,9 +7,28 @@ from pathlib import Path
 
 import pytest
 
+from contextdelta.runner import BenchmarkRequest
 from contextdelta.testing import serve_scripted
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks"
+SMALL = ["order-grinder-refund", "cal-design-review", "cfg-search-ramp"]
+"""One task per world: the runner tests' default task set."""
+
+
+def benchmark_request(url: str, results: Path, **overrides: object) -> BenchmarkRequest:
+    """A request for the scripted server at ``url``: the oracle policy on :data:`SMALL`, one repeat, every
+    strategy and mode unless ``overrides`` say otherwise."""
+    fields: dict[str, object] = {
+        "tasks_dir": TASKS,
+        "base_url": url,
+        "model": "scripted-oracle",
+        "results_dir": results,
+        "task_ids": SMALL,
+        "repeats": 1,
+        "concurrency": 4,
+    }
+    fields.update(overrides)
+    return BenchmarkRequest.model_validate(fields)
 
 
 @pytest.fixture(scope="module")

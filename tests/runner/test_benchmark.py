@@ -30,23 +30,11 @@ from contextdelta.runner import (
     run_benchmark,
 )
 from contextdelta.testing import serve_scripted
-from tests.runner.conftest import TASKS
-
-SMALL = ["order-grinder-refund", "cal-design-review", "cfg-search-ramp"]
+from tests.runner.conftest import SMALL, TASKS, benchmark_request
 
 
 def request(url: str, tmp_path: Path, **overrides: object) -> BenchmarkRequest:
-    fields: dict[str, object] = {
-        "tasks_dir": TASKS,
-        "base_url": url,
-        "model": "scripted-oracle",
-        "results_dir": tmp_path,
-        "task_ids": SMALL,
-        "repeats": 1,
-        "concurrency": 4,
-    }
-    fields.update(overrides)
-    return BenchmarkRequest.model_validate(fields)
+    return benchmark_request(url, tmp_path, **overrides)
 
 
 def csv_rows(path: Path) -> list[dict[str, str]]:

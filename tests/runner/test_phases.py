@@ -32,25 +32,15 @@ from contextdelta.runner import (
     stop_rules,
 )
 from contextdelta.settings import Settings
-from tests.runner.conftest import TASKS
+from tests.runner.conftest import benchmark_request
 
 SMALL = ["order-grinder-refund", "cfg-search-ramp"]
 
 
 def request(url: str, tmp_path: Path, **overrides: object) -> BenchmarkRequest:
-    fields: dict[str, object] = {
-        "tasks_dir": TASKS,
-        "base_url": url,
-        "model": "scripted-oracle",
-        "results_dir": tmp_path,
-        "task_ids": SMALL,
-        "strategies": ["full_history", "last_n"],
-        "protection_modes": ["unprotected"],
-        "repeats": 1,
-        "concurrency": 2,
-    }
-    fields.update(overrides)
-    return BenchmarkRequest.model_validate(fields)
+    fields: dict[str, object] = {"task_ids": SMALL, "strategies": ["full_history", "last_n"], "concurrency": 2}
+    fields["protection_modes"] = ["unprotected"]
+    return benchmark_request(url, tmp_path, **{**fields, **overrides})
 
 
 class Log:

@@ -24,25 +24,13 @@ from contextdelta.runner import (
 )
 from contextdelta.testing import serve_scripted
 from contextdelta.verify import verify_run
-from tests.runner.conftest import TASKS
-
-SMALL = ["order-grinder-refund", "cal-design-review", "cfg-search-ramp"]
+from tests.runner.conftest import TASKS, benchmark_request
 
 
 def request(url: str, results: Path, **overrides: object) -> BenchmarkRequest:
-    fields: dict[str, object] = {
-        "tasks_dir": TASKS,
-        "base_url": url,
-        "model": "scripted-context_trusting",
-        "results_dir": results,
-        "task_ids": SMALL,
-        "strategies": ["full_history", "last_n"],
-        "repeats": 2,
-        "seed": 11,
-        "concurrency": 4,
-    }
-    fields.update(overrides)
-    return BenchmarkRequest.model_validate(fields)
+    fields: dict[str, object] = {"strategies": ["full_history", "last_n"], "repeats": 2, "seed": 11}
+    fields["model"] = "scripted-context_trusting"
+    return benchmark_request(url, results, **{**fields, **overrides})
 
 
 def test_every_episode_is_in_exactly_one_shard() -> None:
