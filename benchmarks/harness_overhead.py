@@ -40,6 +40,7 @@ def main() -> None:
     parser.add_argument("--policy", default="oracle")
     parser.add_argument("--tasks", type=Path, default=ROOT / "tasks")
     args = parser.parse_args()
+    load_before = os.getloadavg()  # other processes on the machine change every figure below
 
     with (
         tempfile.TemporaryDirectory() as results,
@@ -69,20 +70,23 @@ def main() -> None:
         per_step_ms.append(1000 * max(0.0, record.wall_s - provider_s) / max(1, model_calls))
     per_step_ms.sort()
     latencies = sorted(s.response.latency_s for r in records for s in r.trace.steps if s.response)
+    queued = sorted(s.response.queue_s or 0.0 for r in records for s in r.trace.steps if s.response)
     p95 = per_step_ms[min(len(per_step_ms) - 1, int(0.95 * len(per_step_ms)))]
     own = resource.getrusage(resource.RUSAGE_SELF)
     server = resource.getrusage(resource.RUSAGE_CHILDREN)  # the scripted server, waited for on exit
     rss_mb = own.ru_maxrss / 1024
     machine = f"{platform.platform()} | {platform.machine()} | cpus={os.cpu_count()}"
-    print(f"machine: {machine} | python {platform.python_version()}")
+    load = ", ".join(f"{x:.1f}" for x in load_before)
+    print(f"machine: {machine} | python {platform.python_version()} | load average before the run: {load}")
     print(
         f"matrix: {len(records)} episodes ({outcome.manifest.counts.succeeded} succeeded), {calls} model calls, "
         f"policy={args.policy}, latency={args.latency_ms} ms, concurrency={args.concurrency}"
     )
     print(f"wall time: {wall:.1f} s | episodes/s: {len(records) / wall:.2f}")
     print(
-        f"provider call latency (client side): median {1000 * statistics.median(latencies):.1f} ms | "
-        f"p95 {1000 * latencies[int(0.95 * (len(latencies) - 1))]:.1f} ms"
+        f"provider latency (time on the wire): median {1000 * statistics.median(latencies):.1f} ms | "
+        f"p95 {1000 * latencies[int(0.95 * (len(latencies) - 1))]:.1f} ms | wait before the wire (queue_s): "
+        f"median {1000 * statistics.median(queued):.1f} ms | p95 {1000 * queued[int(0.95 * (len(queued) - 1))]:.1f} ms"
     )
     print(f"harness ms per model call: median {statistics.median(per_step_ms):.2f} | p95 {p95:.2f}")
     print(f"peak RSS (harness process): {rss_mb:.0f} MB")

@@ -325,6 +325,13 @@ def run_benchmark_command(
             help="Per-call timeout in seconds (the endpoint check's too).", callback=_request_range("timeout_s")
         ),
     ] = 120.0,
+    max_retries: Annotated[
+        int | None,
+        typer.Option(
+            help="Retries of a failed model call (429, 5xx, timeouts, dropped connections; default 5).",
+            callback=_request_range("max_retries"),
+        ),
+    ] = None,
     provider: Annotated[str, typer.Option(help="Provider kind (openai-compatible HTTP).")] = "openai",
     results_dir: RunResultsDirOption = None,
     max_cost_usd: Annotated[
@@ -405,6 +412,7 @@ def run_benchmark_command(
         temperature=temperature,
         max_tokens=max_tokens,
         timeout_s=timeout_s,
+        max_retries=max_retries,
         results_dir=results_dir,
         max_cost_usd=max_cost_usd,
         max_episode_cost_usd=max_episode_cost_usd,
@@ -419,7 +427,6 @@ def run_benchmark_command(
     )
     _run_with_recorders(
         lambda recorders: run_benchmark(request, recorders=recorders),
-        results_dir=results_dir,
         database_url=database_url,
         no_store=no_store,
         quiet=quiet,
@@ -429,7 +436,6 @@ def run_benchmark_command(
 def _run_with_recorders(
     run: Callable[[list[Recorder]], RunOutcome],
     *,
-    results_dir: Path | None,
     database_url: str | None,
     no_store: bool,
     quiet: bool,
@@ -443,17 +449,19 @@ def _run_with_recorders(
     from contextdelta.runner import BenchmarkError, ProgressDisplay
 
     err = Console(stderr=True)
+    settings = _settings()
     recorders: list[Recorder] = []
     store = None
     if not no_store:  # the run directory stays the source of truth; the store gets a copy of each episode
         from contextdelta.store import StoreRecorder
 
-        store = StoreRecorder.open(
-            database_url or _settings().database_url_for(results_dir),
+        # opened when the run opens: a run refused by its checks opens no database, and the default database is
+        # the one in the results folder the run really uses
+        store = StoreRecorder.when_run_opens(
+            lambda folder: database_url or settings.database_url_for(folder),
             lambda text: err.print(f"[yellow]warning:[/yellow] {text}"),
         )
-        if store is not None:
-            recorders.append(store)
+        recorders.append(store)
     display = None if quiet else ProgressDisplay(err)
     if display is not None:
         recorders.append(display)
@@ -554,7 +562,6 @@ def serve_world_command(
     )
     _run_with_recorders(
         lambda recorders: serve_world(request, port=port, ready=ready, recorders=recorders),
-        results_dir=results_dir,
         database_url=database_url,
         no_store=no_store,
         quiet=True,
@@ -621,7 +628,6 @@ def run_external_command(
     )
     _run_with_recorders(
         lambda recorders: run_external(request, agent_cmd, timeout_s=timeout_s, recorders=recorders),
-        results_dir=results_dir,
         database_url=database_url,
         no_store=no_store,
         quiet=quiet,

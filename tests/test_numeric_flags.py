@@ -119,6 +119,7 @@ ZERO_CASES: dict[str, Callable[[RunManifest], bool]] = {
     "--summary-keep": lambda manifest: manifest.strategy_params.summary_keep == 0,
     "--seed": lambda manifest: manifest.seed == 0,
     "--temperature": lambda manifest: manifest.provider.temperature == 0,
+    "--max-retries": lambda manifest: manifest.sessions[-1]["max_retries"] == 0,
 }
 """Every run-benchmark numeric flag whose range includes 0, and how its 0 shows in the run's manifest. The cost
 budgets also take 0 (spend nothing); they need a known price and are covered in tests/runner."""

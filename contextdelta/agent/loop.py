@@ -295,6 +295,7 @@ class _Episode:
             self.totals.summary_calls += 1
             self.totals.summary_usage = self.totals.summary_usage + (call.usage or Usage())
             self.totals.summary_latency_s += call.latency_s
+            self.totals.queue_s += call.queue_s
             self.totals.summary_retries += call.retries
             self.totals.harness_summary_prompt_tokens += call.harness_prompt_tokens
             if call.usage is None:
@@ -309,11 +310,13 @@ class _Episode:
             model=response.model,
             usage=response.usage,
             latency_s=response.latency_s,
+            queue_s=response.queue_s,
             elapsed_s=response.elapsed_s,
             retries=response.retries,
         )
         self.totals.agent_usage = self.totals.agent_usage + (response.usage or Usage())
         self.totals.agent_latency_s += response.latency_s
+        self.totals.queue_s += response.queue_s
         self.totals.agent_retries += response.retries
         if response.usage is None:
             self.totals.usage_complete = False

@@ -60,7 +60,10 @@ class ResponseRecord(BaseModel):
     finish_reason: str | None = None
     model: str | None = Field(default=None, description="Model name the endpoint reported.")
     usage: Usage | None = Field(description="Usage the provider reported; None when it reported none.")
-    latency_s: float = Field(description="Wall time of the successful attempt.")
+    latency_s: float = Field(description="Time on the wire of the successful attempt (ProviderResponse.latency_s).")
+    queue_s: float | None = Field(
+        default=None, description="Wait before the successful attempt's request started; None in older records."
+    )
     elapsed_s: float | None = Field(default=None, description="Wall time of the call including retries and waits.")
     retries: int = 0
 
@@ -125,6 +128,9 @@ class EpisodeTotals(BaseModel):
     harness_summary_prompt_tokens: int = 0
     tool_calls: int = 0
     latency_s: float = Field(default=0.0, description="agent_latency_s + summary_latency_s.")
+    queue_s: float = Field(
+        default=0.0, description="Seconds model calls waited before their requests started (not part of latency_s)."
+    )
 
     @property
     def total_usage(self) -> Usage:

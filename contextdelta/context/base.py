@@ -169,6 +169,7 @@ class SummaryCall(BaseModel):
     content: str = Field(description="The summary text returned.")
     usage: Usage | None = Field(description="Usage the provider reported; None when it reported none.")
     latency_s: float
+    queue_s: float = Field(default=0.0, description="Wait before the request started (not part of latency_s).")
     retries: int = 0
     response_model: str | None = Field(default=None, description="Model name the endpoint reported.")
 

@@ -138,6 +138,7 @@ class SemanticSummary(StrategyBase):
             content=text,
             usage=response.usage,
             latency_s=response.latency_s,
+            queue_s=response.queue_s,
             retries=response.retries,
             response_model=response.model,
         )

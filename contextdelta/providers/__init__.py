@@ -6,7 +6,15 @@ The ``openai`` client library is imported on first use of :class:`OpenAIProvider
 
 import typing
 
-from contextdelta.providers.base import ChatProvider, ProviderFailure, ProviderResponse, ToolCallRequest, Usage
+from contextdelta.providers.base import (
+    ENDPOINT_CHECK_TOOL,
+    ChatProvider,
+    ProviderFailure,
+    ProviderResponse,
+    ToolCallRequest,
+    Usage,
+    endpoint_check_request,
+)
 from contextdelta.providers.mock import MockProvider, MockReply, MockRequest, MockScript, mock_response
 from contextdelta.providers.registry import (
     ProviderConfigError,
@@ -32,6 +40,7 @@ def __getattr__(name: str) -> typing.Any:
 
 
 __all__ = [
+    "ENDPOINT_CHECK_TOOL",
     "NO_RETRY",
     "ChatProvider",
     "MockProvider",
@@ -47,6 +56,7 @@ __all__ = [
     "ToolCallRequest",
     "Usage",
     "create_provider",
+    "endpoint_check_request",
     "is_context_length_error",
     "is_retryable",
     "mock_response",

@@ -6,6 +6,31 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+ENDPOINT_CHECK_TOOL = "contextdelta_endpoint_check"
+"""The one tool of the endpoint check's request (``run-benchmark`` sends it once before a run starts)."""
+
+
+def endpoint_check_request() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(messages, tools) of the endpoint check: a minimal chat completion carrying ``tools``, so an endpoint that
+    rejects tool definitions is refused before a run records hundreds of failed trials."""
+    messages = [
+        {
+            "role": "user",
+            "content": f"ContextDelta is checking that this endpoint accepts tools. Call {ENDPOINT_CHECK_TOOL}.",
+        }
+    ]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": ENDPOINT_CHECK_TOOL,
+                "description": "Confirms that tool calls work. Takes no arguments.",
+                "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+            },
+        }
+    ]
+    return messages, tools
+
 
 class Usage(BaseModel):
     """Token usage as the provider reported it; adds up across calls."""
@@ -44,7 +69,15 @@ class ProviderResponse(BaseModel):
     tool_calls: list[ToolCallRequest] = Field(default_factory=list)
     finish_reason: str | None = None
     usage: Usage | None = Field(default=None, description="None when the provider reported no usage.")
-    latency_s: float = Field(description="Wall time of the successful attempt, in seconds.")
+    latency_s: float = Field(
+        description="Time on the wire of the successful attempt, in seconds: from its request starting out to its "
+        "response read, measured where the HTTP I/O runs (never the time the caller's event loop took to resume)."
+    )
+    queue_s: float = Field(
+        default=0.0,
+        description="Seconds the successful attempt waited before its request started (a free slot on the "
+        "provider's I/O loop and connection pool); recorded apart from latency_s.",
+    )
     retries: int = Field(default=0, description="Attempts that failed before this one succeeded.")
     elapsed_s: float | None = Field(
         default=None, description="Wall time of the whole call: every attempt plus the backoff waits between them."

@@ -6,23 +6,36 @@ The API key is held as a secret: it is never part of a repr, a log line or an ex
 with credentials (``user:password@``, a query string) is refused. Whatever an endpoint echoes back (the key, an
 ``Authorization`` or ``api-key`` header, anything key-shaped) is redacted from every text of a response before
 the response leaves this module, so no run file, report, log line or trace-store row can hold it.
+
+HTTP runs on the provider's own I/O thread (an event loop that does nothing else), and each attempt is timed
+there: ``latency_s`` is time on the wire, not the time the caller's event loop took to come back to the episode
+(with many episodes on one loop, a reply can sit read for a while before its episode runs again). The wait before
+a request starts on that loop is ``queue_s``, recorded apart.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import re
+import threading
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 import openai
 from pydantic import SecretStr
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
-from contextdelta.providers.base import ProviderFailure, ProviderResponse, ToolCallRequest, Usage
+from contextdelta.providers.base import (
+    ProviderFailure,
+    ProviderResponse,
+    ToolCallRequest,
+    Usage,
+    endpoint_check_request,
+)
 from contextdelta.providers.retry import RetryPolicy, is_retryable
 from contextdelta.redaction import Redactor
 from contextdelta.settings import check_base_url, redact_url
@@ -42,11 +55,64 @@ _CONTEXT_MESSAGE = re.compile(
 )
 
 
+T = TypeVar("T")
+
+_SENT: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("contextdelta_sent", default=None)
+"""Where the HTTP client's request hook notes when the current attempt's request goes out (per task)."""
+
+
+async def _note_sent(request: Any) -> None:
+    """httpx request hook: runs once the request is built (body encoded), right before it is sent."""
+    marks = _SENT.get()
+    if marks is not None:
+        marks.append(time.perf_counter())
+
+
+class _IoLoop:
+    """An event loop on a daemon thread of its own, started on first use: the provider's HTTP runs there."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="contextdelta-provider-io", daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    @property
+    def started(self) -> bool:
+        return self._loop is not None
+
+    async def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` on the I/O loop and wait for it here; cancelling the caller cancels it there too."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._running_loop())
+        return await asyncio.wrap_future(future)
+
+    def stop(self) -> None:
+        """Stop the loop and its thread (idempotent)."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        if not thread.is_alive():
+            loop.close()
+
+
 class OpenAIProvider:
     """A ChatProvider over ``openai.AsyncOpenAI``.
 
-    Use one instance per event loop (its HTTP connection pool belongs to the loop that first used it) and
-    close it with :meth:`aclose` or ``async with``. Concurrent ``complete`` calls on one instance are safe.
+    Its HTTP connection pool lives on the provider's own I/O thread, so one instance serves any number of event
+    loops in turn (the endpoint check and then the run). Close it with :meth:`aclose` or ``async with``.
+    Concurrent ``complete`` calls on one instance are safe.
     """
 
     name = "openai"
@@ -91,7 +157,9 @@ class OpenAIProvider:
             base_url=base_url,
             timeout=timeout_s,
             max_retries=0,
+            http_client=openai.DefaultAsyncHttpxClient(event_hooks={"request": [_note_sent]}),
         )
+        self._io = _IoLoop()
 
     def __repr__(self) -> str:
         return (
@@ -110,34 +178,125 @@ class OpenAIProvider:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the HTTP connection pool."""
-        await self._client.close()
+        """Close the HTTP connection pool and stop the I/O thread."""
+        if self._io.started:
+            await self._io.run(self._client.close())
+        self._io.stop()
 
-    async def preflight(self, timeout_s: float = 10.0) -> str | None:
-        """Why this endpoint cannot serve a benchmark, or None when it answers.
+    async def preflight(self, timeout_s: float | None = None) -> str | None:
+        """Why this endpoint cannot serve a benchmark, or None when it can. No retries; each request is bounded by
+        ``timeout_s`` (default: the provider's per-call timeout, ``--timeout-s``).
 
-        One ``GET /models`` without retries: unreachable (connection refused, DNS, timeout) or a rejected key
-        (401/403) is a problem worth stopping for before a run records hundreds of failed trials; any other
-        answer, an error status included (not every OpenAI-compatible server lists models), is fine.
+        1. ``GET /models``: unreachable (connection refused, DNS, timeout) or a rejected key (401/403) is refused;
+           a 404 while ``<base URL>/v1/models`` answers is refused with "did you mean <base URL>/v1". Any other
+           answer goes on (not every OpenAI-compatible server lists models).
+        2. One minimal chat completion carrying ``tools`` (:func:`endpoint_check_request`), with the model,
+           temperature, seed and token cap the run sends: refused when it does not answer in time, the key or the
+           model is refused, the endpoint rejects the request (it says why, e.g. that it does not take ``tools``),
+           or the reply is not a chat completion.
         """
+        wait = self.timeout_s if timeout_s is None else timeout_s
         where = redact_url(self.base_url) or "the default OpenAI endpoint"
-        # a client of its own: the run's client must first be used on the event loop that runs the episodes
-        client = openai.AsyncOpenAI(
-            api_key=self._api_key.get_secret_value() or PLACEHOLDER_API_KEY,
-            base_url=self.base_url,
-            timeout=timeout_s,
-            max_retries=0,
-        )
+        problem = await self._io.run(self._check_models(where, wait))
+        if problem is None:
+            problem = await self._io.run(self._check_tools(where, wait))
+        return problem
+
+    async def _check_models(self, where: str, wait: float) -> str | None:
         try:
-            await client.get("/models", cast_to=bytes)
-        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            await self._client.get("/models", cast_to=bytes, options={"timeout": wait})
+        except openai.APITimeoutError:
+            return f"cannot reach {where}: GET /models did not answer within {wait:g} s (--timeout-s)"
+        except openai.APIConnectionError as exc:
             return f"cannot reach {where}: {self._scrub(describe_error(exc))}"
         except openai.APIStatusError as exc:
             if exc.status_code in (401, 403):
                 return f"{where} refused the API key (HTTP {exc.status_code}); check CONTEXTDELTA_API_KEY"
-        finally:
-            await client.close()
+            if exc.status_code == 404 and await self._answers_under_v1(wait):
+                suggestion = f"{where.rstrip('/')}/v1"
+                return (
+                    f"{where}/models answered HTTP 404 while {suggestion}/models answers: did you mean "
+                    f"--base-url {suggestion} ?"
+                )
         return None
+
+    async def _answers_under_v1(self, wait: float) -> bool:
+        base = str(self._client.base_url).rstrip("/")
+        if base.endswith("/v1"):
+            return False
+        try:
+            await self._client.get(f"{base}/v1/models", cast_to=bytes, options={"timeout": wait})
+        except openai.OpenAIError:
+            return False
+        return True
+
+    async def _check_tools(self, where: str, wait: float) -> str | None:
+        messages, tools = endpoint_check_request()
+        try:
+            body = await self._client.post(
+                "/chat/completions", cast_to=bytes, body=self._body(messages, tools), options={"timeout": wait}
+            )
+        except openai.APITimeoutError:
+            return (
+                f"{where} answered GET /models but not a chat completion within {wait:g} s (--timeout-s); "
+                "the endpoint is stalled or the model is still loading"
+            )
+        except openai.APIConnectionError as exc:
+            return f"cannot reach {where} for a chat completion: {self._scrub(describe_error(exc))}"
+        except openai.APIStatusError as exc:
+            detail = self._scrub(describe_error(exc))
+            if exc.status_code in (401, 403):
+                return f"{where} refused the API key (HTTP {exc.status_code}); check CONTEXTDELTA_API_KEY"
+            if exc.status_code == 404:
+                return f"{where}/chat/completions answered {detail}; check --base-url and --model {self.model!r}"
+            if exc.status_code in (400, 422):
+                return (
+                    f"{where} rejected a minimal chat completion that carries `tools` ({detail}); the benchmark "
+                    f"sends tools on every call, so model {self.model!r} must be served with tool calling enabled"
+                )
+            return f"{where} failed a minimal chat completion with tools ({detail})"
+        try:
+            self._response(body, 0.0, 0, 0.0)
+        except ProviderFailure as exc:
+            what = exc.message.removeprefix("the endpoint returned ")
+            return f"{where} answered the endpoint check's chat completion with {what}"
+        return None
+
+    def _body(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        seed: int | None = None,
+        model: str | None = None,
+    ) -> dict[str, Any]:
+        """The chat-completions request body: the same settings on every call (and on the endpoint check)."""
+        request: dict[str, Any] = {"model": model or self.model, "messages": messages}
+        if tools:
+            request["tools"] = tools
+        if self.temperature is not None:
+            request["temperature"] = self.temperature
+        chosen_seed = seed if seed is not None else self.seed
+        if chosen_seed is not None:
+            request["seed"] = chosen_seed
+        if self.max_tokens is not None:
+            request["max_tokens"] = self.max_tokens
+        return request
+
+    async def _post(self, request: dict[str, Any], timeout: float) -> tuple[bytes, float, float]:
+        """One attempt, on the I/O loop: (body, when its request went out, when its response was read)."""
+        started = time.perf_counter()
+        marks: list[float] = []
+        token = _SENT.set(marks)
+        try:
+            # The raw body through the client's generic POST (same auth, errors and timeouts): the typed
+            # `chat.completions.create` re-validates every message and tool schema and builds a pydantic model per
+            # response, which costs more CPU per call than the rest of the harness together.
+            body = await self._client.post(
+                "/chat/completions", cast_to=bytes, body=request, options={"timeout": timeout}
+            )
+        finally:
+            _SENT.reset(token)
+        return body, marks[-1] if marks else started, time.perf_counter()
 
     async def complete(
         self,
@@ -152,17 +311,7 @@ class OpenAIProvider:
         Raises ProviderFailure: ``context_window_exceeded`` when the endpoint says the prompt is too long,
         ``provider_error`` for a non-retryable error, exhausted retries, or a response without choices.
         """
-        request: dict[str, Any] = {"model": model or self.model, "messages": messages}
-        if tools:
-            request["tools"] = tools
-        if self.temperature is not None:
-            request["temperature"] = self.temperature
-        chosen_seed = seed if seed is not None else self.seed
-        if chosen_seed is not None:
-            request["seed"] = chosen_seed
-        if self.max_tokens is not None:
-            request["max_tokens"] = self.max_tokens
-
+        request = self._body(messages, tools, seed, model)
         started = time.perf_counter()
         attempts = 0
         retrying = AsyncRetrying(
@@ -179,20 +328,13 @@ class OpenAIProvider:
                     attempts += 1
                     # an attempt never outlives the total budget (but always gets a moment to answer)
                     remaining = self.retry.max_total_s - (time.perf_counter() - started)
-                    attempt_started = time.perf_counter()
-                    # The raw body through the client's generic POST (same auth, errors and timeouts): the typed
-                    # `chat.completions.create` re-validates every message and tool schema and builds a pydantic
-                    # model per response, which costs more CPU per call than the rest of the harness together.
-                    body = await self._client.post(
-                        "/chat/completions",
-                        cast_to=bytes,
-                        body=request,
-                        options={"timeout": min(self.timeout_s, max(remaining, 0.5))},
-                    )
-                    latency = time.perf_counter() - attempt_started
+                    submitted = time.perf_counter()
+                    body, sent, read = await self._io.run(self._post(request, min(self.timeout_s, max(remaining, 0.5))))
         except openai.OpenAIError as exc:
             raise self._failure(exc, attempts, time.perf_counter() - started) from None
-        return self._response(body, latency, attempts - 1, time.perf_counter() - started)
+        response = self._response(body, read - sent, attempts - 1, time.perf_counter() - started)
+        response.queue_s = max(0.0, sent - submitted)
+        return response
 
     # ---- internals ---------------------------------------------------------------------------------------
 

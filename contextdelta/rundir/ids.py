@@ -35,11 +35,26 @@ def validate_run_id(run_id: str) -> str:
     return run_id
 
 
+MANIFEST_NAME = "run_manifest.json"
+"""The file that makes a folder a run directory (``contextdelta.rundir.layout.MANIFEST``)."""
+
+
 def run_dir(results_dir: Path, run_id: str, *, must_exist: bool = True) -> Path:
-    """The directory of run group ``run_id`` under ``results_dir``."""
+    """The directory of run group ``run_id``: a name under ``results_dir``, or (for an existing run) a path to the
+    run directory itself, such as the one ``run-benchmark`` printed as its last line. A path is accepted only when
+    it is a directory holding ``run_manifest.json``; a name is refused unless it is a plain directory name."""
+    if must_exist and _looks_like_a_path(run_id):
+        path = Path(run_id)
+        if not (path / MANIFEST_NAME).is_file():
+            raise RunIdError(f"{run_id}: not a run directory (no {MANIFEST_NAME} in it)")
+        return path
     path = results_dir / validate_run_id(run_id)
     if must_exist and not path.is_dir():
         raise RunIdError(
             f"no run directory {path} (is --results-dir right? default comes from CONTEXTDELTA_RESULTS_DIR)"
         )
     return path
+
+
+def _looks_like_a_path(run_id: str) -> bool:
+    return "/" in run_id or "\\" in run_id or run_id in (".", "..") or Path(run_id).is_absolute()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import shutil
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from pydantic import ValidationError
 
 from contextdelta.canonical import canonical_json
 from contextdelta.grading import harmful_actions
+from contextdelta.rundir.ids import MANIFEST_NAME
 from contextdelta.rundir.io import atomic_write_json, atomic_write_text, read_jsonl, repair_torn_tail
 from contextdelta.rundir.legacy import add_grader_details
 from contextdelta.rundir.records import (
@@ -27,7 +29,7 @@ from contextdelta.rundir.records import (
     ToolEventRecord,
 )
 
-MANIFEST = "run_manifest.json"
+MANIFEST = MANIFEST_NAME
 RAW_RUNS = "raw_runs.jsonl"
 TOOL_EVENTS = "tool_events.jsonl"
 TASK_RESULTS = "task_results.csv"
@@ -40,6 +42,37 @@ REQUIRED_FILES = (MANIFEST, RAW_RUNS, TOOL_EVENTS, TASK_RESULTS, AGGREGATE_METRI
 
 class RunDirectoryError(ValueError):
     """A run directory that is malformed or incomplete; the message names the file and the problem."""
+
+
+MIN_FREE_BYTES = 32 * 1024 * 1024
+"""Free space a results folder needs before a run starts (a run directory takes tens of kB per episode)."""
+
+
+def check_results_dir(path: Path, *, min_free_bytes: int = MIN_FREE_BYTES) -> None:
+    """Refuse a results folder a run could not write to, before anything is created: a path that is not a folder
+    (or under one that is not), a folder this process cannot create files in (read-only, no permission), or a
+    file system with less than ``min_free_bytes`` free. A missing folder is fine when it can be created. Raises
+    RunDirectoryError naming the folder and the problem; writes nothing (the probe file has no name)."""
+    existing = path
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "is not a folder" if existing == path else f"cannot be created: {existing} is not a folder"
+        raise RunDirectoryError(f"--results-dir {path} {where}")
+    try:
+        with tempfile.TemporaryFile(dir=existing):  # O_TMPFILE where supported: no directory entry is made
+            pass
+    except OSError as exc:
+        where = "" if existing == path else f" (it would be created in {existing})"
+        raise RunDirectoryError(f"--results-dir {path}{where} is not writable: {exc.strerror or exc}") from None
+    free = shutil.disk_usage(existing).free
+    if free < min_free_bytes:
+        raise RunDirectoryError(
+            f"--results-dir {path}: only {free / 2**20:.1f} MiB free on its file system; a run needs at least "
+            f"{min_free_bytes / 2**20:.0f} MiB (free some space or choose another --results-dir)"
+        )
 
 
 def _cell(value: Any) -> str:

@@ -18,6 +18,7 @@ from contextdelta.runner.benchmark import (
     finalise,
     open_run,
     run_benchmark,
+    run_plan,
     stop_rules,
 )
 from contextdelta.runner.episode import Costing, EpisodeJob, build_world, episode_record, run_job, utc_now
@@ -83,6 +84,7 @@ __all__ = [
     "run_benchmark",
     "run_hashes",
     "run_job",
+    "run_plan",
     "source_hash",
     "stop_rules",
     "utc_now",

@@ -146,7 +146,14 @@ def open_run(plan: RunPlan, recorders: Sequence[Recorder] = ()) -> ActiveRun:
         directory, manifest = plan.existing, plan.manifest
         directory.remove_stale_temp_files()
         directory.repair_raw_runs()
-    session: dict[str, Any] = {"started_at": now, "resumed": plan.resumed, "pending": len(plan.pending)}
+    session: dict[str, Any] = {
+        "started_at": now,
+        "resumed": plan.resumed,
+        "pending": len(plan.pending),
+        # how this session called the endpoint (operational, not part of what resume compares)
+        "timeout_s": plan.request.timeout_s,
+        "max_retries": plan.request.max_retries,
+    }
     manifest = manifest.model_copy(
         update={
             "status": RunStatus.RUNNING,
@@ -253,7 +260,12 @@ def run_benchmark(
     display, an export). ``provider`` replaces the one built from the request (library use; mock providers are
     refused either way); ``executor`` replaces the in-process one.
     """
-    plan = plan_run(request, settings or load_settings(), provider)
+    return run_plan(plan_run(request, settings or load_settings(), provider), recorders, executor)
+
+
+def run_plan(plan: RunPlan, recorders: Sequence[Recorder] = (), executor: Executor | None = None) -> RunOutcome:
+    """Open, execute and finalise a checked plan (what :func:`run_benchmark` does after :func:`plan_run`); the
+    command line plans first, so that nothing (the trace store included) is opened before the checks passed."""
     run = open_run(plan, recorders)
     try:
         execute(run, executor)

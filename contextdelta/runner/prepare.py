@@ -3,8 +3,9 @@
 :func:`plan_run` turns a request (and, on ``--resume``, the run directory's manifest and episodes) into a
 :class:`RunPlan`: the tasks, the matrix of episodes, the provider and what is recorded about it, the hashes resume
 compares, prices and budgets, and which episodes are still to run. A refusal raises BenchmarkError (exit 2) and
-leaves the results folder untouched; the endpoint is contacted once (``preflight``) and only after every local
-check passed.
+leaves the results folder untouched. Order: the local checks of the flags and of the results folder, then the
+endpoint check (``preflight``: it answers, takes the key, serves the model and accepts tools), then the task
+files (the slow part), then the strategies and resume's comparisons.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from contextdelta.context import (
     resolve_strategy,
     source_changes,
 )
-from contextdelta.providers import ChatProvider, ProviderConfigError, Usage, create_provider
+from contextdelta.providers import ChatProvider, ProviderConfigError, RetryPolicy, Usage, create_provider
 from contextdelta.rundir import (
     EpisodeRecord,
     ExternalAgentInfo,
@@ -42,8 +43,8 @@ from contextdelta.rundir import (
     ShardInfo,
     StrategyParams,
     TaskInfo,
+    check_results_dir,
     run_dir,
-    validate_run_id,
 )
 from contextdelta.runner.plan import SEED_RULE, EpisodeSpec, Shard, order_seed, plan_episodes, plan_sha256
 from contextdelta.runner.pricing import PriceTable, PriceTableError
@@ -357,12 +358,20 @@ def run_hashes(tasks: Sequence[Task], modes: list[str]) -> Hashes:
 # ---- resume ----------------------------------------------------------------------------------------------------
 
 
-def _read_existing(results_dir: Path, run_id: str) -> tuple[RunDirectory, RunManifest, list[EpisodeRecord]]:
-    """The run directory to resume, its manifest and its episodes (a torn last line is ignored, not cut yet)."""
+def _resume_target(results_dir: Path, run_id: str) -> tuple[RunDirectory, RunManifest]:
+    """The run directory to resume (its name under the results folder, or its path) and its manifest."""
     try:
-        directory = RunDirectory(run_dir(results_dir, validate_run_id(run_id)))
-        return directory, directory.read_manifest(), directory.read_episodes()
+        directory = RunDirectory(run_dir(results_dir, run_id))
+        return directory, directory.read_manifest()
     except (RunIdError, RunDirectoryError) as exc:
+        raise BenchmarkError(f"cannot resume: {exc}") from exc
+
+
+def _read_done(directory: RunDirectory) -> list[EpisodeRecord]:
+    """The episodes of the run to resume (a torn last line is ignored, not cut yet)."""
+    try:
+        return directory.read_episodes()
+    except RunDirectoryError as exc:
         raise BenchmarkError(f"cannot resume: {exc}") from exc
 
 
@@ -441,6 +450,8 @@ def _provider(
     if given is not None:
         return given, _provider_info(request, settings, given)
     overrides: dict[str, Any] = {"timeout_s": request.timeout_s}
+    if request.max_retries is not None:
+        overrides["retry"] = RetryPolicy(max_attempts=request.max_retries + 1)
     for name in ("model", "base_url", "api_key", "temperature", "max_tokens"):
         value = getattr(request, name)
         if value is not None:
@@ -496,6 +507,30 @@ def _preflight(provider: ChatProvider) -> None:
             raise BenchmarkError(f"{problem}. Nothing was run; check --base-url / CONTEXTDELTA_BASE_URL.")
 
 
+def _close(provider: ChatProvider | None) -> None:
+    """Release a provider the plan will not hand on (its connection pool, its I/O thread)."""
+    close = getattr(provider, "aclose", None)
+    if close is not None:
+        anyio.run(close)
+
+
+def _results_dir(path: Path) -> None:
+    try:
+        check_results_dir(path)
+    except RunDirectoryError as exc:
+        raise BenchmarkError(str(exc)) from None
+
+
+def _check_request(request: BenchmarkRequest) -> None:
+    """The local checks of a new run's request, before the endpoint is contacted: strategy and mode names,
+    strategy parameters, the shard (the task files are read later, after the endpoint answered)."""
+    modes = request.protection_modes or [m.value for m in ProtectionMode]
+    if request.external_agent is None:
+        _check_names(_strategy_names(request.strategies or list(BUILTIN_STRATEGIES)), modes)
+    strategy_params(request, StrategyParams(overrides=request.strategy_params or {}))
+    _parse_shard(request.shard)
+
+
 # ---- the phase -------------------------------------------------------------------------------------------------
 
 
@@ -505,13 +540,40 @@ def plan_run(request: BenchmarkRequest, settings: Settings, provider: ChatProvid
     ``provider`` replaces the one built from the request (library use); mock providers are refused either way.
     """
     results_dir = request.results_dir or Path(settings.results_dir)
-    existing: tuple[RunDirectory, RunManifest, list[EpisodeRecord]] | None = None
+    target: tuple[RunDirectory, RunManifest] | None = None
     if request.resume is not None:
-        existing = _read_existing(results_dir, request.resume)
-    manifest = existing[1] if existing else None
-    done = existing[2] if existing else []
+        target = _resume_target(results_dir, request.resume)
+        results_dir = target[0].path.parent
+    else:
+        _check_request(request)
+    _results_dir(target[0].path if target else results_dir)
+    prices = _prices(request)
+    chat: ChatProvider | None = None
+    provider_info: ProviderInfo | None = None
+    if request.external_agent is None:
+        chat, provider_info = _provider(request, settings, provider)
+    try:
+        if chat is not None:
+            # the endpoint first: a wrong URL, key or model is reported before any task file is parsed
+            _preflight(chat)
+        return _plan(request, settings, results_dir, target, chat, provider_info, prices)
+    except BaseException:
+        _close(chat)
+        raise
+
+
+def _plan(
+    request: BenchmarkRequest,
+    settings: Settings,
+    results_dir: Path,
+    target: tuple[RunDirectory, RunManifest] | None,
+    chat: ChatProvider | None,
+    provider_info: ProviderInfo | None,
+    prices: PriceTable,
+) -> RunPlan:
+    manifest = target[1] if target else None
+    done = _read_done(target[0]) if target else []
     matrix = resolve_matrix(request, settings, manifest)
-    chat: ChatProvider | None
     if request.external_agent is not None:
         # an external agent brings its own model and context: no provider, no strategies to build
         chat, provider_info, configs = None, external_provider_info(request.external_agent), []
@@ -520,7 +582,7 @@ def plan_run(request: BenchmarkRequest, settings: Settings, provider: ChatProvid
             if changed:
                 raise BenchmarkError(f"cannot resume {manifest.run_group_id}: " + "; ".join(changed))
     else:
-        chat, provider_info = _provider(request, settings, provider)
+        assert chat is not None and provider_info is not None
         if manifest is not None:
             if manifest.external_agent is not None:
                 raise BenchmarkError(
@@ -534,7 +596,6 @@ def plan_run(request: BenchmarkRequest, settings: Settings, provider: ChatProvid
         services = StrategyServices(summary_provider=chat, summary_model=provider_info.summary_model)
         configs = configure(matrix, services)
     hashes = run_hashes([t.task for t in matrix.tasks], matrix.modes)
-    prices = _prices(request)
     max_cost = request.max_cost_usd
     max_episode_cost = request.max_episode_cost_usd
     if manifest is not None:
@@ -542,8 +603,6 @@ def plan_run(request: BenchmarkRequest, settings: Settings, provider: ChatProvid
         max_episode_cost = manifest.max_episode_cost_usd if max_episode_cost is None else max_episode_cost
         _check_resumable(manifest, provider_info, hashes, matrix, done, configs)
     _check_budget_prices(prices, provider_info, matrix, (max_cost, max_episode_cost))
-    if chat is not None:
-        _preflight(chat)
     specs = matrix.shard_episodes()
     return RunPlan(
         request=request,
@@ -558,7 +617,7 @@ def plan_run(request: BenchmarkRequest, settings: Settings, provider: ChatProvid
         strategy_configs=configs,
         specs=specs,
         pending=pending_episodes(specs, done),
-        existing=existing[0] if existing else None,
+        existing=target[0] if target else None,
         manifest=manifest,
         done=done,
     )

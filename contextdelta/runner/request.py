@@ -50,6 +50,9 @@ class BenchmarkRequest(BaseModel):
     temperature: Temperature | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
+    max_retries: int | None = Field(
+        default=None, ge=0, le=20, description="Retries of a failed model call (None: the provider's default policy)."
+    )
     results_dir: Path | None = None
     max_cost_usd: float | None = Field(default=None, ge=0)
     max_episode_cost_usd: float | None = Field(default=None, ge=0)

@@ -6,8 +6,9 @@ is assembled in full (status line, headers, body) and written with ONE ``sendall
 stalls ~40 ms per call on loopback, which would swamp the harness timings this server exists to measure.
 
 Other endpoints: ``GET /v1/models/<id>``, and ``GET /scripted/stats`` (request and fault counters, for
-tests). Anything else is 404. ``stream: true`` is refused with 400 (the scripted server answers in one
-piece only), as are bodies that are not a JSON object with a non-empty ``messages`` list.
+tests; never subject to injected faults). Anything else is 404; in particular ``/models`` without ``/v1``, as on
+real servers, so a base URL that lacks ``/v1`` meets a 404. ``stream: true`` is refused with 400 (the scripted
+server answers in one piece only), as are bodies that are not a JSON object with a non-empty ``messages`` list.
 
 Replies are deterministic: the same request body gives the same response body (``created`` is 0 and ids
 derive from the messages). Token usage is counted as characters / 4 (rounded up) of the canonical JSON of the
@@ -20,6 +21,7 @@ import contextlib
 import json
 import logging
 import math
+import select
 import socket
 import threading
 import time
@@ -34,7 +36,8 @@ from urllib.parse import urlsplit
 
 from contextdelta._loopback import LoopbackService, ThreadedHTTPServer
 from contextdelta.canonical import canonical_json
-from contextdelta.testing.faults import REPLY_FAULTS, FaultKind, FaultPlan
+from contextdelta.providers import ENDPOINT_CHECK_TOOL
+from contextdelta.testing.faults import REPLY_FAULTS, RESPONSE_FAULTS, FaultKind, FaultPlan
 from contextdelta.testing.policies import (
     PolicyName,
     ScriptedPolicy,
@@ -63,6 +66,8 @@ class _Answer:
     headers: list[tuple[str, str]] = field(default_factory=list)
     drop: bool = False
     """Close the connection without sending anything."""
+    hold: bool = False
+    """Never answer: keep the request open until the client gives up or the server stops."""
 
 
 class ScriptedServer(LoopbackService):
@@ -96,6 +101,10 @@ class ScriptedServer(LoopbackService):
         self._in_flight = 0
         self._max_in_flight = 0
         self._sends_without_nodelay = 0
+        self._endpoint_checks = 0
+        self._outage_until: float | None = None
+        self.stopping = threading.Event()
+        """Set when the server stops: held requests let go."""
         self.received: list[bytes] | None = [] if keep_requests else None
         """With ``keep_requests``: every POST body exactly as received (tests check what reaches a model)."""
         self._fault_counts: Counter[str] = Counter()
@@ -113,12 +122,33 @@ class ScriptedServer(LoopbackService):
                 "model": self.model_name,
                 "tasks": len(self.policy.catalog),
                 "requests": self._requests,
+                "endpoint_checks": self._endpoint_checks,
                 "faults": dict(sorted(self._fault_counts.items())),
                 "max_in_flight": self._max_in_flight,
                 "sends_without_nodelay": self._sends_without_nodelay,
             }
 
     # ---- request handling (called from handler threads) --------------------------------------------------
+
+    def admit(self, authorization: str | None) -> _Answer | None:
+        """Whole-server misbehaviour that meets every request (silence, an outage, a missing key); None: go on."""
+        faults = self.faults
+        if faults.silent:
+            self._count("silent")
+            return _Answer(0, None, hold=True)
+        with self._lock:
+            down = self._outage_until is not None and time.monotonic() < self._outage_until
+        if down:
+            self._count("outage")
+            return _error(503, "The server is temporarily unavailable (injected outage).", "outage", "server_error")
+        if faults.require_api_key is not None and authorization != f"Bearer {faults.require_api_key}":
+            self._count("unauthorized")
+            return _error(401, "Incorrect API key provided.", "invalid_api_key", "invalid_request_error")
+        return None
+
+    def _count(self, name: str) -> None:
+        with self._lock:
+            self._fault_counts[name] += 1
 
     def models(self) -> dict[str, Any]:
         return {"object": "list", "data": [self._model_entry()]}
@@ -135,14 +165,38 @@ class ScriptedServer(LoopbackService):
 
     def chat(self, body: Any, headers: Mapping[str, str] | None = None) -> _Answer:
         echo = _echo(headers or {})
+        authorization = next((v for k, v in (headers or {}).items() if k.lower() == "authorization"), None)
+        check = _is_endpoint_check(body)
         with self._lock:
-            self._requests += 1
-            number = self._requests
-            hits = self.faults.hits(number)
-            fault = self.faults.response_fault(number)
+            if check:  # not numbered: selectors address the run's own requests ("all" reaches it too)
+                self._endpoint_checks += 1
+                hits = [k for k in FaultKind if self.faults.covers_unnumbered(k)]
+                fault = next((k for k in RESPONSE_FAULTS if k in hits), None)
+            else:
+                self._requests += 1
+                number = self._requests
+                if number == self.faults.outage_after:
+                    self._outage_until = time.monotonic() + self.faults.outage_s
+                hits = self.faults.hits(number)
+                fault = self.faults.response_fault(number)
+        refused = self.admit(authorization)
+        if refused is not None:
+            return refused
+        if self.faults.reject_tools and isinstance(body, dict) and body.get("tools"):
+            self._count("reject_tools")
+            return _error(
+                400,
+                '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set '
+                "(injected by the scripted server: it rejects requests that carry tools)",
+                "tools_not_supported",
+                param="tools",
+            )
+        with self._lock:
             counted = [fault] if fault is not None else []
             counted += [k for k in hits if k in (FaultKind.SLOW, FaultKind.ECHO_CREDENTIALS)]
             self._fault_counts.update(k.value for k in counted)
+        if fault is FaultKind.HANG:
+            return _Answer(0, None, hold=True)
         if fault is FaultKind.DROP_CONNECTION:
             return _Answer(0, None, drop=True)
         if fault is FaultKind.FAIL_500:
@@ -164,6 +218,8 @@ class ScriptedServer(LoopbackService):
         messages: list[dict[str, Any]] = body["messages"]
         tools: list[dict[str, Any]] = body.get("tools") or []
         prompt_tokens = approx_tokens(canonical_json(messages) + (canonical_json(tools) if tools else ""))
+        if check:
+            return self._delayed(hits, self._endpoint_check_reply(messages, prompt_tokens))
         if fault is FaultKind.FAIL_CONTEXT_LENGTH:
             message = (
                 f"This model's maximum context length is 8192 tokens. However, your messages resulted in "
@@ -190,6 +246,14 @@ class ScriptedServer(LoopbackService):
         }
         completion_tokens = approx_tokens(canonical_json(_message(reply)))
         return self._delayed(hits, _Answer(200, self._completion(messages, [choice], prompt_tokens, completion_tokens)))
+
+    def _endpoint_check_reply(self, messages: list[dict[str, Any]], prompt_tokens: int) -> _Answer:
+        reply = ScriptedReply(
+            content=None, tool_calls=(ScriptedToolCall("call_endpoint_check", ENDPOINT_CHECK_TOOL, "{}"),)
+        )
+        choice = {"index": 0, "message": _message(reply), "finish_reason": "tool_calls", "logprobs": None}
+        completion_tokens = approx_tokens(canonical_json(_message(reply)))
+        return _Answer(200, self._completion(messages, [choice], prompt_tokens, completion_tokens))
 
     def _completion(
         self, messages: Sequence[Mapping[str, Any]], choices: list[dict[str, Any]], prompt: int, completion: int
@@ -222,6 +286,9 @@ class ScriptedServer(LoopbackService):
                     self._in_flight -= 1
         return answer
 
+    def _before_close(self) -> None:
+        self.stopping.set()
+
     def keep(self, raw: bytes) -> None:
         if self.received is not None:
             with self._lock:
@@ -238,6 +305,15 @@ def _echo(headers: Mapping[str, str]) -> str:
     """The request's credential headers quoted back, as a misconfigured endpoint's debug output would."""
     parts = [f"{name}: {value}" for name, value in headers.items() if name.lower() in ("authorization", "api-key")]
     return "(received " + "; ".join(parts or ["no credentials"]) + ")"
+
+
+def _is_endpoint_check(body: Any) -> bool:
+    """Whether a chat request is ``run-benchmark``'s endpoint check (its only tool is the check tool)."""
+    if not isinstance(body, dict) or not isinstance(body.get("tools"), list) or len(body["tools"]) != 1:
+        return False
+    tool = body["tools"][0]
+    function = tool.get("function") if isinstance(tool, dict) else None
+    return isinstance(function, dict) and function.get("name") == ENDPOINT_CHECK_TOOL
 
 
 def _request_problem(body: Any) -> str | None:
@@ -310,7 +386,12 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = urlsplit(self.path).path.rstrip("/")
         app = self.app
-        if path == "/v1/models":
+        refused = app.admit(self.headers.get("Authorization")) if path != "/scripted/stats" else None
+        if refused is not None:
+            self._answer(refused)
+        elif path == "/v1/models" and app.faults.no_models:
+            self._send(_error(404, "This server does not list its models.", "not_found"))
+        elif path == "/v1/models":
             self._send(_Answer(200, app.models()))
         elif path.startswith("/v1/models/"):
             self._send(app.model(path[len("/v1/models/") :]))
@@ -340,12 +421,27 @@ class _Handler(BaseHTTPRequestHandler):
             answer = _error(
                 500, f"scripted server error: {type(exc).__name__}: {exc}", "internal_error", "server_error"
             )
-        if answer.drop:
+        self._answer(answer)
+
+    def _answer(self, answer: _Answer) -> None:
+        if answer.hold:
+            self._hold()
+        if answer.drop or answer.hold:
             self.close_connection = True
             with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
             return
         self._send(answer)
+
+    def _hold(self) -> None:
+        """Answer nothing until the client closes its end (it timed out) or the server stops."""
+        while not self.app.stopping.wait(0.1):
+            try:
+                readable, _, _ = select.select([self.connection], [], [], 0)
+                if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                    return  # the client gave up
+            except OSError:
+                return
 
     def _read_body(self) -> bytes | None:
         length_header = self.headers.get("Content-Length")

@@ -15,14 +15,26 @@ which fault hits which requests. Selector syntax (CLI flags and the Python helpe
 ``A+B``
     either selector matches, e.g. ``first:2+every:10``
 
-When several faults select one request, the first of these wins: ``drop_connection`` (close the socket without
-a response), ``fail_500``, ``fail_429`` (with ``Retry-After``), ``fail_context_length`` (HTTP 400
+When several faults select one request, the first of these wins: ``hang`` (hold the request and never answer,
+like an endpoint that accepts connections and then stalls), ``drop_connection`` (close the socket without a
+response), ``fail_500``, ``fail_429`` (with ``Retry-After``), ``fail_context_length`` (HTTP 400
 ``context_length_exceeded``), ``no_choices`` (HTTP 200 with an empty ``choices`` list). ``slow`` delays the
 selected requests by ``slow_ms`` (with ``slow_ms`` set and no ``slow`` selector: every request).
 ``malformed_args`` (tool-call arguments that are not JSON) and ``unknown_tool`` (a tool name the world does
 not have) corrupt an otherwise normal reply that has a tool call. ``echo_credentials`` plays a hostile or
 misconfigured endpoint: the reply text (and a 500's error message) quotes the request's ``Authorization`` and
 ``api-key`` headers back.
+
+Whole-server misbehaviour (every request, ``GET /v1/models`` included, unless said otherwise):
+``require_api_key`` (HTTP 401 without ``Authorization: Bearer <key>``), ``silent`` (accept the connection and
+never answer), ``reject_tools`` (chat requests that carry ``tools`` get HTTP 400, like a server started without
+tool-call parsing), ``no_models`` (``GET /v1/models`` answers 404, as on servers that list no models), and an
+outage: from the ``outage_after``-th chat request on, for ``outage_s`` seconds,
+every request gets HTTP 503; then the server answers normally again (a failure burst that ends).
+
+The endpoint check ``run-benchmark`` makes before a run (a chat request whose only tool is
+``contextdelta.providers.ENDPOINT_CHECK_TOOL``) is answered but not numbered, so selectors address the run's own
+requests; whole-server misbehaviour and selectors of ``all`` reach it too.
 """
 
 from __future__ import annotations
@@ -33,7 +45,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveInt, field_validator
 
 
 @dataclass(frozen=True)
@@ -108,6 +120,7 @@ class RequestSelector:
 class FaultKind(StrEnum):
     """A fault the server can inject into one request."""
 
+    HANG = "hang"
     DROP_CONNECTION = "drop_connection"
     FAIL_500 = "fail_500"
     FAIL_429 = "fail_429"
@@ -120,6 +133,7 @@ class FaultKind(StrEnum):
 
 
 RESPONSE_FAULTS = (
+    FaultKind.HANG,
     FaultKind.DROP_CONNECTION,
     FaultKind.FAIL_500,
     FaultKind.FAIL_429,
@@ -150,8 +164,18 @@ class FaultPlan(BaseModel):
     malformed_args: RequestSelector | None = None
     unknown_tool: RequestSelector | None = None
     echo_credentials: RequestSelector | None = None
+    hang: RequestSelector | None = None
+    require_api_key: str | None = Field(default=None, description="Answer 401 unless the bearer token is this.")
+    silent: bool = Field(default=False, description="Accept connections and never answer any request.")
+    reject_tools: bool = Field(default=False, description="Answer 400 to chat requests that carry tools.")
+    no_models: bool = Field(default=False, description="Answer 404 to GET /v1/models (no model listing).")
+    outage_after: PositiveInt | None = Field(
+        default=None, description="The chat request number (1-based) at which an outage of outage_s begins."
+    )
+    outage_s: NonNegativeFloat = Field(default=0.0, description="How long the outage lasts: every request gets 503.")
 
     @field_validator(
+        "hang",
         "drop_connection",
         "fail_500",
         "fail_429",
@@ -185,6 +209,11 @@ class FaultPlan(BaseModel):
         hits = self.hits(number)
         return next((kind for kind in RESPONSE_FAULTS if kind in hits), None)
 
+    def covers_unnumbered(self, kind: FaultKind) -> bool:
+        """Whether fault ``kind`` also hits the unnumbered endpoint check (its selector is ``all``)."""
+        selector = self.selector(kind)
+        return selector is not None and selector.everything
+
     def retry_after_header(self, now: float | None = None) -> str | None:
         """The Retry-After header value for a 429, or None to send none."""
         if self.retry_after is None:
@@ -208,4 +237,10 @@ class FaultPlan(BaseModel):
             args += ["--retry-after", f"{self.retry_after:g}"]
         if self.retry_after_http_date:
             args.append("--retry-after-http-date")
+        if self.require_api_key is not None:
+            args += ["--require-api-key", self.require_api_key]
+        switches = (("--silent", self.silent), ("--reject-tools", self.reject_tools), ("--no-models", self.no_models))
+        args += [flag for flag, on in switches if on]
+        if self.outage_after is not None:
+            args += ["--outage-after", str(self.outage_after), "--outage-s", f"{self.outage_s:g}"]
         return args

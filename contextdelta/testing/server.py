@@ -66,6 +66,17 @@ def main(
     echo_credentials: Annotated[
         str | None, typer.Option(metavar=SELECTOR, help="Quote the request's Authorization/api-key headers back.")
     ] = None,
+    hang: Annotated[str | None, typer.Option(metavar=SELECTOR, help="Hold these and never answer.")] = None,
+    require_api_key: Annotated[
+        str | None, typer.Option(help="Answer 401 unless 'Authorization: Bearer KEY' is sent.", show_default=False)
+    ] = None,
+    silent: Annotated[bool, typer.Option(help="Accept connections and never answer anything.")] = False,
+    reject_tools: Annotated[bool, typer.Option(help="Answer 400 to chat requests that carry tools.")] = False,
+    no_models: Annotated[bool, typer.Option(help="Answer 404 to GET /v1/models.")] = False,
+    outage_after: Annotated[
+        int | None, typer.Option(min=1, help="Start an outage (every request 503) at this chat request number.")
+    ] = None,
+    outage_s: Annotated[float, typer.Option(min=0, help="How long the outage lasts, in seconds.")] = 0.0,
     verbose: Annotated[bool, typer.Option(help="Log every request to stderr.")] = False,
 ) -> None:
     """Serve a deterministic scripted policy as an OpenAI-compatible chat-completions endpoint."""
@@ -84,6 +95,13 @@ def main(
             malformed_args=malformed_args,
             unknown_tool=unknown_tool,
             echo_credentials=echo_credentials,
+            hang=hang,
+            require_api_key=require_api_key,
+            silent=silent,
+            reject_tools=reject_tools,
+            no_models=no_models,
+            outage_after=outage_after,
+            outage_s=outage_s,
         )
         server = ScriptedServer(policy, tasks, faults=faults, latency_ms=latency_ms, host=host, port=port)
     except (ValueError, OSError) as exc:

@@ -238,13 +238,19 @@ def test_unknown_price_gives_empty_cost_never_zero(oracle_url: str, tmp_path: Pa
     [
         ("strategies", ["full_history", "everything"], "--strategies: unknown"),
         ("protection_modes", ["paranoid"], "--protection-modes: unknown"),
-        ("task_ids", ["no-such-task"], "--task-ids: unknown task ids"),
         ("summary_trigger", 2, "--summary-keep must not exceed --summary-trigger"),
     ],
 )
 def test_bad_flags_are_clear_errors(tmp_path: Path, flag: str, value: object, message: str) -> None:
     with pytest.raises(BenchmarkError, match=message):
         run_benchmark(request("http://127.0.0.1:9/v1", tmp_path, **{flag: value}))
+
+
+def test_unknown_task_ids_are_refused_after_the_endpoint_check(oracle_url: str, tmp_path: Path) -> None:
+    # the endpoint is checked before the task files are parsed (a wrong endpoint is reported in seconds)
+    with pytest.raises(BenchmarkError, match="--task-ids: unknown task ids"):
+        run_benchmark(request(oracle_url, tmp_path, task_ids=["no-such-task"]))
+    assert list(tmp_path.iterdir()) == []
 
 
 # ---- the command line ----------------------------------------------------------------------------------------

@@ -1,0 +1,98 @@
+"""The endpoint check (``OpenAIProvider.preflight``) against real loopback servers that misbehave: the scripted
+server with its whole-server faults (a missing /v1, a rejected key, a silent socket, a hang after /models, tools
+refused, an outage), each refused with a message that names the problem, within the given timeout."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from contextdelta.providers import NO_RETRY, OpenAIProvider, ProviderFailure
+from contextdelta.testing import fetch_stats
+from tests.providers.conftest import ScriptedFactory
+
+KEY = "sk-test-SECRET-0123456789abcdef"
+
+
+def check(base_url: str, *, timeout_s: float = 5.0, **options: Any) -> str | None:
+    options.setdefault("api_key", KEY)
+    provider = OpenAIProvider(base_url=base_url, model="scripted-oracle", timeout_s=timeout_s, **options)
+
+    async def go() -> str | None:
+        async with provider:
+            return await provider.preflight()
+
+    return asyncio.run(go())
+
+
+def test_a_working_endpoint_passes_and_the_check_is_not_numbered(scripted: ScriptedFactory) -> None:
+    with scripted(fail_500="first:1") as url:  # request 1 is the run's first, not the check's
+        assert check(url) is None
+        stats = fetch_stats(url)
+    assert (stats["requests"], stats["endpoint_checks"], stats["faults"]) == (0, 1, {})
+
+
+def test_a_base_url_without_v1_is_refused_with_the_fix(scripted: ScriptedFactory) -> None:
+    with scripted() as url:
+        root = url.removesuffix("/v1")
+        problem = check(root)
+    assert problem is not None
+    assert f"{root}/models answered HTTP 404 while {root}/v1/models answers: did you mean --base-url {root}/v1" in (
+        problem
+    )
+
+
+def test_a_server_that_lists_no_models_goes_on_to_the_tool_check(scripted: ScriptedFactory) -> None:
+    with scripted(no_models=True) as url:
+        assert check(url) is None
+
+
+def test_a_rejected_key_is_refused_and_never_echoed(scripted: ScriptedFactory) -> None:
+    with scripted(require_api_key="the-right-key") as url:
+        problem = check(url)
+        assert check(url, api_key="the-right-key") is None
+    assert problem is not None and "refused the API key (HTTP 401)" in problem and KEY not in problem
+
+
+def test_an_endpoint_that_rejects_tools_is_refused_naming_them(scripted: ScriptedFactory) -> None:
+    with scripted(reject_tools=True) as url:
+        problem = check(url)
+    assert problem is not None
+    assert "rejected a minimal chat completion that carries `tools` (HTTP 400" in problem
+    assert "--enable-auto-tool-choice" in problem  # the endpoint's own reason is passed on
+
+
+def test_a_silent_socket_is_refused_within_the_timeout(scripted: ScriptedFactory) -> None:
+    with scripted(silent=True) as url:
+        problem = check(url, timeout_s=0.5)
+    assert problem is not None and "GET /models did not answer within 0.5 s (--timeout-s)" in problem
+
+
+def test_a_hang_after_models_is_refused_within_the_timeout(scripted: ScriptedFactory) -> None:
+    with scripted(hang="all") as url:
+        problem = check(url, timeout_s=0.5)
+    assert problem is not None
+    assert "answered GET /models but not a chat completion within 0.5 s (--timeout-s)" in problem
+
+
+def test_an_outage_is_refused_and_its_end_lets_the_check_pass(scripted: ScriptedFactory) -> None:
+    with scripted(outage_after=1, outage_s=3600) as url:
+        assert check(url) is None  # the outage starts with the first numbered request
+        provider = OpenAIProvider(base_url=url, model="scripted-oracle", timeout_s=5, retry=NO_RETRY)
+
+        async def one() -> str:
+            async with provider:
+                try:
+                    await provider.complete([{"role": "user", "content": "hi"}], None)
+                except ProviderFailure as exc:
+                    return exc.message
+            return "answered"
+
+        assert "HTTP 503" in asyncio.run(one())
+        problem = check(url)
+    assert problem is not None and "failed a minimal chat completion with tools (HTTP 503" in problem
+
+
+def test_an_unreachable_endpoint_is_refused() -> None:
+    problem = check("http://127.0.0.1:9/v1")
+    assert problem is not None and problem.startswith("cannot reach http://127.0.0.1:9/v1")

@@ -1,0 +1,194 @@
+"""run-benchmark against real loopback servers that misbehave, and against results folders that cannot take a run:
+each is refused before anything is created (exit 2, one named error on stderr), and a printed run path is a RUN_ID."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from contextdelta.cli import app
+from contextdelta.rundir import RunDirectory, RunDirectoryError, check_results_dir
+from contextdelta.testing import fetch_stats, serve_scripted
+from tests.runner.conftest import TASKS
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def run_args(url: str, results: Path, *extra: str) -> list[str]:
+    return [
+        "run-benchmark",
+        "--tasks",
+        str(TASKS),
+        "--base-url",
+        url,
+        "--model",
+        "scripted-oracle",
+        "--results-dir",
+        str(results),
+        "--task-ids",
+        "order-grinder-refund",
+        "--strategies",
+        "full_history",
+        "--protection-modes",
+        "unprotected",
+        "--repeats",
+        "1",
+        "--quiet",
+        "--no-store",
+        *extra,
+    ]
+
+
+def refused(args: list[str], cwd: Path) -> str:
+    """Run the command in ``cwd``; it must exit 2 with one error on stderr, nothing on stdout, and create nothing."""
+    before = sorted(cwd.rglob("*"))
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.stdout == "" and result.stderr.startswith("error: ")
+    assert "Traceback" not in result.stderr
+    assert sorted(cwd.rglob("*")) == before  # no run directory, no ./results, no contextdelta.db
+    return " ".join(result.stderr.split())
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A clean working folder (its .env is the only settings file read)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    for name in ("CONTEXTDELTA_DATABASE_URL", "CONTEXTDELTA_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    return work
+
+
+# ---- endpoints -----------------------------------------------------------------------------------------------
+
+
+def test_a_base_url_without_v1_is_refused_with_the_fix(here: Path) -> None:
+    with serve_scripted("oracle", TASKS, in_process=True) as url:
+        root = url.removesuffix("/v1")
+        message = refused(run_args(root, here / "results"), here)
+    assert f"did you mean --base-url {root}/v1" in message and "Nothing was run" in message
+
+
+def test_openai_api_key_is_found_behind_a_copied_env_example(here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copyfile(ROOT / ".env.example", here / ".env")  # its CONTEXTDELTA_API_KEY= line is empty
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-the-users-key")
+    with serve_scripted("oracle", TASKS, in_process=True, require_api_key="sk-the-users-key") as url:
+        result = runner.invoke(app, run_args(url, here / "results"))
+        assert result.exit_code == 0, result.stderr
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-a-wrong-key")
+        message = refused(run_args(url, here / "results"), here)
+        assert fetch_stats(url)["faults"] == {"unauthorized": 1}
+    assert "refused the API key (HTTP 401)" in message and "sk-a-wrong-key" not in message
+
+
+def test_an_endpoint_that_rejects_tools_is_refused_naming_them(here: Path) -> None:
+    with serve_scripted("oracle", TASKS, in_process=True, reject_tools=True) as url:
+        message = refused(run_args(url, here / "results"), here)
+    assert "rejected a minimal chat completion that carries `tools`" in message
+
+
+def test_a_hang_after_models_costs_one_timeout_not_a_run(here: Path) -> None:
+    with serve_scripted("oracle", TASKS, in_process=True, hang="all") as url:
+        message = refused(run_args(url, here / "results", "--timeout-s", "0.5"), here)
+    assert "answered GET /models but not a chat completion within 0.5 s (--timeout-s)" in message
+
+
+def test_a_silent_socket_is_refused_within_timeout_s(here: Path) -> None:
+    with serve_scripted("oracle", TASKS, in_process=True, silent=True) as url:
+        message = refused(run_args(url, here / "results", "--timeout-s", "0.5"), here)
+    assert "GET /models did not answer within 0.5 s (--timeout-s)" in message
+
+
+# ---- results folders -----------------------------------------------------------------------------------------
+
+
+def test_a_results_dir_that_is_a_file_is_refused(here: Path) -> None:
+    (here / "taken").write_text("a file\n")
+    with serve_scripted("oracle", TASKS, in_process=True) as url:
+        message = refused(run_args(url, here / "taken"), here)
+        nested = refused(run_args(url, here / "taken" / "sub"), here)
+    assert message == f"error: --results-dir {here / 'taken'} is not a folder"
+    assert f"cannot be created: {here / 'taken'} is not a folder" in nested
+
+
+def test_a_read_only_results_dir_is_refused(here: Path) -> None:
+    if os.geteuid() == 0:  # root writes through permission bits: use a folder of a read-only file system
+        target = Path("/sys")
+        try:
+            with tempfile.TemporaryFile(dir=target):
+                pytest.skip("/sys is writable here")
+        except OSError:
+            pass
+    else:
+        target = here / "locked"
+        target.mkdir()
+        target.chmod(0o555)
+    with serve_scripted("oracle", TASKS, in_process=True) as url:
+        message = refused(run_args(url, target), here)
+    assert f"--results-dir {target} is not writable" in message
+
+
+def test_a_missing_results_dir_is_created_only_when_the_run_starts(here: Path) -> None:
+    with serve_scripted("oracle", TASKS, in_process=True) as url:
+        refused(run_args(url, here / "new" / "results", "--task-ids", "no-such-task"), here)
+        result = runner.invoke(app, run_args(url, here / "new" / "results"))
+    assert result.exit_code == 0, result.stderr
+    assert Path(result.stdout.strip().splitlines()[-1]).parent == here / "new" / "results"
+
+
+def test_a_full_file_system_is_refused_before_the_run(tmp_path: Path) -> None:
+    free = shutil.disk_usage(tmp_path).free
+    with pytest.raises(RunDirectoryError, match=r"MiB free on its file system; a run needs at least"):
+        check_results_dir(tmp_path, min_free_bytes=free * 2)
+    check_results_dir(tmp_path, min_free_bytes=1)
+
+
+def test_nothing_is_opened_in_the_working_folder_and_the_store_follows_the_results_dir(
+    here: Path, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    with serve_scripted("oracle", TASKS, in_process=True) as url:
+        args = [a for a in run_args(url, elsewhere) if a != "--no-store"]
+        refused([*args, "--task-ids", "no-such-task"], here)  # a refusal opens no store anywhere
+        assert not elsewhere.exists()
+        result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.stderr
+    assert list(here.iterdir()) == []  # no ./results/contextdelta.db
+    assert (elsewhere / "contextdelta.db").is_file()
+
+
+# ---- RUN_ID: a name or the printed path ------------------------------------------------------------------------
+
+
+def test_every_run_id_argument_takes_the_printed_path(here: Path, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    with serve_scripted("oracle", TASKS, in_process=True) as url:
+        result = runner.invoke(app, run_args(url, results))
+        assert result.exit_code == 0, result.stderr
+        printed = result.stdout.strip().splitlines()[-1]
+        resumed = runner.invoke(
+            app,
+            [
+                *["run-benchmark", "--tasks", str(TASKS), "--base-url", url, "--model", "scripted-oracle"],
+                *["--resume", printed, "--quiet", "--no-store"],
+            ],
+        )
+    assert resumed.exit_code == 0, resumed.stderr
+    assert resumed.stdout.strip().splitlines()[-1] == printed
+    for words in (["verify"], ["report"], ["replay"], ["attribute"], ["compare", printed]):
+        outcome = runner.invoke(app, [*words, printed])
+        assert outcome.exit_code in (0, 1), (words, outcome.stderr)  # attribute/replay: nothing failed -> 0
+    assert runner.invoke(app, ["verify", printed]).stdout.strip().splitlines()[-1] == "MATCH"
+    name = Path(printed).name
+    assert runner.invoke(app, ["verify", name, "--results-dir", str(results)]).exit_code == 0
+    bad = runner.invoke(app, ["verify", str(tmp_path)])  # a folder that is no run directory
+    assert bad.exit_code == 2 and "not a run directory" in bad.stderr
+    assert RunDirectory(Path(printed)).read_manifest().counts.finished == 1
