@@ -46,7 +46,10 @@ def run_dir(results_dir: Path, run_id: str, *, must_exist: bool = True) -> Path:
     if must_exist and _looks_like_a_path(run_id):
         path = Path(run_id)
         if not (path / MANIFEST_NAME).is_file():
-            raise RunIdError(f"{run_id}: not a run directory (no {MANIFEST_NAME} in it)")
+            raise RunIdError(
+                f"invalid RUN_ID {run_id!r}: not a run directory (no {MANIFEST_NAME} in it); give a run directory's "
+                "name under --results-dir, or the path run-benchmark printed"
+            )
         return path
     path = results_dir / validate_run_id(run_id)
     if must_exist and not path.is_dir():
