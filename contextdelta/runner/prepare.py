@@ -309,10 +309,13 @@ def _external_differences(manifest: RunManifest, agent: ExternalAgentInfo) -> li
 def configure(matrix: Matrix, services: StrategyServices) -> list[StrategyDescription]:
     """Build every strategy of the matrix once (a broken plug-in or a bad parameter is refused here, before
     anything is written) and describe it for the manifest."""
-    params = matrix.params
+    return _configure(matrix.strategy_specs, matrix.params, services)
+
+
+def _configure(specs: list[str], params: StrategyParams, services: StrategyServices) -> list[StrategyDescription]:
     try:
         built = configure_strategies(
-            matrix.strategy_specs,
+            specs,
             last_n=params.last_n,
             summary_trigger=params.summary_trigger,
             summary_keep=params.summary_keep,
@@ -522,13 +525,23 @@ def _results_dir(path: Path) -> None:
 
 
 def _check_request(request: BenchmarkRequest) -> None:
-    """The local checks of a new run's request, before the endpoint is contacted: strategy and mode names,
-    strategy parameters, the shard (the task files are read later, after the endpoint answered)."""
+    """The local checks of a new run's request, before the provider is built: strategy and mode names, strategy
+    parameters, the shard. The task files are read later, after the endpoint answered."""
     modes = request.protection_modes or [m.value for m in ProtectionMode]
+    strategy_params(request, StrategyParams(overrides=request.strategy_params or {}))
     if request.external_agent is None:
         _check_names(_strategy_names(request.strategies or list(BUILTIN_STRATEGIES)), modes)
-    strategy_params(request, StrategyParams(overrides=request.strategy_params or {}))
+    else:
+        _check_names([], modes)
     _parse_shard(request.shard)
+
+
+def _check_strategies(request: BenchmarkRequest, chat: ChatProvider, provider_info: ProviderInfo) -> None:
+    """Build a new run's strategies once with their parameters (a bad parameter or a broken plug-in is named)
+    before the endpoint is contacted."""
+    params = strategy_params(request, StrategyParams(overrides=request.strategy_params or {}))
+    services = StrategyServices(summary_provider=chat, summary_model=provider_info.summary_model)
+    _configure(request.strategies or list(BUILTIN_STRATEGIES), params, services)
 
 
 # ---- the phase -------------------------------------------------------------------------------------------------
@@ -551,8 +564,10 @@ def plan_run(request: BenchmarkRequest, settings: Settings, provider: ChatProvid
     chat: ChatProvider | None = None
     provider_info: ProviderInfo | None = None
     if request.external_agent is None:
-        chat, provider_info = _provider(request, settings, provider)
+        chat, provider_info = _provider(request, settings, provider)  # builds a client; no request yet
     try:
+        if target is None and chat is not None and provider_info is not None:
+            _check_strategies(request, chat, provider_info)
         if chat is not None:
             # the endpoint first: a wrong URL, key or model is reported before any task file is parsed
             _preflight(chat)
