@@ -260,6 +260,11 @@ def generate_tasks_command(
     )
 
 
+def _given(**values: Any) -> dict[str, Any]:
+    """The options the user gave (not None): the rest keep the request model's defaults (one definition)."""
+    return {name: value for name, value in values.items() if value is not None}
+
+
 def _csv(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value is not None else None
 
@@ -330,6 +335,21 @@ def run_benchmark_command(
         typer.Option(
             help="Retries of a failed model call (429, 5xx, timeouts, dropped connections; default 5).",
             callback=_request_range("max_retries"),
+        ),
+    ] = None,
+    max_consecutive_failures: Annotated[
+        int | None,
+        typer.Option(
+            help="Circuit breaker: stop starting episodes after this many failed trials in a row (default 10).",
+            callback=_request_range("max_consecutive_failures"),
+        ),
+    ] = None,
+    max_failed_share: Annotated[
+        float | None,
+        typer.Option(
+            help="Circuit breaker: stop once failed trials pass this share of a session's finished episodes "
+            "(default 0.5; 1: never).",
+            callback=_request_range("max_failed_share"),
         ),
     ] = None,
     provider: Annotated[str, typer.Option(help="Provider kind (openai-compatible HTTP).")] = "openai",
@@ -424,6 +444,7 @@ def run_benchmark_command(
         strategy_params=overrides,
         resume=resume,
         shard=shard,
+        **_given(max_consecutive_failures=max_consecutive_failures, max_failed_share=max_failed_share),
     )
     _run_with_recorders(
         lambda recorders: run_benchmark(request, recorders=recorders),
@@ -439,14 +460,14 @@ def _run_with_recorders(
     database_url: str | None,
     no_store: bool,
     quiet: bool,
-    resume_hint: str = "--resume",
+    resume_hint: str = "run-benchmark --resume",
     out: Callable[[str], None] = typer.echo,
 ) -> None:
     """Run a benchmark-shaped command with the trace store and the progress bar as recorders, print the summary
     to stderr and the run directory (the last line) through ``out``; exit 2 for refusals, 130 if interrupted."""
     from rich.markup import escape
 
-    from contextdelta.runner import BenchmarkError, ProgressDisplay
+    from contextdelta.runner import EXIT_INCOMPLETE, BenchmarkError, ProgressDisplay
 
     err = Console(stderr=True)
     settings = _settings()
@@ -475,21 +496,24 @@ def _run_with_recorders(
             store.close()
         if display is not None:
             display.stop()
-    if outcome.manifest.stop_reason:
-        err.print(
-            f"run {outcome.manifest.run_group_id} is incomplete: {outcome.manifest.stop_reason}. "
-            f"Continue it with {resume_hint} {outcome.manifest.run_group_id}.",
-            highlight=False,
-        )
     counts = outcome.manifest.counts
     err.print(
         f"{counts.finished}/{counts.planned} episodes, {counts.succeeded} succeeded, {counts.failed} failed trials; "
         f"status {outcome.manifest.status.value}",
         highlight=False,
     )
+    if outcome.manifest.stop_reason:
+        err.print(
+            f"run {outcome.manifest.run_group_id} is incomplete: {escape(outcome.manifest.stop_reason)}.\n"
+            f"Resume it with: contextdelta {resume_hint} {outcome.path}",
+            highlight=False,
+            soft_wrap=True,
+        )
     out(str(outcome.path))
     if outcome.interrupted:
         raise typer.Exit(130)
+    if outcome.manifest.stop_reason:
+        raise typer.Exit(EXIT_INCOMPLETE)
 
 
 # ---- external agents over MCP ----------------------------------------------------------------------------------

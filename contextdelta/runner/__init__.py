@@ -12,6 +12,7 @@ or phase by phase (what ``run-benchmark`` does inside)::
 
 from contextdelta.runner.benchmark import (
     ActiveRun,
+    FinaliseInterrupted,
     RunOutcome,
     default_executor,
     execute,
@@ -19,10 +20,19 @@ from contextdelta.runner.benchmark import (
     open_run,
     run_benchmark,
     run_plan,
+    run_state,
     stop_rules,
 )
 from contextdelta.runner.episode import Costing, EpisodeJob, build_world, episode_record, run_job, utc_now
-from contextdelta.runner.execute import CostBudget, Executor, InProcessExecutor, StopRule, drive
+from contextdelta.runner.execute import (
+    CircuitBreaker,
+    CostBudget,
+    Executor,
+    InProcessExecutor,
+    StopRule,
+    WriteFailure,
+    drive,
+)
 from contextdelta.runner.merge import MergeError, merge_shards
 from contextdelta.runner.plan import (
     EpisodeSpec,
@@ -37,22 +47,31 @@ from contextdelta.runner.prepare import MOCK_REFUSAL, Matrix, RunPlan, pending_e
 from contextdelta.runner.pricing import DEFAULT_PRICES, Price, PriceTable, PriceTableError
 from contextdelta.runner.progress import ProgressDisplay
 from contextdelta.runner.provenance import HARNESS_MODULES, environment, git_info, source_hash
-from contextdelta.runner.request import DEFAULT_CONCURRENCY, DEFAULT_REPEATS, BenchmarkError, BenchmarkRequest
+from contextdelta.runner.request import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_REPEATS,
+    EXIT_INCOMPLETE,
+    BenchmarkError,
+    BenchmarkRequest,
+)
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "DEFAULT_PRICES",
     "DEFAULT_REPEATS",
+    "EXIT_INCOMPLETE",
     "HARNESS_MODULES",
     "MOCK_REFUSAL",
     "ActiveRun",
     "BenchmarkError",
     "BenchmarkRequest",
+    "CircuitBreaker",
     "CostBudget",
     "Costing",
     "EpisodeJob",
     "EpisodeSpec",
     "Executor",
+    "FinaliseInterrupted",
     "InProcessExecutor",
     "Matrix",
     "MergeError",
@@ -64,6 +83,7 @@ __all__ = [
     "RunPlan",
     "Shard",
     "StopRule",
+    "WriteFailure",
     "build_world",
     "default_executor",
     "drive",
@@ -85,6 +105,7 @@ __all__ = [
     "run_hashes",
     "run_job",
     "run_plan",
+    "run_state",
     "source_hash",
     "stop_rules",
     "utc_now",

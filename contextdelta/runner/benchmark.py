@@ -16,7 +16,9 @@ One fresh world per episode; episodes are fully isolated: each gets its own worl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import signal
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,11 +40,19 @@ from contextdelta.rundir import (
     new_run_group_id,
 )
 from contextdelta.runner.episode import Costing, EpisodeJob, utc_now
-from contextdelta.runner.execute import CostBudget, Executor, InProcessExecutor, StopRule, drive
+from contextdelta.runner.execute import (
+    CircuitBreaker,
+    CostBudget,
+    Executor,
+    InProcessExecutor,
+    StopRule,
+    WriteFailure,
+    drive,
+)
 from contextdelta.runner.plan import episode_seed, order_seed
 from contextdelta.runner.prepare import RunPlan, plan_run
 from contextdelta.runner.provenance import environment
-from contextdelta.runner.request import BenchmarkError, BenchmarkRequest
+from contextdelta.runner.request import EXIT_INCOMPLETE, BenchmarkError, BenchmarkRequest
 from contextdelta.settings import Settings, load_settings
 
 
@@ -70,11 +80,20 @@ class ActiveRun:
     recorders: Recorders
     records: list[EpisodeRecord]
     stop_reason: str | None = None
+    write_error: str | None = None
+    """Set when a recorder could not write (a full disk): no further episode starts, the run ends incomplete."""
 
     def record(self, record: EpisodeRecord) -> None:
-        """One finished episode: keep it and hand it to every recorder (called by the driver only)."""
+        """One finished episode: hand it to every recorder and keep it (called by the driver only). An episode
+        the run directory could not take is not kept: it is missing, and ``--resume`` runs it again."""
+        if self.write_error is not None:
+            return
+        try:
+            self.recorders.episode(record)
+        except OSError as exc:
+            self.write_error = f"cannot write the run directory ({_describe_os_error(exc)})"
+            return
         self.records.append(record)
-        self.recorders.episode(record)
 
     def jobs(self) -> list[EpisodeJob]:
         """The pending episodes as executor jobs, in plan order."""
@@ -192,9 +211,14 @@ def default_executor(plan: RunPlan) -> InProcessExecutor:
 
 
 def stop_rules(run: ActiveRun) -> list[StopRule]:
-    """What may stop a run from starting further episodes: the run-level budget (the request's rules, such as a
-    circuit breaker, belong here too)."""
-    return [CostBudget(run.plan.max_cost_usd, run.records)]
+    """What may stop a run from starting further episodes: a write error, the run-level budget, the circuit
+    breaker (``--max-consecutive-failures``, ``--max-failed-share``)."""
+    request = run.plan.request
+    return [
+        WriteFailure(lambda: run.write_error),
+        CostBudget(run.plan.max_cost_usd, run.records),
+        CircuitBreaker(request.max_consecutive_failures, request.max_failed_share),
+    ]
 
 
 def execute(run: ActiveRun, executor: Executor | None = None, rules: Sequence[StopRule] | None = None) -> None:
@@ -217,12 +241,66 @@ def execute(run: ActiveRun, executor: Executor | None = None, rules: Sequence[St
 # ---- finalise --------------------------------------------------------------------------------------------------
 
 
+class FinaliseInterrupted(BenchmarkError):
+    """A signal arrived while the run was being finalised; the message says what state the run is in."""
+
+
+def _describe_os_error(exc: OSError) -> str:
+    where = f": {exc.filename}" if exc.filename else ""
+    return f"{exc.strerror or exc}{where}"
+
+
+def run_state(run: ActiveRun) -> str:
+    """What is on disk now, in words: the manifest's status and the episodes kept (for a run cut short)."""
+    try:
+        status = f"says {run.directory.read_manifest().status.value!r}"
+    except Exception:  # a manifest cut short is exactly the state to report
+        status = "cannot be read"
+    return (
+        f"run_manifest.json {status}; raw_runs.jsonl keeps the {len(run.records)} recorded episodes. "
+        f"`contextdelta run-benchmark --resume {run.directory.path}` rebuilds the derived files and runs what is "
+        "missing"
+    )
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt, as SIGINT does, while the run is finalised (main thread only)."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: signals cannot be handled here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def finalise(run: ActiveRun) -> RunOutcome:
-    """End the run: every recorder's ``finish`` with the final manifest, then that manifest written (last)."""
+    """End the run: every recorder's ``finish`` with the final manifest, then that manifest written (last).
+
+    A write error (a full disk) leaves the run ``incomplete`` with the error as its stop reason; if even the
+    manifest cannot be written, BenchmarkError (exit 3) says what is on disk. A signal meanwhile raises
+    :class:`FinaliseInterrupted` (exit 130), whose message says what state the run is in."""
+    try:
+        with _signals_interrupt():
+            return _finalise(run)
+    except KeyboardInterrupt:
+        message = f"interrupted while finalising run {run.directory.path.name}: {run_state(run)}"
+        raise FinaliseInterrupted(message, 130) from None
+
+
+def _finalise(run: ActiveRun) -> RunOutcome:
     counts = run.counts()
     complete = counts.finished == counts.planned
     end = utc_now()
-    stop_reason = None if complete else (run.stop_reason or "stopped before every episode finished")
+    complete = complete and run.write_error is None
+    stop_reason = None if complete else (run.write_error or run.stop_reason or "stopped before every episode finished")
     run.session.update({"ended_at": end, "finished": len(run.records) - len(run.plan.done), "stop_reason": stop_reason})
     manifest = run.manifest.model_copy(
         update={
@@ -233,15 +311,28 @@ def finalise(run: ActiveRun) -> RunOutcome:
             "finished_at": end if complete else None,
         }
     )
-    run.recorders.finish(
-        RunEnd(
-            path=run.directory.path,
-            manifest=manifest,
-            records=tuple(run.records),
-            new=len(run.records) - len(run.plan.done),
+    try:
+        run.recorders.finish(
+            RunEnd(
+                path=run.directory.path,
+                manifest=manifest,
+                records=tuple(run.records),
+                new=len(run.records) - len(run.plan.done),
+            )
         )
-    )
-    run.directory.write_manifest(manifest)
+    except OSError as exc:  # the derived files or reports could not be written: the run is not complete
+        run.write_error = f"cannot write the run directory ({_describe_os_error(exc)})"
+        manifest = manifest.model_copy(
+            update={"status": RunStatus.INCOMPLETE, "stop_reason": run.write_error, "finished_at": None}
+        )
+    try:
+        run.directory.write_manifest(manifest)
+    except OSError as exc:
+        raise BenchmarkError(
+            f"run {run.directory.path.name} could not be finalised: cannot write run_manifest.json "
+            f"({_describe_os_error(exc)}); {run_state(run)}",
+            EXIT_INCOMPLETE,
+        ) from None
     run.manifest = manifest
     return RunOutcome(run.directory.path, manifest, list(run.records))
 
@@ -264,8 +355,7 @@ def run_benchmark(
 
 
 def run_plan(plan: RunPlan, recorders: Sequence[Recorder] = (), executor: Executor | None = None) -> RunOutcome:
-    """Open, execute and finalise a checked plan (what :func:`run_benchmark` does after :func:`plan_run`); the
-    command line plans first, so that nothing (the trace store included) is opened before the checks passed."""
+    """Open, execute and finalise a checked plan (what :func:`run_benchmark` does after :func:`plan_run`)."""
     run = open_run(plan, recorders)
     try:
         execute(run, executor)

@@ -15,6 +15,7 @@ from typing import Protocol
 
 import anyio
 
+from contextdelta.agent import TerminationReason
 from contextdelta.context import ContextStrategy, StrategyDescription, StrategyServices, rebuild_strategy
 from contextdelta.providers import ChatProvider
 from contextdelta.rundir import EpisodeRecord
@@ -85,6 +86,63 @@ class CostBudget:
         if self.max_cost_usd is not None and self.spent >= self.max_cost_usd:
             return f"budget exhausted: spent ${self.spent:.4f} of --max-cost-usd ${self.max_cost_usd}"
         return None
+
+
+OUTAGE_TERMINATIONS = frozenset({TerminationReason.PROVIDER_ERROR, TerminationReason.HARNESS_ERROR})
+"""Failed trials that say the endpoint (or the harness) is failing, which the circuit breaker counts. A context
+window overflow or a spent budget is a property of the condition measured, not an outage, and never trips it."""
+BREAKER_MIN_FINISHED = 20
+"""The share rule of the circuit breaker waits for this many finished episodes in the session."""
+
+
+class CircuitBreaker:
+    """Stop starting episodes when the endpoint looks down: ``max_consecutive`` outage failures in a row (in the
+    order episodes finish), or outage failures making more than ``max_failed_share`` of this session's finished
+    episodes once ``min_finished`` finished. Only this session counts, so a resume after an outage starts afresh."""
+
+    def __init__(self, max_consecutive: int, max_failed_share: float, min_finished: int = BREAKER_MIN_FINISHED) -> None:
+        self.max_consecutive = max_consecutive
+        self.max_failed_share = max_failed_share
+        self.min_finished = min_finished
+        self.finished = 0
+        self.failed = 0
+        self.in_a_row = 0
+        self.last_error: str | None = None
+
+    def observe(self, record: EpisodeRecord) -> None:
+        self.finished += 1
+        if record.trace.termination in OUTAGE_TERMINATIONS:
+            self.failed += 1
+            self.in_a_row += 1
+            self.last_error = record.trace.error
+        else:
+            self.in_a_row = 0
+
+    def stop_reason(self) -> str | None:
+        last = f"; last error: {self.last_error}" if self.last_error else ""
+        if self.in_a_row >= self.max_consecutive:
+            return f"circuit breaker: {self.in_a_row} failed trials in a row{last}"
+        share = self.failed / self.finished if self.finished else 0.0
+        if self.finished >= self.min_finished and share > self.max_failed_share:
+            return (
+                f"circuit breaker: {self.failed} of {self.finished} episodes of this session are failed trials "
+                f"(more than {self.max_failed_share:.0%}){last}"
+            )
+        return None
+
+
+class WriteFailure:
+    """Stop starting episodes once the run directory refused a write (a full disk, a file-size limit): the
+    episodes that finish can no longer be recorded."""
+
+    def __init__(self, problem: Callable[[], str | None]) -> None:
+        self.problem = problem
+
+    def observe(self, record: EpisodeRecord) -> None:
+        """Nothing to count: the run holds the write error."""
+
+    def stop_reason(self) -> str | None:
+        return self.problem()
 
 
 async def drive(

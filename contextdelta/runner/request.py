@@ -13,6 +13,13 @@ from contextdelta.settings import Temperature
 DEFAULT_REPEATS = 3
 DEFAULT_CONCURRENCY = 4
 DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_MAX_CONSECUTIVE_FAILURES = 10
+"""The circuit breaker trips after this many failed trials in a row (an endpoint that went down)."""
+DEFAULT_MAX_FAILED_SHARE = 0.5
+"""... or when failed trials pass this share of the session's finished episodes (a flaky endpoint)."""
+EXIT_INCOMPLETE = 3
+"""Exit status of a run that stopped before every planned episode finished (circuit breaker, budget, a write
+error); its last lines say how to resume it. 2 is a refusal, 130 an interruption."""
 
 
 class BenchmarkError(Exception):
@@ -50,6 +57,18 @@ class BenchmarkRequest(BaseModel):
     temperature: Temperature | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
+    max_consecutive_failures: int = Field(
+        default=DEFAULT_MAX_CONSECUTIVE_FAILURES,
+        ge=1,
+        description="Circuit breaker: stop starting episodes after this many failed trials in a row.",
+    )
+    max_failed_share: float = Field(
+        default=DEFAULT_MAX_FAILED_SHARE,
+        gt=0,
+        le=1,
+        description="Circuit breaker: stop once failed trials pass this share of the session's finished episodes "
+        "(1 turns this rule off).",
+    )
     max_retries: int | None = Field(
         default=None, ge=0, le=20, description="Retries of a failed model call (None: the provider's default policy)."
     )

@@ -1,0 +1,166 @@
+"""Outages and write failures mid-run, against the scripted server's fault injection and a real file-size limit:
+the circuit breaker stops starting episodes, the run ends incomplete with a resume hint and exit 3, a failure burst
+that ends does not trip it, and a signal while the run is finalised says what state the run is in."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from contextdelta.cli import app
+from contextdelta.rundir import RunDirectory, RunEnd, RunStart, RunStatus
+from contextdelta.runner import EXIT_INCOMPLETE, CircuitBreaker, FinaliseInterrupted, run_benchmark
+from contextdelta.testing import serve_scripted
+from contextdelta.verify import verify_run
+from tests.runner.conftest import SMALL, TASKS, benchmark_request
+
+runner = CliRunner()
+TWO = {"strategies": ["full_history", "last_n"], "protection_modes": ["unprotected", "freshness_contract"]}
+
+
+def test_a_dead_endpoint_trips_the_breaker_after_failures_in_a_row(tmp_path: Path) -> None:
+    with serve_scripted("oracle", TASKS, in_process=True, fail_500="first:100000") as url:
+        outcome = run_benchmark(
+            benchmark_request(url, tmp_path, max_retries=0, concurrency=1, max_consecutive_failures=4, **TWO)
+        )
+    manifest = outcome.manifest
+    assert manifest.status is RunStatus.INCOMPLETE
+    assert (manifest.counts.finished, manifest.counts.failed, manifest.counts.planned) == (4, 4, 12)
+    assert manifest.stop_reason is not None
+    assert manifest.stop_reason.startswith("circuit breaker: 4 failed trials in a row; last error: HTTP 500")
+
+
+def test_a_flaky_endpoint_trips_the_share_rule(tmp_path: Path) -> None:
+    with serve_scripted("oracle", TASKS, in_process=True, fail_500="every:2") as url:
+        outcome = run_benchmark(
+            benchmark_request(
+                url, tmp_path, max_retries=0, concurrency=1, max_consecutive_failures=1000, max_failed_share=0.3
+            )
+        )
+    manifest = outcome.manifest
+    assert manifest.status is RunStatus.INCOMPLETE and manifest.stop_reason is not None
+    assert "episodes of this session are failed trials (more than 30%)" in manifest.stop_reason
+    assert 20 <= manifest.counts.finished < manifest.counts.planned
+
+
+def test_a_failure_burst_that_ends_does_not_trip_the_breaker(tmp_path: Path) -> None:
+    with serve_scripted(
+        "oracle", TASKS, in_process=True, fail_500="at:3,4"
+    ) as url:  # two episodes fail in a row, then it is over
+        outcome = run_benchmark(
+            benchmark_request(url, tmp_path, max_retries=0, concurrency=1, max_consecutive_failures=3, **TWO)
+        )
+    assert outcome.manifest.status is RunStatus.COMPLETE
+    assert outcome.manifest.counts.failed == 2 and outcome.manifest.counts.finished == 12
+
+
+def test_the_breaker_counts_outages_only() -> None:
+    """A context window that overflows (or a spent budget) is a property of the condition measured, not an
+    outage: it never trips the breaker, and a success resets the run of failures."""
+    breaker = CircuitBreaker(max_consecutive=2, max_failed_share=1.0)
+
+    class Fake:
+        def __init__(self, termination: str) -> None:
+            from contextdelta.agent import TerminationReason
+
+            self.trace = type("T", (), {"termination": TerminationReason(termination), "error": "boom"})()
+
+    for termination in ("context_window_exceeded", "budget_exceeded", "context_window_exceeded", "provider_error"):
+        breaker.observe(Fake(termination))  # type: ignore[arg-type]
+        assert breaker.stop_reason() is None
+    breaker.observe(Fake("final_answer"))  # type: ignore[arg-type]
+    breaker.observe(Fake("provider_error"))  # type: ignore[arg-type]
+    assert breaker.stop_reason() is None
+    breaker.observe(Fake("harness_error"))  # type: ignore[arg-type]
+    assert breaker.stop_reason() == "circuit breaker: 2 failed trials in a row; last error: boom"
+
+
+def test_the_cli_exits_3_and_says_how_to_resume(tmp_path: Path) -> None:
+    with serve_scripted("oracle", TASKS, in_process=True, fail_500="first:100000") as url:
+        args = ["run-benchmark", "--tasks", str(TASKS), "--base-url", url, "--model", "scripted-oracle"]
+        args += ["--results-dir", str(tmp_path), "--task-ids", ",".join(SMALL), "--repeats", "1", "--quiet"]
+        args += ["--no-store", "--max-retries", "0", "--concurrency", "1", "--max-consecutive-failures", "3"]
+        result = runner.invoke(app, args)
+    assert result.exit_code == EXIT_INCOMPLETE == 3
+    path = result.stdout.strip().splitlines()[-1]
+    message = " ".join(result.stderr.split())
+    assert "is incomplete: circuit breaker: 3 failed trials in a row" in message
+    assert f"Resume it with: contextdelta run-benchmark --resume {path}" in message
+
+
+@pytest.mark.slow
+def test_a_write_failure_mid_run_leaves_an_incomplete_run_that_resumes_to_match(tmp_path: Path) -> None:
+    """The file system refuses writes past a size (RLIMIT_FSIZE, as a full disk refuses them): the run stops
+    starting episodes, ends incomplete with the error and the resume hint, exit 3; resumed without the limit it
+    completes and verifies."""
+    limit = 400_000
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of killing us
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    with serve_scripted("oracle", TASKS) as url:
+        base = [sys.executable, "-m", "contextdelta", "run-benchmark", "--tasks", str(TASKS), "--base-url", url]
+        base += ["--model", "scripted-oracle", "--results-dir", str(tmp_path), "--quiet", "--no-store"]
+        first = subprocess.run(
+            [*base, "--task-ids", ",".join(SMALL), "--repeats", "1", "--strategies", "full_history,last_n"],
+            capture_output=True,
+            text=True,
+            preexec_fn=limited,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+            timeout=300,
+        )
+        assert first.returncode == EXIT_INCOMPLETE, first.stderr
+        path = Path(first.stdout.strip().splitlines()[-1])
+        message = " ".join(first.stderr.split())
+        assert "is incomplete: cannot write the run directory (File too large" in message, message
+        assert f"Resume it with: contextdelta run-benchmark --resume {path}" in message
+        assert "Traceback" not in first.stderr
+        manifest = RunDirectory(path).read_manifest()
+        assert manifest.status is RunStatus.INCOMPLETE and 0 < manifest.counts.finished < 12
+        second = subprocess.run([*base, "--resume", str(path)], capture_output=True, text=True, timeout=300)
+    assert second.returncode == 0, second.stderr
+    assert RunDirectory(path).read_manifest().status is RunStatus.COMPLETE
+    assert verify_run(path).ok
+
+
+class _SignalAtFinish:
+    """A recorder whose ``finish`` receives a signal, as a user's Ctrl-C (or a kill) during finalisation would."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+
+    def start(self, run: RunStart) -> None:
+        pass
+
+    def episode(self, record: object) -> None:
+        pass
+
+    def finish(self, run: RunEnd) -> None:
+        signal.raise_signal(self.signum)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_finalisation_says_what_state_the_run_is_in(
+    oracle_url: str, tmp_path: Path, signum: int
+) -> None:
+    with pytest.raises(FinaliseInterrupted) as caught:
+        run_benchmark(
+            benchmark_request(oracle_url, tmp_path, task_ids=SMALL[:1], strategies=["full_history"]),
+            recorders=[_SignalAtFinish(signum)],
+        )
+    (path,) = list(tmp_path.iterdir())
+    assert caught.value.exit_code == 130
+    assert caught.value.message == (
+        f"interrupted while finalising run {path.name}: run_manifest.json says 'running'; raw_runs.jsonl keeps the "
+        f"2 recorded episodes. `contextdelta run-benchmark --resume {path}` rebuilds the derived files and runs "
+        "what is missing"
+    )
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored
