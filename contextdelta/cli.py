@@ -403,6 +403,13 @@ def run_benchmark_command(
         str | None,
         typer.Option(help="Run only part I of N of the plan (I/N, e.g. 2/3); join the parts with `merge`."),
     ] = None,
+    controls: Annotated[
+        str | None,
+        typer.Option(
+            help="Control conditions run beside the matrix, comma-separated: no_mutation (every episode again with "
+            "the tasks' hidden mutations off; reported next to the main conditions)."
+        ),
+    ] = None,
     quiet: QuietOption = False,
     database_url: StoreUrlOption = None,
     no_store: NoStoreOption = False,
@@ -444,6 +451,7 @@ def run_benchmark_command(
         strategy_params=overrides,
         resume=resume,
         shard=shard,
+        controls=_csv(controls),
         **_given(max_consecutive_failures=max_consecutive_failures, max_failed_share=max_failed_share),
     )
     _run_with_recorders(

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from contextdelta.attribution import Attribution, attribute_run
 from contextdelta.report._atlas import render_failure_atlas
+from contextdelta.report._controls import main_records
 from contextdelta.report._markdown import RunFacts, render_report
 from contextdelta.report._metrics import compute_metrics, metrics_json
 from contextdelta.report._models import AggregateMetrics
@@ -56,9 +57,9 @@ def build_report(
     manifest: RunManifest, records: list[EpisodeRecord], params: AnalysisParams = DEFAULT_PARAMS
 ) -> RunReport:
     """Attribute every failure and compute every aggregate of a run (complete or not)."""
-    ordered = sorted(records, key=lambda r: r.run_id)
+    ordered = main_records(sorted(records, key=lambda r: r.run_id))  # control episodes: a section of their own
     attributions = attribute_run(ordered)
-    metrics = compute_metrics(manifest, ordered, params, attributions=attributions)
+    metrics = compute_metrics(manifest, records, params, attributions=attributions)
     return RunReport(manifest, ordered, attributions, metrics)
 
 

@@ -90,6 +90,14 @@ def _estimates(
     }
 
 
+def estimates_for(
+    ctx: MetricsContext, requests: list[tuple[str, Subset]]
+) -> dict[tuple[str, Subset], dict[ConditionKey, Estimate]]:
+    """Rates (with exact bounds) and means of every (metric, subset) requested, for every condition of ``ctx``: the
+    machinery every section shares (the control and dose-response sections too)."""
+    return _estimates(ctx, requests)
+
+
 def conditions_section(ctx: MetricsContext) -> list[ConditionMetrics]:
     """Every per-condition number: rates, means, totals, pass^k, flip rates and failure-mode counts."""
     params, table = ctx.params, ctx.table

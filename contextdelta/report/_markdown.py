@@ -243,6 +243,53 @@ def _conditions(metrics: AggregateMetrics) -> list[str]:
     return [*lines, "Secondary, over the episodes with a verdict.", "", *table(header, rows), ""]
 
 
+def _controls(metrics: AggregateMetrics) -> list[str]:
+    """Each control condition beside its main condition (same strategy and mode)."""
+    if not metrics.controls:
+        return []
+    d = metrics.analysis.rate_decimals
+    main = {c.condition: c for c in metrics.conditions}
+    lines = [
+        "## Control condition: nothing changes",
+        "",
+        "The same episodes with every hidden mutation switched off (`--controls no_mutation`), graded by each task's "
+        "no-mutation control (claims about the resources the other actors would have written are dropped): what a "
+        "strategy or the freshness contract costs when nothing changes. Main-matrix figures for the same strategy "
+        "and mode beside them; refused writes are writes the freshness contract blocked.",
+        "",
+    ]
+    rows = []
+    for c in metrics.controls:
+        base = main.get(c.condition)
+        rows.append(
+            [
+                f"{c.condition.label} ({c.control})",
+                c.tasks,
+                c.episodes,
+                counted(base.rates["success"], d, base.tasks, base.episodes) if base else "not run",
+                counted(c.rates["success"], d, c.tasks, c.episodes),
+                counted(base.rates["blocked_write"], d, base.tasks, base.episodes_with_verdict) if base else "not run",
+                counted(c.rates["blocked_write"], d, c.tasks, c.episodes - c.failed_trials),
+                counted(c.rates["stale_action"], d, c.tasks, c.episodes - c.failed_trials),
+                num(c.means["read_calls"], 1),
+                f"{num(base.means['steps'], 1)} -> {num(c.means['steps'], 1)}" if base else num(c.means["steps"], 1),
+            ]
+        )
+    header = [
+        "condition (control)",
+        "tasks",
+        "control episodes",
+        "success (main)",
+        "success (control)",
+        "refused writes (main)",
+        "refused writes (control)",
+        "stale (control)",
+        "reads / episode (control)",
+        "steps / episode (main -> control)",
+    ]
+    return [*lines, *table(header, rows), ""]
+
+
 def _pass_k(c: ConditionMetrics, k: int, decimals: int) -> str:
     found = c.pass_k.get(str(k))
     if found is None:
@@ -587,6 +634,7 @@ def render_report(manifest: RunManifest, facts: RunFacts, metrics: AggregateMetr
     lines += _setup(manifest, facts, metrics)
     lines += _methods(metrics)
     lines += _conditions(metrics)
+    lines += _controls(metrics)
     lines += _breakdowns(metrics)
     for rq in metrics.research_questions:
         lines += _question(rq, QUESTION_TITLES.get(rq.id, rq.id), metrics)

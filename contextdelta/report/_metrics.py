@@ -22,6 +22,7 @@ from typing import Any
 from contextdelta.attribution import Attribution, attribute_run
 from contextdelta.report._conditions import breakdowns_section, conditions_section, token_reduction_section
 from contextdelta.report._context import MetricsContext
+from contextdelta.report._controls import controls_section, main_records
 from contextdelta.report._models import (
     AggregateMetrics,
     AnalysisInfo,
@@ -159,12 +160,36 @@ def compute_metrics(
     params: AnalysisParams = DEFAULT_PARAMS,
     attributions: Sequence[Attribution] | None = None,
 ) -> AggregateMetrics:
-    """All aggregate metrics of a run (complete or not) from its manifest and episodes."""
+    """All aggregate metrics of a run (complete or not) from its manifest and episodes. Control episodes
+    (``--controls``) stay out of every main section and get `controls_section`; the episode counts then cover
+    every episode of the run."""
+    main = main_records(records)
     if attributions is None:
-        attributions = attribute_run(sorted(records, key=lambda r: r.run_id))
-    return aggregate(manifest, EpisodeTable.from_records(records, attributions), params)
+        attributions = attribute_run(sorted(main, key=lambda r: r.run_id))
+    metrics = aggregate(manifest, EpisodeTable.from_records(main, attributions), params)
+    controls = controls_section(manifest, records, params)
+    if controls is None:
+        return metrics
+    every = EpisodeTable.from_records(records, [])
+    failed = int(every.failed.sum())
+    episodes = metrics.episodes.model_copy(
+        update={
+            "finished": len(every),
+            "succeeded": int((every.values["success"] == 1.0).sum()),
+            "failed_trials": failed,
+            "with_verdict": len(every) - failed,
+            "by_termination": dict(sorted(Counter(every.termination.tolist()).items())),
+        }
+    )
+    return metrics.model_copy(update={"controls": controls, "episodes": episodes})
+
+
+OPTIONAL_SECTIONS = ("controls",)
+"""Sections a run may not have: left out of the JSON document when absent, so that a run directory written before
+they existed recomputes to the same document."""
 
 
 def metrics_json(metrics: AggregateMetrics) -> dict[str, Any]:
-    """The JSON document of ``aggregate_metrics.json``."""
-    return metrics.model_dump(mode="json")
+    """The JSON document of ``aggregate_metrics.json`` (absent optional sections left out)."""
+    absent = {name for name in OPTIONAL_SECTIONS if getattr(metrics, name) is None}
+    return metrics.model_dump(mode="json", exclude=absent or None)

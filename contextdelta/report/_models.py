@@ -176,6 +176,23 @@ class ReportWarning(BaseModel):
     message: str
 
 
+class ControlCondition(BaseModel):
+    """One condition of a control (``--controls``): the same strategy and mode with nothing changing."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    control: str
+    condition: ConditionKey
+    episodes: int
+    tasks: int
+    failed_trials: int
+    rates: dict[str, Estimate] = Field(
+        description="success (graded by the task's no-mutation control), blocked_write (writes the contract "
+        "refused although nothing changed), stale_action; task-cluster intervals or exact bounds."
+    )
+    means: dict[str, Estimate] = Field(description="steps and read_calls per episode, with intervals.")
+
+
 class AggregateMetrics(BaseModel):
     """The content of ``aggregate_metrics.json``. Sections are fields; a new section is a new field (with a
     default, so files written before it still load) built by its own function in the metrics pipeline."""
@@ -194,3 +211,7 @@ class AggregateMetrics(BaseModel):
     token_reduction: list[TokenReduction]
     research_questions: list[ResearchQuestion]
     failure_modes: dict[str, int] = Field(description="Failed episodes per FAILURE_MODE_ROWS key, all conditions.")
+    controls: list[ControlCondition] | None = Field(
+        default=None,
+        description="Control conditions (--controls) beside the main ones; absent from runs without control episodes.",
+    )

@@ -36,6 +36,7 @@ from contextdelta.rundir.layout import (
 )
 from contextdelta.rundir.recorder import Recorder, Recorders, RunDirectoryRecorder, RunEnd, RunStart
 from contextdelta.rundir.records import (
+    CONTROL_COLUMN,
     FAILED_TERMINATIONS,
     LEGACY_TASK_RESULT_COLUMNS,
     RECORD_SCHEMA_VERSION,
@@ -55,11 +56,13 @@ from contextdelta.rundir.records import (
     StrategyParams,
     TaskInfo,
     ToolEventRecord,
+    task_result_columns,
 )
 
 __all__ = [
     "AGGREGATE_METRICS",
     "BENCHMARK_REPORT",
+    "CONTROL_COLUMN",
     "FAILED_TERMINATIONS",
     "FAILURE_ATLAS",
     "LEGACY_TASK_RESULT_COLUMNS",
@@ -107,6 +110,7 @@ __all__ = [
     "render_tool_events",
     "repair_torn_tail",
     "run_dir",
+    "task_result_columns",
     "task_result_row",
     "tool_event_records",
     "validate_run_id",

@@ -20,8 +20,13 @@ def new_run_group_id(now: datetime | None = None) -> str:
     return f"{moment:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
-def episode_run_id(task_id: str, strategy: str, mode: str, repeat: int) -> str:
-    """The id of one episode inside a run group; stable, so resume can tell which episodes exist."""
+def episode_run_id(task_id: str, strategy: str, mode: str, repeat: int, control: str = "") -> str:
+    """The id of one episode inside a run group; stable, so resume can tell which episodes exist.
+
+    ``task.strategy.mode.rREPEAT``; an episode of a control condition (``--controls``) has the control's name
+    before the repeat: ``task.strategy.mode.no_mutation.rREPEAT``."""
+    if control:
+        return f"{task_id}.{strategy}.{mode}.{control}.r{repeat}"
     return f"{task_id}.{strategy}.{mode}.r{repeat}"
 
 

@@ -23,10 +23,12 @@ from contextdelta.rundir.ids import MANIFEST_NAME
 from contextdelta.rundir.io import atomic_write_json, atomic_write_text, read_jsonl, repair_torn_tail
 from contextdelta.rundir.legacy import add_grader_details
 from contextdelta.rundir.records import (
+    CONTROL_COLUMN,
     TASK_RESULT_COLUMNS,
     EpisodeRecord,
     RunManifest,
     ToolEventRecord,
+    task_result_columns,
 )
 
 MANIFEST = MANIFEST_NAME
@@ -121,16 +123,19 @@ def task_result_row(record: EpisodeRecord) -> dict[str, str]:
         "final_answer_facts_ok": v.final_answer_facts_ok,
         "episode_seed": record.episode_seed,
         "harmful_action": bool(harmful_actions(record.trace.tool_events(), v.event_flags)),
+        CONTROL_COLUMN: record.control,
     }
-    return {column: _cell(values[column]) for column in TASK_RESULT_COLUMNS}
+    return {column: _cell(values[column]) for column in (*TASK_RESULT_COLUMNS, CONTROL_COLUMN)}
 
 
 def render_task_results(records: Iterable[EpisodeRecord]) -> str:
     """The whole ``task_results.csv``, rows sorted by run id (stable across resumes and concurrency)."""
+    ordered = sorted(records, key=lambda r: r.run_id)
+    columns = task_result_columns(ordered)
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(TASK_RESULT_COLUMNS), lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
-    for record in sorted(records, key=lambda r: r.run_id):
+    for record in ordered:
         writer.writerow(task_result_row(record))
     return buffer.getvalue()
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from contextdelta.grading import GraderDetail, grade
 from contextdelta.rundir.records import EpisodeRecord
-from contextdelta.tasks import Task, load_directory
+from contextdelta.tasks import Task, episode_task, load_directory
 from contextdelta.worlds import ProtectionMode
 
 
@@ -26,6 +26,7 @@ def lacks_details(record: EpisodeRecord) -> bool:
 def regraded_details(record: EpisodeRecord, task: Task) -> list[GraderDetail]:
     """The grader details of a recorded episode, graded again from its event log and final state."""
     trace = record.trace
+    task = episode_task(task, record.control)
     initial = task.build_world(ProtectionMode(record.protection_mode)).state()
     verdict = grade(
         task, trace.tool_events(), trace.mutation_events(), initial, trace.evaluator.final_state, trace.final_answer

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
 
@@ -205,6 +206,11 @@ class RunManifest(BaseModel):
         "Null in run directories written before it was recorded.",
     )
     shard: ShardInfo | None = Field(default=None, description="--shard I/N: the part of the plan this run holds.")
+    controls: list[str] = Field(
+        default_factory=list,
+        description="--controls: control conditions run beside the main matrix (no_mutation: every episode again "
+        "with the task's hidden mutations off). Empty in run directories written before controls existed.",
+    )
     merged_from: list[MergedShard] | None = Field(
         default=None, description="A run group joined by `contextdelta merge`: the shard directories it came from."
     )
@@ -217,7 +223,7 @@ class EpisodeRecord(BaseModel):
 
     schema_version: int = RECORD_SCHEMA_VERSION
     run_group_id: str
-    run_id: str = Field(description="Episode id: task.strategy.mode.rREPEAT.")
+    run_id: str = Field(description="Episode id: task.strategy.mode.rREPEAT (task.strategy.mode.CONTROL.rREPEAT).")
     task_id: str
     task_version: int
     task_hash: str
@@ -234,6 +240,11 @@ class EpisodeRecord(BaseModel):
     cost_usd: float | None = Field(description="Null when the model's price or the usage is unknown.")
     verdict: Verdict
     trace: EpisodeTrace
+    control: str | None = Field(
+        default=None,
+        description="The control condition this episode ran under (no_mutation: hidden mutations off, graded by "
+        "the task's no-mutation control); null for the main matrix and in records written before controls.",
+    )
 
     @property
     def success(self) -> bool:
@@ -303,3 +314,13 @@ harmful-action indicator (so every headline rate can be recomputed from the file
 LEGACY_TASK_RESULT_COLUMNS: tuple[tuple[str, ...], ...] = (TASK_RESULT_COLUMNS[:-1],)
 """Earlier ``task_results.csv`` layouts (each a prefix of the current one) that ``verify`` still accepts: files
 written before ``harmful_action`` existed."""
+
+CONTROL_COLUMN = "control"
+"""The column a run with ``--controls`` adds: the episode's control condition, empty for the main matrix."""
+
+
+def task_result_columns(records: Iterable[EpisodeRecord]) -> tuple[str, ...]:
+    """The columns of a run's ``task_results.csv``: :data:`TASK_RESULT_COLUMNS`, plus :data:`CONTROL_COLUMN` when
+    an episode ran under a control condition (so a run without controls, or from before them, keeps its file)."""
+    with_control = any(r.control for r in records)
+    return (*TASK_RESULT_COLUMNS, CONTROL_COLUMN) if with_control else TASK_RESULT_COLUMNS

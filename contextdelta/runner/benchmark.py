@@ -149,6 +149,7 @@ def _new_manifest(plan: RunPlan, now: str) -> RunManifest:
         counts=Counts(planned=len(plan.specs)),
         plan_sha256=matrix.plan_sha256,
         shard=matrix.shard_info,
+        controls=matrix.controls,
     )
 
 

@@ -19,7 +19,7 @@ from contextdelta.providers import ChatProvider
 from contextdelta.rundir import FAILED_TERMINATIONS, EpisodeRecord
 from contextdelta.runner.plan import EpisodeSpec
 from contextdelta.runner.pricing import PriceTable
-from contextdelta.tasks import Task
+from contextdelta.tasks import Task, episode_task
 from contextdelta.worlds import ProtectionMode, World
 
 
@@ -69,8 +69,9 @@ class Costing:
 
 
 def build_world(task: Task, spec: EpisodeSpec) -> World:
-    """The fresh world an episode runs in (the one place an episode's world is made)."""
-    return task.build_world(ProtectionMode(spec.protection_mode))
+    """The fresh world an episode runs in (the one place an episode's world is made): ``task``'s, or under a
+    control condition its control's (:func:`contextdelta.tasks.episode_task`)."""
+    return episode_task(task, spec.control).build_world(ProtectionMode(spec.protection_mode))
 
 
 async def run_job(
@@ -107,7 +108,8 @@ def episode_record(
 ) -> EpisodeRecord:
     """Grade a finished episode (its trace and the world it ran in) and make its record: the one place every
     episode, the built-in loop's or an external agent's, becomes a record. A failed trial is never a success."""
-    task, spec = job.task, job.spec
+    spec = job.spec
+    task = episode_task(job.task, spec.control)  # a control episode is graded by the task's control
     verdict = grade(task, trace.tool_events(), trace.mutation_events(), initial, world.state(), trace.final_answer)
     failed = trace.termination in FAILED_TERMINATIONS
     if failed and verdict.success:
@@ -117,7 +119,7 @@ def episode_record(
         run_id=spec.run_id,
         task_id=task.id,
         task_version=task.version,
-        task_hash=task.content_hash,
+        task_hash=job.task.content_hash,  # the task file's hash, also for a control episode
         world=task.world,
         hazard=task.evaluator.hazard.value,
         strategy=spec.strategy,
@@ -131,4 +133,5 @@ def episode_record(
         cost_usd=cost_usd,
         verdict=verdict,
         trace=trace,
+        control=spec.control or None,
     )

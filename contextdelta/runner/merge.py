@@ -95,6 +95,7 @@ AGREEMENT: tuple[tuple[str, str, _Fields], ...] = (
     ("plan", "strategy_params", lambda s: s.manifest.strategy_params.model_dump()),
     ("plan", "strategy_configs", lambda s: [c.model_dump() for c in s.manifest.strategy_configs]),
     ("plan", "protection_modes", lambda s: s.manifest.protection_modes),
+    ("plan", "controls", lambda s: s.manifest.controls),
     ("plan", "repeats", lambda s: s.manifest.repeats),
     ("plan", "max_steps", lambda s: s.manifest.max_steps),
     ("plan", "limit", lambda s: s.manifest.limit),

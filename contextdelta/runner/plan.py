@@ -4,6 +4,7 @@ a plan can be split into (``--shard I/N``)."""
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contextdelta.canonical import sha256_hex
@@ -18,10 +19,12 @@ class EpisodeSpec:
     strategy: str
     protection_mode: str
     repeat: int
+    control: str = ""
+    """The control condition (``no_mutation``), or empty for the main matrix."""
 
     @property
     def run_id(self) -> str:
-        return episode_run_id(self.task_id, self.strategy, self.protection_mode, self.repeat)
+        return episode_run_id(self.task_id, self.strategy, self.protection_mode, self.repeat, self.control)
 
 
 SEED_RULE = SeedRule.TASK_REPEAT
@@ -32,7 +35,8 @@ def episode_seed(run_seed: int, spec: EpisodeSpec, rule: SeedRule = SEED_RULE) -
     """The 31-bit sampling seed sent to the provider for one episode, by ``rule`` (see `SeedRule`).
 
     Under `SeedRule.TASK_REPEAT` it depends on (run seed, task, repeat) only, so both episodes of every paired
-    comparison share it (common random numbers); `SeedRule.CONDITION` is the rule of older run directories.
+    comparison share it (common random numbers), and so does a control episode with its main episode;
+    `SeedRule.CONDITION` is the rule of older run directories.
     """
     if rule is SeedRule.TASK_REPEAT:
         text = f"{run_seed}|{spec.task_id}|{spec.repeat}"
@@ -47,12 +51,23 @@ def order_seed(run_seed: int) -> int:
 
 
 def plan_episodes(
-    task_ids: list[str], strategies: list[str], modes: list[str], repeats: int, shuffle_seed: int
+    task_ids: list[str],
+    strategies: list[str],
+    modes: list[str],
+    repeats: int,
+    shuffle_seed: int,
+    controls: Sequence[str] = (),
 ) -> list[EpisodeSpec]:
-    """Every episode of the matrix, shuffled with ``shuffle_seed`` so no condition always runs first (drift in
-    a provider over time then spreads over conditions instead of biasing one)."""
+    """Every episode of the matrix (and, for each control condition, the same matrix again under it), shuffled
+    with ``shuffle_seed`` so no condition always runs first (drift in a provider over time then spreads over
+    conditions instead of biasing one)."""
     specs = sorted(
-        EpisodeSpec(t, s, m, r) for t in task_ids for s in strategies for m in modes for r in range(1, repeats + 1)
+        EpisodeSpec(t, s, m, r, c)
+        for c in ("", *controls)
+        for t in task_ids
+        for s in strategies
+        for m in modes
+        for r in range(1, repeats + 1)
     )
     random.Random(shuffle_seed).shuffle(specs)
     return specs
@@ -106,6 +121,7 @@ def manifest_episodes(manifest: RunManifest) -> tuple[list[EpisodeSpec], list[Ep
         manifest.protection_modes,
         manifest.repeats,
         manifest.order_seed,
+        manifest.controls,
     )
     if manifest.shard is None:
         return specs, specs

@@ -51,7 +51,7 @@ from contextdelta.runner.pricing import PriceTable, PriceTableError
 from contextdelta.runner.provenance import source_hash
 from contextdelta.runner.request import DEFAULT_REPEATS, BenchmarkError, BenchmarkRequest
 from contextdelta.settings import Settings, redact_url
-from contextdelta.tasks import LoadedTask, Task, load_directory, suite_hash
+from contextdelta.tasks import Control, LoadedTask, Task, load_directory, suite_hash
 from contextdelta.worlds import ProtectionMode, get_world
 
 MOCK_REFUSAL = (
@@ -79,6 +79,8 @@ class Matrix:
     shard: Shard | None = None
     seed_rule: SeedRule = SEED_RULE
     """How episode seeds derive from the run seed: the current rule, or on resume the manifest's."""
+    controls: list[str] = field(default_factory=list)
+    """Control conditions: the whole matrix again under each (``no_mutation``)."""
 
     @property
     def task_infos(self) -> list[TaskInfo]:
@@ -98,7 +100,12 @@ class Matrix:
     def episodes(self) -> list[EpisodeSpec]:
         """Every planned episode of the whole plan (all shards), in the recorded shuffled order."""
         return plan_episodes(
-            [t.task.id for t in self.tasks], self.strategies, self.modes, self.repeats, order_seed(self.seed)
+            [t.task.id for t in self.tasks],
+            self.strategies,
+            self.modes,
+            self.repeats,
+            order_seed(self.seed),
+            self.controls,
         )
 
     def shard_episodes(self) -> list[EpisodeSpec]:
@@ -208,6 +215,7 @@ def _explicit_conflicts(request: BenchmarkRequest, manifest: RunManifest) -> lis
         ("--task-ids", sorted(request.task_ids) if request.task_ids else None, sorted(t.id for t in manifest.tasks)),
         ("--shard", _shard_text(request), f"{manifest.shard.index}/{manifest.shard.count}" if manifest.shard else None),
         ("--strategy-param", request.strategy_params, manifest.strategy_params.overrides),
+        ("--controls", request.controls, manifest.controls),
     ]
     return [f"{flag}: run has {old!r}, now {new!r}" for flag, new, old in given if new is not None and new != old]
 
@@ -259,6 +267,7 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
             params,
             Shard(manifest.shard.index, manifest.shard.count) if manifest.shard is not None else None,
             manifest.seed_rule,
+            list(manifest.controls),
         )
     modes = request.protection_modes or [m.value for m in ProtectionMode]
     if request.external_agent is not None:
@@ -276,7 +285,32 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
     tasks = _load_tasks(request, request.task_ids, request.limit)
     seed = request.seed if request.seed is not None else settings.seed
     shard = _parse_shard(request.shard)
-    return Matrix(tasks, strategies, specs, modes, repeats, seed, request.max_steps, request.limit, params, shard)
+    controls = _controls(request.controls)
+    return Matrix(
+        tasks,
+        strategies,
+        specs,
+        modes,
+        repeats,
+        seed,
+        request.max_steps,
+        request.limit,
+        params,
+        shard,
+        controls=controls,
+    )
+
+
+def _controls(given: list[str] | None) -> list[str]:
+    """The control conditions asked for, checked: known names, each once."""
+    names = given or []
+    known = [c.value for c in Control]
+    unknown = [c for c in names if c not in known]
+    if unknown:
+        raise BenchmarkError(f"--controls: unknown control condition {unknown[0]!r}; choose from {', '.join(known)}")
+    if len(set(names)) != len(names):
+        raise BenchmarkError(f"--controls: a value is listed twice: {names}")
+    return list(names)
 
 
 def _external_name(agent: str) -> str:

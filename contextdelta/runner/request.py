@@ -89,3 +89,5 @@ class BenchmarkRequest(BaseModel):
     resume: str | None = None
     shard: str | None = None
     """``--shard I/N``: run only the I-th of N parts of the plan (``contextdelta merge`` joins the parts)."""
+    controls: list[str] | None = None
+    """``--controls``: control conditions to run beside the main matrix (``no_mutation``)."""

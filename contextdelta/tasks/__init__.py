@@ -2,7 +2,13 @@
 lives in ``contextdelta.validation`` (it needs the graders, which need this package)."""
 
 from contextdelta.tasks.checks import check_task, field_path_error
-from contextdelta.tasks.controls import Control, action_resource, mutation_footprint, without_mutations
+from contextdelta.tasks.controls import (
+    Control,
+    action_resource,
+    episode_task,
+    mutation_footprint,
+    without_mutations,
+)
 from contextdelta.tasks.loader import (
     LOCK_NAME,
     LoadedTask,
@@ -16,6 +22,7 @@ from contextdelta.tasks.lock import LockEntry, SuiteLock, lock_problems, read_lo
 from contextdelta.tasks.schema import (
     TASK_SCHEMA_VERSION,
     EvaluatorSpec,
+    FamilyInfo,
     Hazard,
     Predicate,
     PredicateOp,
@@ -43,6 +50,7 @@ __all__ = [
     "TASK_SCHEMA_VERSION",
     "Control",
     "EvaluatorSpec",
+    "FamilyInfo",
     "Hazard",
     "LoadedTask",
     "LockEntry",
@@ -63,6 +71,7 @@ __all__ = [
     "action_resource",
     "check_task",
     "display_path",
+    "episode_task",
     "field_path_error",
     "latest_shown_version",
     "load_directory",

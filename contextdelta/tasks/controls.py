@@ -95,4 +95,14 @@ def without_mutations(task: Task) -> Task:
     return task.model_copy(update={"evaluator": quiet})
 
 
-__all__ = ["Control", "action_resource", "mutation_footprint", "without_mutations"]
+def episode_task(task: Task, control: str | None) -> Task:
+    """The task an episode runs and is graded by: ``task`` itself in the main matrix (``control`` None or empty),
+    its no-mutation control under ``no_mutation``. Raises ValueError naming an unknown control."""
+    if not control:
+        return task
+    if control == Control.NO_MUTATION:
+        return without_mutations(task)
+    raise ValueError(f"unknown control condition {control!r}; known: {', '.join(c.value for c in Control)}")
+
+
+__all__ = ["Control", "action_resource", "episode_task", "mutation_footprint", "without_mutations"]

@@ -50,7 +50,6 @@ from contextdelta.rundir import (
     MANIFEST,
     RAW_RUNS,
     REQUIRED_FILES,
-    TASK_RESULT_COLUMNS,
     TASK_RESULTS,
     TASKS_SNAPSHOT,
     TOOL_EVENTS,
@@ -60,11 +59,12 @@ from contextdelta.rundir import (
     RunManifest,
     RunStatus,
     render_tool_events,
+    task_result_columns,
     task_result_row,
 )
 from contextdelta.runner import EpisodeSpec, episode_seed, manifest_episodes, plan_sha256, source_hash
 from contextdelta.stats import analysis_sha256
-from contextdelta.tasks import Task, load_directory, suite_hash
+from contextdelta.tasks import Task, episode_task, load_directory, suite_hash
 from contextdelta.verify._contexts import context_divergences, external_divergences, rebuild_run_strategies
 from contextdelta.worlds import ProtectionMode, get_world
 
@@ -304,6 +304,7 @@ class _Verifier:
         if content_hash(trace.initial_messages) != info.public_messages_sha256:
             self.diverge(rid, "trace.initial_messages", "differ from the manifest's public messages hash")
         try:
+            task = episode_task(task, record.control)
             world = task.build_world(ProtectionMode(record.protection_mode))
         except ValueError as exc:
             self.diverge(rid, "protection_mode", f"cannot build the world: {exc}")
@@ -378,7 +379,7 @@ class _Verifier:
         text = self.directory.file(TASK_RESULTS).read_text(encoding="utf-8")
         reader = csv.DictReader(io.StringIO(text))
         columns = tuple(reader.fieldnames or ())
-        if columns != TASK_RESULT_COLUMNS and columns not in LEGACY_TASK_RESULT_COLUMNS:
+        if columns != task_result_columns(self.records) and columns not in LEGACY_TASK_RESULT_COLUMNS:
             self.diverge(self.group, f"{TASK_RESULTS} header", f"columns {_short(reader.fieldnames)}")
             return
         rows: dict[str, dict[str, str]] = {}

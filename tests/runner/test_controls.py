@@ -1,0 +1,117 @@
+"""run-benchmark --controls no_mutation: every episode again with the hidden mutations off, graded by the task's
+no-mutation control, kept out of the main conditions, reported beside them, and verified."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from contextdelta.cli import app
+from contextdelta.report import build_report
+from contextdelta.rundir.layout import AGGREGATE_METRICS, BENCHMARK_REPORT, TASK_RESULTS, RunDirectory
+from contextdelta.runner import BenchmarkError, BenchmarkRequest, EpisodeSpec, episode_seed, run_benchmark
+from tests.runner.conftest import TASKS
+
+HIDDEN = ["cal-design-review", "order-desk-cancel"]  # context_trusting acts stale on these with full_history
+runner = CliRunner()
+
+
+def _request(url: str, tmp_path: Path, **overrides: object) -> BenchmarkRequest:
+    fields: dict[str, object] = {
+        "tasks_dir": TASKS,
+        "base_url": url,
+        "model": "scripted-context_trusting",
+        "results_dir": tmp_path,
+        "task_ids": HIDDEN,
+        "strategies": ["full_history", "last_n"],
+        "protection_modes": ["unprotected", "freshness_contract"],
+        "repeats": 1,
+        "controls": ["no_mutation"],
+    }
+    fields.update(overrides)
+    return BenchmarkRequest.model_validate(fields)
+
+
+def test_a_control_episode_shares_its_main_episodes_seed_and_has_its_own_id() -> None:
+    main = EpisodeSpec("t", "last_n", "unprotected", 2)
+    control = EpisodeSpec("t", "last_n", "unprotected", 2, "no_mutation")
+    assert control.run_id == "t.last_n.unprotected.no_mutation.r2" and main.run_id == "t.last_n.unprotected.r2"
+    assert episode_seed(5, main) == episode_seed(5, control)
+
+
+@pytest.mark.slow
+def test_the_control_runs_every_episode_without_mutations_and_is_reported_apart(
+    trusting_url: str, tmp_path: Path
+) -> None:
+    outcome = run_benchmark(_request(trusting_url, tmp_path))
+    manifest = outcome.manifest
+    assert manifest.controls == ["no_mutation"]
+    assert manifest.counts.planned == manifest.counts.finished == 2 * 2 * 2 * 2
+    controls = [r for r in outcome.records if r.control == "no_mutation"]
+    main = [r for r in outcome.records if r.control is None]
+    assert len(controls) == len(main) == 8
+    for record in controls:
+        assert record.trace.mutation_events() == []  # nothing changed behind the agent
+        assert record.verdict.stale_action_count == 0
+        assert record.verdict.success, (record.run_id, record.verdict.reasons)
+        twin = next(r for r in main if r.run_id == record.run_id.replace(".no_mutation", ""))
+        assert twin.episode_seed == record.episode_seed and twin.task_hash == record.task_hash
+    stale_main = {r.run_id for r in main if r.verdict.stale_action_count}
+    assert {rid.split(".")[1] for rid in stale_main} >= {"full_history"}  # the hazard is real in the main matrix
+
+    with (outcome.path / TASK_RESULTS).open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {r["control"] for r in rows} == {"", "no_mutation"}
+
+    metrics = json.loads((outcome.path / AGGREGATE_METRICS).read_text())
+    assert metrics["episodes"]["finished"] == 16
+    assert all(c["episodes"] == 2 for c in metrics["conditions"])  # main conditions hold main episodes only
+    by_condition = {(c["condition"]["strategy"], c["condition"]["protection_mode"]): c for c in metrics["controls"]}
+    assert set(by_condition) == {
+        (s, m) for s in ("full_history", "last_n") for m in ("unprotected", "freshness_contract")
+    }
+    for c in by_condition.values():
+        assert c["control"] == "no_mutation" and c["episodes"] == 2 and c["tasks"] == 2
+        assert c["rates"]["success"]["estimate"] == 1.0 and c["rates"]["stale_action"]["estimate"] == 0.0
+        assert c["means"]["read_calls"]["estimate"] > 0
+    full = next(
+        c
+        for c in metrics["conditions"]
+        if c["condition"]["strategy"] == "full_history" and c["condition"]["protection_mode"] == "unprotected"
+    )
+    assert full["rates"]["stale_action"]["estimate"] == 1.0  # main: stale; control: never
+
+    report = (outcome.path / BENCHMARK_REPORT).read_text()
+    assert "## Control condition: nothing changes" in report
+    verify = runner.invoke(app, ["verify", outcome.path.name, "--results-dir", str(tmp_path)])
+    assert verify.exit_code == 0, verify.output
+    assert verify.stdout.splitlines()[0] == "MATCH"
+    rebuilt = build_report(manifest, RunDirectory(outcome.path).read_episodes())
+    assert rebuilt.metrics.controls is not None and len(rebuilt.metrics.controls) == 4
+
+
+def test_an_unknown_control_is_refused_before_anything_is_written(trusting_url: str, tmp_path: Path) -> None:
+    with pytest.raises(BenchmarkError, match="--controls: unknown control condition 'quiet'"):
+        run_benchmark(_request(trusting_url, tmp_path, controls=["quiet"]))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_without_controls_has_no_control_column_or_section(trusting_url: str, tmp_path: Path) -> None:
+    outcome = run_benchmark(
+        _request(
+            trusting_url,
+            tmp_path,
+            controls=None,
+            task_ids=HIDDEN[:1],
+            strategies=["full_history"],
+            protection_modes=["unprotected"],
+        )
+    )
+    header = (outcome.path / TASK_RESULTS).read_text().splitlines()[0]
+    assert "control" not in header.split(",")
+    assert "controls" not in json.loads((outcome.path / AGGREGATE_METRICS).read_text())
+    assert outcome.manifest.controls == []
