@@ -161,6 +161,12 @@ def _strategy_params_model() -> type[BaseModel]:
     return StrategyParams
 
 
+def _limits_model() -> type[BaseModel]:
+    from contextdelta.providers.limits import EndpointLimits
+
+    return EndpointLimits
+
+
 def _request_range(field: str) -> Callable[[Any], Any]:
     return _within(_request_model, field)
 
@@ -410,6 +416,50 @@ def run_benchmark_command(
             "the tasks' hidden mutations off; reported next to the main conditions)."
         ),
     ] = None,
+    executor: Annotated[
+        str, typer.Option(help="local (this machine) or ray (a Ray cluster; the `ray` extra).")
+    ] = "local",
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            help="Worker processes (local) or actors (ray) running episodes; default CONTEXTDELTA_WORKERS, else "
+            "the number of cores (ray: the cluster's CPUs); at most --concurrency; 1 runs them in this process.",
+            show_default=False,
+            callback=_request_range("workers"),
+        ),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help="With --executor ray: an existing cluster (host:port or ray://...); default a local one."),
+    ] = None,
+    max_concurrent_requests: Annotated[
+        int | None,
+        typer.Option(
+            help="Endpoint limit: HTTP requests in flight at once, across all workers.",
+            callback=_within(_limits_model, "max_concurrent_requests"),
+        ),
+    ] = None,
+    requests_per_minute: Annotated[
+        float | None,
+        typer.Option(
+            help="Endpoint limit: requests per minute (evenly spaced), across all workers.",
+            callback=_within(_limits_model, "requests_per_minute"),
+        ),
+    ] = None,
+    tokens_per_minute: Annotated[
+        float | None,
+        typer.Option(
+            help="Endpoint limit: prompt + completion tokens per minute, across all workers.",
+            callback=_within(_limits_model, "tokens_per_minute"),
+        ),
+    ] = None,
+    adaptive_concurrency: Annotated[
+        bool,
+        typer.Option(
+            "--adaptive-concurrency",
+            help="Halve the endpoint's concurrent requests on 429/5xx and add one back per window of successes.",
+        ),
+    ] = False,
     quiet: QuietOption = False,
     database_url: StoreUrlOption = None,
     no_store: NoStoreOption = False,
@@ -452,6 +502,13 @@ def run_benchmark_command(
         resume=resume,
         shard=shard,
         controls=_csv(controls),
+        executor=executor,
+        workers=workers,
+        ray_address=ray_address,
+        max_concurrent_requests=max_concurrent_requests,
+        requests_per_minute=requests_per_minute,
+        tokens_per_minute=tokens_per_minute,
+        adaptive_concurrency=adaptive_concurrency,
         **_given(max_consecutive_failures=max_consecutive_failures, max_failed_share=max_failed_share),
     )
     _run_with_recorders(

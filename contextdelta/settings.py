@@ -66,6 +66,11 @@ class Settings(BaseSettings):
     upstream_api_key: SecretStr | None = Field(
         default=None, description="the key `contextdelta serve` sends upstream (default: the API key)"
     )
+    workers: int | None = Field(
+        default=None,
+        ge=1,
+        description="a number of worker processes for run-benchmark (default: the number of cores)",
+    )
     model_cache: str | None = Field(
         default=None,
         description="a folder for the assembled local model file (default: $XDG_CACHE_HOME/contextdelta/models)",

@@ -11,11 +11,15 @@ import pytest
 
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Point the default database and results folder at a temporary folder (subprocesses inherit it)."""
+    """Point the default database and results folder at a temporary folder (subprocesses inherit it), and run
+    episodes in the test's own process unless a test asks for workers: spawning a worker per core for every
+    small run would cost more CPU than the runs (the worker-process tests pass --workers explicitly)."""
     root: Path = tmp_path_factory.mktemp("contextdelta-home")
-    saved = {k: os.environ.get(k) for k in ("CONTEXTDELTA_DATABASE_URL", "CONTEXTDELTA_RESULTS_DIR")}
+    names = ("CONTEXTDELTA_DATABASE_URL", "CONTEXTDELTA_RESULTS_DIR", "CONTEXTDELTA_WORKERS")
+    saved = {k: os.environ.get(k) for k in names}
     os.environ["CONTEXTDELTA_DATABASE_URL"] = f"sqlite:///{root / 'contextdelta.db'}"
     os.environ["CONTEXTDELTA_RESULTS_DIR"] = str(root / "results")
+    os.environ["CONTEXTDELTA_WORKERS"] = "1"
     yield
     for key, value in saved.items():
         if value is None:

@@ -31,6 +31,7 @@ SAMPLES: dict[str, tuple[str, object]] = {
     "proxy_token": ("tok-1", "tok-1"),
     "upstream_api_key": ("sk-up", "sk-up"),
     "model_cache": ("/tmp/models", "/tmp/models"),
+    "workers": ("3", 3),
 }
 
 

@@ -15,6 +15,7 @@ from contextdelta.providers.base import (
     Usage,
     endpoint_check_request,
 )
+from contextdelta.providers.limits import CallGate, EndpointLimiter, EndpointLimits, LimiterStats, estimate_tokens
 from contextdelta.providers.mock import MockProvider, MockReply, MockRequest, MockScript, mock_response
 from contextdelta.providers.registry import (
     ProviderConfigError,
@@ -42,7 +43,11 @@ def __getattr__(name: str) -> typing.Any:
 __all__ = [
     "ENDPOINT_CHECK_TOOL",
     "NO_RETRY",
+    "CallGate",
     "ChatProvider",
+    "EndpointLimiter",
+    "EndpointLimits",
+    "LimiterStats",
     "MockProvider",
     "MockReply",
     "MockRequest",
@@ -57,6 +62,7 @@ __all__ = [
     "Usage",
     "create_provider",
     "endpoint_check_request",
+    "estimate_tokens",
     "is_context_length_error",
     "is_retryable",
     "mock_response",

@@ -36,6 +36,7 @@ from contextdelta.providers.base import (
     Usage,
     endpoint_check_request,
 )
+from contextdelta.providers.limits import CallGate, estimate_tokens
 from contextdelta.providers.retry import RetryPolicy, is_retryable
 from contextdelta.redaction import Redactor
 from contextdelta.settings import check_base_url, redact_url
@@ -130,11 +131,13 @@ class OpenAIProvider:
         timeout_s: float = 120.0,
         retry: RetryPolicy | None = None,
         sleep: Sleep | None = None,
+        gate: CallGate | None = None,
     ) -> None:
         """Configure the endpoint; no request is made until :meth:`complete`.
 
         ``timeout_s`` bounds each attempt; ``retry`` bounds the attempts; ``sleep`` waits between attempts
-        (tests pass a recorder here instead of real sleeping).
+        (tests pass a recorder here instead of real sleeping); ``gate`` (the endpoint's shared rate limiter, see
+        :mod:`contextdelta.providers.limits`) is passed by every attempt, retries included.
         """
         if not model:
             raise ValueError("a model name is required")
@@ -149,6 +152,7 @@ class OpenAIProvider:
         self.timeout_s = timeout_s
         self.retry = retry or RetryPolicy()
         self._sleep: Sleep = sleep or asyncio.sleep
+        self.gate = gate
         secret = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key or "")
         self._api_key = secret
         self._redactor = Redactor([secret.get_secret_value()])
@@ -322,18 +326,46 @@ class OpenAIProvider:
             before_sleep=self._log_retry,
             reraise=True,
         )
+        gate = self.gate
+        estimate = (
+            estimate_tokens(len(json.dumps(messages)) + len(json.dumps(tools or [])))
+            if gate and gate.needs_tokens
+            else 0
+        )
+        ticket = 0
         try:
             async for attempt in retrying:
                 with attempt:
                     attempts += 1
+                    if gate is not None:
+                        ticket = await gate.acquire(estimate)
                     # an attempt never outlives the total budget (but always gets a moment to answer)
                     remaining = self.retry.max_total_s - (time.perf_counter() - started)
                     submitted = time.perf_counter()
-                    body, sent, read = await self._io.run(self._post(request, min(self.timeout_s, max(remaining, 0.5))))
+                    try:
+                        body, sent, read = await self._io.run(
+                            self._post(request, min(self.timeout_s, max(remaining, 0.5)))
+                        )
+                    except openai.APIStatusError as exc:
+                        if gate is not None:
+                            gate.release(ticket, exc.status_code, 0)
+                        raise
+                    except BaseException:
+                        if gate is not None:
+                            gate.release(ticket, None, 0)
+                        raise
         except openai.OpenAIError as exc:
             raise self._failure(exc, attempts, time.perf_counter() - started) from None
-        response = self._response(body, read - sent, attempts - 1, time.perf_counter() - started)
+        try:
+            response = self._response(body, read - sent, attempts - 1, time.perf_counter() - started)
+        except ProviderFailure:
+            if gate is not None:
+                gate.release(ticket, 200, 0)
+            raise
         response.queue_s = max(0.0, sent - submitted)
+        if gate is not None:
+            used = response.usage.total_tokens if response.usage is not None else estimate
+            gate.release(ticket, 200, used - estimate)
         return response
 
     # ---- internals ---------------------------------------------------------------------------------------

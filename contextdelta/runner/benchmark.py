@@ -25,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from contextdelta.providers import ChatProvider
+from contextdelta.providers import ChatProvider, EndpointLimiter, LimiterStats
 from contextdelta.rundir import (
     Counts,
     EpisodeRecord,
@@ -43,6 +43,7 @@ from contextdelta.runner.episode import Costing, EpisodeJob, utc_now
 from contextdelta.runner.execute import (
     CircuitBreaker,
     CostBudget,
+    EpisodeRuntime,
     Executor,
     InProcessExecutor,
     StopRule,
@@ -50,10 +51,11 @@ from contextdelta.runner.execute import (
     drive,
 )
 from contextdelta.runner.plan import episode_seed, order_seed
+from contextdelta.runner.pool import WorkerPoolExecutor
 from contextdelta.runner.prepare import RunPlan, plan_run
 from contextdelta.runner.provenance import environment
 from contextdelta.runner.request import EXIT_INCOMPLETE, BenchmarkError, BenchmarkRequest
-from contextdelta.settings import Settings, load_settings
+from contextdelta.settings import Settings, load_settings, redact_url
 
 
 @dataclass
@@ -202,13 +204,62 @@ def open_run(plan: RunPlan, recorders: Sequence[Recorder] = ()) -> ActiveRun:
 # ---- execute ---------------------------------------------------------------------------------------------------
 
 
-def default_executor(plan: RunPlan) -> InProcessExecutor:
-    """The in-process executor for a plan: its provider, its strategies, its prices and per-episode budget."""
+def runtime(plan: RunPlan) -> EpisodeRuntime:
+    """What every executor needs to run this plan's episodes, as data a worker process or Ray actor can receive."""
     info = plan.provider_info
+    return EpisodeRuntime(
+        provider=plan.provider_spec,
+        strategies=tuple(plan.strategy_configs),
+        summary_model=info.summary_model,
+        costing=Costing(plan.prices, info.model, info.summary_model, plan.max_episode_cost_usd),
+        limits=plan.execution.limits,
+        concurrency=plan.request.concurrency,
+    )
+
+
+def default_executor(plan: RunPlan) -> Executor:
+    """The executor the plan asks for: in this process (``--workers 1``), over worker processes (``--workers N``),
+    or on a Ray cluster (``--executor ray``); with rate limits, one limiter shared by all of them."""
     if plan.provider is None:
         raise BenchmarkError("an external agent's run has no provider: run it with run-external")
-    costing = Costing(plan.prices, info.model, info.summary_model, plan.max_episode_cost_usd)
-    return InProcessExecutor(plan.provider, plan.strategy_configs, info.summary_model, costing)
+    execution, shipped = plan.execution, runtime(plan)
+    if execution.kind == "ray":
+        from contextdelta.runner.ray_executor import RayExecutor  # Ray is an optional extra, imported only here
+
+        return RayExecutor(shipped, execution.workers, execution.ray_address)
+    limiter = (
+        EndpointLimiter(execution.limits, concurrency=plan.request.concurrency) if execution.limits.active else None
+    )
+    if (execution.workers or 1) > 1:
+        return WorkerPoolExecutor(shipped, execution.workers or 1, limiter)
+    if limiter is not None:
+        if not hasattr(plan.provider, "gate"):
+            raise BenchmarkError(f"rate limits need a provider that supports them; {plan.provider.name!r} does not")
+        plan.provider.gate = limiter  # type: ignore[attr-defined]
+    return InProcessExecutor(plan.provider, plan.strategy_configs, shipped.summary_model, shipped.costing, limiter)
+
+
+def _execution_record(plan: RunPlan, executor: Executor) -> dict[str, Any]:
+    """What this session ran on and what the rate limiter did (the session entry of the manifest)."""
+    execution = plan.execution
+    report = getattr(executor, "rate_stats", None)  # an executor handed over by a library caller may not have it
+    stats: LimiterStats | None = report() if report is not None else None
+    record: dict[str, Any] = {
+        "executor": execution.kind,
+        "workers": getattr(executor, "workers", execution.workers),
+        "rate_control": None,
+    }
+    if execution.kind == "ray":
+        address = execution.ray_address
+        # ray://user:pass@host:port may carry credentials; a bare host:port has none to hide
+        record["ray_address"] = redact_url(address) if address and "://" in address else address
+    if execution.limits.active or stats is not None:
+        record["rate_control"] = {
+            "endpoint": plan.provider_info.base_url,
+            "limits": execution.limits.model_dump(mode="json"),
+            "stats": stats.model_dump(mode="json") if stats is not None else None,
+        }
+    return record
 
 
 def stop_rules(run: ActiveRun) -> list[StopRule]:
@@ -228,15 +279,19 @@ def execute(run: ActiveRun, executor: Executor | None = None, rules: Sequence[St
     jobs = run.jobs()
     if not jobs:
         return
-    run.stop_reason = anyio.run(
-        lambda: drive(
-            jobs,
-            executor or default_executor(run.plan),
-            run.record,
-            rules=stop_rules(run) if rules is None else rules,
-            concurrency=run.plan.request.concurrency,
+    chosen = executor or default_executor(run.plan)
+    try:
+        run.stop_reason = anyio.run(
+            lambda: drive(
+                jobs,
+                chosen,
+                run.record,
+                rules=stop_rules(run) if rules is None else rules,
+                concurrency=run.plan.request.concurrency,
+            )
         )
-    )
+    finally:
+        run.session["execution"] = _execution_record(run.plan, chosen)
 
 
 # ---- finalise --------------------------------------------------------------------------------------------------

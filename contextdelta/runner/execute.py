@@ -11,15 +11,47 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import anyio
 
 from contextdelta.agent import TerminationReason
 from contextdelta.context import ContextStrategy, StrategyDescription, StrategyServices, rebuild_strategy
-from contextdelta.providers import ChatProvider
+from contextdelta.providers import CallGate, ChatProvider, EndpointLimits, LimiterStats, create_provider
 from contextdelta.rundir import EpisodeRecord
 from contextdelta.runner.episode import Costing, EpisodeJob, run_job
+from contextdelta.settings import Settings
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    """How to build the run's provider: what a worker process or a Ray actor builds its own from (plain data,
+    picklable; the API key stays a SecretStr)."""
+
+    kind: str
+    settings: Settings
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    def build(self, gate: CallGate | None = None) -> ChatProvider:
+        """A new provider (its own HTTP connection pool, for the event loop that first uses it)."""
+        extra: dict[str, Any] = {"gate": gate} if gate is not None else {}
+        return create_provider(self.settings, kind=self.kind, **self.overrides, **extra)
+
+
+@dataclass(frozen=True)
+class EpisodeRuntime:
+    """Everything an executor needs besides the jobs, as plain picklable data: the driver ships it to every worker
+    process or Ray actor, which builds its provider and strategies from it (never from its own disk)."""
+
+    provider: ProviderSpec | None
+    """None when the caller handed over a provider object (library use): episodes then run in-process only."""
+    strategies: tuple[StrategyDescription, ...]
+    """Each strategy as recorded in the manifest: what a worker rebuilds it from (plug-ins included)."""
+    summary_model: str
+    costing: Costing
+    limits: EndpointLimits = field(default_factory=EndpointLimits)
+    concurrency: int = 1
 
 
 class Executor(Protocol):
@@ -33,9 +65,13 @@ class Executor(Protocol):
         """Release what the executor holds (connections, workers); called once, when the driver is done."""
         ...
 
+    # Optionally ``rate_stats() -> LimiterStats | None``: what the endpoint's shared rate limiter did, valid after
+    # ``aclose`` (the executors of this package have it; the manifest records it when present).
+
 
 class InProcessExecutor:
-    """Episodes as tasks of the driver's event loop, sharing one provider (its HTTP connection pool)."""
+    """Episodes as tasks of the driver's event loop, sharing one provider (its HTTP connection pool). Also what each
+    worker process and Ray actor runs inside (built there with :meth:`from_runtime`)."""
 
     def __init__(
         self,
@@ -43,6 +79,7 @@ class InProcessExecutor:
         strategies: Sequence[StrategyDescription],
         summary_model: str,
         costing: Costing,
+        limiter: Any = None,
     ) -> None:
         self.provider = provider
         self.costing = costing
@@ -50,6 +87,16 @@ class InProcessExecutor:
         # one configured strategy per name, built from its recorded description (an executor in another process
         # does the same); each episode works on its own copy (ContextStrategy.for_episode)
         self.strategies: dict[str, ContextStrategy] = {d.name: rebuild_strategy(d, services) for d in strategies}
+        self.limiter = limiter
+        """The endpoint's limiter when this executor owns it (in-process runs): its stats go to the manifest."""
+
+    @classmethod
+    def from_runtime(cls, runtime: EpisodeRuntime, gate: CallGate | None = None) -> InProcessExecutor:
+        """Build the provider and strategies from shipped configuration (in a worker process or a Ray actor)."""
+        if runtime.provider is None:
+            raise RuntimeError("this run's provider was handed over as an object and cannot be rebuilt in a worker")
+        provider = runtime.provider.build(gate)
+        return cls(provider, runtime.strategies, runtime.summary_model, runtime.costing)
 
     async def run(self, job: EpisodeJob) -> EpisodeRecord:
         return await run_job(job, self.provider, self.strategies[job.spec.strategy], self.costing)
@@ -58,6 +105,10 @@ class InProcessExecutor:
         close = getattr(self.provider, "aclose", None)
         if close is not None:
             await close()
+
+    def rate_stats(self) -> LimiterStats | None:
+        snapshot = getattr(self.limiter, "snapshot", None)
+        return snapshot() if snapshot is not None else None
 
 
 class StopRule(Protocol):

@@ -10,12 +10,15 @@ files (the slow part), then the strategies and resume's comparisons.
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
+from pydantic import ValidationError
 
 from contextdelta.agent import SYSTEM_PROMPT_VERSION, external_strategy, initial_messages, system_prompt_sha256
 from contextdelta.canonical import content_hash
@@ -29,7 +32,13 @@ from contextdelta.context import (
     resolve_strategy,
     source_changes,
 )
-from contextdelta.providers import ChatProvider, ProviderConfigError, RetryPolicy, Usage, create_provider
+from contextdelta.providers import (
+    ChatProvider,
+    EndpointLimits,
+    ProviderConfigError,
+    RetryPolicy,
+    Usage,
+)
 from contextdelta.rundir import (
     EpisodeRecord,
     ExternalAgentInfo,
@@ -46,6 +55,7 @@ from contextdelta.rundir import (
     check_results_dir,
     run_dir,
 )
+from contextdelta.runner.execute import ProviderSpec
 from contextdelta.runner.plan import SEED_RULE, EpisodeSpec, Shard, order_seed, plan_episodes, plan_sha256
 from contextdelta.runner.pricing import PriceTable, PriceTableError
 from contextdelta.runner.provenance import source_hash
@@ -123,6 +133,21 @@ class Matrix:
         return ShardInfo(index=self.shard.index, count=self.shard.count) if self.shard is not None else None
 
 
+EXECUTORS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class ExecutionPlan:
+    """Where the episodes run and under which rate limits (operational: never part of what resume compares)."""
+
+    kind: str = "local"
+    """``local`` or ``ray``."""
+    workers: int | None = 1
+    """Worker processes (local; 1: in this process) or actors (ray; None: one per CPU of the cluster)."""
+    ray_address: str | None = None
+    limits: EndpointLimits = field(default_factory=EndpointLimits)
+
+
 @dataclass
 class RunPlan:
     """A checked plan: what the execute phase runs and the finalise phase records. Nothing is written yet."""
@@ -143,6 +168,9 @@ class RunPlan:
     """Every planned episode of this run directory (with ``--shard``, of this shard), in the order they start."""
     pending: list[EpisodeSpec]
     """The planned episodes this session runs (all of them, or on resume the ones not yet recorded)."""
+    execution: ExecutionPlan = field(default_factory=ExecutionPlan)
+    provider_spec: ProviderSpec | None = None
+    """How workers build their own provider (None: a provider object was handed over; episodes run in-process)."""
     existing: RunDirectory | None = None
     """On resume: the run directory."""
     manifest: RunManifest | None = None
@@ -481,11 +509,11 @@ def _check_resumable(
 
 def _provider(
     request: BenchmarkRequest, settings: Settings, given: ChatProvider | None = None
-) -> tuple[ChatProvider, ProviderInfo]:
+) -> tuple[ChatProvider, ProviderInfo, ProviderSpec | None]:
     if request.provider == "mock" or (given is not None and given.is_mock):
         raise BenchmarkError(MOCK_REFUSAL)
     if given is not None:
-        return given, _provider_info(request, settings, given)
+        return given, _provider_info(request, settings, given), None
     overrides: dict[str, Any] = {"timeout_s": request.timeout_s}
     if request.max_retries is not None:
         overrides["retry"] = RetryPolicy(max_attempts=request.max_retries + 1)
@@ -493,13 +521,49 @@ def _provider(
         value = getattr(request, name)
         if value is not None:
             overrides[name] = value
+    spec = ProviderSpec(request.provider, settings, overrides)
     try:
-        provider = create_provider(settings, kind=request.provider, **overrides)
+        provider = spec.build()
     except ProviderConfigError as exc:
         raise BenchmarkError(str(exc)) from exc
     if provider.is_mock:
         raise BenchmarkError(MOCK_REFUSAL)
-    return provider, _provider_info(request, settings, provider)
+    return provider, _provider_info(request, settings, provider), spec
+
+
+def _execution(request: BenchmarkRequest, settings: Settings, spec: ProviderSpec | None) -> ExecutionPlan:
+    """The executor and the rate limits the flags ask for (checked; nothing started)."""
+    if request.executor not in EXECUTORS:
+        raise BenchmarkError(f"--executor {request.executor!r}: choose from {', '.join(EXECUTORS)}")
+    workers = request.workers if request.workers is not None else settings.workers
+    if request.ray_address is not None and request.executor != "ray":
+        raise BenchmarkError("--ray-address needs --executor ray")
+    try:
+        limits = EndpointLimits(
+            max_concurrent_requests=request.max_concurrent_requests,
+            requests_per_minute=request.requests_per_minute,
+            tokens_per_minute=request.tokens_per_minute,
+            adaptive=request.adaptive_concurrency,
+        )
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        flag = {"adaptive": "--adaptive-concurrency"}.get(
+            str(err["loc"][0]), "--" + str(err["loc"][0]).replace("_", "-")
+        )
+        raise BenchmarkError(f"{flag}: {err['msg']}, got {err.get('input')!r}") from None
+    if request.executor == "ray":
+        if importlib.util.find_spec("ray") is None:
+            raise BenchmarkError(
+                "--executor ray needs Ray: install the ray extra (pip install 'contextdelta[ray]'), or use "
+                "--executor local"
+            )
+        if spec is None:
+            raise BenchmarkError("--executor ray needs a provider built from settings, not a provider object")
+        return ExecutionPlan("ray", min(workers, request.concurrency) if workers else None, request.ray_address, limits)
+    if spec is None:  # a provider object cannot be rebuilt in another process
+        return ExecutionPlan("local", 1, None, limits)
+    chosen = workers if workers is not None else (os.cpu_count() or 1)
+    return ExecutionPlan("local", max(1, min(chosen, request.concurrency)), None, limits)
 
 
 def _provider_info(request: BenchmarkRequest, settings: Settings, provider: ChatProvider) -> ProviderInfo:
@@ -597,15 +661,16 @@ def plan_run(request: BenchmarkRequest, settings: Settings, provider: ChatProvid
     prices = _prices(request)
     chat: ChatProvider | None = None
     provider_info: ProviderInfo | None = None
+    provider_spec: ProviderSpec | None = None
     if request.external_agent is None:
-        chat, provider_info = _provider(request, settings, provider)  # builds a client; no request yet
+        chat, provider_info, provider_spec = _provider(request, settings, provider)  # builds a client; no request
     try:
         if target is None and chat is not None and provider_info is not None:
             _check_strategies(request, chat, provider_info)
         if chat is not None:
             # the endpoint first: a wrong URL, key or model is reported before any task file is parsed
             _preflight(chat)
-        return _plan(request, settings, results_dir, target, chat, provider_info, prices)
+        return _plan(request, settings, results_dir, target, chat, provider_info, prices, provider_spec)
     except BaseException:
         _close(chat)
         raise
@@ -619,6 +684,7 @@ def _plan(
     chat: ChatProvider | None,
     provider_info: ProviderInfo | None,
     prices: PriceTable,
+    provider_spec: ProviderSpec | None = None,
 ) -> RunPlan:
     manifest = target[1] if target else None
     done = _read_done(target[0]) if target else []
@@ -644,6 +710,7 @@ def _plan(
                 raise BenchmarkError(f"cannot resume {manifest.run_group_id}: " + "; ".join(changed))
         services = StrategyServices(summary_provider=chat, summary_model=provider_info.summary_model)
         configs = configure(matrix, services)
+    execution = _execution(request, settings, provider_spec)
     hashes = run_hashes([t.task for t in matrix.tasks], matrix.modes)
     max_cost = request.max_cost_usd
     max_episode_cost = request.max_episode_cost_usd
@@ -667,6 +734,8 @@ def _plan(
         specs=specs,
         pending=pending_episodes(specs, done),
         existing=target[0] if target else None,
+        execution=execution,
+        provider_spec=provider_spec,
         manifest=manifest,
         done=done,
     )

@@ -87,6 +87,18 @@ class BenchmarkRequest(BaseModel):
     """Set by ``run-external`` / ``serve-world``: the run's one strategy is ``external:<agent>``, there is no
     provider (the agent brings its own model), and episodes run on the external agent's executor."""
     resume: str | None = None
+    executor: str = "local"
+    """``local`` (this machine: in-process, or ``workers`` processes) or ``ray`` (a Ray cluster)."""
+    workers: int | None = Field(default=None, ge=1)
+    """Worker processes (local) or actors (ray); None: ``CONTEXTDELTA_WORKERS``, else the number of cores (local)
+    or the cluster's CPUs (ray). Never more than ``concurrency``; 1 runs episodes in this process."""
+    ray_address: str | None = None
+    """``--ray-address``: an existing Ray cluster; None starts a local one for the run."""
+    # endpoint rate limits: their ranges are EndpointLimits' (contextdelta.providers)
+    max_concurrent_requests: int | None = None
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None
+    adaptive_concurrency: bool = False
     shard: str | None = None
     """``--shard I/N``: run only the I-th of N parts of the plan (``contextdelta merge`` joins the parts)."""
     controls: list[str] | None = None

@@ -98,6 +98,8 @@ class ScriptedServer(LoopbackService):
         self.latency_ms = latency_ms
         self._lock = threading.Lock()
         self._requests = 0
+        self._first_arrival: float | None = None
+        self._last_arrival: float | None = None
         self._in_flight = 0
         self._max_in_flight = 0
         self._sends_without_nodelay = 0
@@ -117,12 +119,16 @@ class ScriptedServer(LoopbackService):
     def stats(self) -> dict[str, Any]:
         """Chat-completions requests received and faults injected so far."""
         with self._lock:
+            first, last = self._first_arrival, self._last_arrival
             return {
                 "policy": self.policy.name.value,
                 "model": self.model_name,
                 "tasks": len(self.policy.catalog),
                 "requests": self._requests,
                 "endpoint_checks": self._endpoint_checks,
+                # how long the chat requests took to arrive, first to last (server clock): with the request count,
+                # what a client-side rate limit let through (tests check limits without a stopwatch of their own)
+                "arrival_span_s": (last - first) if first is not None and last is not None else None,
                 "faults": dict(sorted(self._fault_counts.items())),
                 "max_in_flight": self._max_in_flight,
                 "sends_without_nodelay": self._sends_without_nodelay,
@@ -167,6 +173,7 @@ class ScriptedServer(LoopbackService):
         echo = _echo(headers or {})
         authorization = next((v for k, v in (headers or {}).items() if k.lower() == "authorization"), None)
         check = _is_endpoint_check(body)
+        arrived = time.monotonic()
         with self._lock:
             if check:  # not numbered: selectors address the run's own requests ("all" reaches it too)
                 self._endpoint_checks += 1
@@ -175,6 +182,9 @@ class ScriptedServer(LoopbackService):
             else:
                 self._requests += 1
                 number = self._requests
+                if self._first_arrival is None:
+                    self._first_arrival = arrived
+                self._last_arrival = arrived
                 if number == self.faults.outage_after:
                     self._outage_until = time.monotonic() + self.faults.outage_s
                 hits = self.faults.hits(number)

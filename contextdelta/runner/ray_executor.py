@@ -1,0 +1,174 @@
+"""``--executor ray [--ray-address ADDR]``: episodes as tasks of Ray actors on a cluster (the optional ``ray`` extra).
+
+The driver starts a local cluster for the run when no address is given (and stops it at the end), or joins an
+existing one. It creates ``workers`` async actors (default: one per CPU of the cluster); each builds its own
+provider and strategies from the :class:`EpisodeRuntime` the driver sends (never from its node's disk) and runs
+the episodes it is given concurrently on its event loop; each :class:`EpisodeJob` carries its task. Records come
+back to the driver, which alone writes the run directory and the trace store, so resume, SIGKILL safety, ``verify``
+and the reports are those of any run. Actors belong to the driver's job: a killed driver takes them with it.
+
+With rate limits, the endpoint's :class:`EndpointLimiter` lives in one more actor that every HTTP attempt, on
+any node, asks first (:class:`RayGate`), so the limits hold across the whole cluster.
+
+Ray is imported only when this executor starts; on a remote cluster the ``contextdelta`` package itself is shipped
+to the workers (``runtime_env`` ``py_modules``), so they run exactly the driver's harness source.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import contextdelta
+from contextdelta.providers import EndpointLimiter, EndpointLimits, LimiterStats
+from contextdelta.rundir.records import EpisodeRecord
+from contextdelta.runner.episode import EpisodeJob
+from contextdelta.runner.execute import EpisodeRuntime, InProcessExecutor
+from contextdelta.runner.pool import WorkerError
+
+LIMITER_MAX_CONCURRENCY = 100_000
+"""Calls the limiter actor holds at once (each waiting attempt is one)."""
+
+
+class RayGate:
+    """An attempt's way through the limiter actor (a :class:`~contextdelta.providers.CallGate`)."""
+
+    def __init__(self, limiter: Any, needs_tokens: bool) -> None:
+        self.limiter = limiter
+        self.needs_tokens = needs_tokens
+
+    async def acquire(self, tokens: int) -> int:
+        generation: int = await self.limiter.acquire.remote(tokens)
+        return generation
+
+    def release(self, ticket: int, status: int | None, extra_tokens: int) -> None:
+        self.limiter.release.remote(ticket, status, extra_tokens)
+
+
+class LimiterActor:
+    """The endpoint's shared limiter as an async Ray actor (all its methods run on one event loop)."""
+
+    def __init__(self, limits: EndpointLimits, concurrency: int) -> None:
+        self.limiter = EndpointLimiter(limits, concurrency=concurrency)
+
+    async def acquire(self, tokens: int) -> int:
+        return await self.limiter.acquire(tokens)
+
+    async def release(self, ticket: int, status: int | None, extra_tokens: int) -> None:
+        self.limiter.release(ticket, status, extra_tokens)
+
+    async def stats(self) -> LimiterStats:
+        return self.limiter.snapshot()
+
+
+class EpisodeActor:
+    """One worker: an async actor that runs episodes concurrently with its own provider and strategies."""
+
+    def __init__(self, runtime: EpisodeRuntime, limiter: Any) -> None:
+        self.runtime = runtime
+        self.limiter = limiter
+        self.host: InProcessExecutor | None = None
+
+    async def run(self, job: EpisodeJob) -> EpisodeRecord:
+        if self.host is None:  # built on the actor's own event loop, which owns the HTTP connection pool
+            gate = RayGate(self.limiter, self.runtime.limits.tokens_per_minute is not None) if self.limiter else None
+            self.host = InProcessExecutor.from_runtime(self.runtime, gate)
+        return await self.host.run(job)
+
+    async def close(self) -> None:
+        if self.host is not None:
+            await self.host.aclose()
+
+
+class RayExecutor:
+    """An :class:`~contextdelta.runner.Executor` on a Ray cluster (see the module docstring)."""
+
+    def __init__(self, runtime: EpisodeRuntime, workers: int | None, address: str | None) -> None:
+        self.runtime = runtime
+        self.workers = workers
+        self.address = address
+        self._actors: list[Any] = []
+        self._load: list[int] = []
+        self._limiter: Any = None
+        self._owns_cluster = False
+        self._started: asyncio.Task[None] | None = None
+        self._stats: LimiterStats | None = None
+
+    async def _start(self) -> None:
+        if self.address is None:
+            # a cluster started for this run serves this machine only: every Ray process on loopback, never on a
+            # network interface (read by Ray when it is imported, and inherited by its processes)
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        import ray  # the optional extra
+
+        if not ray.is_initialized():
+            options: dict[str, Any] = {
+                "include_dashboard": False,
+                "logging_level": logging.ERROR,
+                "log_to_driver": False,
+            }
+            if self.address is not None:
+                options["address"] = self.address
+                options["runtime_env"] = {"py_modules": [str(Path(contextdelta.__file__).parent)]}
+            await asyncio.to_thread(ray.init, **options)
+            self._owns_cluster = self.address is None
+        cpus = float(ray.cluster_resources().get("CPU", 1.0))  # type: ignore[no-untyped-call]
+        count = self.workers or max(1, math.floor(cpus))
+        self.workers = count
+        limits = self.runtime.limits
+        if limits.active:
+            self._limiter = (
+                ray.remote(LimiterActor)
+                .options(num_cpus=0, max_concurrency=LIMITER_MAX_CONCURRENCY)
+                .remote(limits, self.runtime.concurrency)
+            )
+        per_actor = max(1, math.ceil(self.runtime.concurrency / count))
+        remote = ray.remote(EpisodeActor).options(num_cpus=min(1.0, cpus / count), max_concurrency=per_actor + 1)
+        self._actors = [remote.remote(self.runtime, self._limiter) for _ in range(count)]
+        self._load = [0] * count
+
+    async def run(self, job: EpisodeJob) -> EpisodeRecord:
+        if self._started is None:
+            self._started = asyncio.ensure_future(self._start())
+        await asyncio.shield(self._started)
+        index = min(range(len(self._actors)), key=self._load.__getitem__)
+        self._load[index] += 1
+        try:
+            record: EpisodeRecord = await self._actors[index].run.remote(job)
+        except Exception as exc:
+            if type(exc).__module__.startswith("ray"):
+                raise WorkerError(f"episode {job.spec.run_id} failed on Ray: {exc}") from exc
+            raise
+        finally:
+            self._load[index] -= 1
+        return record
+
+    async def aclose(self) -> None:
+        if self._started is None:
+            return
+        import ray
+
+        with contextlib.suppress(Exception):  # a failed start has nothing more to close
+            await asyncio.shield(self._started)
+        if self._limiter is not None:
+            try:
+                self._stats = await self._limiter.stats.remote()
+            except Exception:  # a dead limiter actor: its stats are lost, the run's records are not
+                self._stats = None
+        closing = [actor.close.remote() for actor in self._actors]
+        for ref in closing:
+            with contextlib.suppress(Exception):  # an actor that died has nothing to close
+                await ref
+        for actor in [*self._actors, *([self._limiter] if self._limiter is not None else [])]:
+            ray.kill(actor)
+        self._actors = []
+        if self._owns_cluster:
+            await asyncio.to_thread(ray.shutdown)
+
+    def rate_stats(self) -> LimiterStats | None:
+        return self._stats

@@ -1,0 +1,136 @@
+"""Worker processes (``--workers N``) and per-endpoint rate control, end to end over the scripted HTTP server."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from contextdelta.cli import app
+from contextdelta.rundir import RunDirectory, RunStatus
+from contextdelta.runner import BenchmarkError, BenchmarkRequest, run_benchmark
+from contextdelta.testing import fetch_stats, serve_scripted
+from contextdelta.verify import verify_run
+from tests.runner.conftest import TASKS
+
+SMALL = ["order-grinder-refund", "cal-design-review", "cfg-search-ramp"]
+
+
+def request(url: str, results: Path, **overrides: object) -> BenchmarkRequest:
+    fields: dict[str, object] = {
+        "tasks_dir": TASKS,
+        "base_url": url,
+        "model": "scripted-context_trusting",
+        "results_dir": results,
+        "task_ids": SMALL,
+        "strategies": ["full_history", "last_n"],
+        "protection_modes": ["unprotected"],
+        "repeats": 2,
+        "seed": 3,
+        "concurrency": 6,
+    }
+    fields.update(overrides)
+    return BenchmarkRequest.model_validate(fields)
+
+
+def execution(path: Path) -> dict[str, Any]:
+    entry: dict[str, Any] = RunDirectory(path).read_manifest().sessions[-1]["execution"]
+    return entry
+
+
+@pytest.mark.slow
+def test_two_worker_processes_give_the_verdicts_of_one_process_and_verify(trusting_url: str, tmp_path: Path) -> None:
+    one = run_benchmark(request(trusting_url, tmp_path, workers=1))
+    two = run_benchmark(request(trusting_url, tmp_path, workers=2))
+    assert two.manifest.status is RunStatus.COMPLETE
+    assert execution(two.path) == {"executor": "local", "workers": 2, "rate_control": None}
+    assert execution(one.path)["workers"] == 1
+    assert {r.run_id: r.verdict for r in two.records} == {r.run_id: r.verdict for r in one.records}
+    assert verify_run(two.path).ok
+
+
+@pytest.mark.slow
+def test_a_requests_per_minute_limit_holds_across_two_workers(tmp_path: Path) -> None:
+    rpm = 600.0  # one request every 0.1 s for the whole run, whichever worker sends it
+    with serve_scripted("oracle", TASKS) as url:
+        outcome = run_benchmark(
+            request(url, tmp_path, model="scripted-oracle", workers=2, concurrency=6, requests_per_minute=rpm)
+        )
+        served = fetch_stats(url)
+    assert outcome.manifest.status is RunStatus.COMPLETE
+    record = execution(outcome.path)
+    assert record["workers"] == 2
+    stats = record["rate_control"]["stats"]
+    assert stats["requests"] == served["requests"] > 20
+    assert stats["waited"] > 0
+    # counted at the server: N requests evenly spaced at 60/rpm seconds need (N - 1) * 60/rpm seconds to arrive
+    # (one request of slack for network jitter between the limiter's grant and the server's clock)
+    allowed = 1 + math.floor(served["arrival_span_s"] * rpm / 60) + 1
+    assert served["requests"] <= allowed, (served, allowed)
+    assert record["rate_control"]["limits"]["requests_per_minute"] == rpm
+
+
+@pytest.mark.slow
+def test_adaptive_concurrency_backs_off_on_429_across_workers_and_is_recorded(tmp_path: Path) -> None:
+    with serve_scripted("oracle", TASKS, fail_429="every:5", retry_after=0) as url:
+        outcome = run_benchmark(
+            request(url, tmp_path, model="scripted-oracle", workers=2, concurrency=6, adaptive_concurrency=True)
+        )
+        served = fetch_stats(url)
+    assert outcome.manifest.status is RunStatus.COMPLETE
+    assert not any(r.failed for r in outcome.records)  # retried, never a failed trial
+    stats = execution(outcome.path)["rate_control"]["stats"]
+    assert stats["throttled"] == served["faults"]["fail_429"] > 0
+    assert stats["window_cuts"] >= 1
+    assert stats["window_start"] == 6 and stats["window_min"] < 6
+    assert verify_run(outcome.path).ok
+
+
+def test_in_process_limits_are_recorded_too(oracle_url: str, tmp_path: Path) -> None:
+    outcome = run_benchmark(
+        request(
+            oracle_url,
+            tmp_path,
+            model="scripted-oracle",
+            task_ids=SMALL[:1],
+            repeats=1,
+            workers=1,
+            max_concurrent_requests=1,
+        )
+    )
+    record = execution(outcome.path)
+    assert record["workers"] == 1
+    assert record["rate_control"]["stats"]["requests"] == sum(len(r.trace.steps) for r in outcome.records)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--workers", "0"], "allowed: at least 1"),
+        (["--executor", "dask"], "--executor 'dask': choose from local, ray"),
+        (["--ray-address", "127.0.0.1:6379"], "--ray-address needs --executor ray"),
+        (["--requests-per-minute", "0"], "allowed: greater than 0"),
+        (["--max-concurrent-requests", "-1"], "allowed: at least 1"),
+    ],
+)
+def test_bad_execution_flags_are_refused_before_anything_runs(
+    oracle_url: str, tmp_path: Path, flags: list[str], message: str
+) -> None:
+    base = ["run-benchmark", "--tasks", str(TASKS), "--base-url", oracle_url, "--model", "scripted-oracle"]
+    out = CliRunner().invoke(app, [*base, "--results-dir", str(tmp_path), "--quiet", "--no-store", *flags])
+    assert out.exit_code == 2, out.output
+    assert message in out.output
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_provider_object_runs_in_process_whatever_the_workers(oracle_url: str, tmp_path: Path) -> None:
+    from contextdelta.providers import OpenAIProvider
+
+    provider = OpenAIProvider(model="scripted-oracle", base_url=oracle_url)
+    outcome = run_benchmark(request(oracle_url, tmp_path, task_ids=SMALL[:1], repeats=1, workers=4), provider=provider)
+    assert execution(outcome.path)["workers"] == 1
+    with pytest.raises(BenchmarkError, match="--executor ray needs a provider built from settings"):
+        run_benchmark(request(oracle_url, tmp_path, executor="ray"), provider=provider)

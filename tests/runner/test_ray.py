@@ -1,0 +1,149 @@
+"""``--executor ray``: episodes on a local Ray cluster that the test starts (``ray start --head``, loopback only),
+driven through the command line as a user would. Slow: one cluster for the module (a few seconds to start)."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from contextdelta.rundir import RAW_RUNS, RunDirectory, RunStatus
+from contextdelta.testing import fetch_stats, serve_scripted
+from contextdelta.verify import verify_run
+from tests.runner.conftest import TASKS
+
+pytest.importorskip("ray")
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
+
+SMALL = ["order-grinder-refund", "cal-design-review", "cfg-search-ramp"]
+# the test cluster: loopback only, no token (nothing but this machine can reach it)
+RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A two-CPU Ray head node in its own process group, stopped (the whole group) after the module."""
+    port = _free_port()
+    log = tmp_path_factory.mktemp("ray") / "ray.log"
+    command = [str(Path(sys.executable).parent / "ray"), "start", "--head", f"--port={port}", "--num-cpus=2"]
+    command += ["--node-ip-address=127.0.0.1", "--include-dashboard=false", "--disable-usage-stats", "--block"]
+    with log.open("w") as out:
+        head = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **RAY_ENV}, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if head.poll() is not None:
+                pytest.fail(f"ray start exited with {head.returncode}: {log.read_text()[-2000:]}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        else:
+            pytest.fail("the Ray head node did not open its port within 120 s")
+        yield f"127.0.0.1:{port}"
+    finally:
+        os.killpg(head.pid, signal.SIGKILL)  # the head node's process group: its GCS, raylet and workers
+        head.wait(timeout=30)
+
+
+def _cli(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "contextdelta", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **RAY_ENV},
+    )
+
+
+def _args(url: str, results: Path, address: str, *extra: str) -> list[str]:
+    return [
+        "run-benchmark",
+        "--tasks",
+        str(TASKS),
+        "--base-url",
+        url,
+        "--model",
+        "scripted-oracle",
+        "--results-dir",
+        str(results),
+        "--quiet",
+        "--no-store",
+        "--executor",
+        "ray",
+        "--ray-address",
+        address,
+        *extra,
+    ]
+
+
+def test_a_ray_run_with_a_shared_rate_limit_verifies(cluster: str, tmp_path: Path) -> None:
+    rpm = 900.0
+    with serve_scripted("oracle", TASKS) as url:
+        matrix = ["--task-ids", ",".join(SMALL), "--strategies", "full_history,last_n", "--repeats", "1"]
+        process = _cli(
+            *_args(url, tmp_path, cluster, *matrix, "--workers", "2", "--concurrency", "6"),
+            "--requests-per-minute",
+            str(rpm),
+        )
+        out, err = process.communicate(timeout=300)
+        served = fetch_stats(url)
+    assert process.returncode == 0, err
+    path = Path(out.strip().splitlines()[-1])
+    manifest = RunDirectory(path).read_manifest()
+    assert manifest.status is RunStatus.COMPLETE and manifest.counts.finished == 12
+    execution = manifest.sessions[-1]["execution"]
+    assert execution["executor"] == "ray" and execution["workers"] == 2
+    assert execution["ray_address"] == cluster
+    stats = execution["rate_control"]["stats"]
+    assert stats["requests"] == served["requests"]
+    assert served["requests"] <= 2 + math.floor(served["arrival_span_s"] * rpm / 60)
+    result = verify_run(path)
+    assert result.ok, result.lines()
+
+
+def test_a_ray_run_whose_driver_is_killed_resumes_to_complete_and_verifies(cluster: str, tmp_path: Path) -> None:
+    with serve_scripted("oracle", TASKS, latency_ms=100) as url:
+        matrix = ["--task-ids", ",".join(SMALL), "--strategies", "full_history,last_n", "--repeats", "2"]
+        process = _cli(*_args(url, tmp_path, cluster, *matrix, "--workers", "2", "--concurrency", "2"))
+        deadline = time.monotonic() + 180
+        raw: Path | None = None
+        while time.monotonic() < deadline and process.poll() is None:
+            found = list(tmp_path.glob(f"*/{RAW_RUNS}"))
+            if found and len(found[0].read_bytes().splitlines()) >= 2:
+                raw = found[0]
+                break
+            time.sleep(0.05)
+        assert raw is not None, f"the run never wrote two episodes: {process.communicate()[1][-2000:]}"
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+        manifest = RunDirectory(raw.parent).read_manifest()
+        assert manifest.status is RunStatus.RUNNING
+        assert manifest.counts.planned == 24
+        resumed = _cli(*_args(url, tmp_path, cluster, "--resume", raw.parent.name, "--workers", "2"))
+        out, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err
+    assert out.strip().splitlines()[-1] == str(raw.parent)
+    final = RunDirectory(raw.parent).read_manifest()
+    assert final.status is RunStatus.COMPLETE and final.counts.finished == 24
+    assert [s["execution"]["executor"] for s in final.sessions if "execution" in s] == ["ray"]
+    result = verify_run(raw.parent)
+    assert result.ok, result.lines()
