@@ -109,11 +109,11 @@ def test_in_process_limits_are_recorded_too(oracle_url: str, tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--workers", "0"], "allowed: at least 1"),
+        (["--workers", "0"], "out of range"),
         (["--executor", "dask"], "--executor 'dask': choose from local, ray"),
         (["--ray-address", "127.0.0.1:6379"], "--ray-address needs --executor ray"),
-        (["--requests-per-minute", "0"], "allowed: greater than 0"),
-        (["--max-concurrent-requests", "-1"], "allowed: at least 1"),
+        (["--requests-per-minute", "0"], "out of range"),
+        (["--max-concurrent-requests", "-1"], "out of range"),
     ],
 )
 def test_bad_execution_flags_are_refused_before_anything_runs(
