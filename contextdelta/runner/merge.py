@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from contextdelta.canonical import sha256_hex
-from contextdelta.report import ReportFiles, recorded_params
 from contextdelta.rundir import (
     RAW_RUNS,
     TASKS_SNAPSHOT,
@@ -105,6 +104,8 @@ AGREEMENT: tuple[tuple[str, str, _Fields], ...] = (
 
 
 def _analysis(directory: RunDirectory) -> dict[str, Any] | None:
+    from contextdelta.report import recorded_params  # numpy/scipy: loaded only when a merge runs
+
     params = recorded_params(directory)
     return None if params is None else params.model_dump()
 
@@ -171,6 +172,8 @@ def merge_shards(
     Raises MergeError (nothing written) when the shards disagree or an episode is missing or present twice.
     ``recorders`` get the merged episodes after the run directory and the report files (e.g. the trace store).
     """
+    from contextdelta.report import ReportFiles, recorded_params  # numpy/scipy: loaded only when a merge runs
+
     if not run_ids:
         raise MergeError("cannot merge: no run directories given")
     if len(set(run_ids)) != len(run_ids):

@@ -98,6 +98,7 @@ class ScriptedServer(LoopbackService):
         self.latency_ms = latency_ms
         self._lock = threading.Lock()
         self._requests = 0
+        self._busy_s = 0.0
         self._first_arrival: float | None = None
         self._last_arrival: float | None = None
         self._in_flight = 0
@@ -129,6 +130,10 @@ class ScriptedServer(LoopbackService):
                 # how long the chat requests took to arrive, first to last (server clock): with the request count,
                 # what a client-side rate limit let through (tests check limits without a stopwatch of their own)
                 "arrival_span_s": (last - first) if first is not None and last is not None else None,
+                # the same instants on this machine's monotonic clock (benchmarks compare them with their own)
+                "first_arrival_monotonic": first,
+                "busy_s": round(self._busy_s, 6),
+                "last_arrival_monotonic": last,
                 "faults": dict(sorted(self._fault_counts.items())),
                 "max_in_flight": self._max_in_flight,
                 "sends_without_nodelay": self._sends_without_nodelay,
@@ -304,6 +309,11 @@ class ScriptedServer(LoopbackService):
             with self._lock:
                 self.received.append(raw)
 
+    def note_busy(self, seconds: float) -> None:
+        """Add the time one POST took from its body's first byte to its response's last (latency included)."""
+        with self._lock:
+            self._busy_s += seconds
+
     def note_send(self, nodelay: bool) -> None:
         """Record a response written on a socket without TCP_NODELAY (there should be none)."""
         if not nodelay:
@@ -411,6 +421,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(_error(404, f"No route for GET {path or '/'}.", "not_found"))
 
     def do_POST(self) -> None:
+        started = time.perf_counter()
+        try:
+            self._post()
+        finally:
+            self.app.note_busy(time.perf_counter() - started)
+
+    def _post(self) -> None:
         raw = self._read_body()
         if raw is None:
             return
