@@ -58,6 +58,11 @@ class JsonlWriter:
         self._handle.write("".join(lines))
         self._handle.flush()
 
+    def append_lines(self, lines: list[str]) -> None:
+        """Append JSON documents already rendered (one per item, without the newline) and flush."""
+        self._handle.write("".join(line + "\n" for line in lines))
+        self._handle.flush()
+
     def close(self) -> None:
         if not self._handle.closed:
             self._handle.flush()

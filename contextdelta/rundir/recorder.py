@@ -129,7 +129,7 @@ class RunDirectoryRecorder:
     def episode(self, record: EpisodeRecord) -> None:
         if self._raw is None or self._events is None:
             raise RuntimeError("RunDirectoryRecorder.episode before start")
-        self._raw.append([record])
+        self._raw.append_lines([record.canonical_text()])
         self._events.append(list(tool_event_records(record)))
 
     def finish(self, run: RunEnd) -> None:

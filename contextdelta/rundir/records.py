@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from contextdelta.agent import EpisodeTrace, TerminationReason
+from contextdelta.canonical import canonical_json
 from contextdelta.context import DEFAULT_TOKEN_BUDGET, StrategyDescription
 from contextdelta.grading import Verdict
 
@@ -246,9 +247,25 @@ class EpisodeRecord(BaseModel):
         "the task's no-mutation control); null for the main matrix and in records written before controls.",
     )
 
+    _canonical: str | None = PrivateAttr(default=None)
+
     @property
     def success(self) -> bool:
         return self.verdict.success
+
+    def canonical_text(self) -> str:
+        """The record's canonical JSON (its ``raw_runs.jsonl`` line without the newline; its SHA-256 is the record's
+        content hash), computed once per record object: the run directory, the trace store and a worker process
+        that ships the record all need it, and it is the most expensive thing done with a record."""
+        if self._canonical is None:
+            self._canonical = canonical_json(self.model_dump(mode="json"))
+        return self._canonical
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> EpisodeRecord:
+        """A copy (with ``update`` applied); its canonical JSON is computed afresh."""
+        copy = super().model_copy(update=update, deep=deep)
+        copy._canonical = None
+        return copy
 
 
 class ToolEventRecord(BaseModel):

@@ -69,6 +69,7 @@ async def _serve(conn: Connection, runtime: EpisodeRuntime, limited: bool) -> No
     async def run(job_id: int, job: EpisodeJob) -> None:
         try:
             record = await host.run(job)
+            record.canonical_text()  # rendered here, on this worker's core, and shipped with the record
         except Exception:
             message: tuple[Any, ...] = ("error", job_id, traceback.format_exc())
         else:

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
-from contextdelta.canonical import content_hash
+from contextdelta.canonical import sha256_hex
 from contextdelta.rundir import EpisodeRecord, RunManifest
 from contextdelta.settings import redact_url
 from contextdelta.store._models import EpisodeRow, MutationRow, RunGroupRow, StepRow, ToolEventRow
@@ -56,7 +56,7 @@ def utc_now() -> str:
 
 def record_sha256(record: EpisodeRecord) -> str:
     """The SHA-256 of an episode's canonical JSON: equal records give equal hashes."""
-    return content_hash(record.model_dump(mode="json"))
+    return sha256_hex(record.canonical_text())  # = content_hash(record.model_dump(mode="json")), computed once
 
 
 def upsert_run_group(session: Session, manifest: RunManifest, source_path: str | None) -> RunGroupRow:
@@ -96,11 +96,17 @@ def upsert_run_group(session: Session, manifest: RunManifest, source_path: str |
     return row
 
 
-def episode_row(record: EpisodeRecord, attribution: FailureAttribution | None) -> EpisodeRow:
-    """The episode with its steps, tool events and hidden mutations, ready to add to a session."""
+EpisodeValues = tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]
+"""An episode's row values, then those of its steps, tool events and hidden mutations (without ``episode_id``)."""
+
+
+def episode_values(
+    record: EpisodeRecord, attribution: FailureAttribution | None, digest: str | None = None
+) -> EpisodeValues:
+    """The column values of an episode and of its steps, tool events and hidden mutations."""
     v, trace, totals = record.verdict, record.trace, record.trace.totals
     flags = {f.seq: f for f in v.event_flags}
-    row = EpisodeRow(
+    episode: dict[str, Any] = dict(
         run_group_id=record.run_group_id,
         run_id=record.run_id,
         task_id=record.task_id,
@@ -143,14 +149,17 @@ def episode_row(record: EpisodeRecord, attribution: FailureAttribution | None) -
         verdict=v.model_dump(mode="json"),
         initial_messages=list(trace.initial_messages),
         final_state=trace.evaluator.final_state,
-        record_sha256=record_sha256(record),
+        record_sha256=digest or record_sha256(record),
         failure_mode=attribution.failure_mode if attribution else None,
         failure_cause=attribution.cause if attribution else None,
     )
+    steps: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    mutations: list[dict[str, Any]] = []
     for step in trace.steps:
         response = step.response
-        row.steps.append(
-            StepRow(
+        steps.append(
+            dict(
                 step=step.step,
                 messages=list(step.messages),
                 messages_sha256=step.messages_sha256,
@@ -172,8 +181,8 @@ def episode_row(record: EpisodeRecord, attribution: FailureAttribution | None) -
         )
     for event in trace.tool_events():
         flag = flags.get(event.seq)
-        row.tool_events.append(
-            ToolEventRow(
+        events.append(
+            dict(
                 seq=event.seq,
                 step=event.step,
                 call_index=event.index,
@@ -197,8 +206,8 @@ def episode_row(record: EpisodeRecord, attribution: FailureAttribution | None) -
             )
         )
     for position, mutation in enumerate(trace.mutation_events()):
-        row.mutations.append(
-            MutationRow(
+        mutations.append(
+            dict(
                 position=position,
                 mutation_id=mutation.mutation_id,
                 actor=mutation.actor,
@@ -212,6 +221,16 @@ def episode_row(record: EpisodeRecord, attribution: FailureAttribution | None) -
                 error_code=mutation.error_code,
             )
         )
+    return episode, steps, events, mutations
+
+
+def episode_row(record: EpisodeRecord, attribution: FailureAttribution | None, digest: str | None = None) -> EpisodeRow:
+    """The episode with its steps, tool events and hidden mutations as ORM objects, ready to add to a session."""
+    episode, steps, events, mutations = episode_values(record, attribution, digest)
+    row = EpisodeRow(**episode)
+    row.steps.extend(StepRow(**values) for values in steps)
+    row.tool_events.extend(ToolEventRow(**values) for values in events)
+    row.mutations.extend(MutationRow(**values) for values in mutations)
     return row
 
 
@@ -238,5 +257,13 @@ def upsert_episode(session: Session, record: EpisodeRecord, attributor: Attribut
             session.execute(delete(table).where(table.episode_id == existing.id))
         session.execute(delete(EpisodeRow).where(EpisodeRow.id == existing.id))
         session.flush()
-    session.add(episode_row(record, attributor(record) if attributor else None))
+    episode, steps, events, mutations = episode_values(record, attributor(record) if attributor else None, digest)
+    row = EpisodeRow(**episode)
+    session.add(row)
+    session.flush()  # the episode's id, for its children
+    # children as one executemany per table (the ORM's bulk INSERT): a unit-of-work flush of one object per step
+    # and per tool call cost more CPU than the rest of storing an episode
+    for model, children in ((StepRow, steps), (ToolEventRow, events), (MutationRow, mutations)):
+        if children:
+            session.execute(insert(model), [{**values, "episode_id": row.id} for values in children])
     return "added" if existing is None else "updated"
