@@ -109,7 +109,7 @@ def main() -> None:
     print(f"machine: {platform.platform()} | cpus={os.cpu_count()} | python {platform.python_version()}")
     print(f"load average before: {load()}")
     print(
-        f"matrix: every task x 4 strategies x 2 modes x {args.repeats} repeats; scripted server (oracle), "
+        f"matrix: every task x every default strategy x 2 modes x {args.repeats} repeats; scripted server (oracle), "
         f"latency {args.latency_ms} ms; trace store on (SQLite)"
     )
     header = (

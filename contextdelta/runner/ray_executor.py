@@ -115,6 +115,8 @@ class RayExecutor:
             if self.address is not None:
                 options["address"] = self.address
                 options["runtime_env"] = {"py_modules": [str(Path(contextdelta.__file__).parent)]}
+            else:  # a new cluster for this run: never one that `ray start` left recorded (perhaps long dead)
+                options["address"] = "local"
             await asyncio.to_thread(ray.init, **options)
             self._owns_cluster = self.address is None
         cpus = float(ray.cluster_resources().get("CPU", 1.0))  # type: ignore[no-untyped-call]

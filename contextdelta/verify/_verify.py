@@ -249,11 +249,9 @@ class _Verifier:
         m = self.manifest
         whole, held = manifest_episodes(m)
         planned = {spec.run_id for spec in held}
+        # the seeds re-derive by the rule the manifest records, so any other plan hash is a changed manifest
         if m.plan_sha256 is not None and m.plan_sha256 != plan_sha256(m.seed, whole, m.seed_rule):
-            if m.hashes.harness_sha256 == source_hash():
-                self.diverge(self.group, "plan_sha256", "the plan (episodes and seeds) re-derives differently")
-            else:  # another harness may derive seeds by another rule: worth knowing, not proof of a change
-                self.result.notes.append("the plan (episodes, seeds) re-derives differently with the installed harness")
+            self.diverge(self.group, "plan_sha256", "the plan (episodes and seeds) re-derives differently")
         present = [r.run_id for r in self.records]
         if m.counts.planned != len(planned):
             self.diverge(self.group, "counts.planned", f"manifest {m.counts.planned}, the matrix gives {len(planned)}")
