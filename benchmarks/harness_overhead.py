@@ -101,7 +101,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latency-ms", type=int, default=200)
     parser.add_argument("--concurrency", default="32,128", help="Comma-separated concurrency levels.")
-    parser.add_argument("--executors", default="local:1,local:2,ray", help="local:N (workers) and ray[:N].")
+    parser.add_argument("--executors", default="local:1,local:2,ray", help="local:N (workers), ray[:N], or none.")
     parser.add_argument("--repeats", type=int, default=3, help="Repeats of the full default matrix.")
     parser.add_argument("--cost", action=argparse.BooleanOptionalAction, default=True, help="The user-view pass.")
     args = parser.parse_args()
@@ -117,7 +117,7 @@ def main() -> None:
         f"{'ratio run':>9} {'ratio cmd':>9} {'CPU/call ms':>11}"
     )
     print(header)
-    for name in args.executors.split(","):
+    for name in [n for n in args.executors.split(",") if n and n != "none"]:  # none: the cost pass only
         label, extra = executor_args(name)
         for level in levels:
             with tempfile.TemporaryDirectory() as results:
