@@ -162,7 +162,7 @@ def _strategy_params_model() -> type[BaseModel]:
 
 
 def _limits_model() -> type[BaseModel]:
-    from contextdelta.providers.limits import EndpointLimits
+    from contextdelta.providers import EndpointLimits
 
     return EndpointLimits
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import contextdelta
 from contextdelta.providers import EndpointLimiter, LimiterStats
-from contextdelta.rundir.records import EpisodeRecord
+from contextdelta.rundir import EpisodeRecord
 from contextdelta.runner.episode import EpisodeJob
 from contextdelta.runner.execute import EpisodeRuntime
 

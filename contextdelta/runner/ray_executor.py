@@ -26,7 +26,7 @@ from typing import Any
 
 import contextdelta
 from contextdelta.providers import EndpointLimiter, EndpointLimits, LimiterStats
-from contextdelta.rundir.records import EpisodeRecord
+from contextdelta.rundir import EpisodeRecord
 from contextdelta.runner.episode import EpisodeJob
 from contextdelta.runner.execute import EpisodeRuntime, InProcessExecutor
 from contextdelta.runner.pool import WorkerError

@@ -132,5 +132,6 @@ def test_a_provider_object_runs_in_process_whatever_the_workers(oracle_url: str,
     provider = OpenAIProvider(model="scripted-oracle", base_url=oracle_url)
     outcome = run_benchmark(request(oracle_url, tmp_path, task_ids=SMALL[:1], repeats=1, workers=4), provider=provider)
     assert execution(outcome.path)["workers"] == 1
+    again = OpenAIProvider(model="scripted-oracle", base_url=oracle_url)  # a run closes the provider it was given
     with pytest.raises(BenchmarkError, match="--executor ray needs a provider built from settings"):
-        run_benchmark(request(oracle_url, tmp_path, executor="ray"), provider=provider)
+        run_benchmark(request(oracle_url, tmp_path, executor="ray"), provider=again)

@@ -19,6 +19,7 @@ from contextdelta.rundir import RAW_RUNS, RunDirectory, RunStatus
 from contextdelta.testing import fetch_stats, serve_scripted
 from contextdelta.verify import verify_run
 from tests.runner.conftest import TASKS
+from tests.runner.test_benchmark import _cli as run_cli
 
 pytest.importorskip("ray")
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
@@ -65,13 +66,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def _cli(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "contextdelta", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **RAY_ENV},
-    )
+    return run_cli(*args, env=RAY_ENV)
 
 
 def _args(url: str, results: Path, address: str, *extra: str) -> list[str]:
