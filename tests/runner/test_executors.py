@@ -66,9 +66,10 @@ def test_a_requests_per_minute_limit_holds_across_two_workers(tmp_path: Path) ->
     stats = record["rate_control"]["stats"]
     assert stats["requests"] == served["requests"] > 20
     assert stats["waited"] > 0
-    # counted at the server: N requests evenly spaced at 60/rpm seconds need (N - 1) * 60/rpm seconds to arrive
-    # (one request of slack for network jitter between the limiter's grant and the server's clock)
-    allowed = 1 + math.floor(served["arrival_span_s"] * rpm / 60) + 1
+    # counted at the server: N requests evenly spaced at 60/rpm seconds need (N - 1) * 60/rpm seconds to arrive;
+    # slack: one second of requests, for a grant that reaches the server late on a loaded machine (unlimited, the
+    # same requests arrive within about a second, several times more than allowed)
+    allowed = 1 + math.floor((served["arrival_span_s"] + 1.0) * rpm / 60)
     assert served["requests"] <= allowed, (served, allowed)
     assert record["rate_control"]["limits"]["requests_per_minute"] == rpm
 

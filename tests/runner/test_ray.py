@@ -110,7 +110,8 @@ def test_a_ray_run_with_a_shared_rate_limit_verifies(cluster: str, tmp_path: Pat
     assert execution["ray_address"] == cluster
     stats = execution["rate_control"]["stats"]
     assert stats["requests"] == served["requests"]
-    assert served["requests"] <= 2 + math.floor(served["arrival_span_s"] * rpm / 60)
+    # one second of slack for grants that reach the server late (see test_executors)
+    assert served["requests"] <= 1 + math.floor((served["arrival_span_s"] + 1.0) * rpm / 60)
     result = verify_run(path)
     assert result.ok, result.lines()
 
