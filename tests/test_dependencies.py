@@ -13,7 +13,7 @@ import functools
 import re
 import sys
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
@@ -61,7 +61,7 @@ def third_party(folders: tuple[str, ...]) -> dict[str, set[Path]]:
 
 
 @functools.cache
-def installed() -> dict[str, list[str]]:
+def installed() -> Mapping[str, list[str]]:
     """Top-level module -> the installed distributions providing it (one scan of the environment)."""
     return packages_distributions()
 
