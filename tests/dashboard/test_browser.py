@@ -109,7 +109,7 @@ def test_every_page_renders_in_headless_chromium(
     trusting, unsafe = trusting_run.name, unsafe_run.name
     pages = [
         ("runs", f"/?run={trusting}", trusting, ["Runs", "newest first"]),
-        ("conditions", f"/conditions?run={trusting}", trusting, ["McNemar comparisons", "stale action"]),
+        ("conditions", f"/conditions?run={trusting}", trusting, ["Task-level comparisons", "stale action"]),
         ("atlas", f"/atlas?run={unsafe}&protection=unprotected", unsafe, ["Failure atlas", "of 23 failures"]),
         ("episode", f"/episode?run={unsafe}&episode={EPISODE}", unsafe, ["Timeline", EPISODE, MUTATION]),
     ]
