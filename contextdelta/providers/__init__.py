@@ -9,6 +9,7 @@ import typing
 from contextdelta.providers.base import (
     ENDPOINT_CHECK_TOOL,
     ChatProvider,
+    PromptSplit,
     ProviderFailure,
     ProviderResponse,
     ToolCallRequest,
@@ -17,6 +18,13 @@ from contextdelta.providers.base import (
 )
 from contextdelta.providers.limits import CallGate, EndpointLimiter, EndpointLimits, LimiterStats, estimate_tokens
 from contextdelta.providers.mock import MockProvider, MockReply, MockRequest, MockScript, mock_response
+from contextdelta.providers.pricing import (
+    DEFAULT_PRICES,
+    PRICE_TABLE_FORMAT,
+    Price,
+    PriceTable,
+    PriceTableError,
+)
 from contextdelta.providers.registry import (
     ProviderConfigError,
     ProviderFactory,
@@ -41,8 +49,10 @@ def __getattr__(name: str) -> typing.Any:
 
 
 __all__ = [
+    "DEFAULT_PRICES",
     "ENDPOINT_CHECK_TOOL",
     "NO_RETRY",
+    "PRICE_TABLE_FORMAT",
     "CallGate",
     "ChatProvider",
     "EndpointLimiter",
@@ -53,6 +63,10 @@ __all__ = [
     "MockRequest",
     "MockScript",
     "OpenAIProvider",
+    "Price",
+    "PriceTable",
+    "PriceTableError",
+    "PromptSplit",
     "ProviderConfigError",
     "ProviderFactory",
     "ProviderFailure",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -32,26 +32,54 @@ def endpoint_check_request() -> tuple[list[dict[str, Any]], list[dict[str, Any]]
     return messages, tools
 
 
+class PromptSplit(NamedTuple):
+    """A usage's prompt tokens by how the provider's prompt cache billed them (they add up to prompt_tokens)."""
+
+    uncached: int
+    cached: int
+    cache_write: int
+
+
 class Usage(BaseModel):
-    """Token usage as the provider reported it; adds up across calls."""
+    """Token usage as the provider reported it; adds up across calls.
+
+    ``prompt_tokens`` counts every prompt token, those served from or written to the cache included (OpenAI's
+    convention, which OpenAI-compatible gateways follow); ``cached_tokens`` and ``cache_write_tokens`` are parts
+    of it, None when the provider did not report them.
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int | None = Field(default=None, description="Prompt tokens served from cache, when reported.")
+    cache_write_tokens: int | None = Field(
+        default=None, description="Prompt tokens written to the cache, when the provider reports them apart."
+    )
 
     def __add__(self, other: Usage) -> Usage:
-        cached = None
-        if self.cached_tokens is not None or other.cached_tokens is not None:
-            cached = (self.cached_tokens or 0) + (other.cached_tokens or 0)
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
-            cached_tokens=cached,
+            cached_tokens=_add_reported(self.cached_tokens, other.cached_tokens),
+            cache_write_tokens=_add_reported(self.cache_write_tokens, other.cache_write_tokens),
         )
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    def prompt_split(self) -> PromptSplit:
+        """The prompt tokens as uncached, cached and cache-write parts (unreported parts count as uncached; a
+        report that claims more than the prompt is capped at it, cache reads first)."""
+        cached = min(self.cached_tokens or 0, self.prompt_tokens)
+        write = min(self.cache_write_tokens or 0, self.prompt_tokens - cached)
+        return PromptSplit(uncached=self.prompt_tokens - cached - write, cached=cached, cache_write=write)
+
+
+def _add_reported(a: int | None, b: int | None) -> int | None:
+    """The sum of two optional counts: None only when neither was reported."""
+    if a is None and b is None:
+        return None
+    return (a or 0) + (b or 0)
 
 
 class ToolCallRequest(BaseModel):

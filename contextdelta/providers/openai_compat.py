@@ -453,21 +453,49 @@ class OpenAIProvider:
         )
 
 
+CACHED_TOKEN_FIELDS: tuple[tuple[str, ...], ...] = (
+    ("prompt_tokens_details", "cached_tokens"),
+    ("prompt_cache_hit_tokens",),
+    ("cache_read_input_tokens",),
+)
+"""Where OpenAI-compatible endpoints report prompt tokens served from their cache, first found wins: OpenAI, vLLM,
+llama.cpp, xAI and OpenRouter (``prompt_tokens_details.cached_tokens``), DeepSeek (``prompt_cache_hit_tokens``),
+LiteLLM in front of Anthropic (``cache_read_input_tokens``)."""
+CACHE_WRITE_FIELDS: tuple[tuple[str, ...], ...] = (
+    ("prompt_tokens_details", "cache_write_tokens"),
+    ("cache_creation_input_tokens",),
+)
+"""Where they report prompt tokens written to the cache (billed apart by Anthropic): OpenRouter
+(``prompt_tokens_details.cache_write_tokens``), LiteLLM (``cache_creation_input_tokens``)."""
+
+
+def _count(value: Any) -> int | None:
+    """A reported token count: a non-negative integer, else None (not reported)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _reported(usage: dict[str, Any], paths: tuple[tuple[str, ...], ...]) -> int | None:
+    for path in paths:
+        value: Any = usage
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        found = _count(value)
+        if found is not None:
+            return found
+    return None
+
+
 def usage_of(completion: dict[str, Any]) -> Usage | None:
-    """Token usage of a raw completion body, with cached prompt tokens when the endpoint reports them."""
+    """Token usage of a raw completion body, with the prompt tokens read from and written to the provider's prompt
+    cache where the endpoint reports them (`CACHED_TOKEN_FIELDS`, `CACHE_WRITE_FIELDS`)."""
     usage = completion.get("usage")
     if not isinstance(usage, dict):
         return None
-    details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-
-    def count(value: Any) -> int:
-        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
     return Usage(
-        prompt_tokens=count(usage.get("prompt_tokens")),
-        completion_tokens=count(usage.get("completion_tokens")),
-        cached_tokens=count(cached) if cached is not None else None,
+        prompt_tokens=_count(usage.get("prompt_tokens")) or 0,
+        completion_tokens=_count(usage.get("completion_tokens")) or 0,
+        cached_tokens=_reported(usage, CACHED_TOKEN_FIELDS),
+        cache_write_tokens=_reported(usage, CACHE_WRITE_FIELDS),
     )
 
 

@@ -167,14 +167,17 @@ def breakdowns_section(ctx: MetricsContext) -> list[Breakdown]:
     return out
 
 
-def token_reduction_section(ctx: MetricsContext) -> list[TokenReduction]:
-    """Relative token reduction of each strategy versus full_history in the same mode, on paired episodes."""
+def paired_reductions(
+    ctx: MetricsContext, metrics: tuple[str, ...]
+) -> list[tuple[ConditionKey, ConditionKey, dict[str, Estimate]]]:
+    """For each strategy other than full_history whose mode has a full_history condition: (condition, baseline,
+    the relative reduction ``1 - sum(strategy) / sum(full_history)`` of each of ``metrics`` on episodes paired by
+    task and repeat). One bootstrap batch: one draw per paired layout."""
     planned: list[tuple[ConditionKey, ConditionKey]] = []
     for k in ctx.keys:
         baseline = ConditionKey(strategy=BASELINE_STRATEGY, protection_mode=k.protection_mode)
         if k.strategy != BASELINE_STRATEGY and baseline in ctx.keys:
             planned.append((k, baseline))
-    metrics = ("agent_tokens", "total_tokens")
     pairs: dict[tuple[str, int], PairedSample] = {}
     for metric in metrics:
         samples = ctx.samples(metric)
@@ -183,11 +186,18 @@ def token_reduction_section(ctx: MetricsContext) -> list[TokenReduction]:
             b = samples.get((baseline.strategy, baseline.protection_mode))
             if a is not None and b is not None:
                 pairs[(metric, i)] = pair_by_task_repeat(a, b)
-    found = bootstrap_relative_reductions(pairs, ctx.params)  # one batch: one draw per paired layout
-    out = {m: {i: found.get((m, i), empty_estimate(ctx.params)) for i in range(len(planned))} for m in metrics}
+    found = bootstrap_relative_reductions(pairs, ctx.params)
+    return [
+        (k, baseline, {m: found.get((m, i), empty_estimate(ctx.params)) for m in metrics})
+        for i, (k, baseline) in enumerate(planned)
+    ]
+
+
+def token_reduction_section(ctx: MetricsContext) -> list[TokenReduction]:
+    """Relative token reduction of each strategy versus full_history in the same mode, on paired episodes."""
     return [
         TokenReduction(
-            condition=k, baseline=baseline, agent_tokens=out["agent_tokens"][i], total_tokens=out["total_tokens"][i]
+            condition=k, baseline=baseline, agent_tokens=found["agent_tokens"], total_tokens=found["total_tokens"]
         )
-        for i, (k, baseline) in enumerate(planned)
+        for k, baseline, found in paired_reductions(ctx, ("agent_tokens", "total_tokens"))
     ]

@@ -12,8 +12,17 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from contextdelta.providers import Price
 from contextdelta.report._format import counted, num, pct, plural, pp, primary_pvalue, pvalue, table
-from contextdelta.report._models import AggregateMetrics, Breakdown, Comparison, ConditionMetrics, ResearchQuestion
+from contextdelta.report._models import (
+    AggregateMetrics,
+    Breakdown,
+    CachingCondition,
+    Comparison,
+    ConditionKey,
+    ConditionMetrics,
+    ResearchQuestion,
+)
 from contextdelta.report._table import FAILED_TERMINATION_ORDER, FAILURE_MODE_ROWS
 from contextdelta.rundir import EpisodeRecord, RunManifest, RunStatus, SeedRule
 from contextdelta.stats import Estimate
@@ -504,18 +513,131 @@ def _tokens(metrics: AggregateMetrics) -> list[str]:
         "",
     ]
     if metrics.token_reduction:
+        survival = _survival_columns(metrics)
         rows = [
-            [r.condition.label, r.baseline.label, pct(r.agent_tokens, d), pct(r.total_tokens, d)]
+            [
+                r.condition.label,
+                r.baseline.label,
+                pct(r.agent_tokens, d),
+                pct(r.total_tokens, d),
+                *survival.get((r.condition, r.baseline), []),
+            ]
             for r in metrics.token_reduction
         ]
+        header = ["strategy", "baseline", "agent tokens", "agent + summary tokens"]
+        if survival:
+            header += ["cost saved, no caching", "cost saved, with caching", "saving survives caching"]
         lines += [
             "Token reduction versus `full_history` on paired episodes (same mode, task and repeat): "
-            "1 - sum(strategy) / sum(full_history); negative means more tokens.",
+            "1 - sum(strategy) / sum(full_history); negative means more tokens."
+            + (
+                " The cost columns do the same for the cost at the run's prices, without and with the provider's "
+                "prompt cache (see *Prompt caching and cost*)."
+                if survival
+                else ""
+            ),
             "",
-            *table(["strategy", "baseline", "agent tokens", "agent + summary tokens"], rows),
+            *table(header, rows),
             "",
         ]
     return lines
+
+
+SURVIVAL_WORDS = {
+    "yes": "yes",
+    "reversed": "no: costs more than full_history",
+    "unclear": "unclear: interval spans 0",
+    "no_saving": "no saving to begin with",
+    "no_price": "no price to compare",
+}
+
+
+def _survival_columns(metrics: AggregateMetrics) -> dict[tuple[ConditionKey, ConditionKey], list[str]]:
+    """The token-reduction table's caching columns per (strategy, baseline); empty for a run without prices."""
+    if metrics.caching is None:
+        return {}
+    d = metrics.analysis.rate_decimals
+    return {
+        (r.condition, r.baseline): [pct(r.without_caching, d), pct(r.with_caching, d), SURVIVAL_WORDS[r.survives]]
+        for r in metrics.caching.reductions
+    }
+
+
+def _price(price: Price | None) -> str:
+    if price is None:
+        return "unknown"
+    parts = [f"input ${price.input_per_mtok:g}", f"output ${price.output_per_mtok:g}"]
+    if price.cached_input_per_mtok is not None:
+        parts.append(f"cached input ${price.cached_input_per_mtok:g}")
+    if price.cache_write_per_mtok is not None:
+        parts.append(f"cache write ${price.cache_write_per_mtok:g}")
+    return ", ".join(parts) + " per million tokens"
+
+
+def _caching(metrics: AggregateMetrics) -> list[str]:
+    section = metrics.caching
+    if section is None:
+        return []
+
+    def tokens(c: CachingCondition, name: str) -> str:
+        total = c.tokens[name]
+        return f"{total.total:.0f}" + (f" ({total.n_unknown} unknown)" if total.n_unknown else "")
+
+    def cost(c: CachingCondition, name: str) -> str:
+        total = c.costs[name]
+        if total.n_known == 0:
+            return "unknown"
+        text = f"${total.total:.4f} total; ${c.means[name].format(digits=6)} per episode"
+        return text + (f" ({total.n_unknown} unknown)" if total.n_unknown else "")
+
+    rows = [
+        [
+            c.condition.label,
+            tokens(c, "prompt_tokens"),
+            tokens(c, "cached_prompt_tokens"),
+            tokens(c, "cache_write_tokens"),
+            tokens(c, "uncached_prompt_tokens"),
+            "not reported" if c.cache_hit_ratio is None else f"{100 * c.cache_hit_ratio:.1f}%",
+            f"{c.cache_reported} of {c.episodes}",
+            cost(c, "cost_without_caching_usd"),
+            cost(c, "cost_with_caching_usd"),
+        ]
+        for c in section.conditions
+    ]
+    prices = [f"- `{model}`: {_price(price)}" for model, price in section.prices.items()]
+    return [
+        "## Prompt caching and cost",
+        "",
+        "Prompt tokens (agent and summary calls) split by the provider's prompt cache as the provider reported "
+        "them: served from the cache (cached), written to it (where reported apart), and neither (uncached). The "
+        "cache-hit ratio is cached / prompt tokens over the episodes whose provider reported cached tokens. Costs "
+        "at the run's prices: without caching every prompt token at the input rate; with caching the cached and "
+        "cache-write tokens at their own rates (a rate a price leaves out is the input rate). Keeping the full "
+        "history keeps the cache warm; a strategy that rewrites older messages loses it, so its token saving can "
+        "shrink or reverse in dollars. The provider's cache is shared by the run's requests: an episode can read a "
+        "prefix another episode wrote (the same system prompt, tools and instruction, and early steps that two "
+        "strategies still share), so hit ratios also depend on the order in which episodes ran.",
+        "",
+        "Prices (USD per million tokens; `run_manifest.json` `prices`):",
+        "",
+        *prices,
+        "",
+        *table(
+            [
+                "condition",
+                "prompt tokens",
+                "cached",
+                "cache write",
+                "uncached",
+                "cache-hit ratio",
+                "cache reported",
+                "cost without caching",
+                "cost with caching",
+            ],
+            rows,
+        ),
+        "",
+    ]
 
 
 def _failure_modes(metrics: AggregateMetrics) -> list[str]:
@@ -639,6 +761,7 @@ def render_report(manifest: RunManifest, facts: RunFacts, metrics: AggregateMetr
     for rq in metrics.research_questions:
         lines += _question(rq, QUESTION_TITLES.get(rq.id, rq.id), metrics)
     lines += _tokens(metrics)
+    lines += _caching(metrics)
     lines += _failure_modes(metrics)
     lines += _failed_trials(facts)
     lines += _limitations(manifest, metrics)

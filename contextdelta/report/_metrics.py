@@ -8,6 +8,8 @@ The pipeline: episodes -> `EpisodeTable` (one definition of each per-episode met
     token_reduction_section  tokens versus full_history on paired episodes
     questions_section        RQ1-RQ3: task-level paired tests, Holm families, sensitivity rows, power
     warnings_section         failed trials that could drive the conclusions
+    caching_section          prompt caching: tokens split by the cache, cost with and without it, whether each
+                             strategy's saving survives it (runs that recorded their prices)
 
 A new section is a function of the context, a field of `AggregateMetrics` and a renderer in `_markdown`.
 Episodes are sorted by run id first, so nothing depends on the order of ``raw_runs.jsonl``.
@@ -23,6 +25,7 @@ from contextdelta.attribution import Attribution, attribute_run
 from contextdelta.report._conditions import breakdowns_section, conditions_section, token_reduction_section
 from contextdelta.report._context import MetricsContext
 from contextdelta.report._controls import controls_section, main_records
+from contextdelta.report._costs import caching_section
 from contextdelta.report._models import (
     AggregateMetrics,
     AnalysisInfo,
@@ -144,6 +147,7 @@ def aggregate(manifest: RunManifest, table: EpisodeTable, params: AnalysisParams
         token_reduction=token_reduction_section(ctx),
         research_questions=questions,
         failure_modes=_failure_totals(conditions),
+        caching=caching_section(ctx),
     )
 
 
@@ -166,7 +170,7 @@ def compute_metrics(
     main = main_records(records)
     if attributions is None:
         attributions = attribute_run(sorted(main, key=lambda r: r.run_id))
-    metrics = aggregate(manifest, EpisodeTable.from_records(main, attributions), params)
+    metrics = aggregate(manifest, EpisodeTable.from_records(main, attributions, manifest), params)
     controls = controls_section(manifest, records, params)
     if controls is None:
         return metrics
@@ -184,7 +188,7 @@ def compute_metrics(
     return metrics.model_copy(update={"controls": controls, "episodes": episodes})
 
 
-OPTIONAL_SECTIONS = ("controls",)
+OPTIONAL_SECTIONS = ("controls", "caching")
 """Sections a run may not have: left out of the JSON document when absent, so that a run directory written before
 they existed recomputes to the same document."""
 

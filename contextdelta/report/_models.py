@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contextdelta.providers import Price
 from contextdelta.stats import DetectableDifference, Estimate, PairedComparison, PairTable, PassK, SignFlipTest
 
 METRICS_SCHEMA_VERSION = 2
@@ -193,6 +194,62 @@ class ControlCondition(BaseModel):
     means: dict[str, Estimate] = Field(description="steps and read_calls per episode, with intervals.")
 
 
+class CachingCondition(BaseModel):
+    """One condition's prompt tokens split by the provider's prompt cache, and its cost with and without caching."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    condition: ConditionKey
+    episodes: int
+    cache_reported: int = Field(description="Episodes whose provider reported cached prompt tokens (even 0).")
+    tokens: dict[str, TokenTotal] = Field(
+        description="Sums of prompt_tokens, cached_prompt_tokens, cache_write_tokens and uncached_prompt_tokens."
+    )
+    cache_hit_ratio: float | None = Field(
+        description="Cached / all prompt tokens over the episodes whose provider reported cached tokens; null: none."
+    )
+    costs: dict[str, TokenTotal] = Field(
+        description="Sums of cost_with_caching_usd and cost_without_caching_usd (episodes with an unknown price or "
+        "usage counted apart)."
+    )
+    means: dict[str, Estimate] = Field(
+        description="cost_with_caching_usd and cost_without_caching_usd per episode, with task-cluster intervals."
+    )
+
+
+SurvivesCaching = Literal["yes", "reversed", "unclear", "no_saving", "no_price"]
+"""Whether a strategy's saving versus full_history survives prompt caching (`CachingReduction.survives`)."""
+
+
+class CachingReduction(BaseModel):
+    """A strategy's cost saving versus full_history on paired episodes, without and with prompt caching."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    condition: ConditionKey
+    baseline: ConditionKey
+    without_caching: Estimate = Field(
+        description="1 - sum(cost without caching, strategy) / sum(cost without caching, baseline)."
+    )
+    with_caching: Estimate = Field(description="The same with the cached prompt tokens at their rates.")
+    survives: SurvivesCaching = Field(
+        description="no_price: no (non-zero) cost to compare; no_saving: no saving even without caching (point "
+        "estimate <= 0); yes: the saving with caching has an interval above 0; reversed: its interval is below 0 "
+        "(the strategy costs more than full_history once the cache is counted); unclear: its interval spans 0."
+    )
+
+
+class CachingSection(BaseModel):
+    """Prompt caching and cost at the run's recorded prices: per condition and per strategy vs full_history."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    prices: dict[str, Price | None] = Field(description="The run's recorded prices (run_manifest.json prices).")
+    definitions: dict[str, str] = Field(description="CACHING_METRICS: the per-episode values summed and averaged.")
+    conditions: list[CachingCondition]
+    reductions: list[CachingReduction]
+
+
 class AggregateMetrics(BaseModel):
     """The content of ``aggregate_metrics.json``. Sections are fields; a new section is a new field (with a
     default, so files written before it still load) built by its own function in the metrics pipeline."""
@@ -214,4 +271,9 @@ class AggregateMetrics(BaseModel):
     controls: list[ControlCondition] | None = Field(
         default=None,
         description="Control conditions (--controls) beside the main ones; absent from runs without control episodes.",
+    )
+    caching: CachingSection | None = Field(
+        default=None,
+        description="Prompt caching and cost with and without it; absent from runs that recorded no prices "
+        "(written before prices were recorded).",
     )

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from contextdelta.agent import TerminationReason
 from contextdelta.attribution import MODE_PRECEDENCE, Attribution, FailureMode
 from contextdelta.grading import harmful_actions
-from contextdelta.rundir import FAILED_TERMINATIONS, EpisodeRecord
+from contextdelta.rundir import FAILED_TERMINATIONS, EpisodeRecord, RunManifest, episode_cost
 from contextdelta.stats import ClusteredSample, cluster_by_task
 
 RATE_METRICS: dict[str, str] = {
@@ -56,6 +56,22 @@ MEAN_METRICS: dict[str, str] = {
 }
 """Per-episode real-valued metrics, reported as means with intervals. Missing values (usage or price unknown)
 are left out and counted."""
+
+CACHING_METRICS: dict[str, str] = {
+    "prompt_tokens": "agent + summary prompt tokens per episode (provider-reported)",
+    "cached_prompt_tokens": "prompt tokens the provider reported as served from its prompt cache (0 where it "
+    "reports none)",
+    "cache_write_tokens": "prompt tokens the provider reported as written to its prompt cache (where it reports "
+    "them apart)",
+    "uncached_prompt_tokens": "prompt tokens neither served from nor written to the cache",
+    "cache_reported": "1 when the provider reported cached prompt tokens for the episode's calls (even 0), else 0",
+    "cost_with_caching_usd": "cost per episode in USD at the run's prices, cached and cache-write prompt tokens at "
+    "their own rates (the recorded cost_usd)",
+    "cost_without_caching_usd": "cost per episode in USD at the run's prices with every prompt token at the input "
+    "rate (what the same tokens cost without a prompt cache)",
+}
+"""Per-episode prompt-caching values: the cost section's (`contextdelta.report._costs`). Costs need the run's
+recorded prices (``RunManifest.prices``); without them every value is unknown."""
 
 TOKEN_METRICS = ("agent_prompt_tokens", "agent_completion_tokens", "agent_tokens", "summary_tokens", "total_tokens")
 FLIP_METRICS = ("success", "stale_action", "harmful_action")
@@ -114,6 +130,29 @@ def episode_values(record: EpisodeRecord) -> dict[str, float | None]:
     return values
 
 
+def caching_values(record: EpisodeRecord, manifest: RunManifest | None) -> dict[str, float | None]:
+    """The `CACHING_METRICS` of one episode: its prompt tokens split by the provider's cache, and its cost with and
+    without caching at the run's recorded prices (None: usage or prices unknown)."""
+    totals = record.trace.totals
+    values: dict[str, float | None] = dict.fromkeys(CACHING_METRICS)
+    if totals.usage_complete:
+        agent, summary = totals.agent_usage.prompt_split(), totals.summary_usage.prompt_split()
+        values.update(
+            prompt_tokens=float(totals.agent_usage.prompt_tokens + totals.summary_usage.prompt_tokens),
+            cached_prompt_tokens=float(agent.cached + summary.cached),
+            cache_write_tokens=float(agent.cache_write + summary.cache_write),
+            uncached_prompt_tokens=float(agent.uncached + summary.uncached),
+            cache_reported=_flag(
+                totals.agent_usage.cached_tokens is not None or totals.summary_usage.cached_tokens is not None
+            ),
+        )
+    if manifest is not None and manifest.prices is not None:
+        model, summary_model = manifest.provider.model, manifest.provider.summary_model
+        values["cost_with_caching_usd"] = episode_cost(totals, manifest.prices, model, summary_model)
+        values["cost_without_caching_usd"] = episode_cost(totals, manifest.prices, model, summary_model, caching=False)
+    return values
+
+
 def failure_key(record: EpisodeRecord, attribution: Attribution | None) -> str:
     """The failure-mode table row of an episode ("" when it did not fail)."""
     if record.failed:
@@ -147,11 +186,17 @@ class EpisodeTable:
     _rows: dict[Condition, npt.NDArray[np.int64]] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_records(cls, records: Sequence[EpisodeRecord], attributions: Sequence[Attribution]) -> EpisodeTable:
-        """The table of a run's episodes (sorted by run id) and the attributions of its failures."""
+    def from_records(
+        cls,
+        records: Sequence[EpisodeRecord],
+        attributions: Sequence[Attribution],
+        manifest: RunManifest | None = None,
+    ) -> EpisodeTable:
+        """The table of a run's episodes (sorted by run id) and the attributions of its failures; with the run's
+        ``manifest``, its recorded prices give the `CACHING_METRICS` costs."""
         ordered = sorted(records, key=lambda r: r.run_id)
         by_run = {a.run_id: a for a in attributions}
-        rows = [episode_values(r) for r in ordered]
+        rows = [{**episode_values(r), **caching_values(r, manifest)} for r in ordered]
 
         def column(name: str) -> npt.NDArray[np.float64]:
             return np.array([np.nan if row[name] is None else row[name] for row in rows], dtype=np.float64)
@@ -169,7 +214,7 @@ class EpisodeTable:
             failed=np.array([r.failed for r in ordered], dtype=np.bool_),
             termination=strings([r.trace.termination.value for r in ordered]),
             failure=strings([failure_key(r, by_run.get(r.run_id)) for r in ordered]),
-            values={name: column(name) for name in METRIC_DEFINITIONS},
+            values={name: column(name) for name in (*METRIC_DEFINITIONS, *CACHING_METRICS)},
         )
 
     def __len__(self) -> int:

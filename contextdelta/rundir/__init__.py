@@ -56,6 +56,7 @@ from contextdelta.rundir.records import (
     StrategyParams,
     TaskInfo,
     ToolEventRecord,
+    episode_cost,
     task_result_columns,
 )
 
@@ -103,6 +104,7 @@ __all__ = [
     "atomic_write_json",
     "atomic_write_text",
     "check_results_dir",
+    "episode_cost",
     "episode_run_id",
     "new_run_group_id",
     "read_jsonl",

@@ -8,10 +8,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from contextdelta.agent import EpisodeTrace, TerminationReason
+from contextdelta.agent import EpisodeTotals, EpisodeTrace, TerminationReason
 from contextdelta.canonical import canonical_json
 from contextdelta.context import DEFAULT_TOKEN_BUDGET, StrategyDescription
 from contextdelta.grading import Verdict
+from contextdelta.providers import Price
 
 RECORD_SCHEMA_VERSION = 1
 
@@ -215,6 +216,12 @@ class RunManifest(BaseModel):
     merged_from: list[MergedShard] | None = Field(
         default=None, description="A run group joined by `contextdelta merge`: the shard directories it came from."
     )
+    prices: dict[str, Price | None] | None = Field(
+        default=None,
+        description="The price of the agent model and of the summary model (USD per million tokens; null: "
+        "unknown) that every episode's cost_usd was computed with, from the built-in table or --price-table. "
+        "Null in run directories written before prices were recorded (their costs ignore prompt caching).",
+    )
 
 
 class EpisodeRecord(BaseModel):
@@ -266,6 +273,32 @@ class EpisodeRecord(BaseModel):
         copy = super().model_copy(update=update, deep=deep)
         copy._canonical = None
         return copy
+
+
+def episode_cost(
+    totals: EpisodeTotals,
+    prices: Mapping[str, Price | None],
+    model: str,
+    summary_model: str,
+    *,
+    caching: bool = True,
+) -> float | None:
+    """An episode's cost in USD: its agent calls at ``model``'s price plus its summary calls (if any) at
+    ``summary_model``'s; None when a call reported no usage or a needed price is unknown. With ``caching`` the
+    provider-reported cached and cache-write prompt tokens are billed at their rates (what ``cost_usd`` records),
+    without it every prompt token at the input rate. The one definition of an episode's cost."""
+    if not totals.usage_complete:
+        return None
+    agent_price = prices.get(model)
+    if agent_price is None:
+        return None
+    cost = agent_price.cost(totals.agent_usage, caching=caching)
+    if totals.summary_calls == 0:
+        return cost
+    summary_price = prices.get(summary_model)
+    if summary_price is None:
+        return None
+    return cost + summary_price.cost(totals.summary_usage, caching=caching)
 
 
 class ToolEventRecord(BaseModel):

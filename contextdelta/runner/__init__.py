@@ -44,7 +44,6 @@ from contextdelta.runner.plan import (
     plan_sha256,
 )
 from contextdelta.runner.prepare import MOCK_REFUSAL, Matrix, RunPlan, pending_episodes, plan_run, run_hashes
-from contextdelta.runner.pricing import DEFAULT_PRICES, Price, PriceTable, PriceTableError
 from contextdelta.runner.progress import ProgressDisplay
 from contextdelta.runner.provenance import HARNESS_MODULES, environment, git_info, source_hash
 from contextdelta.runner.request import (
@@ -57,7 +56,6 @@ from contextdelta.runner.request import (
 
 __all__ = [
     "DEFAULT_CONCURRENCY",
-    "DEFAULT_PRICES",
     "DEFAULT_REPEATS",
     "EXIT_INCOMPLETE",
     "HARNESS_MODULES",
@@ -75,9 +73,6 @@ __all__ = [
     "InProcessExecutor",
     "Matrix",
     "MergeError",
-    "Price",
-    "PriceTable",
-    "PriceTableError",
     "ProgressDisplay",
     "RunOutcome",
     "RunPlan",

@@ -152,6 +152,7 @@ def _new_manifest(plan: RunPlan, now: str) -> RunManifest:
         plan_sha256=matrix.plan_sha256,
         shard=matrix.shard_info,
         controls=matrix.controls,
+        prices=plan.prices,
     )
 
 

@@ -8,6 +8,7 @@ driver hands to the recorders.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -15,10 +16,9 @@ from typing import Any
 from contextdelta.agent import EpisodeTotals, EpisodeTrace, run_episode
 from contextdelta.context import ContextStrategy
 from contextdelta.grading import grade
-from contextdelta.providers import ChatProvider
-from contextdelta.rundir import FAILED_TERMINATIONS, EpisodeRecord
+from contextdelta.providers import ChatProvider, Price
+from contextdelta.rundir import FAILED_TERMINATIONS, EpisodeRecord, episode_cost
 from contextdelta.runner.plan import EpisodeSpec
-from contextdelta.runner.pricing import PriceTable
 from contextdelta.tasks import Task, episode_task
 from contextdelta.worlds import ProtectionMode, World
 
@@ -44,19 +44,15 @@ class EpisodeJob:
 class Costing:
     """Prices and the per-episode budget: an episode's cost in USD, None when a price or a usage is unknown."""
 
-    prices: PriceTable
+    prices: Mapping[str, Price | None]
+    """The run's prices (``RunPlan.prices``, recorded in the manifest)."""
     model: str
     summary_model: str
     max_episode_cost_usd: float | None = None
 
     def cost(self, totals: EpisodeTotals) -> float | None:
-        if not totals.usage_complete:
-            return None
-        agent = self.prices.cost(self.model, totals.agent_usage)
-        if totals.summary_calls == 0:
-            return agent
-        summary = self.prices.cost(self.summary_model, totals.summary_usage)
-        return None if agent is None or summary is None else agent + summary
+        """What the episode costs so far, provider-reported cached prompt tokens at their rate (`episode_cost`)."""
+        return episode_cost(totals, self.prices, self.model, self.summary_model)
 
     def episode_budget(self, totals: EpisodeTotals) -> str | None:
         """The agent loop's budget check: why to stop this episode, or None."""

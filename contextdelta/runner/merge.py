@@ -99,8 +99,16 @@ AGREEMENT: tuple[tuple[str, str, _Fields], ...] = (
     ("plan", "max_steps", lambda s: s.manifest.max_steps),
     ("plan", "limit", lambda s: s.manifest.limit),
     ("plan", "max_episode_cost_usd", lambda s: s.manifest.max_episode_cost_usd),
+    ("plan", "prices", lambda s: _prices(s.manifest)),
     ("plan", "shard.count", lambda s: s.manifest.shard.count if s.manifest.shard else None),
 )
+
+
+def _prices(manifest: RunManifest) -> dict[str, Any] | None:
+    """The recorded prices as JSON values (every shard's episodes must have been costed alike)."""
+    if manifest.prices is None:
+        return None
+    return {m: None if p is None else p.model_dump() for m, p in manifest.prices.items()}
 
 
 def _analysis(directory: RunDirectory) -> dict[str, Any] | None:

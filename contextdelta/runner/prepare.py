@@ -33,11 +33,14 @@ from contextdelta.context import (
     source_changes,
 )
 from contextdelta.providers import (
+    PRICE_TABLE_FORMAT,
     ChatProvider,
     EndpointLimits,
+    Price,
+    PriceTable,
+    PriceTableError,
     ProviderConfigError,
     RetryPolicy,
-    Usage,
 )
 from contextdelta.rundir import (
     EpisodeRecord,
@@ -57,7 +60,6 @@ from contextdelta.rundir import (
 )
 from contextdelta.runner.execute import ProviderSpec
 from contextdelta.runner.plan import SEED_RULE, EpisodeSpec, Shard, order_seed, plan_episodes, plan_sha256
-from contextdelta.runner.pricing import PriceTable, PriceTableError
 from contextdelta.runner.provenance import source_hash
 from contextdelta.runner.request import DEFAULT_REPEATS, BenchmarkError, BenchmarkRequest
 from contextdelta.settings import Settings, redact_url
@@ -159,7 +161,8 @@ class RunPlan:
     """None for an external agent's run (the agent brings its own model)."""
     provider_info: ProviderInfo
     hashes: Hashes
-    prices: PriceTable
+    prices: dict[str, Price | None]
+    """The agent and summary models' prices every episode is costed with (recorded in the manifest)."""
     max_cost_usd: float | None
     max_episode_cost_usd: float | None
     strategy_configs: list[StrategyDescription]
@@ -586,17 +589,38 @@ def _prices(request: BenchmarkRequest) -> PriceTable:
         raise BenchmarkError(str(exc)) from exc
 
 
+def _run_prices(
+    table: PriceTable, info: ProviderInfo, manifest: RunManifest | None, given: Path | None
+) -> dict[str, Price | None]:
+    """The prices the run's episodes are costed with: the table's for the agent and summary models; on resume the
+    recorded ones, since the episodes already recorded were costed with them (a --price-table that prices those
+    models differently is refused)."""
+    wanted = table.for_models([info.model, info.summary_model])
+    if manifest is None or manifest.prices is None:
+        return wanted
+    if given is not None and wanted != manifest.prices:
+        changed = sorted(m for m in {*wanted, *manifest.prices} if wanted.get(m) != manifest.prices.get(m))
+        raise BenchmarkError(
+            f"cannot resume {manifest.run_group_id}: --price-table {given} prices {', '.join(changed)} differently "
+            "from the prices its episodes were costed with (run_manifest.json prices); resume without --price-table"
+        )
+    return dict(manifest.prices)
+
+
 def _check_budget_prices(
-    prices: PriceTable, provider_info: ProviderInfo, matrix: Matrix, budgets: tuple[float | None, float | None]
+    prices: dict[str, Price | None],
+    provider_info: ProviderInfo,
+    matrix: Matrix,
+    budgets: tuple[float | None, float | None],
 ) -> None:
     if all(b is None for b in budgets):
         return
-    if prices.cost(provider_info.model, Usage()) is None or (
-        "semantic_summary" in matrix.strategies and prices.cost(provider_info.summary_model, Usage()) is None
+    if prices.get(provider_info.model) is None or (
+        "semantic_summary" in matrix.strategies and prices.get(provider_info.summary_model) is None
     ):
         raise BenchmarkError(
             f"a cost budget needs a known price for {provider_info.model!r} (and the summary model); "
-            'add it with --price-table FILE (JSON: {"model": {"input_per_mtok": .., "output_per_mtok": ..}})'
+            f"add it with --price-table FILE ({PRICE_TABLE_FORMAT})"
         )
 
 
@@ -718,7 +742,8 @@ def _plan(
         max_cost = manifest.max_cost_usd if max_cost is None else max_cost
         max_episode_cost = manifest.max_episode_cost_usd if max_episode_cost is None else max_episode_cost
         _check_resumable(manifest, provider_info, hashes, matrix, done, configs)
-    _check_budget_prices(prices, provider_info, matrix, (max_cost, max_episode_cost))
+    run_prices = _run_prices(prices, provider_info, manifest, request.price_table)
+    _check_budget_prices(run_prices, provider_info, matrix, (max_cost, max_episode_cost))
     specs = matrix.shard_episodes()
     return RunPlan(
         request=request,
@@ -727,7 +752,7 @@ def _plan(
         provider=chat,
         provider_info=provider_info,
         hashes=hashes,
-        prices=prices,
+        prices=run_prices,
         max_cost_usd=max_cost,
         max_episode_cost_usd=max_episode_cost,
         strategy_configs=configs,

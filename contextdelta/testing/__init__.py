@@ -4,7 +4,7 @@
 ``context_trusting``) over HTTP; :func:`serve_scripted` runs one for the length of a ``with`` block.
 """
 
-from contextdelta.testing.app import ScriptedServer, approx_tokens
+from contextdelta.testing.app import PromptCache, PromptCacheMode, ScriptedServer, approx_tokens
 from contextdelta.testing.faults import FaultKind, FaultPlan, RequestSelector
 from contextdelta.testing.launcher import ServerStartError, fetch_stats, serve_scripted
 from contextdelta.testing.policies import (
@@ -27,6 +27,8 @@ __all__ = [
     "FaultPlan",
     "Phase",
     "PolicyName",
+    "PromptCache",
+    "PromptCacheMode",
     "RequestSelector",
     "ScriptedPolicy",
     "ScriptedReply",

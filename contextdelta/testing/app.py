@@ -12,12 +12,14 @@ server answers in one piece only), as are bodies that are not a JSON object with
 
 Replies are deterministic: the same request body gives the same response body (``created`` is 0 and ids
 derive from the messages). Token usage is counted as characters / 4 (rounded up) of the canonical JSON of the
-messages and tools (prompt) and of the reply (completion); ``cached_tokens`` is reported as 0.
+messages and tools (prompt) and of the reply (completion); ``cached_tokens`` is reported as 0, unless the server
+simulates a provider's prompt cache (``prompt_cache``, see `PromptCache`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import math
@@ -28,6 +30,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -70,6 +73,54 @@ class _Answer:
     """Never answer: keep the request open until the client gives up or the server stops."""
 
 
+class PromptCacheMode(StrEnum):
+    """Whether and how the scripted server reports prompt caching (``--prompt-cache``)."""
+
+    OFF = "off"
+    """``cached_tokens`` is always 0."""
+    READS = "reads"
+    """Prompt tokens of a prefix an earlier request sent are reported as ``prompt_tokens_details.cached_tokens``
+    (OpenAI's automatic prefix caching)."""
+    READS_AND_WRITES = "reads_and_writes"
+    """The same, and the rest of every prompt is reported as written to the cache
+    (``prompt_tokens_details.cache_write_tokens``, as OpenRouter reports Anthropic's cache writes)."""
+
+
+class PromptCache:
+    """A provider's prompt-prefix cache, simulated: a request's cached tokens are those of the longest prefix
+    (tool schemas, then whole messages) that any earlier request sent, counted with `approx_tokens` per part.
+
+    Keeping the full history keeps every request's prefix the previous request's, so it is served from the
+    cache; a strategy that rewrites older messages (a summary, a digest, a sliding window) breaks the prefix after
+    the pinned messages. The cache is shared by every request the server answers, as a provider's is by an
+    account's requests, so which of two concurrent first requests writes a shared prefix depends on arrival.
+    """
+
+    def __init__(self, mode: PromptCacheMode) -> None:
+        self.mode = mode
+        self._lock = threading.Lock()
+        self._seen: set[bytes] = set()
+
+    def usage(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Any], prompt_tokens: int) -> dict[str, int]:
+        """The ``prompt_tokens_details`` of a request (and remember its prefixes)."""
+        if self.mode is PromptCacheMode.OFF:
+            return {"cached_tokens": 0}
+        digest = hashlib.sha256(canonical_json(list(tools)).encode()).digest()
+        tokens = approx_tokens(canonical_json(list(tools))) if tools else 0
+        prefixes: list[tuple[bytes, int]] = []
+        for message in messages:
+            digest = hashlib.sha256(digest + canonical_json(message).encode()).digest()
+            tokens += approx_tokens(canonical_json(message))
+            prefixes.append((digest, tokens))
+        with self._lock:
+            cached = max((n for d, n in prefixes if d in self._seen), default=0)
+            self._seen.update(d for d, _ in prefixes)
+        cached = min(cached, prompt_tokens)
+        if self.mode is PromptCacheMode.READS:
+            return {"cached_tokens": cached}
+        return {"cached_tokens": cached, "cache_write_tokens": prompt_tokens - cached}
+
+
 class ScriptedServer(LoopbackService):
     """A scripted policy served over HTTP on ``host:port`` (port 0 picks a free port).
 
@@ -89,6 +140,7 @@ class ScriptedServer(LoopbackService):
         host: str = "127.0.0.1",
         port: int = 0,
         keep_requests: bool = False,
+        prompt_cache: PromptCacheMode | str = PromptCacheMode.OFF,
     ) -> None:
         catalog = tasks if isinstance(tasks, TaskCatalog) else TaskCatalog.from_dir(tasks)
         if latency_ms < 0:
@@ -96,6 +148,7 @@ class ScriptedServer(LoopbackService):
         self.policy = ScriptedPolicy(policy, catalog)
         self.faults = faults or FaultPlan()
         self.latency_ms = latency_ms
+        self.prompt_cache = PromptCache(PromptCacheMode(prompt_cache))
         self._lock = threading.Lock()
         self._requests = 0
         self._busy_s = 0.0
@@ -241,8 +294,9 @@ class ScriptedServer(LoopbackService):
                 f"{max(prompt_tokens, 8193)} tokens. Please reduce the length of the messages."
             )
             return self._delayed(hits, _error(400, message, "context_length_exceeded", param="messages"))
+        details = self.prompt_cache.usage(messages, tools, prompt_tokens)
         if fault is FaultKind.NO_CHOICES:
-            return self._delayed(hits, _Answer(200, self._completion(messages, [], prompt_tokens, 0)))
+            return self._delayed(hits, _Answer(200, self._completion(messages, [], prompt_tokens, 0, details)))
         try:
             reply = self.policy.respond(messages, tools)
         except UnknownTask as exc:
@@ -260,7 +314,9 @@ class ScriptedServer(LoopbackService):
             "logprobs": None,
         }
         completion_tokens = approx_tokens(canonical_json(_message(reply)))
-        return self._delayed(hits, _Answer(200, self._completion(messages, [choice], prompt_tokens, completion_tokens)))
+        return self._delayed(
+            hits, _Answer(200, self._completion(messages, [choice], prompt_tokens, completion_tokens, details))
+        )
 
     def _endpoint_check_reply(self, messages: list[dict[str, Any]], prompt_tokens: int) -> _Answer:
         reply = ScriptedReply(
@@ -271,7 +327,12 @@ class ScriptedServer(LoopbackService):
         return _Answer(200, self._completion(messages, [choice], prompt_tokens, completion_tokens))
 
     def _completion(
-        self, messages: Sequence[Mapping[str, Any]], choices: list[dict[str, Any]], prompt: int, completion: int
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        choices: list[dict[str, Any]],
+        prompt: int,
+        completion: int,
+        details: dict[str, int] | None = None,
     ) -> dict[str, Any]:
         return {
             "id": f"chatcmpl-{nonce_of(messages)}",
@@ -284,7 +345,7 @@ class ScriptedServer(LoopbackService):
                 "prompt_tokens": prompt,
                 "completion_tokens": completion,
                 "total_tokens": prompt + completion,
-                "prompt_tokens_details": {"cached_tokens": 0},
+                "prompt_tokens_details": details or {"cached_tokens": 0},
             },
         }
 

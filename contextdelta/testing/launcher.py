@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from contextdelta.testing.app import ScriptedServer
+from contextdelta.testing.app import PromptCacheMode, ScriptedServer
 from contextdelta.testing.faults import FaultPlan
 from contextdelta.testing.policies import PolicyName
 
@@ -43,19 +43,21 @@ def serve_scripted(
     faults: FaultPlan | None = None,
     in_process: bool = False,
     startup_timeout_s: float = 30.0,
+    prompt_cache: PromptCacheMode | str = PromptCacheMode.OFF,
     **fault_options: Any,
 ) -> Iterator[str]:
     """Run a scripted server on a free loopback port for the duration of the block; yields its base URL.
 
     Faults come either as a :class:`FaultPlan` or as its fields by keyword (``fail_429=2``,
     ``retry_after=3``, ``fail_500="every:3"``, ``drop_connection=1``, ``slow=1, slow_ms=500``, ...).
+    ``prompt_cache`` makes the server report prompt caching (`PromptCacheMode`).
     """
     if faults is not None and fault_options:
         raise TypeError("pass faults either as a FaultPlan or as keyword options, not both")
     plan = faults or FaultPlan(**fault_options)
     name = PolicyName(policy)
     if in_process:
-        with ScriptedServer(name, tasks_dir, faults=plan, latency_ms=latency_ms) as server:
+        with ScriptedServer(name, tasks_dir, faults=plan, latency_ms=latency_ms, prompt_cache=prompt_cache) as server:
             yield server.base_url
         return
     command = [
@@ -70,6 +72,8 @@ def serve_scripted(
         "0",
         "--latency-ms",
         str(latency_ms),
+        "--prompt-cache",
+        PromptCacheMode(prompt_cache).value,
         *plan.cli_args(),
     ]
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as stderr:

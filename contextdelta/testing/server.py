@@ -1,7 +1,7 @@
 """Command line of the scripted OpenAI-compatible test server.
 
     python -m contextdelta.testing.server --policy oracle|unsafe|context_trusting --tasks DIR --port P
-        [--latency-ms N] [--host 127.0.0.1] [fault flags]
+        [--latency-ms N] [--host 127.0.0.1] [--prompt-cache off|reads|reads_and_writes] [fault flags]
 
 Once the socket accepts connections it prints ONE line to stdout and flushes it:
 
@@ -23,7 +23,7 @@ from typing import Annotated
 
 import typer
 
-from contextdelta.testing.app import ScriptedServer
+from contextdelta.testing.app import PromptCacheMode, ScriptedServer
 from contextdelta.testing.faults import FaultPlan
 from contextdelta.testing.policies import PolicyName
 
@@ -43,6 +43,10 @@ def main(
     ] = 0,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     latency_ms: Annotated[int, typer.Option(min=0, help="Sleep this long before every chat answer.")] = 0,
+    prompt_cache: Annotated[
+        PromptCacheMode,
+        typer.Option(help="Report prompt caching: off, reads (cached prefix tokens), reads_and_writes (and writes)."),
+    ] = PromptCacheMode.OFF,
     fail_429: Annotated[str | None, typer.Option(metavar=SELECTOR, help="Answer 429 with Retry-After.")] = None,
     retry_after: Annotated[float, typer.Option(min=0, help="Retry-After seconds sent with each 429.")] = 1.0,
     retry_after_http_date: Annotated[bool, typer.Option(help="Send Retry-After as an HTTP date.")] = False,
@@ -103,7 +107,9 @@ def main(
             outage_after=outage_after,
             outage_s=outage_s,
         )
-        server = ScriptedServer(policy, tasks, faults=faults, latency_ms=latency_ms, host=host, port=port)
+        server = ScriptedServer(
+            policy, tasks, faults=faults, latency_ms=latency_ms, host=host, port=port, prompt_cache=prompt_cache
+        )
     except (ValueError, OSError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

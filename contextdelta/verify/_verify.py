@@ -11,7 +11,8 @@ Checks, in order:
    tool call (name, raw arguments, call id); every tool result, tool event and hidden-mutation event, the final
    state and its hash compared with the record; for a deterministic strategy (built-in or plug-in) every step's
    context re-derived from the canonical history, and for an external agent's episode exactly "unknown"
-   (no messages, no usage: ``_contexts.py``); then re-graded and every verdict field compared;
+   (no messages, no usage: ``_contexts.py``); then re-graded and every verdict field compared; ``cost_usd``
+   re-derived from the recorded usage at the run's recorded prices (runs that record them);
 5. ``task_results.csv`` row by row and cell by cell, and ``tool_events.jsonl`` line by line, against what the
    episodes give;
 6. ``aggregate_metrics.json`` recomputed with its recorded analysis parameters (numbers equal within a
@@ -58,6 +59,7 @@ from contextdelta.rundir import (
     RunDirectoryError,
     RunManifest,
     RunStatus,
+    episode_cost,
     render_tool_events,
     task_result_columns,
     task_result_row,
@@ -273,6 +275,25 @@ class _Verifier:
 
     # ---- 4. re-execution ----------------------------------------------------------------------------------------
 
+    def check_cost(self, record: EpisodeRecord) -> None:
+        """``cost_usd`` re-derived from the recorded usage at the run's recorded prices (runs that record them)."""
+        prices = self.manifest.prices
+        if prices is None:
+            return
+        info = self.manifest.provider
+        expected = episode_cost(record.trace.totals, prices, info.model, info.summary_model)
+        recorded = record.cost_usd
+        if (recorded is None) != (expected is None) or (
+            recorded is not None
+            and expected is not None
+            and not math.isclose(recorded, expected, rel_tol=REL_TOL, abs_tol=ABS_TOL)
+        ):
+            self.diverge(
+                record.run_id,
+                "cost_usd",
+                f"recorded {recorded!r}, the usage at the run's prices gives {expected!r}",
+            )
+
     def check_episode(self, record: EpisodeRecord) -> None:
         rid = record.run_id
         if record.run_group_id != self.group:
@@ -296,6 +317,7 @@ class _Verifier:
             self.diverge(
                 rid, "episode_seed", f"recorded {record.episode_seed}, the run's seed rule ({rule.value}) gives {seed}"
             )
+        self.check_cost(record)
         trace = record.trace
         if trace.system_prompt_sha256 != self.manifest.hashes.system_prompt_sha256:
             self.diverge(rid, "trace.system_prompt_sha256", "differs from the manifest's system prompt hash")

@@ -34,7 +34,7 @@ def results_dir() -> Path:
     return path
 
 
-def _run(policy: str, task_ids: list[str], **options: object) -> Path:
+def _run(policy: str, task_ids: list[str], prompt_cache: str = "off", **options: object) -> Path:
     fields: dict[str, object] = {
         "tasks_dir": TASKS,
         "model": f"scripted-{policy}",
@@ -46,10 +46,39 @@ def _run(policy: str, task_ids: list[str], **options: object) -> Path:
         "concurrency": 4,
     }
     fields.update(options)
-    with serve_scripted(policy, TASKS, in_process=True) as url:
+    with serve_scripted(policy, TASKS, in_process=True, prompt_cache=prompt_cache) as url:
         fields["base_url"] = url
         outcome = run_benchmark(BenchmarkRequest.model_validate(fields))
     return outcome.path
+
+
+CACHED_PRICES = {
+    "scripted-context_trusting": {
+        "input_per_mtok": 2.0,
+        "output_per_mtok": 8.0,
+        "cached_input_per_mtok": 0.5,
+        "cache_write_per_mtok": 2.5,
+    }
+}
+"""The cached run's price table: cache reads at a quarter of the input rate, writes at 1.25 times it."""
+
+
+@functools.cache
+def cached_run() -> Path:
+    """context_trusting on the trusting tasks, full_history, last_n and typed_state_digest, unprotected, one request
+    at a time, against a server that simulates a prompt cache (reads and writes reported) and priced with cache
+    rates (9 episodes)."""
+    prices = results_dir() / "cached-prices.json"
+    prices.write_text(json.dumps(CACHED_PRICES))
+    return _run(
+        "context_trusting",
+        TRUST_TASKS,
+        prompt_cache="reads_and_writes",
+        strategies=["full_history", "last_n", "typed_state_digest"],
+        protection_modes=["unprotected"],
+        concurrency=1,
+        price_table=prices,
+    )
 
 
 @functools.cache

@@ -128,6 +128,10 @@ MISMATCHES: dict[str, tuple[Callable[[Path], None], str]] = {
     "analysis": (_analysis, "analysis differs"),
     "plan seed": (_set("seed", value=12), "plan differs (seed)"),
     "plan hash": (_set("plan_sha256", value="0" * 64), "plan differs (plan_sha256)"),
+    "prices": (
+        _set("prices", value={"scripted-oracle": {"input_per_mtok": 1.0, "output_per_mtok": 1.0}}),
+        "plan differs (prices)",
+    ),
     "missing episode": (_drop_last_episode, "is incomplete: resume it"),
 }
 
