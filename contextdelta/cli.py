@@ -20,6 +20,7 @@ from contextdelta.worlds import WORLDS, ProtectionMode, ToolKind
 if TYPE_CHECKING:
     from contextdelta.rundir import Recorder
     from contextdelta.runner import RunOutcome
+    from contextdelta.tasks import SuiteSource
 
 app = typer.Typer(
     name="contextdelta",
@@ -81,9 +82,36 @@ def tools_command(
     console.print(table)
 
 
+TASKS_HELP = (
+    "Task suite: a folder of <world>/<id>.yaml files, or package:NAME for a suite shipped in the package "
+    "(`contextdelta suites`). Default: ./tasks when it is a folder, else package:core."
+)
+# Options shared by every command that reads a task suite.
+TasksOption = Annotated[str | None, typer.Option("--tasks", help=TASKS_HELP, show_default=False)]
+
+
+def _suite(tasks: str | None) -> SuiteSource:
+    """The suite ``--tasks`` names (or the default); an unknown packaged suite is a one-line error, exit 2."""
+    from contextdelta.tasks import SuiteError, resolve_suite
+
+    try:
+        return resolve_suite(tasks)
+    except SuiteError as exc:
+        raise _fail(str(exc), 2) from None
+
+
+def _suite_request(tasks: str | None) -> dict[str, Any]:
+    """A run request's suite fields: nothing when ``--tasks`` is not given (the plan decides: on ``--resume`` the
+    suite the run recorded, otherwise the default)."""
+    if tasks is None:
+        return {}
+    suite = _suite(tasks)
+    return {"tasks_dir": suite.path, "suite_source": suite.source}
+
+
 @app.command("validate-tasks")
 def validate_tasks_command(
-    tasks: Annotated[Path, typer.Option("--tasks", help="Folder of task files: <world>/<id>.yaml.")] = Path("tasks"),
+    tasks: TasksOption = None,
     lock: Annotated[
         bool, typer.Option("--write-lock", help="Regenerate SUITE.lock in the folder when every check passes.")
     ] = False,
@@ -91,16 +119,57 @@ def validate_tasks_command(
     """Schema-check, lock-check and replay every task (reference and unsafe trajectory); exit 1 on any problem."""
     from contextdelta.validation import print_report, validate_suite, write_lock
 
-    if not tasks.is_dir():
-        console.print(f"[red]error[/red] {tasks}: not a folder of task files", soft_wrap=True)
+    suite = _suite(tasks)
+    if not suite.path.is_dir():
+        console.print(f"[red]error[/red] {suite.source}: not a folder of task files", soft_wrap=True)
         raise typer.Exit(1)
-    report = validate_suite(tasks, writing_lock=lock)
+    if lock and suite.packaged:
+        raise _fail(
+            f"--write-lock: {suite.source} is a suite shipped in the package; give its folder with --tasks DIR", 2
+        )
+    report = validate_suite(suite.path, writing_lock=lock)
     wide = console if console.is_terminal else Console(width=160)
-    print_report(report, wide)
+    print_report(report, wide, suite.source)
     if not report.ok:
         raise typer.Exit(1)
     if lock:
         wide.print(f"wrote {write_lock(report)}")
+
+
+@app.command("suites")
+def suites_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the suites as JSON.")] = False,
+) -> None:
+    """List the task suites shipped in the package (use one with --tasks package:NAME), with their suite hashes."""
+    from contextdelta.tasks import packaged_suites, summarize_suite
+
+    summaries = [summarize_suite(name, path) for name, path in packaged_suites().items()]
+    if not summaries:
+        raise _fail("this installation ships no task suites (a broken install?); give a folder with --tasks DIR", 1)
+    if as_json:
+        rows = [
+            {
+                "name": s.name,
+                "tasks_option": s.source,
+                "tasks": s.tasks,
+                "suite_sha256": s.suite_hash,
+                "lock_matches": s.lock_matches,
+                "generator": s.generator,
+            }
+            for s in summaries
+        ]
+        typer.echo(json.dumps(rows, indent=2, sort_keys=True))
+    else:
+        table = Table(title="Packaged task suites")
+        for column in ("--tasks", "tasks", "suite hash", "lock", "made by"):
+            table.add_column(column, no_wrap=column == "suite hash")
+        for s in summaries:
+            made_by = f"generate-tasks (generator {s.generator.get('version')})" if s.generator else "hand-written"
+            lock = "matches" if s.lock_matches else "[red]differs[/red]"
+            table.add_row(s.source, str(s.tasks), s.suite_hash, lock, made_by)
+        Console(width=max(console.width, 150)).print(table)
+    if any(not s.lock_matches or s.problems for s in summaries):
+        raise _fail("a packaged suite does not match its SUITE.lock; run validate-tasks --tasks package:NAME", 1)
 
 
 def _schema_bounds(model: type[BaseModel], field: str) -> tuple[float | None, bool, float | None, bool]:
@@ -276,7 +345,6 @@ def _csv(value: str | None) -> list[str] | None:
 
 
 # Options shared by the commands that write a run directory (run-benchmark, run-external, serve-world).
-TasksOption = Annotated[Path, typer.Option("--tasks", help="Task directory (tasks/<world>/<id>.yaml).")]
 TaskIdsOption = Annotated[str | None, typer.Option(help="Comma-separated task ids (default: every task).")]
 ProtectionModesOption = Annotated[str | None, typer.Option(help="Comma-separated: unprotected,freshness_contract.")]
 MaxStepsOption = Annotated[
@@ -296,7 +364,7 @@ NoStoreOption = Annotated[
 
 @app.command("run-benchmark")
 def run_benchmark_command(
-    tasks: TasksOption = Path("tasks"),
+    tasks: TasksOption = None,
     strategies: Annotated[
         str | None,
         typer.Option(
@@ -473,7 +541,7 @@ def run_benchmark_command(
     except StrategyError as exc:
         raise _fail(str(exc), 2) from None
     request = BenchmarkRequest(
-        tasks_dir=tasks,
+        **_suite_request(tasks),
         task_ids=_csv(task_ids),
         strategies=_csv(strategies),
         protection_modes=_csv(protection_modes),
@@ -606,7 +674,7 @@ def _agent_or_fail(agent: str) -> None:
 def serve_world_command(
     task: Annotated[str, typer.Option("--task", help="The task id (a file tasks/<world>/<id>.yaml).")],
     mode: Annotated[str, typer.Option("--mode", help="Protection mode: unprotected or freshness_contract.")],
-    tasks: TasksOption = Path("tasks"),
+    tasks: TasksOption = None,
     agent: Annotated[str, typer.Option(help="Your agent's name; the episode's strategy is external:<agent>.")] = (
         "agent"
     ),
@@ -639,7 +707,7 @@ def serve_world_command(
             err.print(f"serving task {task} ({mode}) on stdio", highlight=False)
 
     request = BenchmarkRequest(
-        tasks_dir=tasks,
+        **_suite_request(tasks),
         task_ids=[task],
         protection_modes=[mode],
         repeats=1,
@@ -669,7 +737,7 @@ def run_external_command(
         ),
     ],
     agent: Annotated[str, typer.Option(help="Your agent's name; the strategy is external:<agent>.")] = "agent",
-    tasks: TasksOption = Path("tasks"),
+    tasks: TasksOption = None,
     task_ids: TaskIdsOption = None,
     protection_modes: ProtectionModesOption = None,
     repeats: Annotated[
@@ -703,7 +771,7 @@ def run_external_command(
     _mcp_or_fail()
     _agent_or_fail(agent)
     request = BenchmarkRequest(
-        tasks_dir=tasks,
+        **_suite_request(tasks),
         task_ids=_csv(task_ids),
         protection_modes=_csv(protection_modes),
         repeats=repeats,

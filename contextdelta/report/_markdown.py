@@ -113,6 +113,17 @@ def _setup(manifest: RunManifest, facts: RunFacts, metrics: AggregateMetrics) ->
         ("protection modes", ", ".join(manifest.protection_modes)),
         ("repeats", manifest.repeats),
         ("tasks", f"{len(manifest.tasks)} ({', '.join(sorted({t.world for t in manifest.tasks}))})"),
+        *(
+            [
+                (
+                    "suite",
+                    f"{manifest.suite.source} ({manifest.suite.tasks} tasks; "
+                    f"hash of the whole suite `{manifest.suite.sha256}`)",
+                )
+            ]
+            if manifest.suite is not None
+            else []
+        ),
         ("suite hash", f"`{hashes.suite_sha256}`"),
         ("system prompt", f"version {hashes.system_prompt_version}, `{hashes.system_prompt_sha256}`"),
         ("tool schemas hash", f"`{hashes.tool_schemas_sha256}`"),

@@ -114,6 +114,22 @@ class TaskInfo(BaseModel):
     public_messages_sha256: str = Field(description="SHA-256 of the canonical JSON of the initial messages.")
 
 
+class SuiteInfo(BaseModel):
+    """Which task suite a run read (``--tasks``): how it was named and the hash of the whole suite."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field(
+        description="package:NAME (a suite shipped in the package: `contextdelta suites` lists them) or the folder "
+        "relative to the working directory the run started in; never an absolute path."
+    )
+    sha256: str = Field(
+        description="Suite hash of every task in that suite (SPEC section 5), also when --task-ids or --limit ran "
+        "only some of them; hashes.suite_sha256 is the hash of the tasks this run ran."
+    )
+    tasks: int = Field(description="Tasks in the suite.")
+
+
 class Counts(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -199,6 +215,9 @@ class RunManifest(BaseModel):
     limit: int | None = Field(default=None, description="--limit (smoke tests only): at most this many tasks.")
     max_cost_usd: float | None = None
     max_episode_cost_usd: float | None = None
+    suite: SuiteInfo | None = Field(
+        default=None, description="The suite the tasks came from; null in run directories written before it was."
+    )
     tasks: list[TaskInfo]
     hashes: Hashes
     counts: Counts

@@ -146,6 +146,7 @@ def _new_manifest(plan: RunPlan, now: str) -> RunManifest:
         limit=matrix.limit,
         max_cost_usd=plan.max_cost_usd,
         max_episode_cost_usd=plan.max_episode_cost_usd,
+        suite=matrix.suite,
         tasks=matrix.task_infos,
         hashes=plan.hashes,
         counts=Counts(planned=len(plan.specs)),

@@ -80,6 +80,7 @@ AGREEMENT: tuple[tuple[str, str, _Fields], ...] = (
     ("model", "provider.max_tokens", lambda s: s.manifest.provider.max_tokens),
     ("endpoint", "provider.base_url", lambda s: s.manifest.provider.base_url),
     ("suite", "hashes.suite_sha256", lambda s: s.manifest.hashes.suite_sha256),
+    ("suite", "suite.sha256", lambda s: s.manifest.suite.sha256 if s.manifest.suite else None),
     ("suite", "tasks", lambda s: [t.model_dump() for t in s.manifest.tasks]),
     ("harness", "hashes.harness_sha256", lambda s: s.manifest.hashes.harness_sha256),
     ("harness", "hashes.system_prompt_sha256", lambda s: s.manifest.hashes.system_prompt_sha256),

@@ -54,6 +54,7 @@ from contextdelta.rundir import (
     SeedRule,
     ShardInfo,
     StrategyParams,
+    SuiteInfo,
     TaskInfo,
     check_results_dir,
     run_dir,
@@ -63,7 +64,17 @@ from contextdelta.runner.plan import SEED_RULE, EpisodeSpec, Shard, order_seed, 
 from contextdelta.runner.provenance import source_hash
 from contextdelta.runner.request import DEFAULT_REPEATS, BenchmarkError, BenchmarkRequest
 from contextdelta.settings import Settings, redact_url
-from contextdelta.tasks import Control, LoadedTask, Task, load_directory, suite_hash
+from contextdelta.tasks import (
+    Control,
+    LoadedTask,
+    SuiteError,
+    SuiteSource,
+    Task,
+    load_directory,
+    recorded_source,
+    resolve_suite,
+    suite_hash,
+)
 from contextdelta.worlds import ProtectionMode, get_world
 
 MOCK_REFUSAL = (
@@ -93,6 +104,8 @@ class Matrix:
     """How episode seeds derive from the run seed: the current rule, or on resume the manifest's."""
     controls: list[str] = field(default_factory=list)
     """Control conditions: the whole matrix again under each (``no_mutation``)."""
+    suite: SuiteInfo | None = None
+    """The suite the tasks come from (``--tasks``), as the manifest records it."""
 
     @property
     def task_infos(self) -> list[TaskInfo]:
@@ -193,10 +206,22 @@ class RunPlan:
 # ---- the matrix ------------------------------------------------------------------------------------------------
 
 
-def _load_tasks(request: BenchmarkRequest, wanted: list[str] | None, limit: int | None) -> list[LoadedTask]:
-    if not request.tasks_dir.is_dir():
-        raise BenchmarkError(f"--tasks {request.tasks_dir}: not a directory")
-    loaded, problems = load_directory(request.tasks_dir)
+def task_suite(request: BenchmarkRequest, manifest: RunManifest | None) -> SuiteSource:
+    """The suite a run reads: ``--tasks`` as given, else on resume the one the manifest records, else the default
+    (``./tasks`` when it is a folder, otherwise the packaged ``core`` suite)."""
+    if request.tasks_dir is not None:
+        return SuiteSource(request.suite_source or recorded_source(request.tasks_dir), request.tasks_dir)
+    try:
+        return resolve_suite(manifest.suite.source if manifest is not None and manifest.suite is not None else None)
+    except SuiteError as exc:
+        raise BenchmarkError(str(exc)) from None
+
+
+def _load_tasks(suite: SuiteSource, wanted: list[str] | None, limit: int | None) -> tuple[list[LoadedTask], SuiteInfo]:
+    """The tasks to run (all, or ``wanted``, then at most ``limit``) and the suite they come from."""
+    if not suite.path.is_dir():
+        raise BenchmarkError(f"--tasks {suite.source}: not a directory")
+    loaded, problems = load_directory(suite.path)
     if problems:
         listing = "\n".join(f"  {p.render()}" for p in problems[:20])
         raise BenchmarkError(f"the task files have problems (run `contextdelta validate-tasks`):\n{listing}")
@@ -211,8 +236,9 @@ def _load_tasks(request: BenchmarkRequest, wanted: list[str] | None, limit: int 
     if limit is not None:
         chosen = chosen[:limit]
     if not chosen:
-        raise BenchmarkError(f"no tasks to run in {request.tasks_dir}")
-    return chosen
+        raise BenchmarkError(f"no tasks to run in {suite.source}")
+    info = SuiteInfo(source=suite.source, sha256=suite_hash([t.task for t in loaded]), tasks=len(loaded))
+    return chosen, info
 
 
 def _strategy_names(specs: list[str]) -> list[str]:
@@ -284,7 +310,7 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
         conflicts = _explicit_conflicts(request, manifest)
         if conflicts:
             raise BenchmarkError(f"cannot resume {manifest.run_group_id}: " + "; ".join(conflicts))
-        tasks = _load_tasks(request, [t.id for t in manifest.tasks], None)
+        tasks, suite = _load_tasks(task_suite(request, manifest), [t.id for t in manifest.tasks], None)
         params = strategy_params(request, manifest.strategy_params)
         return Matrix(
             tasks,
@@ -299,6 +325,7 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
             Shard(manifest.shard.index, manifest.shard.count) if manifest.shard is not None else None,
             manifest.seed_rule,
             list(manifest.controls),
+            suite=suite,
         )
     modes = request.protection_modes or [m.value for m in ProtectionMode]
     if request.external_agent is not None:
@@ -313,7 +340,7 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
     _check_names(strategies, modes)
     repeats = request.repeats if request.repeats is not None else DEFAULT_REPEATS
     params = strategy_params(request, StrategyParams(overrides=request.strategy_params or {}))
-    tasks = _load_tasks(request, request.task_ids, request.limit)
+    tasks, suite = _load_tasks(task_suite(request, None), request.task_ids, request.limit)
     seed = request.seed if request.seed is not None else settings.seed
     shard = _parse_shard(request.shard)
     controls = _controls(request.controls)
@@ -329,6 +356,7 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
         params,
         shard,
         controls=controls,
+        suite=suite,
     )
 
 

@@ -45,11 +45,19 @@ def source_hash(package_dir: Path = PACKAGE_DIR, modules: tuple[str, ...] = HARN
 
 
 def git_info(path: Path = PACKAGE_DIR) -> GitInfo:
-    """The commit and dirty flag of the checkout the package runs from; nulls outside a git checkout."""
+    """The commit and dirty flag of the checkout the package runs from; nulls when the package is not its own
+    checkout's: an installed package, also one inside another project's repository (its ``.venv``), whose commit
+    says nothing about this code."""
     try:
-        commit = subprocess.run(
-            ["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
+        top = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "--show-toplevel", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.splitlines()
+        if len(top) != 2 or Path(top[0]).resolve() != path.resolve().parent:
+            return GitInfo(commit=None, dirty=None)
         status = subprocess.run(
             ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
             capture_output=True,
@@ -59,7 +67,7 @@ def git_info(path: Path = PACKAGE_DIR) -> GitInfo:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return GitInfo(commit=None, dirty=None)
-    return GitInfo(commit=commit or None, dirty=bool(status.strip()))
+    return GitInfo(commit=top[1].strip() or None, dirty=bool(status.strip()))
 
 
 def environment() -> Environment:

@@ -40,7 +40,12 @@ class BenchmarkRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
-    tasks_dir: Path = Path("tasks")
+    tasks_dir: Path | None = None
+    """The folder of task files. None: on ``--resume`` the suite the manifest records, otherwise the default
+    (``./tasks`` when it is a folder, else the packaged ``core`` suite: ``contextdelta.tasks.resolve_suite``)."""
+    suite_source: str | None = None
+    """How ``--tasks`` named ``tasks_dir`` (``package:NAME``, or the folder as given), recorded in the manifest;
+    None: the folder relative to the working directory."""
     task_ids: list[str] | None = None
     strategies: list[str] | None = None
     protection_modes: list[str] | None = None

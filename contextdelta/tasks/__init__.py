@@ -35,6 +35,18 @@ from contextdelta.tasks.schema import (
     VersionFromCall,
     suite_hash,
 )
+from contextdelta.tasks.suites import (
+    CORE_SUITE,
+    PACKAGE_SCHEME,
+    SuiteError,
+    SuiteSource,
+    SuiteSummary,
+    packaged_suites,
+    packaged_suites_root,
+    recorded_source,
+    resolve_suite,
+    summarize_suite,
+)
 from contextdelta.tasks.trajectory import (
     Replay,
     ResolvedCall,
@@ -46,7 +58,9 @@ from contextdelta.tasks.trajectory import (
 )
 
 __all__ = [
+    "CORE_SUITE",
     "LOCK_NAME",
+    "PACKAGE_SCHEME",
     "TASK_SCHEMA_VERSION",
     "Control",
     "EvaluatorSpec",
@@ -62,7 +76,10 @@ __all__ = [
     "PublicTask",
     "Replay",
     "ResolvedCall",
+    "SuiteError",
     "SuiteLock",
+    "SuiteSource",
+    "SuiteSummary",
     "Task",
     "TaskProblem",
     "TrajectoryCall",
@@ -79,11 +96,16 @@ __all__ = [
     "load_task_text",
     "lock_problems",
     "mutation_footprint",
+    "packaged_suites",
+    "packaged_suites_root",
     "read_lock",
+    "recorded_source",
     "render_lock",
     "replay",
     "resolve_call",
+    "resolve_suite",
     "suite_hash",
+    "summarize_suite",
     "without_mutations",
     "write_resource",
 ]

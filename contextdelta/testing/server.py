@@ -1,7 +1,10 @@
 """Command line of the scripted OpenAI-compatible test server.
 
-    python -m contextdelta.testing.server --policy oracle|unsafe|context_trusting --tasks DIR --port P
-        [--latency-ms N] [--host 127.0.0.1] [--prompt-cache off|reads|reads_and_writes] [fault flags]
+    python -m contextdelta.testing.server --policy oracle|unsafe|context_trusting [--tasks DIR|package:NAME]
+        [--port P] [--latency-ms N] [--host 127.0.0.1] [--prompt-cache off|reads|reads_and_writes] [fault flags]
+
+``--tasks`` names the suite as every command does (default: ``./tasks`` when it is a folder, else the packaged
+``core`` suite), so the server works from an installed package as from a clone.
 
 Once the socket accepts connections it prints ONE line to stdout and flushes it:
 
@@ -17,12 +20,12 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from pathlib import Path
 from types import FrameType
 from typing import Annotated
 
 import typer
 
+from contextdelta.tasks import resolve_suite
 from contextdelta.testing.app import PromptCacheMode, ScriptedServer
 from contextdelta.testing.faults import FaultPlan
 from contextdelta.testing.policies import PolicyName
@@ -36,8 +39,13 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 def main(
     policy: Annotated[PolicyName, typer.Option(help="Scripted policy to answer with.", case_sensitive=False)],
     tasks: Annotated[
-        Path, typer.Option(help="Directory of task files (searched recursively).", exists=True, file_okay=False)
-    ],
+        str | None,
+        typer.Option(
+            help="Task suite: a folder of <world>/<id>.yaml files or package:NAME (default: ./tasks when it is a "
+            "folder, else package:core).",
+            show_default=False,
+        ),
+    ] = None,
     port: Annotated[
         int, typer.Option(min=0, max=65535, help="TCP port; 0 picks a free one (printed in the ready line).")
     ] = 0,
@@ -107,10 +115,11 @@ def main(
             outage_after=outage_after,
             outage_s=outage_s,
         )
+        suite = resolve_suite(tasks)
         server = ScriptedServer(
-            policy, tasks, faults=faults, latency_ms=latency_ms, host=host, port=port, prompt_cache=prompt_cache
+            policy, suite.path, faults=faults, latency_ms=latency_ms, host=host, port=port, prompt_cache=prompt_cache
         )
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError) as exc:  # SuiteError is a ValueError
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
 

@@ -32,10 +32,10 @@ def _row(row: TaskReport) -> list[str]:
     ]
 
 
-def task_table(report: SuiteReport) -> Table:
+def task_table(report: SuiteReport, name: str | None = None) -> Table:
     """One row per task: id, world, hazard, the reference, unsafe, null-agent and no-mutation-control checks,
-    targeted grader, gap, hash prefix."""
-    table = Table(title=f"Tasks in {report.directory}")
+    targeted grader, gap, hash prefix. ``name``: how the suite was named (``package:NAME``), else its folder."""
+    table = Table(title=f"Tasks in {name or report.directory}")
     table.add_column("task", no_wrap=True)
     table.add_column("world")
     table.add_column("hazard", no_wrap=True)
@@ -51,9 +51,9 @@ def task_table(report: SuiteReport) -> Table:
     return table
 
 
-def print_report(report: SuiteReport, console: Console) -> None:
-    """Print the table, the problems, the lock status and the suite hash."""
-    console.print(task_table(report))
+def print_report(report: SuiteReport, console: Console, name: str | None = None) -> None:
+    """Print the table, the problems, the lock status and the suite hash (``name``: see :func:`task_table`)."""
+    console.print(task_table(report, name))
     for problem in report.problems:
         console.print(f"[red]error[/red] {escape(problem.render())}", soft_wrap=True)
     if not report.lock_found:

@@ -61,6 +61,29 @@ def test_unknown_policy_and_missing_tasks_are_usage_errors(tmp_path: Path) -> No
         assert result.returncode == 2, result
 
 
+@pytest.mark.parametrize(("tasks", "count"), [((), 24), (("--tasks", "package:horizon"), 240)])
+def test_outside_a_clone_it_serves_a_packaged_suite(tasks: tuple[str, ...], count: int, tmp_path: Path) -> None:
+    # the default is ./tasks when it is a folder, else package:core, as for every command taking --tasks
+    process = subprocess.Popen(
+        server_command("--policy", "oracle", *tasks), stdout=subprocess.PIPE, text=True, cwd=tmp_path
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline().strip()
+        assert line.startswith("ready ") and line.endswith(f"model=scripted-oracle tasks={count}"), line
+    finally:
+        process.terminate()
+        assert process.wait(timeout=10) == 0
+
+
+def test_an_unknown_packaged_suite_exits_2_naming_the_packaged_ones() -> None:
+    result = subprocess.run(
+        server_command("--policy", "oracle", "--tasks", "package:nope"), capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2 and "ready" not in result.stdout
+    assert "no packaged suite 'nope'; packaged: package:core, package:horizon" in result.stderr
+
+
 def test_serve_scripted_runs_a_subprocess_with_faults() -> None:
     task = fixture_tasks()["fixture-mug-refund"]
     body = json.dumps({"model": "x", "messages": first_messages(task)}).encode()
