@@ -127,12 +127,12 @@ def main(
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, _terminate)
-    print(
-        f"ready port={server.port} base_url={server.base_url} model={server.model_name} "
-        f"tasks={len(server.policy.catalog)}",
-        flush=True,
-    )
-    try:
+    try:  # from the ready line on: a SIGTERM the moment a client read it still ends the server cleanly (exit 0)
+        print(
+            f"ready port={server.port} base_url={server.base_url} model={server.model_name} "
+            f"tasks={len(server.policy.catalog)}",
+            flush=True,
+        )
         server.serve_forever()
     except KeyboardInterrupt:
         pass
