@@ -66,8 +66,7 @@ def tools_command(
 ) -> None:
     """List each world's tools (read or write, the resource they address), or print their OpenAI schemas."""
     if world is not None and world not in WORLDS:
-        console.print(f"[red]unknown world {world!r}[/red]; choose one of: {', '.join(sorted(WORLDS))}")
-        raise typer.Exit(2)
+        raise _fail(f"unknown world {world!r}; choose one of: {', '.join(sorted(WORLDS))}", 2)
     names = [world] if world else sorted(WORLDS)
     if as_json:
         typer.echo(json.dumps({n: WORLDS[n].tool_schemas(mode) for n in names}, indent=2, sort_keys=True))
@@ -121,8 +120,7 @@ def validate_tasks_command(
 
     suite = _suite(tasks)
     if not suite.path.is_dir():
-        console.print(f"[red]error[/red] {suite.source}: not a folder of task files", soft_wrap=True)
-        raise typer.Exit(1)
+        raise _fail(f"{suite.source}: not a folder of task files", 1)
     if lock and suite.packaged:
         raise _fail(
             f"--write-lock: {suite.source} is a suite shipped in the package; give its folder with --tasks DIR", 2
@@ -600,22 +598,25 @@ def _run_with_recorders(
     to stderr and the run directory (the last line) through ``out``; exit 2 for refusals, 130 if interrupted."""
     from rich.markup import escape
 
+    from contextdelta.rundir import OpenedLater, RunStart
     from contextdelta.runner import EXIT_INCOMPLETE, BenchmarkError, ProgressDisplay
 
     err = Console(stderr=True)
     settings = _settings()
     recorders: list[Recorder] = []
-    store = None
-    if not no_store:  # the run directory stays the source of truth; the store gets a copy of each episode
-        from contextdelta.store import StoreRecorder
+    opened: list[Any] = []  # the store, once the run opened it
 
-        # opened when the run opens: a run refused by its checks opens no database, and the default database is
-        # the one in the results folder the run really uses
-        store = StoreRecorder.when_run_opens(
-            lambda folder: database_url or settings.database_url_for(folder),
-            lambda text: err.print(f"[yellow]warning:[/yellow] {text}"),
-        )
-        recorders.append(store)
+    def open_store(run: RunStart) -> Recorder | None:
+        from contextdelta.store import StoreRecorder  # sqlalchemy: only once a run really starts
+
+        url = database_url or settings.database_url_for(run.path.parent)  # the results folder really in use
+        store = StoreRecorder.open(url, lambda text: err.print(f"[yellow]warning:[/yellow] {text}"))
+        opened.extend([store] if store is not None else [])
+        return store
+
+    if not no_store:  # the run directory stays the source of truth; the store gets a copy of each episode
+        # opened when the run opens: a run refused by its checks opens (and creates) no database
+        recorders.append(OpenedLater(open_store))
     display = None if quiet else ProgressDisplay(err)
     if display is not None:
         recorders.append(display)
@@ -625,7 +626,7 @@ def _run_with_recorders(
         err.print(f"[red]error:[/red] {escape(exc.message)}", highlight=False, soft_wrap=True)
         raise typer.Exit(exc.exit_code) from None
     finally:  # a run refused before it started never reached the recorders' finish
-        if store is not None:
+        for store in opened:
             store.close()
         if display is not None:
             display.stop()
@@ -1103,8 +1104,7 @@ def verify_command(
     try:
         result = verify_run(path, allow_incomplete=allow_incomplete)
     except VerifyError as exc:
-        typer.echo(f"error: {exc}")
-        raise typer.Exit(2) from None
+        raise _fail(str(exc), 2) from None
     err = Console(stderr=True)
     for note in result.notes:
         err.print(f"[yellow]note:[/yellow] {note}", highlight=False, soft_wrap=True)
@@ -1165,7 +1165,8 @@ def compare_command(
             [r for r in records_b if isinstance(r, EpisodeRecord)],
         )
     except NotComparable as exc:
-        typer.echo(f"NOT COMPARABLE: {'; '.join(exc.reasons)}")
+        # a refusal, like every other: on stderr, so stdout holds a comparison or nothing
+        typer.echo(f"NOT COMPARABLE: {'; '.join(exc.reasons)}", err=True)
         raise typer.Exit(2) from None
     if output_format == "json":
         typer.echo(json.dumps(result.model_dump(mode="json"), indent=2, sort_keys=True))

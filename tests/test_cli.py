@@ -40,4 +40,4 @@ def test_tools_json_matches_mode() -> None:
 def test_unknown_world_is_a_clear_error() -> None:
     result = runner.invoke(app, ["tools", "--world", "warehouse"])
     assert result.exit_code == 2
-    assert "unknown world 'warehouse'" in result.stdout
+    assert "unknown world 'warehouse'" in result.stderr and result.stdout == ""

@@ -34,7 +34,7 @@ from contextdelta.rundir.layout import (
     task_result_row,
     tool_event_records,
 )
-from contextdelta.rundir.recorder import Recorder, Recorders, RunDirectoryRecorder, RunEnd, RunStart
+from contextdelta.rundir.recorder import OpenedLater, Recorder, Recorders, RunDirectoryRecorder, RunEnd, RunStart
 from contextdelta.rundir.records import (
     CONTROL_COLUMN,
     FAILED_TERMINATIONS,
@@ -86,6 +86,7 @@ __all__ = [
     "JsonlError",
     "JsonlWriter",
     "MergedShard",
+    "OpenedLater",
     "ProviderInfo",
     "Recorder",
     "Recorders",

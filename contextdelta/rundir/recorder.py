@@ -19,7 +19,7 @@ report files, the trace store and the progress bar are recorders of their own pa
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -138,3 +138,25 @@ class RunDirectoryRecorder:
                 writer.close()
         self._raw = self._events = None
         self.directory.write_derived(list(run.records))
+
+
+class OpenedLater:
+    """A recorder made only when the run opens, every check passed (``make`` gets the RunStart; None: no
+    recorder): a refused run opens no database and imports nothing it would have needed."""
+
+    def __init__(self, make: Callable[[RunStart], Recorder | None]) -> None:
+        self.make = make
+        self.inner: Recorder | None = None
+
+    def start(self, run: RunStart) -> None:
+        self.inner = self.make(run)
+        if self.inner is not None:
+            self.inner.start(run)
+
+    def episode(self, record: EpisodeRecord) -> None:
+        if self.inner is not None:
+            self.inner.episode(record)
+
+    def finish(self, run: RunEnd) -> None:
+        if self.inner is not None:
+            self.inner.finish(run)

@@ -67,7 +67,7 @@ def create_store_engine(url: str | URL, *, foreign_keys: bool = True, **kwargs: 
     if parsed.get_backend_name() != "sqlite":
         try:
             return create_engine(parsed, pool_pre_ping=True, **kwargs)
-        except ImportError as exc:
+        except (ImportError, ArgumentError) as exc:  # ArgumentError: a dialect SQLAlchemy does not know
             raise StoreError(
                 f"no driver for {redact_database_url(parsed)}: {exc}. For PostgreSQL install the extra: "
                 "pip install 'contextdelta[postgres]' and use postgresql+psycopg://..."

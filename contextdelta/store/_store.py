@@ -270,12 +270,6 @@ class StoreRecorder:
             return None
         return cls(store, on_error)
 
-    @classmethod
-    def when_run_opens(cls, url_for: Callable[[Path], str], on_error: Callable[[str], None]) -> DeferredStoreRecorder:
-        """A recorder that opens the store only when the run opens, every check passed: a refused run opens (and
-        creates) no database. ``url_for`` gets the results folder in use (the run directory's parent)."""
-        return DeferredStoreRecorder(url_for, on_error)
-
     def start(self, run: RunStart) -> None:
         self.writer.manifest(run.manifest, run.path.resolve())
 
@@ -290,31 +284,3 @@ class StoreRecorder:
         """Drain the queue and close the store (idempotent)."""
         self.writer.close()
         self.store.close()
-
-
-class DeferredStoreRecorder:
-    """:class:`StoreRecorder` opened at ``start`` (see :meth:`StoreRecorder.when_run_opens`); if the store cannot be
-    opened then, the run goes on with the run directory only, as with :meth:`StoreRecorder.open`."""
-
-    def __init__(self, url_for: Callable[[Path], str], on_error: Callable[[str], None]) -> None:
-        self.url_for = url_for
-        self.on_error = on_error
-        self.inner: StoreRecorder | None = None
-
-    def start(self, run: RunStart) -> None:
-        self.inner = StoreRecorder.open(self.url_for(run.path.parent), self.on_error)
-        if self.inner is not None:
-            self.inner.start(run)
-
-    def episode(self, record: EpisodeRecord) -> None:
-        if self.inner is not None:
-            self.inner.episode(record)
-
-    def finish(self, run: RunEnd) -> None:
-        if self.inner is not None:
-            self.inner.finish(run)
-
-    def close(self) -> None:
-        """Drain and close the store if it was opened (idempotent)."""
-        if self.inner is not None:
-            self.inner.close()

@@ -10,6 +10,7 @@ from typing import Any
 from contextdelta.providers import NO_RETRY, OpenAIProvider, ProviderFailure
 from contextdelta.testing import fetch_stats
 from tests.providers.conftest import ScriptedFactory
+from tests.testing.episode_loop import first_messages, fixture_tasks
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 
@@ -96,3 +97,17 @@ def test_an_outage_is_refused_and_its_end_lets_the_check_pass(scripted: Scripted
 def test_an_unreachable_endpoint_is_refused() -> None:
     problem = check("http://127.0.0.1:9/v1")
     assert problem is not None and problem.startswith("cannot reach http://127.0.0.1:9/v1")
+
+
+def test_latency_is_the_attempt_on_the_wire_and_the_wait_is_apart(scripted: ScriptedFactory) -> None:
+    with scripted(latency_ms=50) as url:
+        provider = OpenAIProvider(base_url=url, model="scripted-oracle", timeout_s=5)
+
+        async def one() -> tuple[float, float, float]:
+            async with provider:
+                response = await provider.complete(first_messages(fixture_tasks()["fixture-mug-refund"]), None)
+            assert response.elapsed_s is not None
+            return response.latency_s, response.queue_s, response.elapsed_s
+
+        latency, queued, elapsed = asyncio.run(one())
+    assert latency >= 0.05 and queued >= 0.0 and elapsed >= latency + queued

@@ -33,6 +33,11 @@ def invoke(*args: str) -> tuple[int, str]:
     return result.exit_code, result.stdout
 
 
+def invoke_err(*args: str) -> tuple[int, str, str]:
+    result = cli.invoke(app, [*args, "--results-dir", str(runs.results_dir())])
+    return result.exit_code, result.stdout, result.stderr
+
+
 @pytest.fixture(scope="module")
 def trusting() -> Path:
     return runs.trusting_run()
@@ -173,8 +178,8 @@ def test_compare_pairs_shared_conditions(trusting: Path) -> None:
 
 
 def test_compare_refuses_a_different_task_set(trusting: Path) -> None:
-    code, out = invoke("compare", runs.unsafe_run().name, trusting.name)
-    assert code == 2 and out.startswith("NOT COMPARABLE: task set differs")
+    code, out, err = invoke_err("compare", runs.unsafe_run().name, trusting.name)
+    assert code == 2 and out == "" and err.startswith("NOT COMPARABLE: task set differs")
 
 
 def _edit_run(path: Path, manifest_hashes: dict[str, str], tools_sha256: str | None = None) -> None:
@@ -197,13 +202,13 @@ def test_compare_names_a_different_system_prompt_or_tool_schemas(tmp_path: Path,
     _edit_run(tmp_path / "prompt", {"system_prompt_sha256": "0" * 64, "system_prompt_version": "2"})
     result = cli.invoke(app, ["compare", "prompt", base.name, "--results-dir", str(tmp_path)])
     assert result.exit_code == 2
-    assert result.stdout.startswith("NOT COMPARABLE: system prompt differs (version 2 000000000000 vs version 1")
+    assert result.stderr.startswith("NOT COMPARABLE: system prompt differs (version 2 000000000000 vs version 1")
     tools = runs.copy_run(runs.oracle_pair_run(), tmp_path / "t")
     shutil.move(tools, tmp_path / "tools")
     _edit_run(tmp_path / "tools", {"tool_schemas_sha256": "1" * 64}, tools_sha256="1" * 64)
     result = cli.invoke(app, ["compare", "tools", base.name, "--results-dir", str(tmp_path)])
     assert result.exit_code == 2
-    assert result.stdout.startswith(
+    assert result.stderr.startswith(
         "NOT COMPARABLE: tool schemas differ (config world in unprotected, order world in unprotected)"
     )
 
