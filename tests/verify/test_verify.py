@@ -31,6 +31,9 @@ EPISODE = "cal-onsite-loop.last_n.unprotected.r1"
 
 def verify(path: Path, *extra: str) -> tuple[int, list[str]]:
     result = cli.invoke(app, ["verify", path.name, "--results-dir", str(path.parent), *extra])
+    if result.exit_code == 2:  # a refusal: on stderr, nothing on stdout
+        assert result.stdout == ""
+        return result.exit_code, result.stderr.splitlines()
     return result.exit_code, result.stdout.splitlines()
 
 
