@@ -35,10 +35,11 @@ def bad_invocations(tmp: Path) -> dict[str, list[str]]:
     return {
         "tools": ["--world", "nope"],
         "validate-tasks": ["--tasks", str(tmp / "nope")],
+        "suites": ["--format", "yaml"],  # takes no input: an unknown option is its bad input
         "generate-tasks": ["--family", "nope", "--out", str(tmp / "out")],
         "run-benchmark": ["--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--no-store", *results],
         "serve-world": ["--task", "nope", "--mode", "unprotected", "--no-store", *results],
-        "run-external": ["--agent-cmd", "true", "--no-store", *results],
+        "run-external": ["--agent-cmd", "true", "--tasks", str(tmp / "nope"), "--no-store", *results],
         "replay": ["nope", *results],
         "attribute": ["nope", *results],
         "report": ["nope", *results],
