@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test test-fast lint clean local demo
+.PHONY: install test test-fast lint clean local demo schemas
 
 $(VENV): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ lint: $(VENV)
 	$(BIN)/ruff check contextdelta tests benchmarks examples
 	$(BIN)/ruff format --check contextdelta tests benchmarks examples
 	$(BIN)/mypy --explicit-package-bases contextdelta tests benchmarks
+
+# The run directory's JSON Schemas (docs/schemas/) and the reference part of docs/run-directory.md, generated from
+# the record models; tests/export/test_schemas.py fails when they are stale.
+schemas: $(VENV)
+	$(BIN)/python -m contextdelta.export.schemas
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -1137,6 +1138,40 @@ def merge_command(
         highlight=False,
     )
     typer.echo(str(directory.path))
+
+
+class ExportFormatChoice(StrEnum):
+    inspect = "inspect"
+    parquet = "parquet"
+
+
+@app.command("export")
+def export_command(
+    run_id: Annotated[str, typer.Argument(help="Run directory name under --results-dir (or its path).")],
+    output_format: Annotated[
+        ExportFormatChoice,
+        typer.Option(
+            "--format",
+            help="inspect: an inspect_ai log (JSON file); parquet: a folder of tables.",
+            case_sensitive=False,
+        ),
+    ],
+    out: Annotated[Path, typer.Option("--out", help="The log file (inspect) or the folder of tables (parquet).")],
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing --out.")] = False,
+    results_dir: ResultsDirOption = None,
+) -> None:
+    """Write a run directory as an inspect_ai evaluation log (one sample per episode; open it with `inspect view`)
+    or as parquet tables, one per record type (DuckDB, pandas); prints the files written. The run directory is
+    only read."""
+    from contextdelta.export import ExportError, export_run
+
+    path = _run_directory(run_id, results_dir)
+    try:
+        written = export_run(path, output_format.value, out, overwrite=overwrite)
+    except ExportError as exc:
+        raise _fail(str(exc), 2) from None
+    for file in written:
+        typer.echo(str(file))
 
 
 @app.command("compare")

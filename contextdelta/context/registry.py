@@ -74,7 +74,9 @@ class StrategySource(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["builtin", "entry_point", "module"]
+    kind: Literal["builtin", "entry_point", "module"] = Field(
+        description="builtin, entry_point (group contextdelta.strategies) or module (package.module:factory)."
+    )
     target: str = Field(description="The factory as ``package.module:attribute``.")
     distribution: str | None = Field(default=None, description="Installed distribution that provides it.")
     version: str | None = Field(default=None, description="That distribution's version.")
@@ -94,12 +96,14 @@ class StrategyDescription(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str
+    name: str = Field(description="The strategy's name (--strategies).")
     factory_params: dict[str, Any] = Field(description="The keyword arguments the factory was called with.")
     params: dict[str, Any] = Field(description="The strategy's own ``params`` (what its config hash covers).")
-    config_hash: str
-    deterministic: bool
-    source: StrategySource
+    config_hash: str = Field(description="SHA-256 of the strategy's configuration (name and parameters).")
+    deterministic: bool = Field(
+        description="Whether the same history always gives the same context (verify re-derives those)."
+    )
+    source: StrategySource = Field(description="Where the strategy's code comes from.")
 
     @property
     def spec(self) -> str:

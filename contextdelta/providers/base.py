@@ -48,8 +48,8 @@ class Usage(BaseModel):
     of it, None when the provider did not report them.
     """
 
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    prompt_tokens: int = Field(default=0, description="Prompt tokens, cached and cache-write ones included.")
+    completion_tokens: int = Field(default=0, description="Completion tokens.")
     cached_tokens: int | None = Field(default=None, description="Prompt tokens served from cache, when reported.")
     cache_write_tokens: int | None = Field(
         default=None, description="Prompt tokens written to the cache, when the provider reports them apart."
@@ -85,9 +85,9 @@ def _add_reported(a: int | None, b: int | None) -> int | None:
 class ToolCallRequest(BaseModel):
     """A tool call as the model wrote it; ``arguments`` is the raw text (it may not be valid JSON)."""
 
-    id: str
-    name: str
-    arguments: str
+    id: str = Field(description="The call id the model wrote.")
+    name: str = Field(description="The tool name the model wrote.")
+    arguments: str = Field(description="The raw argument text (it may not be valid JSON).")
 
 
 class ProviderResponse(BaseModel):

@@ -18,8 +18,8 @@ class ConditionKey(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    strategy: str
-    protection_mode: str
+    strategy: str = Field(description="The context strategy.")
+    protection_mode: str = Field(description="The protection mode.")
 
     @property
     def label(self) -> str:
@@ -31,9 +31,9 @@ class TokenTotal(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    total: float
-    n_known: int
-    n_unknown: int
+    total: float = Field(description="Sum over the episodes with a value.")
+    n_known: int = Field(description="Episodes with a value.")
+    n_unknown: int = Field(description="Episodes without one (usage or price unknown).")
 
 
 class ConditionMetrics(BaseModel):
@@ -41,11 +41,11 @@ class ConditionMetrics(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    condition: ConditionKey
+    condition: ConditionKey = Field(description="The condition.")
     episodes: int = Field(description="Finished episodes.")
     episodes_with_verdict: int = Field(description="Finished episodes that are not failed trials.")
-    tasks: int
-    failed_trials: int
+    tasks: int = Field(description="Tasks with a finished episode in this condition.")
+    failed_trials: int = Field(description="Finished episodes that are failed trials.")
     rates: dict[str, Estimate] = Field(description="RATE_METRICS: share of episodes, with interval or exact bound.")
     means: dict[str, Estimate] = Field(description="MEAN_METRICS: mean per episode, with interval.")
     totals: dict[str, TokenTotal] = Field(description="Token and cost sums over the condition's episodes.")
@@ -63,9 +63,9 @@ class BreakdownCell(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    condition: ConditionKey
-    episodes: int
-    failed_trials: int
+    condition: ConditionKey = Field(description="The condition.")
+    episodes: int = Field(description="Its episodes on these tasks.")
+    failed_trials: int = Field(description="Of which failed trials.")
     rates: dict[str, Estimate] = Field(description="BREAKDOWN_METRICS on these tasks.")
 
 
@@ -74,10 +74,10 @@ class Breakdown(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    dimension: Literal["hazard", "world"]
-    value: str
+    dimension: Literal["hazard", "world"] = Field(description="hazard or world.")
+    value: str = Field(description="The hazard (world).")
     tasks: int = Field(description="Tasks of the run with this hazard (world).")
-    cells: list[BreakdownCell]
+    cells: list[BreakdownCell] = Field(description="One per condition.")
 
 
 class Comparison(BaseModel):
@@ -86,12 +86,12 @@ class Comparison(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    name: str
-    metric: str
-    a: ConditionKey
-    b: ConditionKey
-    rate_a: Estimate
-    rate_b: Estimate
+    name: str = Field(description="The comparison's name (a vs b).")
+    metric: str = Field(description="The 0/1 metric compared (RATE_METRICS key).")
+    a: ConditionKey = Field(description="Condition a.")
+    b: ConditionKey = Field(description="Condition b.")
+    rate_a: Estimate = Field(description="Condition a's rate on the paired tasks.")
+    rate_b: Estimate = Field(description="Condition b's rate on the paired tasks.")
     difference: Estimate = Field(description="Mean over tasks of the per-task difference of means, a - b.")
     test: SignFlipTest = Field(description="The primary test; pvalue_holm is adjusted within the family.")
     episodes: PairTable = Field(description="Episode-level 2x2 table on (task, repeat) pairs: description only.")
@@ -113,9 +113,9 @@ class ResearchQuestion(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    id: str
-    question: str
-    comparisons: list[Comparison]
+    id: str = Field(description="RQ1, RQ2 or RQ3.")
+    question: str = Field(description="The question in words.")
+    comparisons: list[Comparison] = Field(description="Its comparisons.")
     family: list[str] = Field(description="Names of the testable comparisons: the Holm family.")
     not_testable: list[str] = Field(description="Comparisons without a discordant task: left out of the family.")
     not_run: list[str] = Field(description="Planned comparisons left out because a condition was not run.")
@@ -129,8 +129,8 @@ class TokenReduction(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    condition: ConditionKey
-    baseline: ConditionKey
+    condition: ConditionKey = Field(description="The strategy's condition.")
+    baseline: ConditionKey = Field(description="full_history in the same mode.")
     agent_tokens: Estimate = Field(description="1 - sum(agent tokens, strategy) / sum(agent tokens, baseline).")
     total_tokens: Estimate = Field(description="The same for agent + summary tokens.")
 
@@ -140,19 +140,23 @@ class AnalysisInfo(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    resamples: int
-    seed: int
-    confidence: float
+    resamples: int = Field(description="Bootstrap resamples (--resamples).")
+    seed: int = Field(description="Bootstrap seed (--bootstrap-seed).")
+    confidence: float = Field(description="Confidence level of the intervals.")
     alpha: float = Field(description="Family-wise level of the Holm-adjusted tests.")
     power_datasets: int = Field(description="Simulated datasets per evaluated difference (power figures).")
-    target_power: float
-    sign_flip_enumeration_limit: int
-    sign_flip_monte_carlo_patterns: int
+    target_power: float = Field(description="Power the detectable differences are computed for.")
+    sign_flip_enumeration_limit: int = Field(
+        description="Discordant tasks up to which non-integer sign-flip tests enumerate every pattern."
+    )
+    sign_flip_monte_carlo_patterns: int = Field(
+        description="Seeded sign patterns a Monte-Carlo sign-flip test draws beyond that."
+    )
     max_mc_se: float | None = Field(
         description="Largest Monte-Carlo standard error of a printed rate or difference interval end (None: none)."
     )
     rate_decimals: int = Field(description="Decimals of percentages in the report, justified by max_mc_se.")
-    analysis_sha256: str
+    analysis_sha256: str = Field(description="SHA-256 of the statistics code (verify notes a difference).")
 
 
 class EpisodeCounts(BaseModel):
@@ -160,12 +164,12 @@ class EpisodeCounts(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    planned: int
-    finished: int
-    succeeded: int
-    failed_trials: int
+    planned: int = Field(description="Episodes planned.")
+    finished: int = Field(description="Episodes finished.")
+    succeeded: int = Field(description="Episodes that succeeded.")
+    failed_trials: int = Field(description="Finished episodes that are failed trials.")
     with_verdict: int = Field(description="Finished episodes that are not failed trials.")
-    by_termination: dict[str, int]
+    by_termination: dict[str, int] = Field(description="Finished episodes per termination reason.")
 
 
 class ReportWarning(BaseModel):
@@ -173,8 +177,10 @@ class ReportWarning(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    code: Literal["failed_trials", "failed_discordance"]
-    message: str
+    code: Literal["failed_trials", "failed_discordance"] = Field(
+        description="failed_trials (too many) or failed_discordance (failed trials drive a comparison)."
+    )
+    message: str = Field(description="The warning's text.")
 
 
 class ControlCondition(BaseModel):
@@ -182,11 +188,11 @@ class ControlCondition(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    control: str
-    condition: ConditionKey
-    episodes: int
-    tasks: int
-    failed_trials: int
+    control: str = Field(description="The control (no_mutation).")
+    condition: ConditionKey = Field(description="The strategy and mode.")
+    episodes: int = Field(description="Its episodes.")
+    tasks: int = Field(description="Its tasks.")
+    failed_trials: int = Field(description="Of its episodes, failed trials.")
     rates: dict[str, Estimate] = Field(
         description="success (graded by the task's no-mutation control), blocked_write (writes the contract "
         "refused although nothing changed), stale_action; task-cluster intervals or exact bounds."
@@ -199,8 +205,8 @@ class CachingCondition(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    condition: ConditionKey
-    episodes: int
+    condition: ConditionKey = Field(description="The condition.")
+    episodes: int = Field(description="Its finished episodes.")
     cache_reported: int = Field(description="Episodes whose provider reported cached prompt tokens (even 0).")
     tokens: dict[str, TokenTotal] = Field(
         description="Sums of prompt_tokens, cached_prompt_tokens, cache_write_tokens and uncached_prompt_tokens."
@@ -226,8 +232,8 @@ class CachingReduction(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    condition: ConditionKey
-    baseline: ConditionKey
+    condition: ConditionKey = Field(description="The strategy's condition.")
+    baseline: ConditionKey = Field(description="full_history in the same mode.")
     without_caching: Estimate = Field(
         description="1 - sum(cost without caching, strategy) / sum(cost without caching, baseline)."
     )
@@ -246,8 +252,10 @@ class CachingSection(BaseModel):
 
     prices: dict[str, Price | None] = Field(description="The run's recorded prices (run_manifest.json prices).")
     definitions: dict[str, str] = Field(description="CACHING_METRICS: the per-episode values summed and averaged.")
-    conditions: list[CachingCondition]
-    reductions: list[CachingReduction]
+    conditions: list[CachingCondition] = Field(description="One per condition.")
+    reductions: list[CachingReduction] = Field(
+        description="One per strategy other than full_history whose mode has full_history."
+    )
 
 
 class AggregateMetrics(BaseModel):
@@ -256,17 +264,21 @@ class AggregateMetrics(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    schema_version: int = METRICS_SCHEMA_VERSION
-    run_group_id: str
-    status: str
-    analysis: AnalysisInfo
-    definitions: dict[str, str]
-    episodes: EpisodeCounts
-    warnings: list[ReportWarning]
-    conditions: list[ConditionMetrics]
-    breakdowns: list[Breakdown]
-    token_reduction: list[TokenReduction]
-    research_questions: list[ResearchQuestion]
+    schema_version: int = Field(default=METRICS_SCHEMA_VERSION, description="Metrics schema (METRICS_SCHEMA_VERSION).")
+    run_group_id: str = Field(description="The run group.")
+    status: str = Field(description="The run's status when the metrics were computed.")
+    analysis: AnalysisInfo = Field(description="The analysis parameters and the statistics code's hash.")
+    definitions: dict[str, str] = Field(description="Every metric's definition (RATE_METRICS and MEAN_METRICS).")
+    episodes: EpisodeCounts = Field(description="Episode counts.")
+    warnings: list[ReportWarning] = Field(description="Warnings printed at the top of the report.")
+    conditions: list[ConditionMetrics] = Field(description="Every per-condition number.")
+    breakdowns: list[Breakdown] = Field(description="Rates per hazard and per world.")
+    token_reduction: list[TokenReduction] = Field(
+        description="Each strategy's token reduction versus full_history on paired episodes."
+    )
+    research_questions: list[ResearchQuestion] = Field(
+        description="RQ1-RQ3: task-level paired comparisons in Holm families."
+    )
     failure_modes: dict[str, int] = Field(description="Failed episodes per FAILURE_MODE_ROWS key, all conditions.")
     controls: list[ControlCondition] | None = Field(
         default=None,

@@ -87,8 +87,8 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def task_result_row(record: EpisodeRecord) -> dict[str, str]:
-    """One ``task_results.csv`` row: booleans ``true``/``false``, empty for N/A or unknown."""
+def task_result_values(record: EpisodeRecord) -> dict[str, Any]:
+    """One ``task_results.csv`` row as typed values (None: N/A or unknown), control column included."""
     v, totals = record.verdict, record.trace.totals
     values: dict[str, Any] = {
         "run_id": record.run_id,
@@ -125,6 +125,12 @@ def task_result_row(record: EpisodeRecord) -> dict[str, str]:
         "harmful_action": bool(harmful_actions(record.trace.tool_events(), v.event_flags)),
         CONTROL_COLUMN: record.control,
     }
+    return values
+
+
+def task_result_row(record: EpisodeRecord) -> dict[str, str]:
+    """One ``task_results.csv`` row: booleans ``true``/``false``, empty for N/A or unknown."""
+    values = task_result_values(record)
     return {column: _cell(values[column]) for column in (*TASK_RESULT_COLUMNS, CONTROL_COLUMN)}
 
 

@@ -305,17 +305,17 @@ class DetectableDifference(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    n_tasks: int = Field(ge=0)
-    repeats: int = Field(ge=1)
+    n_tasks: int = Field(ge=0, description="Tasks of the design.")
+    repeats: int = Field(ge=1, description="Repeats per task of the design.")
     level: float = Field(
         gt=0.0, le=1.0, description="Test level: alpha over the testable family size (Holm's first step)."
     )
-    target_power: float = Field(gt=0.0, lt=1.0)
+    target_power: float = Field(gt=0.0, lt=1.0, description="The power sought.")
     datasets: int = Field(ge=1, description="Simulated datasets per evaluated difference.")
-    seed: int
+    seed: int = Field(description="Seed of the simulation.")
     direction: Literal["increase", "decrease"] = Field(description="Of condition a's rate, in the simulated effect.")
     largest_difference: float = Field(ge=0.0, le=1.0, description="Every task switched; no larger difference exists.")
-    power_at_largest: float = Field(ge=0.0, le=1.0)
+    power_at_largest: float = Field(ge=0.0, le=1.0, description="Power at largest_difference.")
     difference: float | None = Field(
         ge=0.0, le=1.0, description="Smallest simulated difference with the target power; None: not reachable."
     )

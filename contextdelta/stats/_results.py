@@ -88,7 +88,7 @@ class PassK(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    k: int = Field(ge=1)
+    k: int = Field(ge=1, description="The number of repeats that must all pass.")
     unbiased: Estimate = Field(description="Mean over tasks of C(c, k) / C(n, k) (c passes in n repeats).")
     all_pass: Estimate = Field(description="Share of tasks whose first k repeats (in repeat order) all pass.")
     n_tasks_excluded: int = Field(ge=0, description="Tasks left out for having fewer than k repeats.")
@@ -104,7 +104,7 @@ class PairTable(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     n_pairs: int = Field(ge=0, description="(task, repeat) pairs present in both conditions.")
-    n_tasks: int = Field(ge=0)
+    n_tasks: int = Field(ge=0, description="Tasks with at least one pair.")
     both: int = Field(ge=0, description="Pairs where the outcome is 1 in both conditions.")
     only_a: int = Field(ge=0, description="Discordant pairs with the outcome only in condition a.")
     only_b: int = Field(ge=0, description="Discordant pairs with the outcome only in condition b.")
@@ -139,7 +139,10 @@ class SignFlipTest(BaseModel):
     n_positive: int = Field(ge=0, description="Discordant tasks where condition a is higher.")
     n_negative: int = Field(ge=0, description="Discordant tasks where condition b is higher.")
     statistic: float = Field(description="Sum over tasks of the per-task differences a - b.")
-    method: SignFlipMethod
+    method: SignFlipMethod = Field(
+        description="exact (computed or enumerated), monte_carlo (seeded sign patterns) or not_testable (no "
+        "discordant task)."
+    )
     pvalue: float | None = Field(ge=0.0, le=1.0, description="Two-sided p-value; None when not testable.")
     pvalue_holm: float | None = Field(
         default=None, ge=0.0, le=1.0, description="Holm-adjusted within its family (testable members only)."
@@ -166,5 +169,5 @@ class PairedComparison(BaseModel):
         description="Mean over tasks of (mean of a - mean of b over each task's repeats), with a task-cluster "
         "bootstrap interval, or an exact bound when every task has the same difference."
     )
-    test: SignFlipTest
+    test: SignFlipTest = Field(description="The primary test: the exact sign-flip test over tasks.")
     episodes: PairTable = Field(description="Episode-level 2x2 table on (task, repeat) pairs: description only.")

@@ -94,12 +94,14 @@ class ToolEvent(BaseModel):
     step: int = Field(description="Agent step (model call) that issued the call.")
     index: int = Field(description="0-based position of the call within its step.")
     call_id: str | None = Field(default=None, description="The tool-call id from the model, if any.")
-    actor: str = Field(default="agent")
+    actor: str = Field(default="agent", description="Who called: agent (other actors' writes are mutation events).")
     tool: str = Field(description="Tool name as called (may be unknown).")
     arguments: dict[str, Any] | str = Field(description="Parsed arguments, or the raw text when it was not JSON.")
     kind: ToolKind | None = Field(description="read or write; null for an unknown tool.")
     resource: str | None = Field(description="The primary resource the call addresses, when it names one.")
-    resources_written: list[str] = Field(default_factory=list)
+    resources_written: list[str] = Field(
+        default_factory=list, description="The resources the call wrote (executed writes only)."
+    )
     resources_observed: list[str] = Field(
         default_factory=list, description="Resources whose state and version the result showed the agent."
     )
@@ -109,8 +111,8 @@ class ToolEvent(BaseModel):
     observed_seq: int | None = Field(description="seq of the call whose result gave observed_version.")
     version_at_execution: int | None = Field(description="Version of the primary resource when the call ran.")
     expected_version: int | None = Field(default=None, description="The version precondition sent, if any.")
-    outcome: Outcome
-    error_code: str | None = None
+    outcome: Outcome = Field(description="executed, blocked, rejected, forbidden or invalid.")
+    error_code: str | None = Field(default=None, description="The tool error's code, when the call failed.")
     result: str = Field(description="The exact tool result text returned to the model.")
     resource_states_before: dict[str, Any] = Field(
         default_factory=dict, description="version and fields of each touched resource immediately before."
@@ -124,15 +126,17 @@ class MutationEvent(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    mutation_id: str
-    actor: str
+    mutation_id: str = Field(description="The task's id of this hidden mutation.")
+    actor: str = Field(description="The other actor who wrote.")
     step: int = Field(description="Agent step during or before which it applied.")
     after_seq: int | None = Field(description="seq of the tool call it followed; null for before_step triggers.")
     trigger: str = Field(description="after_tool_call, after_observation or before_step.")
-    resources: list[str]
-    versions_before: dict[str, int | None]
-    versions_after: dict[str, int | None]
-    outcome: Outcome
-    error_code: str | None = None
-    state_before: str
-    state_after: str
+    resources: list[str] = Field(description="The resources it wrote.")
+    versions_before: dict[str, int | None] = Field(
+        description="Each resource's version before it (null: did not exist)."
+    )
+    versions_after: dict[str, int | None] = Field(description="Each resource's version after it.")
+    outcome: Outcome = Field(description="executed, or how the write failed.")
+    error_code: str | None = Field(default=None, description="The error's code when it did not execute.")
+    state_before: str = Field(description="SHA-256 of the world state before it.")
+    state_after: str = Field(description="SHA-256 of the world state after it.")

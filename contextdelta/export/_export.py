@@ -1,0 +1,111 @@
+"""``contextdelta export RUN_ID --format inspect|parquet --out PATH``: read a run directory, write another format.
+
+Nothing in the run directory changes. An existing output is refused unless ``overwrite`` (nothing is lost by a
+mistyped path); the inspect log is written atomically, each parquet table too.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from contextdelta.export._inspect import eval_log
+from contextdelta.export._tables import TABLES, Column, table_rows
+from contextdelta.rundir import (
+    TASKS_SNAPSHOT,
+    EpisodeRecord,
+    RunDirectory,
+    RunDirectoryError,
+    RunManifest,
+    atomic_write_text,
+)
+from contextdelta.tasks import Task, load_directory
+
+
+class ExportFormat(StrEnum):
+    INSPECT = "inspect"
+    """An inspect_ai evaluation log (JSON)."""
+    PARQUET = "parquet"
+    """A folder of parquet tables, one per record type."""
+
+
+class ExportError(Exception):
+    """An export that cannot be made; the message names the path or the missing package and how to fix it."""
+
+
+PARQUET_MISSING = "--format parquet needs pyarrow: install the parquet extra (pip install 'contextdelta[parquet]')"
+
+
+def _read(path: Path) -> tuple[RunManifest, list[EpisodeRecord], dict[str, Task]]:
+    directory = RunDirectory(path)
+    try:
+        manifest = directory.read_manifest()
+        records = directory.read_episodes()
+    except RunDirectoryError as exc:
+        raise ExportError(f"malformed run directory: {exc}") from exc
+    loaded, _ = load_directory(directory.file(TASKS_SNAPSHOT)) if directory.file(TASKS_SNAPSHOT).is_dir() else ([], [])
+    return manifest, records, {t.task.id: t.task for t in loaded}
+
+
+def _check_target(out: Path, overwrite: bool) -> None:
+    if out.exists() and not overwrite:
+        raise ExportError(f"--out {out} already exists; choose another path or pass --overwrite")
+    if not out.parent.exists():
+        raise ExportError(f"--out {out}: the folder {out.parent} does not exist")
+
+
+def write_inspect(out: Path, manifest: RunManifest, records: list[EpisodeRecord], tasks: dict[str, Task]) -> Path:
+    """The run as one inspect_ai JSON log at ``out``."""
+    log = eval_log(manifest, records, tasks)
+    atomic_write_text(out, json.dumps(log, indent=2, ensure_ascii=False) + "\n")
+    return out
+
+
+def _arrow_type(column: Column) -> Any:
+    import pyarrow as pa
+
+    return {"string": pa.string(), "int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), None: pa.string()}[
+        column.type
+    ]
+
+
+def write_parquet(out: Path, manifest: RunManifest, records: list[EpisodeRecord]) -> list[Path]:
+    """One ``<table>.parquet`` per `TABLES` entry in the folder ``out`` (created); each column carries its
+    description in the field metadata."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise ExportError(PARQUET_MISSING) from exc
+    out.mkdir(exist_ok=True)
+    written = []
+    for spec in TABLES:
+        schema = pa.schema(
+            [pa.field(c.name, _arrow_type(c), metadata={"description": c.description}) for c in spec.columns],
+            metadata={"table": spec.name, "description": spec.description, "run_group_id": manifest.run_group_id},
+        )
+        table = pa.Table.from_pylist(table_rows(spec, manifest, records), schema=schema)
+        target = out / f"{spec.name}.parquet"
+        partial = out / f".{spec.name}.parquet.tmp"
+        pq.write_table(table, partial)
+        partial.replace(target)
+        written.append(target)
+    return written
+
+
+def export_run(path: Path, fmt: ExportFormat | str, out: Path, *, overwrite: bool = False) -> list[Path]:
+    """Export the run directory at ``path`` as ``fmt`` to ``out``; returns the files written.
+
+    Raises:
+        ExportError: a malformed run directory, an existing output without ``overwrite``, or pyarrow missing.
+    """
+    fmt = ExportFormat(fmt)
+    _check_target(out, overwrite)
+    if fmt is ExportFormat.PARQUET and out.exists() and not out.is_dir():
+        raise ExportError(f"--out {out} is a file; --format parquet writes a folder of tables")
+    manifest, records, tasks = _read(path)
+    if fmt is ExportFormat.INSPECT:
+        return [write_inspect(out, manifest, records, tasks)]
+    return write_parquet(out, manifest, records)

@@ -1,0 +1,212 @@
+"""contextdelta export: the inspect_ai log of a scripted-server run reads back with inspect_ai (one sample per
+episode, the verdicts, metadata and the context of every step intact; failed trials as errors; an external
+agent's context unknown, never invented), and the parquet tables load in DuckDB with the documented columns."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from inspect_ai.log import read_eval_log
+from typer.testing import CliRunner
+
+from contextdelta.agent import external_strategy
+from contextdelta.attribution import attribute_run
+from contextdelta.cli import app
+from contextdelta.export import TABLES, ExportError, eval_log, export_run
+from contextdelta.grading import GraderName
+from contextdelta.mcp import WorldEpisode
+from contextdelta.rundir import EpisodeRecord, RunDirectory, task_result_values
+from contextdelta.runner import EpisodeJob, EpisodeSpec, episode_record
+from contextdelta.tasks import load_directory
+from contextdelta.tasks.trajectory import resolve_call
+from contextdelta.worlds import ProtectionMode, get_world
+from tests.report import runs
+
+
+def records_of(path: Path) -> list[EpisodeRecord]:
+    return sorted(RunDirectory(path).read_episodes(), key=lambda r: r.run_id)
+
+
+@pytest.fixture(scope="module")
+def unsafe_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    out = tmp_path_factory.mktemp("inspect") / "unsafe.json"
+    export_run(runs.unsafe_run(), "inspect", out)
+    return out, read_eval_log(str(out))
+
+
+def test_the_inspect_log_reads_back_with_one_sample_per_episode(unsafe_log: tuple[Path, Any]) -> None:
+    _, log = unsafe_log
+    records = records_of(runs.unsafe_run())
+    assert log.status == "success" and log.version == 2 and log.eval.task == "contextdelta"
+    assert log.eval.model == "scripted-unsafe" and log.eval.run_id == runs.unsafe_run().name
+    assert len(log.samples) == len(records) == 24
+    assert len({(s.id, s.epoch) for s in log.samples}) == 24
+    assert [s.metadata["run_id"] for s in log.samples] == [r.run_id for r in records]
+
+
+def test_the_verdicts_metadata_and_failure_modes_are_intact(unsafe_log: tuple[Path, Any]) -> None:
+    _, log = unsafe_log
+    records = records_of(runs.unsafe_run())
+    modes = {a.run_id: a.mode.value for a in attribute_run(records)}
+    for sample, record in zip(log.samples, records, strict=True):
+        v = record.verdict
+        assert sample.scores["success"].value == (1.0 if v.success and not record.failed else 0.0)
+        for grader in GraderName:
+            passed = getattr(v, grader.value)
+            if passed is None:
+                assert grader.value not in sample.scores
+            else:
+                assert sample.scores[grader.value].value == (1.0 if passed else 0.0)
+        failing = [d for d in v.details or [] if d.grader is GraderName.NO_DUPLICATE_ACTION]
+        assert len(sample.scores["no_duplicate_action"].metadata["details"]) == len(failing)
+        meta = sample.metadata
+        assert (meta["strategy"], meta["protection_mode"], meta["hazard"], meta["world"]) == (
+            record.strategy,
+            record.protection_mode,
+            record.hazard,
+            record.world,
+        )
+        assert meta["failure_mode"] == modes.get(record.run_id) and meta["context"] == "recorded"
+        assert sample.id == f"{record.task_id}.{record.strategy}.{record.protection_mode}"
+        assert sample.epoch == record.repeat
+    assert any(s.metadata["failure_mode"] for s in log.samples) and any(
+        not s.metadata["failure_mode"] for s in log.samples
+    )
+    success = next(s for s in log.results.scores if s.name == "success")
+    assert success.metrics["mean"].value == pytest.approx(
+        sum(r.verdict.success and not r.failed for r in records) / len(records)
+    )
+
+
+def test_each_step_is_a_model_event_whose_input_is_the_context_sent(unsafe_log: tuple[Path, Any]) -> None:
+    _, log = unsafe_log
+    records = records_of(runs.unsafe_run())
+    for sample, record in zip(log.samples, records, strict=True):
+        model_events = [e for e in sample.events if e.event == "model" and e.role is None]
+        assert [len(e.input) for e in model_events] == [len(s.messages) for s in record.trace.steps]
+        for event, step in zip(model_events, record.trace.steps, strict=True):
+            assert [m.role for m in event.input] == [m["role"] for m in step.messages]
+            for i in step.context.inserted:
+                assert "written by the context strategy" in event.input[i].metadata["contextdelta"]
+        tools = [e for e in sample.events if e.event == "tool"]
+        assert [t.function for t in tools] == [c.name for s in record.trace.steps for c in s.tool_calls]
+        mutations = [e for e in sample.events if e.event == "info" and "hidden mutation" in (e.source or "")]
+        assert len(mutations) == len(record.trace.mutation_events())
+        assert len(sample.messages) == len(record.trace.canonical_history())
+    reduced = next(
+        s for s, r in zip(log.samples, records, strict=True) if any(st.context.removed for st in r.trace.steps)
+    )
+    sent = [len(e.input) for e in reduced.events if e.event == "model"]
+    assert max(sent) < len(reduced.messages)  # the context sent is not the full history
+
+
+def test_failed_trials_are_errored_samples(tmp_path: Path) -> None:
+    path = runs.faulted_run()
+    records = records_of(path)
+    out = tmp_path / "faulted.json"
+    export_run(path, "inspect", out)
+    log: Any = read_eval_log(str(out))
+    failed = {r.run_id for r in records if r.failed}
+    assert failed
+    for sample in log.samples:
+        if sample.metadata["run_id"] in failed:
+            assert sample.error is not None and sample.scores["success"].value == 0.0
+            assert sample.metadata["failed_trial"] is True
+        else:
+            assert sample.error is None
+
+
+def external_record(tmp_path: Path) -> EpisodeRecord:
+    loaded, _ = load_directory(runs.TASKS)
+    task = next(t.task for t in loaded if t.task.id == "order-grinder-refund")
+    world = task.build_world(ProtectionMode.UNPROTECTED)
+    initial = world.state()
+    ep = WorldEpisode(task, world, "tester", "streamable-http", 30)
+    results: list[str] = []
+    for index, call in enumerate(task.evaluator.reference_solution):
+        resolved = resolve_call(get_world(task.world), call, results, world.mode, index)
+        results.append(ep.call(resolved.tool, resolved.arguments)[0])
+    ep.finish("done")
+    spec = EpisodeSpec(task.id, external_strategy("tester"), "unprotected", 1)
+    job = EpisodeJob("external-run", spec, task, 1, 30)
+    return episode_record(job, ep.trace(), initial, world, "2026-01-01T00:00:00Z", 1.0, None)
+
+
+def test_an_external_agents_context_is_unknown_never_invented(tmp_path: Path) -> None:
+    record = external_record(tmp_path)
+    manifest = RunDirectory(runs.cached_run()).read_manifest()
+    out = tmp_path / "external.json"
+    out.write_text(json.dumps(eval_log(manifest, [record])))
+    log: Any = read_eval_log(str(out))
+    (sample,) = log.samples
+    assert sample.metadata["context"] == "unknown" and sample.messages == []
+    assert not [e for e in sample.events if e.event == "model"]
+    assert len([e for e in sample.events if e.event == "tool"]) == len(record.trace.tool_events())
+    assert sample.scores["success"].value == 1.0
+    rows = list(TABLES[0].rows(manifest, [record]))
+    assert rows[0]["context"] == "unknown"
+    assert list(next(t for t in TABLES if t.name == "messages").rows(manifest, [record])) == []
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("parquet") / "tables"
+    export_run(runs.cached_run(), "parquet", out)
+    return out
+
+
+def test_the_parquet_tables_load_in_duckdb_with_the_documented_columns(tables: Path) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "run-directory.md").read_text()
+    db = duckdb.connect()
+    for spec in TABLES:
+        path = tables / f"{spec.name}.parquet"
+        described = db.execute(f"DESCRIBE SELECT * FROM '{path}'").fetchall()
+        assert [row[0] for row in described] == [c.name for c in spec.columns], spec.name
+        assert f"#### `{spec.name}.parquet`" in doc
+        for column in spec.columns:
+            assert f"| `{column.name}` | `{column.type_name}` |" in doc
+    records = records_of(runs.cached_run())
+    episodes = db.execute(f"SELECT run_id, success, cost_usd, steps FROM '{tables / 'episodes.parquet'}' ORDER BY 1")
+    expected = [(r.run_id, task_result_values(r)["success"], r.cost_usd, r.trace.step_count) for r in records]
+    assert episodes.fetchall() == expected
+    counts = {
+        name: db.execute(f"SELECT count(*) FROM '{tables / name}.parquet'").fetchall()[0][0]
+        for name in ("steps", "messages", "tool_events", "mutations")
+    }
+    assert counts == {
+        "steps": sum(len(r.trace.steps) for r in records),
+        "messages": sum(len(s.messages) for r in records for s in r.trace.steps),
+        "tool_events": sum(len(r.trace.tool_events()) for r in records),
+        "mutations": sum(len(r.trace.mutation_events()) for r in records),
+    }
+    cached = db.execute(f"SELECT sum(cached_tokens) FROM '{tables / 'steps.parquet'}'").fetchall()[0][0]
+    assert cached == sum(r.trace.totals.agent_usage.cached_tokens or 0 for r in records) > 0
+
+
+def test_export_refuses_an_existing_output_and_the_cli_says_why(tmp_path: Path) -> None:
+    out = tmp_path / "log.json"
+    out.write_text("keep me")
+    with pytest.raises(ExportError, match="already exists"):
+        export_run(runs.cached_run(), "inspect", out)
+    assert out.read_text() == "keep me"
+    result = CliRunner().invoke(
+        app,
+        ["export", str(runs.cached_run()), "--format", "inspect", "--out", str(out)],
+    )
+    assert result.exit_code == 2 and "--overwrite" in result.stderr
+    result = CliRunner().invoke(
+        app,
+        ["export", str(runs.cached_run()), "--format", "parquet", "--out", str(tmp_path / "t"), "--overwrite"],
+    )
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "t").iterdir()) == sorted(f"{t.name}.parquet" for t in TABLES)
+
+
+def test_parquet_without_pyarrow_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(__import__("sys").modules, "pyarrow", None)
+    with pytest.raises(ExportError, match=r"contextdelta\[parquet\]"):
+        export_run(runs.cached_run(), "parquet", tmp_path / "t")
