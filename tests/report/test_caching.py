@@ -111,9 +111,17 @@ def test_a_run_from_before_prices_keeps_its_reports_and_verifies(tmp_path: Path)
     assert manifest.prices is None and "prices" not in json.loads((path / MANIFEST).read_text())
     report = build_report(manifest, directory.read_episodes())
     assert report.metrics.caching is None and "caching" not in report.metrics_json()
-    assert report.markdown == (path / BENCHMARK_REPORT).read_text()
-    result = verify_run(path)
+    assert "Prompt caching" not in report.markdown and "survives caching" not in report.markdown
+    result = verify_run(path)  # every number and line re-derives (the statistics code's hash is only a note)
     assert result.ok and not [n for n in result.notes if "metrics schema" in n], result.lines()
+
+
+def test_verify_names_a_report_that_differs_beyond_the_statistics_codes_hash(tmp_path: Path) -> None:
+    path = tmp_path / BEFORE_PRICES.name
+    shutil.copytree(BEFORE_PRICES, path)
+    report = (path / BENCHMARK_REPORT).read_text()
+    (path / BENCHMARK_REPORT).write_text(report.replace("| full_history / unprotected |", "| full_history |", 1))
+    assert [d.field for d in verify_run(path).divergences] == [BENCHMARK_REPORT]
 
 
 def test_resume_keeps_the_recorded_prices_and_refuses_a_table_that_prices_the_run_differently(
