@@ -47,6 +47,7 @@ def bad_invocations(tmp: Path) -> dict[str, list[str]]:
         "verify": ["nope", *results],
         "merge": ["nope-a", "nope-b", "--out", "merged", *results],
         "compare": ["nope-a", "nope-b", *results],
+        "export": ["nope", "--format", "inspect", "--out", str(tmp / "out.eval"), *results],
         "serve": ["--database-url", f"sqlite:///{tmp / 'proxy.db'}"],  # no upstream configured
         "dashboard": ["--database-url", "nope://nowhere", *results],
         "db upgrade": ["--database-url", "nope://nowhere"],
