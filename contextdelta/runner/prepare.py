@@ -43,6 +43,7 @@ from contextdelta.providers import (
     RetryPolicy,
 )
 from contextdelta.rundir import (
+    EpisodeAttempts,
     EpisodeRecord,
     ExternalAgentInfo,
     Hashes,
@@ -192,7 +193,11 @@ class RunPlan:
     manifest: RunManifest | None = None
     """On resume: its manifest as read."""
     done: list[EpisodeRecord] = field(default_factory=list)
-    """On resume: the episodes already in ``raw_runs.jsonl``."""
+    """On resume: the episodes already in ``raw_runs.jsonl`` (each one's current record)."""
+    superseded: list[EpisodeRecord] = field(default_factory=list)
+    """On resume: the earlier attempts in ``raw_runs.jsonl`` that a later attempt replaced."""
+    retries: dict[str, int] = field(default_factory=dict)
+    """With ``--retry-failed``: the pending failed trials, each run id with the attempt its re-run will be."""
 
     @property
     def tasks(self) -> dict[str, Task]:
@@ -201,6 +206,10 @@ class RunPlan:
     @property
     def resumed(self) -> bool:
         return self.existing is not None
+
+    def attempt(self, spec: EpisodeSpec) -> int:
+        """The attempt a pending episode's run will be: 1, or for a failed trial re-run one above its latest."""
+        return self.retries.get(spec.run_id, 1)
 
 
 # ---- the matrix ------------------------------------------------------------------------------------------------
@@ -463,10 +472,11 @@ def _resume_target(results_dir: Path, run_id: str) -> tuple[RunDirectory, RunMan
         raise BenchmarkError(f"cannot resume: {exc}") from exc
 
 
-def _read_done(directory: RunDirectory) -> list[EpisodeRecord]:
-    """The episodes of the run to resume (a torn last line is ignored, not cut yet)."""
+def _read_done(directory: RunDirectory) -> EpisodeAttempts:
+    """The episodes of the run to resume, current records and superseded attempts (a torn last line is ignored,
+    not cut yet)."""
     try:
-        return directory.read_episodes()
+        return directory.read_attempts()
     except RunDirectoryError as exc:
         raise BenchmarkError(f"cannot resume: {exc}") from exc
 
@@ -490,10 +500,20 @@ def _differences(manifest: RunManifest, provider: ProviderInfo, hashes: Hashes, 
     return [f"{name}: run has {a!r}, now {b!r}" for name, a, b in checks if a != b]
 
 
-def pending_episodes(specs: list[EpisodeSpec], done: Sequence[EpisodeRecord]) -> list[EpisodeSpec]:
-    """The planned episodes that no recorded episode answers yet, in plan order."""
-    finished = {r.run_id for r in done}
-    return [s for s in specs if s.run_id not in finished]
+def pending_episodes(
+    specs: list[EpisodeSpec], done: Sequence[EpisodeRecord], *, retry_failed: bool = False
+) -> list[EpisodeSpec]:
+    """The planned episodes that no recorded episode answers yet, and with ``retry_failed`` also those whose
+    current record is a failed trial, in plan order (``done``: each episode's current record)."""
+    finished = {r.run_id: r for r in done}
+    return [s for s in specs if (record := finished.get(s.run_id)) is None or (retry_failed and record.failed)]
+
+
+def retry_attempts(pending: Sequence[EpisodeSpec], done: Sequence[EpisodeRecord]) -> dict[str, int]:
+    """For each pending episode that already has a record (a failed trial run again), the attempt its re-run is:
+    one above its current record's."""
+    current = {r.run_id: r.attempt for r in done}
+    return {s.run_id: current[s.run_id] + 1 for s in pending if s.run_id in current}
 
 
 def _strategy_differences(manifest: RunManifest, configs: Sequence[StrategyDescription]) -> list[str]:
@@ -704,6 +724,11 @@ def plan_run(request: BenchmarkRequest, settings: Settings, provider: ChatProvid
     """
     results_dir = request.results_dir or Path(settings.results_dir)
     target: tuple[RunDirectory, RunManifest] | None = None
+    if request.retry_failed and request.resume is None:
+        raise BenchmarkError(
+            "--retry-failed re-runs the failed trials of an earlier run: give that run with --resume ID "
+            "(e.g. contextdelta run-benchmark --resume results/RUN_ID --retry-failed)"
+        )
     if request.resume is not None:
         target = _resume_target(results_dir, request.resume)
         results_dir = target[0].path.parent
@@ -739,7 +764,8 @@ def _plan(
     provider_spec: ProviderSpec | None = None,
 ) -> RunPlan:
     manifest = target[1] if target else None
-    done = _read_done(target[0]) if target else []
+    attempts = _read_done(target[0]) if target else EpisodeAttempts.of(())
+    done = list(attempts.current)
     matrix = resolve_matrix(request, settings, manifest)
     if request.external_agent is not None:
         # an external agent brings its own model and context: no provider, no strategies to build
@@ -773,6 +799,7 @@ def _plan(
     run_prices = _run_prices(prices, provider_info, manifest, request.price_table)
     _check_budget_prices(run_prices, provider_info, matrix, (max_cost, max_episode_cost))
     specs = matrix.shard_episodes()
+    pending = pending_episodes(specs, done, retry_failed=request.retry_failed)
     return RunPlan(
         request=request,
         results_dir=results_dir,
@@ -785,10 +812,12 @@ def _plan(
         max_episode_cost_usd=max_episode_cost,
         strategy_configs=configs,
         specs=specs,
-        pending=pending_episodes(specs, done),
+        pending=pending,
         existing=target[0] if target else None,
         execution=execution,
         provider_spec=provider_spec,
         manifest=manifest,
         done=done,
+        superseded=list(attempts.superseded),
+        retries=retry_attempts(pending, done),
     )
