@@ -1032,18 +1032,21 @@ def report_command(
 ) -> None:
     """Recompute and print the report of a run directory from the directory alone (no database, no model)."""
     from contextdelta.report import build_report, recorded_params, write_report_files
-    from contextdelta.rundir import EpisodeRecord, RunDirectory, RunManifest, RunStatus
+    from contextdelta.rundir import RunDirectory, RunDirectoryError, RunStatus
     from contextdelta.stats import DEFAULT_PARAMS
 
     if output_format not in ("markdown", "json"):
         raise _fail(f"--format must be markdown or json, not {output_format!r}", 2)
-    directory, manifest, records = _load_run(run_id, results_dir)
-    assert isinstance(directory, RunDirectory) and isinstance(manifest, RunManifest)
-    episodes = [r for r in records if isinstance(r, EpisodeRecord)]
+    directory = RunDirectory(_run_directory(run_id, results_dir))
+    try:  # each episode's current record, and the superseded attempts of retried failed trials
+        manifest, attempts = directory.read_manifest(), directory.read_attempts()
+    except RunDirectoryError as exc:
+        raise _fail(str(exc), 2) from None
+    episodes = list(attempts.current)
     params = recorded_params(directory) or DEFAULT_PARAMS
     changed = {k: v for k, v in (("resamples", resamples), ("seed", bootstrap_seed)) if v is not None}
     params = params.model_copy(update=changed)
-    report = build_report(manifest, episodes, params)
+    report = build_report(manifest, episodes, params, attempts.superseded)
     err = Console(stderr=True)
     if manifest.status is not RunStatus.COMPLETE:
         err.print(

@@ -381,3 +381,16 @@ def test_merge_carries_every_attempt_and_keeps_each_episode_once(tmp_path: Path)
 def test_retry_failed_without_resume_is_refused_by_the_library_too(tmp_path: Path) -> None:
     with pytest.raises(BenchmarkError, match="--retry-failed re-runs the failed trials"):
         run_benchmark(benchmark_request("http://127.0.0.1:9/v1", tmp_path, retry_failed=True))
+
+
+def test_report_shows_the_retries_and_report_write_keeps_the_run_verifying(retried_run: Path, tmp_path: Path) -> None:
+    path, *_ = _copy(retried_run, tmp_path)
+    printed = runner.invoke(app, ["report", str(path)])
+    assert printed.exit_code == 0, printed.output
+    assert "## Retried failed trials" in printed.stdout
+    assert printed.stdout == (path / "benchmark_report.md").read_text(encoding="utf-8")
+    as_json = runner.invoke(app, ["report", str(path), "--format", "json"])
+    assert json.loads(as_json.stdout)["retries"]["superseded_attempts"] == 1
+    rewritten = runner.invoke(app, ["report", str(path), "--write"])
+    assert rewritten.exit_code == 0
+    assert verify_run(path).ok
