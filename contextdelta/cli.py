@@ -676,6 +676,8 @@ def _run_with_recorders(
             f"raw_runs.jsonl); {len(retried) - again} now have a verdict, {again} failed again",
             highlight=False,
         )
+    if outcome.note:
+        err.print(f"[yellow]note:[/yellow] {escape(outcome.note)}", highlight=False, soft_wrap=True)
     if outcome.manifest.stop_reason:
         err.print(
             f"run {outcome.manifest.run_group_id} is incomplete: {escape(outcome.manifest.stop_reason)}.",

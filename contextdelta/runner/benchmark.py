@@ -69,6 +69,8 @@ class RunOutcome:
     superseded: list[EpisodeRecord] = field(default_factory=list)
     retried: bool = False
     """This session re-ran failed trials (``--retry-failed``)."""
+    note: str | None = None
+    """Something the user should hear about a complete run: a signal that arrived after the last episode."""
 
     @property
     def interrupted(self) -> bool:
@@ -381,6 +383,10 @@ def _finalise(run: ActiveRun) -> RunOutcome:
     complete = complete and run.write_error is None
     stop_reason = None if complete else (run.write_error or run.stop_reason or "stopped before every episode finished")
     run.session.update({"ended_at": end, "finished": run.new, "stop_reason": stop_reason})
+    if complete and run.stop_reason is not None:
+        # a signal (or a stop rule) after the last episode was recorded: nothing is missing, so the run is finalised
+        # as complete, and the session says what arrived
+        run.session["late_stop"] = run.stop_reason
     manifest = run.manifest.model_copy(
         update={
             "status": RunStatus.COMPLETE if complete else RunStatus.INCOMPLETE,
@@ -414,8 +420,10 @@ def _finalise(run: ActiveRun) -> RunOutcome:
             EXIT_INCOMPLETE,
         ) from None
     run.manifest = manifest
+    late = run.session.get("late_stop")
+    note = f"{late} after every episode had finished: the run was finalised and is complete" if late else None
     return RunOutcome(
-        run.directory.path, manifest, list(run.records), list(run.superseded), run.plan.request.retry_failed
+        run.directory.path, manifest, list(run.records), list(run.superseded), run.plan.request.retry_failed, note
     )
 
 

@@ -677,7 +677,8 @@ def _preflight(provider: ChatProvider) -> None:
     if preflight is not None:
         problem = anyio.run(preflight)
         if problem is not None:
-            raise BenchmarkError(f"{problem}. Nothing was run; check --base-url / CONTEXTDELTA_BASE_URL.")
+            end = "" if problem.endswith((".", "?", "!")) else "."
+            raise BenchmarkError(f"{problem}{end} Nothing was run; check --base-url / CONTEXTDELTA_BASE_URL.")
 
 
 def _close(provider: ChatProvider | None) -> None:

@@ -74,7 +74,7 @@ def test_a_base_url_without_v1_is_refused_with_the_fix(here: Path) -> None:
     with serve_scripted("oracle", TASKS, in_process=True) as url:
         root = url.removesuffix("/v1")
         message = refused(run_args(root, here / "results"), here)
-    assert f"did you mean --base-url {root}/v1" in message and "Nothing was run" in message
+    assert f"did you mean --base-url {root}/v1 ? Nothing was run;" in message
 
 
 def test_openai_api_key_is_found_behind_a_copied_env_example(here: Path, monkeypatch: pytest.MonkeyPatch) -> None:

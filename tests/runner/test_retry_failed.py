@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 from typer.testing import CliRunner
 
 from contextdelta.cli import app
 from contextdelta.dashboard import load_attempts, load_episode, load_run
 from contextdelta.rundir import RAW_RUNS, TASK_RESULTS, RunDirectory, RunStatus
 from contextdelta.runner import EXIT_INCOMPLETE, BenchmarkError, merge_shards, run_benchmark
-from contextdelta.store import Store
+from contextdelta.store import EpisodeRow, Store
 from contextdelta.testing import FaultPlan, ScriptedServer, serve_scripted
 from contextdelta.verify import verify_run
 from tests.runner.conftest import SMALL, TASKS, benchmark_request
@@ -200,10 +201,6 @@ def test_a_retry_that_fails_again_stays_failed_as_attempt_2_and_attempt_3_can_su
     with Store.open(f"sqlite:///{tmp_path / 'store.db'}") as store:
         store.import_run(path)
         store.import_run(path)  # idempotent
-        from sqlalchemy import select
-
-        from contextdelta.store import EpisodeRow
-
         with store.read_session() as session:
             rows_in_store = list(session.scalars(select(EpisodeRow)))
     assert len(rows_in_store) == 12
@@ -394,3 +391,23 @@ def test_report_shows_the_retries_and_report_write_keeps_the_run_verifying(retri
     rewritten = runner.invoke(app, ["report", str(path), "--write"])
     assert rewritten.exit_code == 0
     assert verify_run(path).ok
+
+
+def test_the_trace_store_of_a_retry_session_holds_the_current_attempt_and_the_superseded_one(tmp_path: Path) -> None:
+    url_db = f"sqlite:///{tmp_path / 'live.db'}"
+    with ScriptedServer("context_trusting", TASKS, faults=FaultPlan(fail_500="at:1")) as server:
+        args = [a for a in new_run_args(server.base_url, tmp_path / "results") if a != "--no-store"]
+        first = runner.invoke(app, [*args, "--database-url", url_db])
+        assert first.exit_code == 0, first.output
+        path = printed_path(first.stdout)
+        server.faults = FaultPlan()
+        resume = [a for a in base_args(server.base_url, tmp_path / "results") if a != "--no-store"]
+        second = runner.invoke(app, [*resume, "--resume", str(path), "--retry-failed", "--database-url", url_db])
+    assert second.exit_code == 0, second.output
+    (old,) = RunDirectory(path).read_attempts().superseded
+    with Store.open(url_db) as store, store.read_session() as session:
+        rows = {r.run_id: r for r in session.scalars(select(EpisodeRow))}
+    assert len(rows) == 12
+    assert rows[old.run_id].attempt == 2 and not rows[old.run_id].failed
+    (summary,) = rows[old.run_id].superseded_attempts or []
+    assert summary["attempt"] == 1 and summary["termination_reason"] == "provider_error"
