@@ -351,7 +351,13 @@ MaxStepsOption = Annotated[
 ]
 SeedOption = Annotated[int | None, typer.Option(help="Run seed (default CONTEXTDELTA_SEED).")]
 RunResultsDirOption = Annotated[Path | None, typer.Option(help="Where run directories go (default results/).")]
-ResumeOption = Annotated[str | None, typer.Option(help="Continue run RUN_ID: run only its missing episodes.")]
+ResumeOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Continue run RUN_ID (its name or path): run its missing episodes (run-benchmark: with --retry-failed "
+        "also its failed trials)."
+    ),
+]
 QuietOption = Annotated[bool, typer.Option("--quiet", help="No progress bar (for CI).")]
 StoreUrlOption = Annotated[
     str | None, typer.Option(help="Trace store URL (default CONTEXTDELTA_DATABASE_URL).", show_default=False)

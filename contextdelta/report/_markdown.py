@@ -707,8 +707,9 @@ def _retries(metrics: AggregateMetrics) -> list[str]:
         "(`run-benchmark --resume ID --retry-failed`, with the same episode seeds). Their "
         f"{plural(section.superseded_attempts, 'superseded attempt')} ({earlier}) stay in `raw_runs.jsonl` and are "
         "counted nowhere else: every other number of this report uses each episode's latest attempt. Of the "
-        f"retried episodes, {section.with_verdict} now have a verdict ({section.succeeded} successes) and "
-        f"{section.failed_again} failed again (listed under *Failed trials*).",
+        f"retried episodes, {section.with_verdict} now have a verdict ({section.succeeded} "
+        f"{'success' if section.succeeded == 1 else 'successes'}) and {section.failed_again} failed again"
+        + (" (listed under *Failed trials*)." if section.failed_again else "."),
         "",
         *table(["episode", "attempts", "superseded attempts ended", "latest attempt"], rows),
         "",

@@ -140,9 +140,13 @@ class Counts(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     planned: int = Field(description="Episodes in the plan (of this shard, with --shard).")
-    finished: int = Field(default=0, description="Episodes recorded in raw_runs.jsonl.")
-    failed: int = Field(default=0, description="Finished episodes that are failed trials (provider/harness/budget).")
-    succeeded: int = Field(default=0, description="Finished episodes whose verdict is success.")
+    finished: int = Field(
+        default=0, description="Episodes recorded in raw_runs.jsonl (each once, by its current attempt)."
+    )
+    failed: int = Field(
+        default=0, description="Finished episodes whose current attempt is a failed trial (provider/harness/budget)."
+    )
+    succeeded: int = Field(default=0, description="Finished episodes whose current attempt's verdict is success.")
 
 
 class Hashes(BaseModel):
