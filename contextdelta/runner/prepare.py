@@ -472,6 +472,24 @@ def _resume_target(results_dir: Path, run_id: str) -> tuple[RunDirectory, RunMan
         raise BenchmarkError(f"cannot resume: {exc}") from exc
 
 
+def recorded_provider(request: BenchmarkRequest, manifest: RunManifest) -> BenchmarkRequest:
+    """On resume, the endpoint, models, temperature and token cap the run recorded, wherever the request gives none:
+    the printed ``--resume PATH`` line then works as it is, whatever ``.env`` or the environment now say (a flag
+    that differs from the recording is still refused, naming it). The key still comes from the settings."""
+    info = manifest.provider
+    if info.kind != "openai" or manifest.external_agent is not None:
+        return request
+    recorded = {
+        "base_url": info.base_url,
+        "model": info.model,
+        "summary_model": info.summary_model,
+        "temperature": info.temperature,
+        "max_tokens": info.max_tokens,
+    }
+    missing = {name: value for name, value in recorded.items() if getattr(request, name) is None and value is not None}
+    return request.model_copy(update=missing) if missing else request
+
+
 def _read_done(directory: RunDirectory) -> EpisodeAttempts:
     """The episodes of the run to resume, current records and superseded attempts (a torn last line is ignored,
     not cut yet)."""
@@ -733,6 +751,7 @@ def plan_run(request: BenchmarkRequest, settings: Settings, provider: ChatProvid
     if request.resume is not None:
         target = _resume_target(results_dir, request.resume)
         results_dir = target[0].path.parent
+        request = recorded_provider(request, target[1])
     else:
         _check_request(request)
     _results_dir(target[0].path if target else results_dir)
