@@ -351,7 +351,13 @@ MaxStepsOption = Annotated[
 ]
 SeedOption = Annotated[int | None, typer.Option(help="Run seed (default CONTEXTDELTA_SEED).")]
 RunResultsDirOption = Annotated[Path | None, typer.Option(help="Where run directories go (default results/).")]
-ResumeOption = Annotated[str | None, typer.Option(help="Continue run RUN_ID: run only its missing episodes.")]
+ResumeOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Continue run RUN_ID (its name or path): run its missing episodes (run-benchmark: with --retry-failed "
+        "also its failed trials)."
+    ),
+]
 QuietOption = Annotated[bool, typer.Option("--quiet", help="No progress bar (for CI).")]
 StoreUrlOption = Annotated[
     str | None, typer.Option(help="Trace store URL (default CONTEXTDELTA_DATABASE_URL).", show_default=False)
@@ -472,6 +478,15 @@ def run_benchmark_command(
         ),
     ] = None,
     resume: ResumeOption = None,
+    retry_failed: Annotated[
+        bool,
+        typer.Option(
+            "--retry-failed",
+            help="With --resume: also re-run the run's failed trials (provider, context-window, budget or harness "
+            "errors) with their episode seeds; each re-run is a new attempt, the earlier ones stay in "
+            "raw_runs.jsonl as superseded attempts.",
+        ),
+    ] = False,
     shard: Annotated[
         str | None,
         typer.Option(help="Run only part I of N of the plan (I/N, e.g. 2/3); join the parts with `merge`."),
@@ -567,6 +582,7 @@ def run_benchmark_command(
         token_budget=token_budget,
         strategy_params=overrides,
         resume=resume,
+        retry_failed=retry_failed,
         shard=shard,
         controls=_csv(controls),
         executor=executor,
@@ -583,7 +599,27 @@ def run_benchmark_command(
         database_url=database_url,
         no_store=no_store,
         quiet=quiet,
+        retry_hint=True,
     )
+
+
+def _resume_lines(outcome: RunOutcome, resume_hint: str, retry_hint: bool) -> list[str]:
+    """How to go on with a run that stopped early, or that finished with failed trials: the ``--resume`` line, with
+    ``--retry-failed`` where that is what is left to do (a session that was re-running failed trials), or a word
+    that it would also re-run them."""
+    manifest, path = outcome.manifest, outcome.path
+    failed = manifest.counts.failed
+    trials = f"{failed} failed trial{'s' if failed != 1 else ''}"
+    if manifest.stop_reason:
+        if retry_hint and outcome.retried:
+            return [f"Resume it with: contextdelta {resume_hint} {path} --retry-failed"]
+        lines = [f"Resume it with: contextdelta {resume_hint} {path}"]
+        if retry_hint and failed:
+            lines.append(f"(add --retry-failed to re-run its {trials} as well)")
+        return lines
+    if retry_hint and failed:
+        return [f"Re-run its {trials} with: contextdelta {resume_hint} {path} --retry-failed"]
+    return []
 
 
 def _run_with_recorders(
@@ -593,6 +629,7 @@ def _run_with_recorders(
     no_store: bool,
     quiet: bool,
     resume_hint: str = "run-benchmark --resume",
+    retry_hint: bool = False,
     out: Callable[[str], None] = typer.echo,
 ) -> None:
     """Run a benchmark-shaped command with the trace store and the progress bar as recorders, print the summary
@@ -637,13 +674,24 @@ def _run_with_recorders(
         f"status {outcome.manifest.status.value}",
         highlight=False,
     )
+    if outcome.superseded:
+        retried = {r.run_id for r in outcome.superseded}
+        again = sum(r.failed for r in outcome.records if r.run_id in retried)
+        err.print(
+            f"{len(retried)} episodes were retried ({len(outcome.superseded)} superseded attempts kept in "
+            f"raw_runs.jsonl); {len(retried) - again} now have a verdict, {again} failed again",
+            highlight=False,
+        )
+    if outcome.note:
+        err.print(f"[yellow]note:[/yellow] {escape(outcome.note)}", highlight=False, soft_wrap=True)
     if outcome.manifest.stop_reason:
         err.print(
-            f"run {outcome.manifest.run_group_id} is incomplete: {escape(outcome.manifest.stop_reason)}.\n"
-            f"Resume it with: contextdelta {resume_hint} {outcome.path}",
+            f"run {outcome.manifest.run_group_id} is incomplete: {escape(outcome.manifest.stop_reason)}.",
             highlight=False,
             soft_wrap=True,
         )
+    for line in _resume_lines(outcome, resume_hint, retry_hint):
+        err.print(escape(line), highlight=False, soft_wrap=True)
     out(str(outcome.path))
     if outcome.interrupted:
         raise typer.Exit(130)
@@ -992,18 +1040,21 @@ def report_command(
 ) -> None:
     """Recompute and print the report of a run directory from the directory alone (no database, no model)."""
     from contextdelta.report import build_report, recorded_params, write_report_files
-    from contextdelta.rundir import EpisodeRecord, RunDirectory, RunManifest, RunStatus
+    from contextdelta.rundir import RunDirectory, RunDirectoryError, RunStatus
     from contextdelta.stats import DEFAULT_PARAMS
 
     if output_format not in ("markdown", "json"):
         raise _fail(f"--format must be markdown or json, not {output_format!r}", 2)
-    directory, manifest, records = _load_run(run_id, results_dir)
-    assert isinstance(directory, RunDirectory) and isinstance(manifest, RunManifest)
-    episodes = [r for r in records if isinstance(r, EpisodeRecord)]
+    directory = RunDirectory(_run_directory(run_id, results_dir))
+    try:  # each episode's current record, and the superseded attempts of retried failed trials
+        manifest, attempts = directory.read_manifest(), directory.read_attempts()
+    except RunDirectoryError as exc:
+        raise _fail(str(exc), 2) from None
+    episodes = list(attempts.current)
     params = recorded_params(directory) or DEFAULT_PARAMS
     changed = {k: v for k, v in (("resamples", resamples), ("seed", bootstrap_seed)) if v is not None}
     params = params.model_copy(update=changed)
-    report = build_report(manifest, episodes, params)
+    report = build_report(manifest, episodes, params, attempts.superseded)
     err = Console(stderr=True)
     if manifest.status is not RunStatus.COMPLETE:
         err.print(

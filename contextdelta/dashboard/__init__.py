@@ -8,6 +8,7 @@ timeline (`contextdelta.dashboard.timeline`) and the launcher (`contextdelta.das
 from contextdelta.dashboard.data import (
     ATLAS_FILTERS,
     AtlasFilter,
+    AttemptRow,
     EpisodeSummary,
     FailureRow,
     RunData,
@@ -18,6 +19,7 @@ from contextdelta.dashboard.data import (
     filter_options,
     filter_query,
     list_runs,
+    load_attempts,
     load_episode,
     load_run,
 )
@@ -28,6 +30,7 @@ __all__ = [
     "APP_SCRIPT",
     "ATLAS_FILTERS",
     "AtlasFilter",
+    "AttemptRow",
     "EpisodeSummary",
     "EpisodeTimeline",
     "FailureRow",
@@ -41,6 +44,7 @@ __all__ = [
     "filter_options",
     "filter_query",
     "list_runs",
+    "load_attempts",
     "load_episode",
     "load_run",
     "streamlit_command",

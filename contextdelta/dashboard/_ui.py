@@ -16,6 +16,7 @@ from typing import NoReturn
 import streamlit as st
 
 from contextdelta.dashboard.data import (
+    AttemptRow,
     EpisodeSummary,
     RunData,
     RunLoadError,
@@ -23,6 +24,7 @@ from contextdelta.dashboard.data import (
     Signature,
     default_episode,
     list_runs,
+    load_attempts,
     load_episode,
     load_run,
     results_dir_problem,
@@ -79,8 +81,13 @@ def _run(path: str, signature: Signature) -> RunData:
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _episode(path: str, signature: Signature, run_id: str) -> EpisodeRecord:
-    return load_episode(Path(path), run_id)
+def _episode(path: str, signature: Signature, run_id: str, attempt: int | None) -> EpisodeRecord:
+    return load_episode(Path(path), run_id, attempt)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _attempts(path: str, signature: Signature, run_id: str) -> list[AttemptRow]:
+    return load_attempts(Path(path), run_id)
 
 
 def cached_runs(folder: Path) -> list[RunSummary]:
@@ -93,9 +100,15 @@ def cached_run(path: Path) -> RunData:
     return _run(str(path), run_signature(path))
 
 
-def cached_episode(path: Path, run_id: str) -> EpisodeRecord:
-    """One episode of a run directory (cached until it changes). Raises `RunLoadError`."""
-    return _episode(str(path), run_signature(path), run_id)
+def cached_episode(path: Path, run_id: str, attempt: int | None = None) -> EpisodeRecord:
+    """One episode of a run directory: its current record, or the given attempt (cached until it changes).
+    Raises `RunLoadError`."""
+    return _episode(str(path), run_signature(path), run_id, attempt)
+
+
+def cached_attempts(path: Path, run_id: str) -> list[AttemptRow]:
+    """Every attempt of one episode (cached until the run directory changes). Raises `RunLoadError`."""
+    return _attempts(str(path), run_signature(path), run_id)
 
 
 # ---- pickers --------------------------------------------------------------------------------------------------

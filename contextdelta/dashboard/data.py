@@ -231,13 +231,62 @@ class EpisodeSummary:
     steps: int
     hidden_mutations: int
     failure_mode: str | None
+    attempts: int = 1
+    """Attempts in ``raw_runs.jsonl`` (above 1: failed trials re-run by ``--retry-failed``); this is the latest."""
 
     @property
     def label(self) -> str:
-        """``run_id: success`` or ``run_id: FAIL (mode)``, plus the number of hidden mutations."""
+        """``run_id: success`` or ``run_id: FAIL (mode)``, plus the number of hidden mutations and of attempts."""
         outcome = "success" if self.success else f"FAIL ({self.failure_mode or 'failed'})"
         mutations = f", {self.hidden_mutations} hidden mutation(s)" if self.hidden_mutations else ""
-        return f"{self.run_id}: {outcome}{mutations}"
+        attempts = f", attempt {self.attempts} of {self.attempts}" if self.attempts > 1 else ""
+        return f"{self.run_id}: {outcome}{mutations}{attempts}"
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    """One attempt of an episode on the Episode page: the current one, or one a re-run superseded."""
+
+    attempt: int
+    current: bool
+    started_at: str
+    finished_at: str
+    termination: str
+    outcome: str
+    """success, FAIL (a verdict that is not a success) or failed trial."""
+    steps: int
+    error: str | None
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "attempt": self.attempt,
+            "status": "current" if self.current else "superseded",
+            "started": self.started_at,
+            "finished": self.finished_at,
+            "termination": self.termination,
+            "outcome": self.outcome,
+            "steps": self.steps,
+            "error": self.error or "",
+        }
+
+
+def attempt_rows(attempts: Sequence[EpisodeRecord]) -> list[AttemptRow]:
+    """Every attempt of one episode (in attempt order), the highest marked current."""
+    ordered = sorted(attempts, key=lambda r: r.attempt)
+    last = ordered[-1].attempt if ordered else None
+    return [
+        AttemptRow(
+            attempt=r.attempt,
+            current=r.attempt == last,
+            started_at=r.started_at,
+            finished_at=r.finished_at,
+            termination=r.trace.termination.value,
+            outcome="failed trial" if r.failed else ("success" if r.verdict.success else "FAIL"),
+            steps=r.trace.step_count,
+            error=r.trace.error,
+        )
+        for r in ordered
+    ]
 
 
 @dataclass(frozen=True)
@@ -366,7 +415,8 @@ def load_run(path: Path) -> RunData:
     directory = RunDirectory(path)
     try:
         manifest = directory.read_manifest()
-        records = sorted(directory.read_episodes(), key=lambda r: r.run_id)
+        every = directory.read_attempts()
+        records = sorted(every.current, key=lambda r: r.run_id)
     except (RunDirectoryError, OSError, ValueError) as exc:
         raise RunLoadError(str(exc)) from exc
     try:
@@ -376,7 +426,7 @@ def load_run(path: Path) -> RunData:
             metrics, source = recorded, AGGREGATE_METRICS
             attributions = attribute_run(records)
         else:
-            report = build_report(manifest, records, recorded_params(directory) or DEFAULT_PARAMS)
+            report = build_report(manifest, records, recorded_params(directory) or DEFAULT_PARAMS, every.superseded)
             metrics, attributions = report.metrics, report.attributions
             source = f"recomputed from {RAW_RUNS} ({len(records)} episodes)"
     except (ValueError, KeyError, ValidationError) as exc:
@@ -397,6 +447,7 @@ def load_run(path: Path) -> RunData:
             steps=r.trace.step_count,
             hidden_mutations=len(r.trace.mutation_events()),
             failure_mode=by_run[r.run_id].mode.value if r.run_id in by_run else None,
+            attempts=len(every.by_episode.get(r.run_id, ())) or 1,
         )
         for r in records
     )
@@ -412,14 +463,27 @@ def load_run(path: Path) -> RunData:
     )
 
 
-def load_episode(path: Path, run_id: str) -> EpisodeRecord:
-    """One episode of a run directory, validating only its line of ``raw_runs.jsonl``.
+def load_episode(path: Path, run_id: str, attempt: int | None = None) -> EpisodeRecord:
+    """One episode of a run directory (its current record, or the given ``attempt``), validating only its lines of
+    ``raw_runs.jsonl``.
 
     Raises:
-        RunLoadError: the file is missing or malformed, or has no episode ``run_id``.
+        RunLoadError: the file is missing or malformed, or has no episode ``run_id`` (or no such attempt).
     """
     try:
-        return RunDirectory(path).read_episode(run_id)
+        return RunDirectory(path).read_episode(run_id, attempt)
+    except RunDirectoryError as exc:
+        raise RunLoadError(str(exc)) from exc
+
+
+def load_attempts(path: Path, run_id: str) -> list[AttemptRow]:
+    """Every attempt of one episode (the current one and those a ``--retry-failed`` re-run superseded).
+
+    Raises:
+        RunLoadError: the file is missing or malformed.
+    """
+    try:
+        return attempt_rows(RunDirectory(path).read_episode_attempts(run_id))
     except RunDirectoryError as exc:
         raise RunLoadError(str(exc)) from exc
 

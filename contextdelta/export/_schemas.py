@@ -22,6 +22,8 @@ from pydantic import BaseModel
 from contextdelta.export._tables import TABLES
 from contextdelta.report import AggregateMetrics
 from contextdelta.rundir import (
+    ATTEMPT_COLUMN,
+    ATTEMPT_COLUMN_DOC,
     CONTROL_COLUMN,
     CONTROL_COLUMN_DOC,
     TASK_RESULT_COLUMN_DOCS,
@@ -161,7 +163,11 @@ def field_reference() -> str:
         "|---|---|---|",
         *(
             f"| `{c}` | {t} | {_cell(d)} |"
-            for c, (t, d) in (*TASK_RESULT_COLUMN_DOCS.items(), (CONTROL_COLUMN, CONTROL_COLUMN_DOC))
+            for c, (t, d) in (
+                *TASK_RESULT_COLUMN_DOCS.items(),
+                (CONTROL_COLUMN, CONTROL_COLUMN_DOC),
+                (ATTEMPT_COLUMN, ATTEMPT_COLUMN_DOC),
+            )
         ),
         "",
     ]

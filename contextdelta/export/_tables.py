@@ -16,6 +16,8 @@ from typing import Any
 from contextdelta.canonical import canonical_json
 from contextdelta.replay import message_content
 from contextdelta.rundir import (
+    ATTEMPT_COLUMN,
+    ATTEMPT_COLUMN_DOC,
     CONTROL_COLUMN,
     CONTROL_COLUMN_DOC,
     TASK_RESULT_COLUMN_DOCS,
@@ -77,6 +79,7 @@ _EPISODE_EXTRA = (
 EPISODE_COLUMNS: tuple[Column, ...] = (
     *(Column(name, kind, text) for name, (kind, text) in TASK_RESULT_COLUMN_DOCS.items()),
     Column(CONTROL_COLUMN, *CONTROL_COLUMN_DOC),
+    Column(ATTEMPT_COLUMN, *ATTEMPT_COLUMN_DOC),
     *_EPISODE_EXTRA,
 )
 

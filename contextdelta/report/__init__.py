@@ -45,6 +45,8 @@ from contextdelta.report._models import (
     EpisodeCounts,
     ReportWarning,
     ResearchQuestion,
+    RetriedEpisode,
+    RetrySection,
     TokenReduction,
     TokenTotal,
 )
@@ -91,6 +93,8 @@ __all__ = [
     "ReportFiles",
     "ReportWarning",
     "ResearchQuestion",
+    "RetriedEpisode",
+    "RetrySection",
     "RunFacts",
     "RunReport",
     "TokenReduction",

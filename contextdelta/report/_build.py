@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,12 +55,16 @@ class RunReport:
 
 
 def build_report(
-    manifest: RunManifest, records: list[EpisodeRecord], params: AnalysisParams = DEFAULT_PARAMS
+    manifest: RunManifest,
+    records: list[EpisodeRecord],
+    params: AnalysisParams = DEFAULT_PARAMS,
+    superseded: Sequence[EpisodeRecord] = (),
 ) -> RunReport:
-    """Attribute every failure and compute every aggregate of a run (complete or not)."""
+    """Attribute every failure and compute every aggregate of a run (complete or not) from each episode's current
+    record; the ``superseded`` attempts of retried failed trials get their own section and count nowhere else."""
     ordered = main_records(sorted(records, key=lambda r: r.run_id))  # control episodes: a section of their own
     attributions = attribute_run(ordered)
-    metrics = compute_metrics(manifest, records, params, attributions=attributions)
+    metrics = compute_metrics(manifest, records, params, attributions=attributions, superseded=superseded)
     return RunReport(manifest, ordered, attributions, metrics)
 
 
@@ -99,11 +104,12 @@ def write_reports(
     manifest: RunManifest,
     records: list[EpisodeRecord],
     params: AnalysisParams | None = None,
+    superseded: Sequence[EpisodeRecord] = (),
 ) -> None:
     """Rebuild the report files of a run directory (after every run or resume, complete or not), with ``params``,
     else the analysis parameters already recorded there, else the defaults."""
     chosen = params or recorded_params(directory) or DEFAULT_PARAMS
-    write_report_files(directory, build_report(manifest, records, chosen))
+    write_report_files(directory, build_report(manifest, records, chosen, superseded))
 
 
 class ReportFiles:
@@ -122,4 +128,4 @@ class ReportFiles:
         """Nothing to write until the run ends."""
 
     def finish(self, run: RunEnd) -> None:
-        write_reports(self.directory, run.manifest, list(run.records), self.params)
+        write_reports(self.directory, run.manifest, list(run.records), self.params, run.superseded)

@@ -687,6 +687,35 @@ def _failed_trials(facts: RunFacts) -> list[str]:
     ]
 
 
+_OUTCOME_WORDS = {"success": "success", "failure": "verdict: not a success", "failed_trial": "failed trial again"}
+
+
+def _retries(metrics: AggregateMetrics) -> list[str]:
+    """The retried failed trials (``--retry-failed``) and their superseded attempts; nothing for a run without."""
+    section = metrics.retries
+    if section is None:
+        return []
+    earlier = ", ".join(f"{k} {n}" for k, n in section.superseded_terminations.items())
+    rows = [
+        [e.run_id, e.attempts, ", ".join(e.superseded), f"{e.termination} ({_OUTCOME_WORDS[e.outcome]})"]
+        for e in section.episodes
+    ]
+    return [
+        "## Retried failed trials",
+        "",
+        f"{plural(section.retried_episodes, 'episode')} that ended as failed trials were run again "
+        "(`run-benchmark --resume ID --retry-failed`, with the same episode seeds). Their "
+        f"{plural(section.superseded_attempts, 'superseded attempt')} ({earlier}) stay in `raw_runs.jsonl` and are "
+        "counted nowhere else: every other number of this report uses each episode's latest attempt. Of the "
+        f"retried episodes, {section.with_verdict} now have a verdict ({section.succeeded} "
+        f"{'success' if section.succeeded == 1 else 'successes'}) and {section.failed_again} failed again"
+        + (" (listed under *Failed trials*)." if section.failed_again else "."),
+        "",
+        *table(["episode", "attempts", "superseded attempts ended", "latest attempt"], rows),
+        "",
+    ]
+
+
 def _limitations(manifest: RunManifest, metrics: AggregateMetrics) -> list[str]:
     detectable = [
         c.detectable.difference
@@ -760,7 +789,9 @@ def render_report(manifest: RunManifest, facts: RunFacts, metrics: AggregateMetr
             f"**Incomplete run** (status `{manifest.status.value}`"
             + (f": {manifest.stop_reason}" if manifest.stop_reason else "")
             + f"): {metrics.episodes.finished} of {metrics.episodes.planned} episodes finished. The numbers cover "
-            f"the finished episodes only; resume with `contextdelta run-benchmark --resume {manifest.run_group_id}`.",
+            f"the finished episodes only; resume with `contextdelta run-benchmark --resume {manifest.run_group_id}"
+            + (" --retry-failed" if manifest.sessions and manifest.sessions[-1].get("retry_failed") else "")
+            + "`.",
             "",
         ]
     lines += _warnings(metrics)
@@ -775,6 +806,7 @@ def render_report(manifest: RunManifest, facts: RunFacts, metrics: AggregateMetr
     lines += _caching(metrics)
     lines += _failure_modes(metrics)
     lines += _failed_trials(facts)
+    lines += _retries(metrics)
     lines += _limitations(manifest, metrics)
     lines += _receipts(manifest, metrics)
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -10,6 +10,7 @@ The pipeline: episodes -> `EpisodeTable` (one definition of each per-episode met
     warnings_section         failed trials that could drive the conclusions
     caching_section          prompt caching: tokens split by the cache, cost with and without it, whether each
                              strategy's saving survives it (runs that recorded their prices)
+    retries_section          failed trials re-run by --retry-failed and their superseded attempts (runs with any)
 
 A new section is a function of the context, a field of `AggregateMetrics` and a renderer in `_markdown`.
 Episodes are sorted by run id first, so nothing depends on the order of ``raw_runs.jsonl``.
@@ -36,6 +37,7 @@ from contextdelta.report._models import (
     ResearchQuestion,
 )
 from contextdelta.report._questions import questions_section
+from contextdelta.report._retries import retries_section
 from contextdelta.report._table import FAILURE_MODE_ROWS, METRIC_DEFINITIONS, EpisodeTable
 from contextdelta.rundir import EpisodeRecord, RunManifest
 from contextdelta.stats import (
@@ -163,14 +165,17 @@ def compute_metrics(
     records: Sequence[EpisodeRecord],
     params: AnalysisParams = DEFAULT_PARAMS,
     attributions: Sequence[Attribution] | None = None,
+    superseded: Sequence[EpisodeRecord] = (),
 ) -> AggregateMetrics:
-    """All aggregate metrics of a run (complete or not) from its manifest and episodes. Control episodes
-    (``--controls``) stay out of every main section and get `controls_section`; the episode counts then cover
-    every episode of the run."""
+    """All aggregate metrics of a run (complete or not) from its manifest and episodes (each one's current
+    record). Control episodes (``--controls``) stay out of every main section and get `controls_section`; the
+    episode counts then cover every episode of the run. The ``superseded`` attempts of retried failed trials are
+    counted in `retries_section` only."""
     main = main_records(records)
     if attributions is None:
         attributions = attribute_run(sorted(main, key=lambda r: r.run_id))
     metrics = aggregate(manifest, EpisodeTable.from_records(main, attributions, manifest), params)
+    metrics = metrics.model_copy(update={"retries": retries_section(records, superseded)})
     controls = controls_section(manifest, records, params)
     if controls is None:
         return metrics
@@ -188,7 +193,7 @@ def compute_metrics(
     return metrics.model_copy(update={"controls": controls, "episodes": episodes})
 
 
-OPTIONAL_SECTIONS = ("controls", "caching")
+OPTIONAL_SECTIONS = ("controls", "caching", "retries")
 """Sections a run may not have: left out of the JSON document when absent, so that a run directory written before
 they existed recomputes to the same document."""
 

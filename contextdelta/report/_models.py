@@ -258,6 +258,35 @@ class CachingSection(BaseModel):
     )
 
 
+class RetriedEpisode(BaseModel):
+    """One episode whose failed trial was re-run (``--retry-failed``): its attempts and how the latest ended."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str = Field(description="The episode.")
+    attempts: int = Field(description="Its attempts in raw_runs.jsonl, the current one included.")
+    superseded: list[str] = Field(description="The termination of each superseded attempt, in attempt order.")
+    termination: str = Field(description="How the current (latest) attempt ended.")
+    outcome: Literal["success", "failure", "failed_trial"] = Field(
+        description="The current attempt: success, failure (a verdict that is not success) or failed_trial again."
+    )
+
+
+class RetrySection(BaseModel):
+    """Failed trials re-run by ``run-benchmark --resume ID --retry-failed``. Every other number of the report counts
+    each episode's current (latest) attempt only; the superseded attempts are counted here and nowhere else."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    retried_episodes: int = Field(description="Episodes with at least one superseded attempt.")
+    superseded_attempts: int = Field(description="Superseded attempts (failed trials a later attempt replaced).")
+    with_verdict: int = Field(description="Retried episodes whose current attempt reached a verdict.")
+    succeeded: int = Field(description="Retried episodes whose current attempt is a success.")
+    failed_again: int = Field(description="Retried episodes whose current attempt is a failed trial again.")
+    superseded_terminations: dict[str, int] = Field(description="Superseded attempts per termination reason.")
+    episodes: list[RetriedEpisode] = Field(description="Every retried episode, in run id order.")
+
+
 class AggregateMetrics(BaseModel):
     """The content of ``aggregate_metrics.json``. Sections are fields; a new section is a new field (with a
     default, so files written before it still load) built by its own function in the metrics pipeline."""
@@ -288,4 +317,9 @@ class AggregateMetrics(BaseModel):
         default=None,
         description="Prompt caching and cost with and without it; absent from runs that recorded no prices "
         "(written before prices were recorded).",
+    )
+    retries: RetrySection | None = Field(
+        default=None,
+        description="Failed trials re-run by --retry-failed and their superseded attempts; absent from runs "
+        "without any.",
     )

@@ -2,11 +2,13 @@
 primitives every writer uses, and the recorder interface through which a run writes everything.
 
     directory = RunDirectory(path)
-    manifest, records = directory.read_manifest(), directory.read_episodes()
+    manifest, records = directory.read_manifest(), directory.read_episodes()   # each episode's current record
+    directory.read_attempts()                                # superseded attempts (--retry-failed) too
     task_result_row(record), render_tool_events(records)     # the derived files, from the episodes
     Recorder: start(RunStart) -> episode(EpisodeRecord)... -> finish(RunEnd)
 """
 
+from contextdelta.rundir.attempts import EpisodeAttempts, current_records
 from contextdelta.rundir.ids import RUN_GROUP_ID, RunIdError, episode_run_id, new_run_group_id, run_dir, validate_run_id
 from contextdelta.rundir.io import (
     JsonlError,
@@ -37,6 +39,8 @@ from contextdelta.rundir.layout import (
 )
 from contextdelta.rundir.recorder import OpenedLater, Recorder, Recorders, RunDirectoryRecorder, RunEnd, RunStart
 from contextdelta.rundir.records import (
+    ATTEMPT_COLUMN,
+    ATTEMPT_COLUMN_DOC,
     CONTROL_COLUMN,
     CONTROL_COLUMN_DOC,
     FAILED_TERMINATIONS,
@@ -67,6 +71,8 @@ from contextdelta.rundir.records import (
 
 __all__ = [
     "AGGREGATE_METRICS",
+    "ATTEMPT_COLUMN",
+    "ATTEMPT_COLUMN_DOC",
     "BENCHMARK_REPORT",
     "CONTROL_COLUMN",
     "CONTROL_COLUMN_DOC",
@@ -86,6 +92,7 @@ __all__ = [
     "ColumnType",
     "Counts",
     "Environment",
+    "EpisodeAttempts",
     "EpisodeRecord",
     "ExternalAgentInfo",
     "GitInfo",
@@ -114,6 +121,7 @@ __all__ = [
     "atomic_write_json",
     "atomic_write_text",
     "check_results_dir",
+    "current_records",
     "episode_cost",
     "episode_run_id",
     "new_run_group_id",

@@ -19,10 +19,12 @@ from pydantic import ValidationError
 
 from contextdelta.canonical import canonical_json
 from contextdelta.grading import harmful_actions
+from contextdelta.rundir.attempts import EpisodeAttempts
 from contextdelta.rundir.ids import MANIFEST_NAME
 from contextdelta.rundir.io import atomic_write_json, atomic_write_text, read_jsonl, repair_torn_tail
 from contextdelta.rundir.legacy import add_grader_details
 from contextdelta.rundir.records import (
+    ATTEMPT_COLUMN,
     CONTROL_COLUMN,
     TASK_RESULT_COLUMNS,
     EpisodeRecord,
@@ -88,7 +90,7 @@ def _cell(value: Any) -> str:
 
 
 def task_result_values(record: EpisodeRecord) -> dict[str, Any]:
-    """One ``task_results.csv`` row as typed values (None: N/A or unknown), control column included."""
+    """One ``task_results.csv`` row as typed values (None: N/A or unknown), control and attempt columns included."""
     v, totals = record.verdict, record.trace.totals
     values: dict[str, Any] = {
         "run_id": record.run_id,
@@ -124,6 +126,7 @@ def task_result_values(record: EpisodeRecord) -> dict[str, Any]:
         "episode_seed": record.episode_seed,
         "harmful_action": bool(harmful_actions(record.trace.tool_events(), v.event_flags)),
         CONTROL_COLUMN: record.control,
+        ATTEMPT_COLUMN: record.attempt,
     }
     return values
 
@@ -131,11 +134,12 @@ def task_result_values(record: EpisodeRecord) -> dict[str, Any]:
 def task_result_row(record: EpisodeRecord) -> dict[str, str]:
     """One ``task_results.csv`` row: booleans ``true``/``false``, empty for N/A or unknown."""
     values = task_result_values(record)
-    return {column: _cell(values[column]) for column in (*TASK_RESULT_COLUMNS, CONTROL_COLUMN)}
+    return {column: _cell(values[column]) for column in (*TASK_RESULT_COLUMNS, CONTROL_COLUMN, ATTEMPT_COLUMN)}
 
 
 def render_task_results(records: Iterable[EpisodeRecord]) -> str:
-    """The whole ``task_results.csv``, rows sorted by run id (stable across resumes and concurrency)."""
+    """The whole ``task_results.csv`` of the current ``records`` (one per episode), rows sorted by run id (stable
+    across resumes and concurrency)."""
     ordered = sorted(records, key=lambda r: r.run_id)
     columns = task_result_columns(ordered)
     buffer = io.StringIO()
@@ -236,32 +240,54 @@ class RunDirectory:
             raise RunDirectoryError(f"{path}: {where}: {err['msg']}") from exc
 
     def read_episodes(self, *, repair: bool = False) -> list[EpisodeRecord]:
-        """Every complete episode in ``raw_runs.jsonl``; a torn last line (a killed writer) is dropped, and with
-        ``repair`` also cut from the file. Any other malformed line is a RunDirectoryError naming the line.
-        Records of earlier versions are brought up to date (``contextdelta.rundir.legacy``)."""
+        """Every episode's current record (its highest attempt: ``contextdelta.rundir.attempts``) in
+        ``raw_runs.jsonl``, in file order; :meth:`read_attempts` gives the superseded attempts too. A torn last line
+        (a killed writer) is dropped, and with ``repair`` also cut from the file. Any other malformed line, or an
+        episode with two lines of the same attempt, is a RunDirectoryError naming the line. Records of earlier
+        versions are brought up to date (``contextdelta.rundir.legacy``)."""
+        return list(self.read_attempts(repair=repair).current)
+
+    def read_attempts(self, *, repair: bool = False) -> EpisodeAttempts:
+        """Every line of ``raw_runs.jsonl`` (current records and superseded attempts), checked and brought up to
+        date as in :meth:`read_episodes`."""
         path = self.file(RAW_RUNS)
         if not path.exists():
             raise RunDirectoryError(f"{path}: missing")
         if repair:
             repair_torn_tail(path)
         records: list[EpisodeRecord] = []
-        seen: set[str] = set()
+        seen: set[tuple[str, int]] = set()
         for number, record in self._episode_lines(path):
-            if record.run_id in seen:
-                raise RunDirectoryError(f"{path}: line {number}: episode {record.run_id} appears twice")
-            seen.add(record.run_id)
+            key = (record.run_id, record.attempt)
+            if key in seen:
+                again = f" attempt {record.attempt}" if record.attempt > 1 else ""
+                raise RunDirectoryError(f"{path}: line {number}: episode {record.run_id}{again} appears twice")
+            seen.add(key)
             records.append(record)
-        return self._upgraded(records)
+        return EpisodeAttempts.of(self._upgraded(records))
 
-    def read_episode(self, run_id: str) -> EpisodeRecord:
-        """The episode ``run_id`` of ``raw_runs.jsonl``, validating only its line (brought up to date like
-        :meth:`read_episodes`). RunDirectoryError when the file is missing or malformed or lacks the episode."""
+    def read_episode(self, run_id: str, attempt: int | None = None) -> EpisodeRecord:
+        """The episode ``run_id`` of ``raw_runs.jsonl``: its current record, or the given ``attempt``, validating
+        only its lines (brought up to date like :meth:`read_episodes`). RunDirectoryError when the file is missing
+        or malformed or lacks the episode (or that attempt)."""
+        attempts = self.read_episode_attempts(run_id)
+        if attempt is None:
+            if attempts:
+                return max(attempts, key=lambda r: r.attempt)
+        else:
+            for record in attempts:
+                if record.attempt == attempt:
+                    return record
+        what = f"episode {run_id!r}" + (f" attempt {attempt}" if attempt is not None else "")
+        raise RunDirectoryError(f"{self.file(RAW_RUNS)}: no {what}")
+
+    def read_episode_attempts(self, run_id: str) -> list[EpisodeRecord]:
+        """Every attempt of the episode ``run_id`` in file order (empty when it has none), validating only its
+        lines. RunDirectoryError when the file is missing or malformed."""
         path = self.file(RAW_RUNS)
         if not path.exists():
             raise RunDirectoryError(f"{path}: missing")
-        for _, record in self._episode_lines(path, only=run_id):
-            return self._upgraded([record])[0]
-        raise RunDirectoryError(f"{path}: no episode {run_id!r}")
+        return self._upgraded([record for _, record in self._episode_lines(path, only=run_id)])
 
     def _episode_lines(self, path: Path, only: str | None = None) -> Iterator[tuple[int, EpisodeRecord]]:
         try:

@@ -40,9 +40,12 @@ class RunStart:
     planned: int
     """Episodes in the whole plan (earlier sessions' included)."""
     done: tuple[EpisodeRecord, ...]
-    """Episodes already in ``raw_runs.jsonl`` (from earlier sessions), in file order; empty for a new run."""
+    """Episodes already in ``raw_runs.jsonl`` (from earlier sessions): each one's current record, in file order;
+    empty for a new run."""
     pending: int
-    """Episodes this session means to run."""
+    """Episodes this session means to run (missing ones, and with ``--retry-failed`` failed trials again)."""
+    superseded: tuple[EpisodeRecord, ...] = ()
+    """Earlier attempts already in ``raw_runs.jsonl`` that a later attempt replaced (``--retry-failed``)."""
 
     @property
     def resumed(self) -> bool:
@@ -59,9 +62,13 @@ class RunEnd:
     manifest: RunManifest
     """The final manifest (status ``complete`` or ``incomplete``, counts, stop reason) about to be committed."""
     records: tuple[EpisodeRecord, ...]
-    """Every finished episode of the run, earlier sessions' included, in the order they were recorded."""
+    """Every finished episode's current record (its latest attempt), earlier sessions' included, in the order
+    they were recorded: what every derived file counts."""
     new: int
     """How many of ``records`` this session added (the last ``new`` ones)."""
+    superseded: tuple[EpisodeRecord, ...] = ()
+    """Every attempt a later attempt of the same episode replaced (``--retry-failed``), in the order recorded:
+    kept in ``raw_runs.jsonl``, shown by the report, counted nowhere."""
 
     @property
     def stop_reason(self) -> str | None:
@@ -121,7 +128,8 @@ class RunDirectoryRecorder:
 
     def start(self, run: RunStart) -> None:
         if run.done:
-            # an earlier session may have died between its two appends: start from files that agree
+            # an earlier session may have died between its two appends: start from files that agree (the
+            # current records only: a superseded attempt is no row and no tool event line)
             self.directory.write_derived(list(run.done))
         self._raw = JsonlWriter(self.directory.file(RAW_RUNS))
         self._events = JsonlWriter(self.directory.file(TOOL_EVENTS))

@@ -140,9 +140,13 @@ class Counts(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     planned: int = Field(description="Episodes in the plan (of this shard, with --shard).")
-    finished: int = Field(default=0, description="Episodes recorded in raw_runs.jsonl.")
-    failed: int = Field(default=0, description="Finished episodes that are failed trials (provider/harness/budget).")
-    succeeded: int = Field(default=0, description="Finished episodes whose verdict is success.")
+    finished: int = Field(
+        default=0, description="Episodes recorded in raw_runs.jsonl (each once, by its current attempt)."
+    )
+    failed: int = Field(
+        default=0, description="Finished episodes whose current attempt is a failed trial (provider/harness/budget)."
+    )
+    succeeded: int = Field(default=0, description="Finished episodes whose current attempt's verdict is success.")
 
 
 class Hashes(BaseModel):
@@ -306,6 +310,14 @@ class EpisodeRecord(BaseModel):
         description="The control condition this episode ran under (no_mutation: hidden mutations off, graded by "
         "the task's no-mutation control); null for the main matrix and in records written before controls.",
     )
+    attempt: int = Field(
+        default=1,
+        ge=1,
+        description="The attempt number of this episode: 1 for its first run (and in records written before "
+        "attempts existed); `run-benchmark --resume ID --retry-failed` appends a failed trial's re-run as a new "
+        "line with the next number. The line with the highest attempt is the episode's current record; the earlier "
+        "ones are superseded attempts, kept as evidence and counted nowhere.",
+    )
 
     _canonical: str | None = PrivateAttr(default=None)
 
@@ -450,6 +462,14 @@ LEGACY_TASK_RESULT_COLUMNS: tuple[tuple[str, ...], ...] = (TASK_RESULT_COLUMNS[:
 """Earlier ``task_results.csv`` layouts (each a prefix of the current one) that ``verify`` still accepts: files
 written before ``harmful_action`` existed."""
 
+ATTEMPT_COLUMN = "attempt"
+"""The column a run with retried failed trials adds: the attempt the row's record is (1: never retried)."""
+ATTEMPT_COLUMN_DOC: tuple[ColumnType, str] = (
+    "int",
+    "Only in runs with retried failed trials (--retry-failed): the attempt the row is (1: the first run); the "
+    "earlier attempts are superseded lines of raw_runs.jsonl.",
+)
+
 CONTROL_COLUMN = "control"
 """The column a run with ``--controls`` adds: the episode's control condition, empty for the main matrix."""
 CONTROL_COLUMN_DOC: tuple[ColumnType, str] = (
@@ -459,7 +479,10 @@ CONTROL_COLUMN_DOC: tuple[ColumnType, str] = (
 
 
 def task_result_columns(records: Iterable[EpisodeRecord]) -> tuple[str, ...]:
-    """The columns of a run's ``task_results.csv``: :data:`TASK_RESULT_COLUMNS`, plus :data:`CONTROL_COLUMN` when
-    an episode ran under a control condition (so a run without controls, or from before them, keeps its file)."""
-    with_control = any(r.control for r in records)
-    return (*TASK_RESULT_COLUMNS, CONTROL_COLUMN) if with_control else TASK_RESULT_COLUMNS
+    """The columns of a run's ``task_results.csv`` (from its current records): :data:`TASK_RESULT_COLUMNS`, plus
+    :data:`CONTROL_COLUMN` when an episode ran under a control condition and :data:`ATTEMPT_COLUMN` when an episode
+    was retried (so a run without them, or from before them, keeps its file)."""
+    listed = list(records)
+    extra: list[str] = [CONTROL_COLUMN] if any(r.control for r in listed) else []
+    extra += [ATTEMPT_COLUMN] if any(r.attempt > 1 for r in listed) else []
+    return (*TASK_RESULT_COLUMNS, *extra)

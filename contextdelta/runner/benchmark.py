@@ -60,11 +60,17 @@ from contextdelta.settings import Settings, load_settings, redact_url
 
 @dataclass
 class RunOutcome:
-    """What ``run_benchmark`` returns: the run directory, its final manifest and every episode."""
+    """What ``run_benchmark`` returns: the run directory, its final manifest and every episode (current records,
+    and the attempts a ``--retry-failed`` re-run superseded)."""
 
     path: Path
     manifest: RunManifest
     records: list[EpisodeRecord] = field(default_factory=list)
+    superseded: list[EpisodeRecord] = field(default_factory=list)
+    retried: bool = False
+    """This session re-ran failed trials (``--retry-failed``)."""
+    note: str | None = None
+    """Something the user should hear about a complete run: a signal that arrived after the last episode."""
 
     @property
     def interrupted(self) -> bool:
@@ -81,13 +87,19 @@ class ActiveRun:
     session: dict[str, Any]
     recorders: Recorders
     records: list[EpisodeRecord]
+    """Each finished episode's current record (its latest attempt), in the order recorded."""
+    superseded: list[EpisodeRecord] = field(default_factory=list)
+    """Earlier attempts a later one replaced (``--retry-failed``), in the order recorded."""
+    new: int = 0
+    """Episodes this session recorded (first runs and re-runs of failed trials)."""
     stop_reason: str | None = None
     write_error: str | None = None
     """Set when a recorder could not write (a full disk): no further episode starts, the run ends incomplete."""
 
     def record(self, record: EpisodeRecord) -> None:
-        """One finished episode: hand it to every recorder and keep it (called by the driver only). An episode
-        the run directory could not take is not kept: it is missing, and ``--resume`` runs it again."""
+        """One finished episode: hand it to every recorder and keep it (called by the driver only); a re-run of a
+        failed trial replaces its earlier attempt, which is kept as superseded. An episode the run directory could
+        not take is not kept: it is missing (or still its earlier attempt), and ``--resume`` runs it again."""
         if self.write_error is not None:
             return
         try:
@@ -95,7 +107,11 @@ class ActiveRun:
         except OSError as exc:
             self.write_error = f"cannot write the run directory ({_describe_os_error(exc)})"
             return
+        earlier = next((i for i, r in enumerate(self.records) if r.run_id == record.run_id), None)
+        if earlier is not None:
+            self.superseded.append(self.records.pop(earlier))
         self.records.append(record)
+        self.new += 1
 
     def jobs(self) -> list[EpisodeJob]:
         """The pending episodes as executor jobs, in plan order."""
@@ -105,8 +121,9 @@ class ActiveRun:
                 run_group_id=self.manifest.run_group_id,
                 spec=spec,
                 task=tasks[spec.task_id],
-                seed=episode_seed(matrix.seed, spec, matrix.seed_rule),
+                seed=episode_seed(matrix.seed, spec, matrix.seed_rule),  # a re-run keeps the episode's seed
                 max_steps=matrix.max_steps or tasks[spec.task_id].evaluator.max_steps,
+                attempt=self.plan.attempt(spec),
             )
             for spec in self.plan.pending
         ]
@@ -174,6 +191,7 @@ def open_run(plan: RunPlan, recorders: Sequence[Recorder] = ()) -> ActiveRun:
         "started_at": now,
         "resumed": plan.resumed,
         "pending": len(plan.pending),
+        **({"retry_failed": True, "retries": len(plan.retries)} if plan.request.retry_failed else {}),
         # how this session called the endpoint (operational, not part of what resume compares)
         "timeout_s": plan.request.timeout_s,
         "max_retries": plan.request.max_retries,
@@ -190,7 +208,7 @@ def open_run(plan: RunPlan, recorders: Sequence[Recorder] = ()) -> ActiveRun:
     from contextdelta.report import ReportFiles  # numpy/scipy: loaded once a run really starts, not at import
 
     group = Recorders([RunDirectoryRecorder(directory), ReportFiles(directory), *recorders])
-    run = ActiveRun(plan, directory, manifest, session, group, list(plan.done))
+    run = ActiveRun(plan, directory, manifest, session, group, list(plan.done), list(plan.superseded))
     group.start(
         RunStart(
             path=directory.path,
@@ -198,6 +216,7 @@ def open_run(plan: RunPlan, recorders: Sequence[Recorder] = ()) -> ActiveRun:
             planned=len(plan.specs),
             done=tuple(plan.done),
             pending=len(plan.pending),
+            superseded=tuple(plan.superseded),
         )
     )
     return run
@@ -270,7 +289,7 @@ def stop_rules(run: ActiveRun) -> list[StopRule]:
     request = run.plan.request
     return [
         WriteFailure(lambda: run.write_error),
-        CostBudget(run.plan.max_cost_usd, run.records),
+        CostBudget(run.plan.max_cost_usd, [*run.records, *run.superseded]),  # a superseded attempt cost money too
         CircuitBreaker(request.max_consecutive_failures, request.max_failed_share),
     ]
 
@@ -315,9 +334,11 @@ def run_state(run: ActiveRun) -> str:
     except Exception:  # a manifest cut short is exactly the state to report
         status = "cannot be read"
     return (
-        f"run_manifest.json {status}; raw_runs.jsonl keeps the {len(run.records)} recorded episodes. "
-        f"`contextdelta run-benchmark --resume {run.directory.path}` rebuilds the derived files and runs what is "
-        "missing"
+        f"run_manifest.json {status}; raw_runs.jsonl keeps the {len(run.records)} recorded episodes"
+        + (f" (and {len(run.superseded)} superseded attempts)" if run.superseded else "")
+        + f". `contextdelta run-benchmark --resume {run.directory.path}"
+        + (" --retry-failed" if run.plan.request.retry_failed else "")
+        + "` rebuilds the derived files and runs what is missing"
     )
 
 
@@ -355,11 +376,17 @@ def finalise(run: ActiveRun) -> RunOutcome:
 
 def _finalise(run: ActiveRun) -> RunOutcome:
     counts = run.counts()
-    complete = counts.finished == counts.planned
+    # complete: every planned episode has a record and this session ran all it meant to (a re-run of a failed
+    # trial that never started leaves the episode recorded, but the session unfinished)
+    complete = counts.finished == counts.planned and run.new == len(run.plan.pending)
     end = utc_now()
     complete = complete and run.write_error is None
     stop_reason = None if complete else (run.write_error or run.stop_reason or "stopped before every episode finished")
-    run.session.update({"ended_at": end, "finished": len(run.records) - len(run.plan.done), "stop_reason": stop_reason})
+    run.session.update({"ended_at": end, "finished": run.new, "stop_reason": stop_reason})
+    if complete and run.stop_reason is not None:
+        # a signal (or a stop rule) after the last episode was recorded: nothing is missing, so the run is finalised
+        # as complete, and the session says what arrived
+        run.session["late_stop"] = run.stop_reason
     manifest = run.manifest.model_copy(
         update={
             "status": RunStatus.COMPLETE if complete else RunStatus.INCOMPLETE,
@@ -375,7 +402,8 @@ def _finalise(run: ActiveRun) -> RunOutcome:
                 path=run.directory.path,
                 manifest=manifest,
                 records=tuple(run.records),
-                new=len(run.records) - len(run.plan.done),
+                new=run.new,
+                superseded=tuple(run.superseded),
             )
         )
     except OSError as exc:  # the derived files or reports could not be written: the run is not complete
@@ -392,7 +420,11 @@ def _finalise(run: ActiveRun) -> RunOutcome:
             EXIT_INCOMPLETE,
         ) from None
     run.manifest = manifest
-    return RunOutcome(run.directory.path, manifest, list(run.records))
+    late = run.session.get("late_stop")
+    note = f"{late} after every episode had finished: the run was finalised and is complete" if late else None
+    return RunOutcome(
+        run.directory.path, manifest, list(run.records), list(run.superseded), run.plan.request.retry_failed, note
+    )
 
 
 def run_benchmark(

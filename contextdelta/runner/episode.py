@@ -38,6 +38,8 @@ class EpisodeJob:
     seed: int
     """The episode seed sent to the provider (``runner.plan.episode_seed``)."""
     max_steps: int
+    attempt: int = 1
+    """The attempt this run of the episode is (above 1: a failed trial re-run by ``--retry-failed``)."""
 
 
 @dataclass(frozen=True)
@@ -130,4 +132,5 @@ def episode_record(
         verdict=verdict,
         trace=trace,
         control=spec.control or None,
+        attempt=job.attempt,
     )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
+import anyio.lowlevel
 
 from contextdelta.agent import TerminationReason
 from contextdelta.context import ContextStrategy, StrategyDescription, StrategyServices, rebuild_strategy
@@ -196,6 +197,11 @@ class WriteFailure:
         return self.problem()
 
 
+SIGNAL_CHECKPOINTS = 5
+"""Event-loop turns the driver yields before it stops watching signals: asyncio hands a delivered signal to its
+handler a turn or two later."""
+
+
 async def drive(
     jobs: Sequence[EpisodeJob],
     executor: Executor,
@@ -244,9 +250,12 @@ async def drive(
                     stopped.append(reason)
                     break
                 group.start_soon(one, job)
-            # wait for the episodes in flight, then stop watching signals
+            # wait for the episodes in flight, then stop watching signals; a few checkpoints first, so that a signal
+            # that arrived with the last episode is still handed to the watcher (and reported), not dropped
             for _ in range(limit):
                 await limiter.acquire()
+            for _ in range(SIGNAL_CHECKPOINTS):
+                await anyio.lowlevel.checkpoint()
             group.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):

@@ -6,7 +6,9 @@ every episode id and seed). :func:`merge_shards` refuses (:class:`MergeError`, e
 of these differ, and when an episode of the plan is missing or present twice; otherwise it writes a new run
 directory exactly as a run does, through the recorders (the episodes in plan order, then the derived files, the
 reports, and last the ``complete`` manifest), so the merged run group is an ordinary run directory that ``verify``
-re-derives like any other. Nothing in the shard directories is changed.
+re-derives like any other. An episode a shard re-ran (``--retry-failed``) comes with every attempt, in the order
+recorded: the merged ``raw_runs.jsonl`` keeps the superseded attempts before the current one. Nothing in the shard
+directories is changed.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from contextdelta.rundir import (
     RAW_RUNS,
     TASKS_SNAPSHOT,
     Counts,
+    EpisodeAttempts,
     EpisodeRecord,
     MergedShard,
     Recorder,
@@ -52,14 +55,19 @@ class _ShardRun:
     run_id: str
     directory: RunDirectory
     manifest: RunManifest
-    records: list[EpisodeRecord]
+    attempts: EpisodeAttempts
+
+    @property
+    def records(self) -> tuple[EpisodeRecord, ...]:
+        """Each episode's current record."""
+        return self.attempts.current
 
 
 def _read(results_dir: Path, run_id: str) -> _ShardRun:
     try:
         directory = RunDirectory(run_dir(results_dir, validate_run_id(run_id)))
         manifest = directory.read_manifest()
-        records = directory.read_episodes()
+        records = directory.read_attempts()
     except (RunIdError, RunDirectoryError) as exc:
         raise MergeError(f"cannot merge {run_id}: {exc}") from exc
     if manifest.shard is None:
@@ -120,7 +128,8 @@ def _analysis(directory: RunDirectory) -> dict[str, Any] | None:
 
 
 def check_shards(shards: Sequence[_ShardRun]) -> list[EpisodeRecord]:
-    """Every episode of the plan exactly once, in plan order; raises MergeError naming the first problem."""
+    """Every episode of the plan exactly once (in one shard, with every attempt it has there), in plan order and
+    each episode's attempts in the order they were recorded; raises MergeError naming the first problem."""
     first = shards[0]
     for group, name, value in AGREEMENT:
         expected = value(first)
@@ -145,6 +154,9 @@ def check_shards(shards: Sequence[_ShardRun]) -> list[EpisodeRecord]:
                 )
             where[record.run_id] = shard.run_id
             by_id[record.run_id] = record
+    attempts = {
+        record.run_id: shard.attempts.attempts_of(record.run_id) for shard in shards for record in shard.records
+    }
     planned = {spec.run_id for spec in whole}
     strays = sorted(set(by_id) - planned)
     if strays:
@@ -162,7 +174,7 @@ def check_shards(shards: Sequence[_ShardRun]) -> list[EpisodeRecord]:
         raise MergeError(
             f"cannot merge: {len(missing)} episode(s) of the plan missing, first {missing[0].run_id} ({hint})"
         )
-    return [by_id[spec.run_id] for spec in whole]
+    return [attempt for spec in whole for attempt in attempts[spec.run_id]]
 
 
 def _short(value: Any, limit: int = 100) -> str:
@@ -197,7 +209,8 @@ def merge_shards(
     ordered = check_shards(shards)
     first = shards[0]
     now = utc_now()
-    merged = [r.model_copy(update={"run_group_id": out_id}) for r in ordered]
+    every = EpisodeAttempts.of(r.model_copy(update={"run_group_id": out_id}) for r in ordered)
+    merged = list(every.current)
     manifest = first.manifest.model_copy(
         update={
             "run_group_id": out_id,
@@ -220,7 +233,7 @@ def merge_shards(
         [RunDirectoryRecorder(directory), ReportFiles(directory, recorded_params(first.directory)), *recorders]
     )
     group.start(RunStart(path=target, manifest=manifest, planned=len(merged), done=(), pending=len(merged)))
-    for record in merged:
+    for record in every.records:  # superseded attempts too, each before the attempt that replaced it
         group.episode(record)
     end = utc_now()
     final = manifest.model_copy(
@@ -237,7 +250,9 @@ def merge_shards(
             ),
         }
     )
-    group.finish(RunEnd(path=target, manifest=final, records=tuple(merged), new=len(merged)))
+    group.finish(
+        RunEnd(path=target, manifest=final, records=tuple(merged), new=len(merged), superseded=every.superseded)
+    )
     directory.write_manifest(final)
     return directory
 

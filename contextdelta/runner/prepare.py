@@ -43,6 +43,7 @@ from contextdelta.providers import (
     RetryPolicy,
 )
 from contextdelta.rundir import (
+    EpisodeAttempts,
     EpisodeRecord,
     ExternalAgentInfo,
     Hashes,
@@ -192,7 +193,11 @@ class RunPlan:
     manifest: RunManifest | None = None
     """On resume: its manifest as read."""
     done: list[EpisodeRecord] = field(default_factory=list)
-    """On resume: the episodes already in ``raw_runs.jsonl``."""
+    """On resume: the episodes already in ``raw_runs.jsonl`` (each one's current record)."""
+    superseded: list[EpisodeRecord] = field(default_factory=list)
+    """On resume: the earlier attempts in ``raw_runs.jsonl`` that a later attempt replaced."""
+    retries: dict[str, int] = field(default_factory=dict)
+    """With ``--retry-failed``: the pending failed trials, each run id with the attempt its re-run will be."""
 
     @property
     def tasks(self) -> dict[str, Task]:
@@ -201,6 +206,10 @@ class RunPlan:
     @property
     def resumed(self) -> bool:
         return self.existing is not None
+
+    def attempt(self, spec: EpisodeSpec) -> int:
+        """The attempt a pending episode's run will be: 1, or for a failed trial re-run one above its latest."""
+        return self.retries.get(spec.run_id, 1)
 
 
 # ---- the matrix ------------------------------------------------------------------------------------------------
@@ -463,10 +472,29 @@ def _resume_target(results_dir: Path, run_id: str) -> tuple[RunDirectory, RunMan
         raise BenchmarkError(f"cannot resume: {exc}") from exc
 
 
-def _read_done(directory: RunDirectory) -> list[EpisodeRecord]:
-    """The episodes of the run to resume (a torn last line is ignored, not cut yet)."""
+def recorded_provider(request: BenchmarkRequest, manifest: RunManifest) -> BenchmarkRequest:
+    """On resume, the endpoint, models, temperature and token cap the run recorded, wherever the request gives none:
+    the printed ``--resume PATH`` line then works as it is, whatever ``.env`` or the environment now say (a flag
+    that differs from the recording is still refused, naming it). The key still comes from the settings."""
+    info = manifest.provider
+    if info.kind != "openai" or manifest.external_agent is not None:
+        return request
+    recorded = {
+        "base_url": info.base_url,
+        "model": info.model,
+        "summary_model": info.summary_model,
+        "temperature": info.temperature,
+        "max_tokens": info.max_tokens,
+    }
+    missing = {name: value for name, value in recorded.items() if getattr(request, name) is None and value is not None}
+    return request.model_copy(update=missing) if missing else request
+
+
+def _read_done(directory: RunDirectory) -> EpisodeAttempts:
+    """The episodes of the run to resume, current records and superseded attempts (a torn last line is ignored,
+    not cut yet)."""
     try:
-        return directory.read_episodes()
+        return directory.read_attempts()
     except RunDirectoryError as exc:
         raise BenchmarkError(f"cannot resume: {exc}") from exc
 
@@ -490,10 +518,20 @@ def _differences(manifest: RunManifest, provider: ProviderInfo, hashes: Hashes, 
     return [f"{name}: run has {a!r}, now {b!r}" for name, a, b in checks if a != b]
 
 
-def pending_episodes(specs: list[EpisodeSpec], done: Sequence[EpisodeRecord]) -> list[EpisodeSpec]:
-    """The planned episodes that no recorded episode answers yet, in plan order."""
-    finished = {r.run_id for r in done}
-    return [s for s in specs if s.run_id not in finished]
+def pending_episodes(
+    specs: list[EpisodeSpec], done: Sequence[EpisodeRecord], *, retry_failed: bool = False
+) -> list[EpisodeSpec]:
+    """The planned episodes that no recorded episode answers yet, and with ``retry_failed`` also those whose
+    current record is a failed trial, in plan order (``done``: each episode's current record)."""
+    finished = {r.run_id: r for r in done}
+    return [s for s in specs if (record := finished.get(s.run_id)) is None or (retry_failed and record.failed)]
+
+
+def retry_attempts(pending: Sequence[EpisodeSpec], done: Sequence[EpisodeRecord]) -> dict[str, int]:
+    """For each pending episode that already has a record (a failed trial run again), the attempt its re-run is:
+    one above its current record's."""
+    current = {r.run_id: r.attempt for r in done}
+    return {s.run_id: current[s.run_id] + 1 for s in pending if s.run_id in current}
 
 
 def _strategy_differences(manifest: RunManifest, configs: Sequence[StrategyDescription]) -> list[str]:
@@ -657,7 +695,8 @@ def _preflight(provider: ChatProvider) -> None:
     if preflight is not None:
         problem = anyio.run(preflight)
         if problem is not None:
-            raise BenchmarkError(f"{problem}. Nothing was run; check --base-url / CONTEXTDELTA_BASE_URL.")
+            end = "" if problem.endswith((".", "?", "!")) else "."
+            raise BenchmarkError(f"{problem}{end} Nothing was run; check --base-url / CONTEXTDELTA_BASE_URL.")
 
 
 def _close(provider: ChatProvider | None) -> None:
@@ -704,9 +743,15 @@ def plan_run(request: BenchmarkRequest, settings: Settings, provider: ChatProvid
     """
     results_dir = request.results_dir or Path(settings.results_dir)
     target: tuple[RunDirectory, RunManifest] | None = None
+    if request.retry_failed and request.resume is None:
+        raise BenchmarkError(
+            "--retry-failed re-runs the failed trials of an earlier run: give that run with --resume ID "
+            "(e.g. contextdelta run-benchmark --resume results/RUN_ID --retry-failed)"
+        )
     if request.resume is not None:
         target = _resume_target(results_dir, request.resume)
         results_dir = target[0].path.parent
+        request = recorded_provider(request, target[1])
     else:
         _check_request(request)
     _results_dir(target[0].path if target else results_dir)
@@ -739,7 +784,8 @@ def _plan(
     provider_spec: ProviderSpec | None = None,
 ) -> RunPlan:
     manifest = target[1] if target else None
-    done = _read_done(target[0]) if target else []
+    attempts = _read_done(target[0]) if target else EpisodeAttempts.of(())
+    done = list(attempts.current)
     matrix = resolve_matrix(request, settings, manifest)
     if request.external_agent is not None:
         # an external agent brings its own model and context: no provider, no strategies to build
@@ -773,6 +819,7 @@ def _plan(
     run_prices = _run_prices(prices, provider_info, manifest, request.price_table)
     _check_budget_prices(run_prices, provider_info, matrix, (max_cost, max_episode_cost))
     specs = matrix.shard_episodes()
+    pending = pending_episodes(specs, done, retry_failed=request.retry_failed)
     return RunPlan(
         request=request,
         results_dir=results_dir,
@@ -785,10 +832,12 @@ def _plan(
         max_episode_cost_usd=max_episode_cost,
         strategy_configs=configs,
         specs=specs,
-        pending=pending_episodes(specs, done),
+        pending=pending,
         existing=target[0] if target else None,
         execution=execution,
         provider_spec=provider_spec,
         manifest=manifest,
         done=done,
+        superseded=list(attempts.superseded),
+        retries=retry_attempts(pending, done),
     )

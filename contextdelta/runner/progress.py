@@ -37,7 +37,9 @@ class ProgressDisplay:
 
     def start(self, run: RunStart) -> None:
         self.bar.start()
-        self.task = self.bar.add_task("run", total=run.planned, completed=len(run.done), stats=self._stats())
+        # what is left is this session's pending episodes (missing ones, and with --retry-failed the re-runs)
+        done = max(0, run.planned - run.pending)
+        self.task = self.bar.add_task("run", total=run.planned, completed=done, stats=self._stats())
 
     def episode(self, record: EpisodeRecord) -> None:
         self.finished += 1

@@ -92,6 +92,9 @@ class BenchmarkRequest(BaseModel):
     """Set by ``run-external`` / ``serve-world``: the run's one strategy is ``external:<agent>``, there is no
     provider (the agent brings its own model), and episodes run on the external agent's executor."""
     resume: str | None = None
+    retry_failed: bool = False
+    """``--retry-failed`` (with ``--resume``): also re-run the run's failed trials, each as a new attempt of its
+    episode (``contextdelta.rundir.attempts``); without it a resume runs only the missing episodes."""
     executor: str = "local"
     """``local`` (this machine: in-process, or ``workers`` processes) or ``ray`` (a Ray cluster)."""
     workers: int | None = Field(default=None, ge=1)

@@ -2,12 +2,14 @@
 
 Ingestion is idempotent: an episode is keyed by (run group, run id) and carries the SHA-256 of its canonical
 JSON, so importing the same run directory twice changes nothing, and an episode whose record changed (a
-re-graded run) is replaced whole.
+re-graded run, or a failed trial re-run by ``--retry-failed``) is replaced whole. The row is the episode's current
+record; the attempts it superseded are summarised in ``superseded_attempts`` (their records stay in
+``raw_runs.jsonl``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -100,10 +102,27 @@ EpisodeValues = tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]
 """An episode's row values, then those of its steps, tool events and hidden mutations (without ``episode_id``)."""
 
 
+def attempt_summary(record: EpisodeRecord) -> dict[str, Any]:
+    """What the store keeps of a superseded attempt (its full record stays in ``raw_runs.jsonl``)."""
+    return {
+        "attempt": record.attempt,
+        "termination_reason": record.trace.termination.value,
+        "error": record.trace.error,
+        "started_at": record.started_at,
+        "finished_at": record.finished_at,
+        "steps": record.trace.step_count,
+        "record_sha256": record_sha256(record),
+    }
+
+
 def episode_values(
-    record: EpisodeRecord, attribution: FailureAttribution | None, digest: str | None = None
+    record: EpisodeRecord,
+    attribution: FailureAttribution | None,
+    digest: str | None = None,
+    superseded: Sequence[EpisodeRecord] = (),
 ) -> EpisodeValues:
-    """The column values of an episode and of its steps, tool events and hidden mutations."""
+    """The column values of an episode (its current record, with a summary of the ``superseded`` attempts) and of
+    its steps, tool events and hidden mutations."""
     v, trace, totals = record.verdict, record.trace, record.trace.totals
     flags = {f.seq: f for f in v.event_flags}
     episode: dict[str, Any] = dict(
@@ -152,6 +171,8 @@ def episode_values(
         record_sha256=digest or record_sha256(record),
         failure_mode=attribution.failure_mode if attribution else None,
         failure_cause=attribution.cause if attribution else None,
+        attempt=record.attempt,
+        superseded_attempts=[attempt_summary(r) for r in superseded] or None,
     )
     steps: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
@@ -234,15 +255,20 @@ def episode_row(record: EpisodeRecord, attribution: FailureAttribution | None, d
     return row
 
 
-def upsert_episode(session: Session, record: EpisodeRecord, attributor: Attributor | None) -> str:
-    """Insert the episode, replace it when its record changed, or leave it; returns added/updated/unchanged."""
+def upsert_episode(
+    session: Session, record: EpisodeRecord, attributor: Attributor | None, superseded: Sequence[EpisodeRecord] = ()
+) -> str:
+    """Insert the episode (its current record, with the ``superseded`` attempts it replaced), replace it when its
+    record or its superseded attempts changed (a failed trial re-run), or leave it; returns added/updated/
+    unchanged."""
     digest = record_sha256(record)
+    earlier = [attempt_summary(r) for r in superseded] or None
     existing = session.execute(
-        select(EpisodeRow.id, EpisodeRow.record_sha256, EpisodeRow.failure_mode).where(
+        select(EpisodeRow.id, EpisodeRow.record_sha256, EpisodeRow.failure_mode, EpisodeRow.superseded_attempts).where(
             EpisodeRow.run_group_id == record.run_group_id, EpisodeRow.run_id == record.run_id
         )
     ).one_or_none()
-    if existing is not None and existing.record_sha256 == digest:
+    if existing is not None and existing.record_sha256 == digest and existing.superseded_attempts == earlier:
         if existing.failure_mode is None and attributor is not None and not record.verdict.success:
             # rows stored before attribution existed (an older revision) get their failure mode on re-import
             attribution = attributor(record)
@@ -257,7 +283,9 @@ def upsert_episode(session: Session, record: EpisodeRecord, attributor: Attribut
             session.execute(delete(table).where(table.episode_id == existing.id))
         session.execute(delete(EpisodeRow).where(EpisodeRow.id == existing.id))
         session.flush()
-    episode, steps, events, mutations = episode_values(record, attributor(record) if attributor else None, digest)
+    episode, steps, events, mutations = episode_values(
+        record, attributor(record) if attributor else None, digest, superseded
+    )
     row = EpisodeRow(**episode)
     session.add(row)
     session.flush()  # the episode's id, for its children

@@ -57,7 +57,8 @@ class RunGroupRow(Base):
 
 
 class EpisodeRow(Base):
-    """One episode (one line of ``raw_runs.jsonl``): its condition, verdict and totals."""
+    """One episode (its current line of ``raw_runs.jsonl``): its condition, verdict and totals, and a summary of
+    the attempts a ``--retry-failed`` re-run superseded."""
 
     __tablename__ = "episodes"
     __table_args__ = (
@@ -116,6 +117,14 @@ class EpisodeRow(Base):
     record_sha256: Mapped[str] = mapped_column(String(64), comment="SHA-256 of the episode's canonical JSON.")
     failure_mode: Mapped[str | None] = mapped_column(String(64), comment="SPEC section 9 failure mode; null: none.")
     failure_cause: Mapped[dict[str, Any] | None] = mapped_column(JSON, comment="The attribution's cause chain.")
+    attempt: Mapped[int] = mapped_column(
+        Integer, server_default="1", comment="The current record's attempt (above 1: a failed trial re-run)."
+    )
+    superseded_attempts: Mapped[list[Any] | None] = mapped_column(
+        JSON,
+        comment="The earlier attempts this one replaced (--retry-failed): attempt, termination, error, times, "
+        "record hash; null or empty: none.",
+    )
 
     run_group: Mapped[RunGroupRow] = relationship(back_populates="episodes")
     steps: Mapped[list[StepRow]] = relationship(

@@ -6,7 +6,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,19 +135,21 @@ class Store:
         path = str(source_path) if source_path is not None else None
         self._write(lambda s: upsert_run_group(s, manifest, path))
 
-    def ingest_episode(self, record: EpisodeRecord) -> str:
-        """Insert one episode (its run group must exist); ``added``, ``updated`` or ``unchanged``."""
-        return self._write(lambda s: upsert_episode(s, record, self.attributor))
+    def ingest_episode(self, record: EpisodeRecord, superseded: Sequence[EpisodeRecord] = ()) -> str:
+        """Insert one episode's current record (its run group must exist), with the earlier attempts it superseded
+        (``--retry-failed``); ``added``, ``updated`` or ``unchanged``."""
+        return self._write(lambda s: upsert_episode(s, record, self.attributor, superseded))
 
     def import_run(self, directory: RunDirectory | Path) -> ImportReport:
-        """Load a run directory: its manifest and every episode of ``raw_runs.jsonl``. Idempotent."""
+        """Load a run directory: its manifest and every episode of ``raw_runs.jsonl`` (each one's current record,
+        with its superseded attempts). Idempotent."""
         directory = directory if isinstance(directory, RunDirectory) else RunDirectory(directory)
         manifest = directory.read_manifest()
-        records = directory.read_episodes()
+        attempts = directory.read_attempts()
         self.ingest_manifest(manifest, directory.path.resolve())
         report = ImportReport(manifest.run_group_id)
-        for record in records:
-            outcome = self.ingest_episode(record)
+        for record in attempts.current:
+            outcome = self.ingest_episode(record, attempts.attempts_of(record.run_id)[:-1])
             setattr(report, outcome, getattr(report, outcome) + 1)
         return report
 
@@ -185,6 +187,14 @@ def open_store(url: str | None = None, *, attributor: Attributor | None = failur
 _STOP = object()
 
 
+@dataclass(frozen=True)
+class _Episode:
+    """A queued episode: its record and the attempts it supersedes."""
+
+    record: EpisodeRecord
+    superseded: tuple[EpisodeRecord, ...] = ()
+
+
 @dataclass
 class StoreWriter:
     """Writes a running benchmark's manifest and episodes to the store from a background thread, in the order
@@ -207,9 +217,9 @@ class StoreWriter:
         self._thread.start()
         return self
 
-    def episode(self, record: EpisodeRecord) -> None:
-        """Queue one finished episode."""
-        self._queue.put(record)
+    def episode(self, record: EpisodeRecord, superseded: Sequence[EpisodeRecord] = ()) -> None:
+        """Queue one finished episode (with the earlier attempts it supersedes)."""
+        self._queue.put(_Episode(record, tuple(superseded)))
 
     def manifest(self, manifest: RunManifest, path: Path | None = None) -> None:
         """Queue a manifest (the run group's row: status and counts)."""
@@ -238,7 +248,7 @@ class StoreWriter:
                     manifest, path = item
                     self.store.ingest_manifest(manifest, path)
                     continue
-                self.store.ingest_episode(item)
+                self.store.ingest_episode(item.record, item.superseded)
                 self.written += 1
             except Exception as exc:  # the run directory is the source of truth: report, never stop the run
                 self._fail(
@@ -255,6 +265,8 @@ class StoreRecorder:
     def __init__(self, store: Store, on_error: Callable[[str], None] = lambda message: None) -> None:
         self.store = store
         self.writer = StoreWriter(store, on_error=on_error).start()
+        self.attempts: dict[str, list[EpisodeRecord]] = {}
+        """Every attempt recorded so far of each episode (earlier sessions' included), in order."""
 
     @classmethod
     def open(cls, database_url: str | None, on_error: Callable[[str], None]) -> StoreRecorder | None:
@@ -271,10 +283,14 @@ class StoreRecorder:
         return cls(store, on_error)
 
     def start(self, run: RunStart) -> None:
+        for earlier in sorted([*run.superseded, *run.done], key=lambda r: r.attempt):
+            self.attempts.setdefault(earlier.run_id, []).append(earlier)
         self.writer.manifest(run.manifest, run.path.resolve())
 
     def episode(self, record: EpisodeRecord) -> None:
-        self.writer.episode(record)
+        earlier = self.attempts.setdefault(record.run_id, [])
+        self.writer.episode(record, list(earlier))  # a re-run of a failed trial replaces the stored attempt
+        earlier.append(record)
 
     def finish(self, run: RunEnd) -> None:
         self.writer.manifest(run.manifest, run.path.resolve())

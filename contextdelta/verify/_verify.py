@@ -6,13 +6,15 @@ Checks, in order:
    refused unless ``allow_incomplete``); these are `VerifyError` (exit 2), not divergences;
 2. the task snapshot in ``tasks/``: each file loads, each task's version and content hash match the manifest,
    the suite hash, the public messages and the tool schemas re-derive;
-3. the episode set: exactly the planned (task, strategy, mode, repeat) episodes, and the manifest counts;
-4. each episode, re-executed in a fresh world built from the snapshot task: ``begin_step`` then every recorded
-   tool call (name, raw arguments, call id); every tool result, tool event and hidden-mutation event, the final
-   state and its hash compared with the record; for a deterministic strategy (built-in or plug-in) every step's
-   context re-derived from the canonical history, and for an external agent's episode exactly "unknown"
-   (no messages, no usage: ``_contexts.py``); then re-graded and every verdict field compared; ``cost_usd``
-   re-derived from the recorded usage at the run's recorded prices (runs that record them);
+3. the episode set: exactly the planned (task, strategy, mode, repeat) episodes, and the manifest counts (of
+   each episode's current record); the attempts of every episode (``--retry-failed``): numbered 1, 2, ... in file
+   order, every superseded attempt a failed trial, no more than the manifest's retry sessions allow;
+4. each episode, every attempt of it (superseded ones too), re-executed in a fresh world built from the snapshot
+   task: ``begin_step`` then every recorded tool call (name, raw arguments, call id); every tool result, tool event
+   and hidden-mutation event, the final state and its hash compared with the record; for a deterministic strategy
+   (built-in or plug-in) every step's context re-derived from the canonical history, and for an external agent's
+   episode exactly "unknown" (no messages, no usage: ``_contexts.py``); then re-graded and every verdict field
+   compared; ``cost_usd`` re-derived from the recorded usage at the run's recorded prices (runs that record them);
 5. ``task_results.csv`` row by row and cell by cell, and ``tool_events.jsonl`` line by line, against what the
    episodes give;
 6. ``aggregate_metrics.json`` recomputed with its recorded analysis parameters (numbers equal within a
@@ -55,6 +57,7 @@ from contextdelta.rundir import (
     TASK_RESULTS,
     TASKS_SNAPSHOT,
     TOOL_EVENTS,
+    EpisodeAttempts,
     EpisodeRecord,
     RunDirectory,
     RunDirectoryError,
@@ -159,12 +162,16 @@ def _differences(recorded: Any, derived: Any, path: str = "") -> Iterator[tuple[
 
 
 class _Verifier:
-    def __init__(self, directory: RunDirectory, manifest: RunManifest, records: list[EpisodeRecord]) -> None:
+    def __init__(self, directory: RunDirectory, manifest: RunManifest, attempts: EpisodeAttempts) -> None:
         self.directory = directory
         self.manifest = manifest
-        self.records = records
+        self.attempts = attempts
+        self.records = list(attempts.current)
+        """Each episode's current record: what the derived files and reports count."""
+        self.superseded = list(attempts.superseded)
+        self._superseded_ids = {id(r) for r in self.superseded}
         self.group = manifest.run_group_id
-        self.result = VerifyResult(run_group_id=self.group, episodes=len(records))
+        self.result = VerifyResult(run_group_id=self.group, episodes=len(self.records))
         self.tasks: dict[str, Task] = {}
         self.strategies = rebuild_run_strategies(manifest)
         self.result.notes.extend(self.strategies.notes)
@@ -274,9 +281,55 @@ class _Verifier:
                     self.group, f"counts.{name}", f"manifest {getattr(m.counts, name)}, raw_runs.jsonl gives {value}"
                 )
 
+    def check_attempts(self) -> None:
+        """The attempts of each episode: numbered 1, 2, ... in the order of their lines (a re-run is appended,
+        never inserted), every superseded attempt a failed trial (only failed trials are retried, so no verdict is
+        ever replaced), and no more attempts than the manifest's retry sessions allow."""
+        numbers: dict[str, list[int]] = {}
+        for record in self.attempts.records:
+            numbers.setdefault(record.run_id, []).append(record.attempt)
+        for rid, found in numbers.items():
+            if found != list(range(1, len(found) + 1)):
+                self.diverge(
+                    rid,
+                    "attempt",
+                    f"attempts in raw_runs.jsonl order are {found}; expected 1..{len(found)}, each once, in order",
+                )
+        for record in self.superseded:
+            if not record.failed or record.trace.termination not in FAILED_TERMINATIONS:
+                self.diverge(
+                    self.label(record),
+                    "failed",
+                    f"a superseded attempt must be a failed trial (only failed trials are retried), but it ended "
+                    f"{record.trace.termination.value} with failed={record.failed}",
+                )
+        allowed = 1 + self._retry_sessions()
+        for rid, found in sorted(numbers.items()):
+            if max(found) > allowed:
+                self.diverge(
+                    rid,
+                    "attempt",
+                    f"attempt {max(found)}, but the manifest records {allowed - 1} --retry-failed session(s)",
+                )
+
+    def _retry_sessions(self) -> int:
+        """The ``--retry-failed`` sessions the manifest records (a merged run: the most any one shard had)."""
+
+        def count(sessions: list[dict[str, Any]]) -> int:
+            return sum(1 for session in sessions if session.get("retry_failed"))
+
+        shards = [count(shard.sessions) for shard in self.manifest.merged_from or []]
+        return count(self.manifest.sessions) + max(shards, default=0)
+
+    def label(self, record: EpisodeRecord) -> str:
+        """How a divergence names an episode: its run id, and for a superseded attempt which one."""
+        if id(record) in self._superseded_ids:
+            return f"{record.run_id} (superseded attempt {record.attempt})"
+        return record.run_id
+
     # ---- 4. re-execution ----------------------------------------------------------------------------------------
 
-    def check_cost(self, record: EpisodeRecord) -> None:
+    def check_cost(self, record: EpisodeRecord, rid: str) -> None:
         """``cost_usd`` re-derived from the recorded usage at the run's recorded prices (runs that record them)."""
         prices = self.manifest.prices
         if prices is None:
@@ -290,13 +343,14 @@ class _Verifier:
             and not math.isclose(recorded, expected, rel_tol=REL_TOL, abs_tol=ABS_TOL)
         ):
             self.diverge(
-                record.run_id,
+                rid,
                 "cost_usd",
                 f"recorded {recorded!r}, the usage at the run's prices gives {expected!r}",
             )
 
     def check_episode(self, record: EpisodeRecord) -> None:
-        rid = record.run_id
+        """Re-execute and re-grade one attempt of an episode (current or superseded alike)."""
+        rid = self.label(record)
         if record.run_group_id != self.group:
             self.diverge(rid, "run_group_id", f"recorded {record.run_group_id}, manifest {self.group}")
         info = next((t for t in self.manifest.tasks if t.id == record.task_id), None)
@@ -318,7 +372,7 @@ class _Verifier:
             self.diverge(
                 rid, "episode_seed", f"recorded {record.episode_seed}, the run's seed rule ({rule.value}) gives {seed}"
             )
-        self.check_cost(record)
+        self.check_cost(record, rid)
         trace = record.trace
         if trace.system_prompt_sha256 != self.manifest.hashes.system_prompt_sha256:
             self.diverge(rid, "trace.system_prompt_sha256", "differs from the manifest's system prompt hash")
@@ -468,7 +522,7 @@ class _Verifier:
                 f"the statistics code differs from the run's (analysis_sha256 {recorded_hash[:16]} recorded, "
                 f"{analysis_sha256()[:16]} installed): aggregates may legitimately differ"
             )
-        report = build_report(self.manifest, self.records, params)
+        report = build_report(self.manifest, self.records, params, self.superseded)
         schema = recorded.get("schema_version")
         if schema != METRICS_SCHEMA_VERSION:
             self._check_text(FAILURE_ATLAS, report.atlas)
@@ -522,7 +576,13 @@ def _first_differing_line(a: str, b: str) -> int:
 
 
 def load_run(path: Path, *, allow_incomplete: bool = False) -> tuple[RunDirectory, RunManifest, list[EpisodeRecord]]:
-    """Open a run directory for verification; raises VerifyError when it is malformed or incomplete."""
+    """Open a run directory for verification: the directory, its manifest and each episode's current record;
+    raises VerifyError when it is malformed or incomplete."""
+    directory, manifest, attempts = _load_attempts(path, allow_incomplete=allow_incomplete)
+    return directory, manifest, list(attempts.current)
+
+
+def _load_attempts(path: Path, *, allow_incomplete: bool = False) -> tuple[RunDirectory, RunManifest, EpisodeAttempts]:
     directory = RunDirectory(path)
     try:
         manifest = directory.read_manifest()
@@ -534,9 +594,10 @@ def load_run(path: Path, *, allow_incomplete: bool = False) -> tuple[RunDirector
     if missing:
         raise VerifyError(f"malformed run directory {path}: missing {', '.join(missing)}")
     try:
-        records = directory.read_episodes()
+        attempts = directory.read_attempts()
     except RunDirectoryError as exc:
         raise VerifyError(f"malformed run directory: {exc}") from exc
+    records = attempts.current
     if manifest.status is not RunStatus.COMPLETE and not allow_incomplete:
         raise VerifyError(
             f"incomplete run {manifest.run_group_id}: status {manifest.status.value}, {len(records)} of "
@@ -545,7 +606,7 @@ def load_run(path: Path, *, allow_incomplete: bool = False) -> tuple[RunDirector
             + f"; resume it with `contextdelta run-benchmark --resume {manifest.run_group_id}` (or pass "
             "--allow-incomplete to check the episodes that exist)"
         )
-    return directory, manifest, records
+    return directory, manifest, attempts
 
 
 def verify_run(path: Path, *, allow_incomplete: bool = False) -> VerifyResult:
@@ -554,13 +615,14 @@ def verify_run(path: Path, *, allow_incomplete: bool = False) -> VerifyResult:
     Raises:
         VerifyError: the directory is malformed, or incomplete without ``allow_incomplete``.
     """
-    directory, manifest, records = load_run(path, allow_incomplete=allow_incomplete)
-    verifier = _Verifier(directory, manifest, records)
+    directory, manifest, attempts = _load_attempts(path, allow_incomplete=allow_incomplete)
+    verifier = _Verifier(directory, manifest, attempts)
     if manifest.hashes.harness_sha256 != source_hash():
         verifier.result.notes.append("the installed harness source differs from the run's (harness_sha256)")
     verifier.check_snapshot()
     verifier.check_episode_set(complete=manifest.status is RunStatus.COMPLETE)
-    for record in records:
+    verifier.check_attempts()
+    for record in attempts.records:  # every attempt, superseded ones too
         verifier.check_episode(record)
     verifier.check_task_results()
     verifier.check_tool_events()

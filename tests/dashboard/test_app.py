@@ -267,3 +267,30 @@ def test_runs_page_flags_a_run_in_progress(tmp_path: Path, trusting_run: Path, m
     no_exception(app)
     assert any("Still in progress" in i.value and "10 of 48" in i.value for i in app.info)
     assert app.dataframe[0].value.iloc[0]["status"] == "running"
+
+
+def test_episode_page_shows_the_attempts_of_a_retried_episode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed trial re-run by --retry-failed: the Episode page lists both attempts (the latest current) and
+    shows the superseded one on request, marked as counted nowhere."""
+    from contextdelta.runner import run_benchmark
+    from contextdelta.testing import FaultPlan, ScriptedServer
+    from tests.runner.conftest import TASKS, benchmark_request
+
+    strategies = {"strategies": ["full_history"], "protection_modes": ["unprotected"]}
+    with ScriptedServer("oracle", TASKS, faults=FaultPlan(fail_500="at:1")) as server:
+        first = run_benchmark(benchmark_request(server.base_url, tmp_path, max_retries=0, concurrency=1, **strategies))
+        server.faults = FaultPlan()
+        run_benchmark(benchmark_request(server.base_url, tmp_path, resume=str(first.path), retry_failed=True))
+    (failed,) = [r for r in first.records if r.failed]
+    app = open_page(tmp_path, monkeypatch, PAGES[3], {"run": first.path.name, "episode": failed.run_id})
+    no_exception(app)
+    assert app.selectbox(key="cd_episode").value == failed.run_id
+    (attempts,) = [d for d in app.dataframe if "attempt" in d.value.columns]
+    assert list(attempts.value["attempt"]) == [1, 2]
+    assert list(attempts.value["status"]) == ["superseded", "current"]
+    assert app.selectbox(key="cd_attempt").value == 2
+    assert not app.warning and app.metric[0].value == "success"
+    app.selectbox(key="cd_attempt").set_value(1).run()
+    no_exception(app)
+    assert app.metric[0].value == "failed trial"
+    assert any("superseded by a later attempt" in w.value for w in app.warning)

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from contextdelta.cli import app
 from contextdelta.rundir import RunDirectory, RunDirectoryError, check_results_dir
-from contextdelta.testing import fetch_stats, serve_scripted
+from contextdelta.testing import FaultPlan, ScriptedServer, fetch_stats, serve_scripted
 from tests.runner.conftest import TASKS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,7 +74,7 @@ def test_a_base_url_without_v1_is_refused_with_the_fix(here: Path) -> None:
     with serve_scripted("oracle", TASKS, in_process=True) as url:
         root = url.removesuffix("/v1")
         message = refused(run_args(root, here / "results"), here)
-    assert f"did you mean --base-url {root}/v1" in message and "Nothing was run" in message
+    assert f"did you mean --base-url {root}/v1 ? Nothing was run;" in message
 
 
 def test_openai_api_key_is_found_behind_a_copied_env_example(here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -192,3 +192,30 @@ def test_every_run_id_argument_takes_the_printed_path(here: Path, tmp_path: Path
     bad = runner.invoke(app, ["verify", str(tmp_path)])  # a folder that is no run directory
     assert bad.exit_code == 2 and "not a run directory" in bad.stderr
     assert RunDirectory(Path(printed)).read_manifest().counts.finished == 1
+
+
+def test_the_printed_resume_line_works_as_printed_whatever_env_now_says(here: Path, tmp_path: Path) -> None:
+    """The endpoint, model and token cap came from flags; the resume line names only the run. A resume uses what
+    the run recorded (a .env that now points elsewhere does not matter); a flag that contradicts it is refused."""
+    (here / ".env").write_text(
+        "CONTEXTDELTA_BASE_URL=http://127.0.0.1:9/v1\nCONTEXTDELTA_MODEL=another-model\n", encoding="utf-8"
+    )
+    with ScriptedServer("oracle", TASKS, faults=FaultPlan(fail_500="first:100000")) as server:
+        url = server.base_url
+        first = runner.invoke(
+            app,
+            [*run_args(url, tmp_path / "results", "--max-tokens", "512", "--max-retries", "0")],
+        )
+        assert first.exit_code == 0, first.output
+        path = first.stdout.strip().splitlines()[-1]
+        line = next(x for x in first.stderr.splitlines() if x.startswith("Re-run its 1 failed trial with: "))
+        printed = line.removeprefix("Re-run its 1 failed trial with: contextdelta ").split()
+        assert printed == ["run-benchmark", "--resume", path, "--retry-failed"]
+        server.faults = FaultPlan()
+        again = runner.invoke(app, [*printed, "--quiet", "--no-store"])
+        assert again.exit_code == 0, again.output
+        other = runner.invoke(app, [*printed, "--quiet", "--no-store", "--model", "another-model"])
+    manifest = RunDirectory(Path(path)).read_manifest()
+    assert manifest.sessions[-1]["retry_failed"] is True and manifest.counts.succeeded == 1
+    assert manifest.provider.max_tokens == 512
+    assert other.exit_code == 2 and "model: run has 'scripted-oracle', now 'another-model'" in other.stderr

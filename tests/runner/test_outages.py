@@ -164,3 +164,36 @@ def test_a_signal_during_finalisation_says_what_state_the_run_is_in(
         "what is missing"
     )
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored
+
+
+class _SignalAfterLastEpisode:
+    """A recorder that receives SIGINT right after the last planned episode was recorded (a Ctrl-C while the driver
+    winds down): nothing is missing, so the run is finalised as complete and says the signal arrived."""
+
+    def __init__(self) -> None:
+        self.planned = 0
+        self.seen = 0
+
+    def start(self, run: RunStart) -> None:
+        self.planned = run.pending
+
+    def episode(self, record: object) -> None:
+        self.seen += 1
+        if self.seen == self.planned:
+            signal.raise_signal(signal.SIGINT)
+
+    def finish(self, run: RunEnd) -> None:
+        pass
+
+
+def test_a_signal_after_the_last_episode_still_completes_the_run_and_says_so(oracle_url: str, tmp_path: Path) -> None:
+    outcome = run_benchmark(
+        benchmark_request(oracle_url, tmp_path, task_ids=SMALL[:1], strategies=["full_history"], concurrency=1),
+        recorders=[_SignalAfterLastEpisode()],
+    )
+    assert outcome.manifest.status is RunStatus.COMPLETE and outcome.manifest.stop_reason is None
+    assert outcome.note == (
+        "interrupted by SIGINT after every episode had finished: the run was finalised and is complete"
+    )
+    assert outcome.manifest.sessions[-1]["late_stop"] == "interrupted by SIGINT"
+    assert verify_run(outcome.path).ok

@@ -100,8 +100,8 @@ def test_a_changed_episode_replaces_the_stored_one_whole(sqlite_url: str, mock_r
 def test_cli_db_upgrade_and_import(sqlite_url: str, mock_run: Path) -> None:
     upgraded = runner.invoke(app, ["db", "upgrade", "--database-url", sqlite_url])
     assert upgraded.exit_code == 0, upgraded.output
-    assert "fresh database upgraded from empty to 0003" in upgraded.stdout
-    assert "already at 0003" in runner.invoke(app, ["db", "upgrade", "--database-url", sqlite_url]).stdout
+    assert "fresh database upgraded from empty to 0004" in upgraded.stdout
+    assert "already at 0004" in runner.invoke(app, ["db", "upgrade", "--database-url", sqlite_url]).stdout
 
     args = ["db", "import", "mock-pipeline", "--results-dir", str(mock_run.parent), "--database-url", sqlite_url]
     first = runner.invoke(app, args)

@@ -108,13 +108,13 @@ def _insert_rows(connection: Connection, fixture: Fixture) -> int:
 
 def test_migrations_ship_with_the_package() -> None:
     assert (migrations_dir() / "env.py").is_file()
-    assert revisions() == ["0001", "0002", "0003"]
-    assert head_revision() == "0003"
+    assert revisions() == ["0001", "0002", "0003", "0004"]
+    assert head_revision() == "0004"
 
 
 def test_fresh_database_is_created_at_head_with_sqlite_tuning(sqlite_url: str) -> None:
     report = upgrade_database(sqlite_url)
-    assert (report.found, report.before, report.after) == ("fresh", None, "0003")
+    assert (report.found, report.before, report.after) == ("fresh", None, "0004")
     assert Path(sqlite_url.removeprefix("sqlite:///")).is_file()
     store = Store.open(sqlite_url)
     assert store.upgrade is not None and not store.upgrade.changed  # already at head: nothing replayed
@@ -125,7 +125,7 @@ def test_fresh_database_is_created_at_head_with_sqlite_tuning(sqlite_url: str) -
         tables = set(inspect(connection).get_table_names())
     store.close()
     assert {"run_groups", "episodes", "steps", "tool_events", "hidden_mutations", "proxy_traces"} <= tables
-    assert current_revision(create_engine(sqlite_url)) == "0003"
+    assert current_revision(create_engine(sqlite_url)) == "0004"
 
 
 def test_the_orm_models_match_the_migrations(sqlite_url: str) -> None:
@@ -150,7 +150,7 @@ def test_alembic_less_database_from_the_first_revision_keeps_its_rows(sqlite_url
 
     report = upgrade_database(sqlite_url)
 
-    assert (report.found, report.before, report.after) == ("unversioned", "0001", "0003")
+    assert (report.found, report.before, report.after) == ("unversioned", "0001", "0004")
     assert _count(sqlite_url, "episodes") == inserted
     assert (_count(sqlite_url, "steps"), _count(sqlite_url, "tool_events")) == (steps_before, events_before)
     assert _count(sqlite_url, "hidden_mutations") == mutations_before > 0
@@ -158,7 +158,7 @@ def test_alembic_less_database_from_the_first_revision_keeps_its_rows(sqlite_url
         columns = {c["name"] for c in inspect(connection).get_columns("episodes")}
         assert {"failure_mode", "failure_cause"} <= columns
         assert "ix_episodes_failure_mode" in {i["name"] for i in inspect(connection).get_indexes("episodes")}
-        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == "0003"
+        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == "0004"
     assert upgrade_database(sqlite_url).found == "versioned"  # and a second start is a no-op
 
 
@@ -189,7 +189,7 @@ def test_database_at_the_first_revision_is_upgraded_to_head(sqlite_url: str, moc
 
     report = upgrade_database(sqlite_url)
 
-    assert (report.found, report.before, report.after) == ("versioned", "0001", "0003")
+    assert (report.found, report.before, report.after) == ("versioned", "0001", "0004")
     assert _count(sqlite_url, "episodes") == inserted
     with create_engine(sqlite_url).connect() as connection:
         assert "first_byte_s" in {c["name"] for c in inspect(connection).get_columns("proxy_traces")}
@@ -203,7 +203,7 @@ def test_head_tables_made_without_alembic_are_stamped_not_replayed(sqlite_url: s
     store.import_run(RunDirectory(mock_run))
     store.close()
     report = upgrade_database(sqlite_url)
-    assert (report.found, report.before, report.after) == ("unversioned", "0003", "0003")
+    assert (report.found, report.before, report.after) == ("unversioned", "0004", "0004")
     assert _count(sqlite_url, "episodes") == 10
 
 

@@ -1,4 +1,5 @@
-"""Episode: the timeline of one episode. Per step, the context the model saw next to the full history (what the
+"""Episode: the timeline of one episode (and, for a failed trial re-run by ``--retry-failed``, its attempts: any of
+them can be shown). Per step, the context the model saw next to the full history (what the
 strategy removed or wrote marked), the tool calls and results with the versions at every write, and the hidden
 mutations where they happened; the verdict and, for a failure, its cause chain on top."""
 
@@ -17,11 +18,38 @@ if not run.episodes:
     st.info(f"Run `{run.run_group_id}` has no finished episode yet.")
     st.stop()
 summary = _ui.select_episode(run.episodes)
+attempt: int | None = None
+if summary.attempts > 1:
+    # a failed trial re-run by --retry-failed: every attempt is in raw_runs.jsonl, the latest is the one counted
+    try:
+        attempts = _ui.cached_attempts(run.path, summary.run_id)
+    except RunLoadError as exc:
+        _ui.malformed(run.run_group_id, str(exc))
+    st.markdown(
+        f"**Attempts** ({len(attempts)}): the latest is the episode's record; the earlier ones are failed trials it "
+        "superseded (`--retry-failed`), kept as evidence and counted nowhere."
+    )
+    st.dataframe([a.row() for a in attempts], hide_index=True)
+    numbers = [a.attempt for a in attempts]
+    attempt = st.selectbox(
+        "Show attempt",
+        numbers,
+        index=len(numbers) - 1,
+        format_func=lambda n: f"attempt {n}" + (" (current)" if n == numbers[-1] else " (superseded)"),
+        key="cd_attempt",
+    )
 try:
-    record = _ui.cached_episode(run.path, summary.run_id)
+    record = _ui.cached_episode(run.path, summary.run_id, attempt)
 except RunLoadError as exc:
     _ui.malformed(run.run_group_id, str(exc))
-timeline = episode_timeline(record, run.attributions.get(summary.run_id))
+superseded = record.attempt < summary.attempts
+attribution = None if superseded else run.attributions.get(summary.run_id)
+timeline = episode_timeline(record, attribution)
+if superseded:
+    st.warning(
+        f"Attempt {record.attempt} of {summary.attempts}: superseded by a later attempt; shown as evidence, counted "
+        "nowhere."
+    )
 
 st.caption(
     f"Episode `{timeline.run_id}` of run group `{timeline.run_group_id}` · task `{timeline.task}` · world "
