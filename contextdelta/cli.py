@@ -1356,8 +1356,9 @@ def dashboard_command(
     ),
     database_url: DatabaseUrlOption = None,
 ) -> None:
-    """Streamlit failure-atlas browser: runs, conditions, failure atlas and episode timelines of the run directories
-    in --results-dir. Headless, no usage statistics, no outside requests; stop it with Ctrl-C."""
+    """Streamlit dashboard of the run directories in --results-dir: runs, conditions, every episode (filters, text
+    search), the failure atlas, episode timelines, and the comparison of two run groups. Headless, no usage
+    statistics, no outside requests; stop it with Ctrl-C."""
     import os
 
     from contextdelta.dashboard import exec_streamlit, streamlit_command, streamlit_env
@@ -1368,7 +1369,7 @@ def dashboard_command(
     store = _open_store(database_url)  # applies the migrations before the app starts
     assert isinstance(store, Store)
     store.close()
-    command = streamlit_command(folder, host=host, port=port)
+    command = streamlit_command(folder, host=host, port=port, store_migrated=True)
     env = streamlit_env(os.environ, database_url=database_url)
     print(f"dashboard: http://{host}:{port}/ (results {folder.resolve()})", flush=True)
     exec_streamlit(command, env)

@@ -1,38 +1,52 @@
-"""Streamlit helpers shared by the pages: the results folder, cached loaders, the run and episode pickers (kept
-in sync with ``st.query_params`` so a link reproduces the view) and the messages shown instead of a traceback.
+"""Streamlit helpers shared by the pages: the results folder, cached loaders, the run and episode pickers and the
+filter bar (kept in sync with ``st.query_params`` so a link reproduces the view), table column helpers, and the
+messages shown instead of a traceback.
 
-Loaders are ``st.cache_data`` functions keyed by the run directory's path and its `run_signature` (modification
-times and sizes of the directory and its key files), so a finished or growing run is reloaded, and nothing else.
+Loaders are cached by the run directory's path and its `run_signature` (modification times and sizes of the
+directory and its key files), so a finished or growing run is reloaded, and nothing else. A loaded run
+(`RunData`, with the searchable text of every episode) is an ``st.cache_resource``: one shared, read-only object,
+not unpickled again on every rerun as ``st.cache_data`` would; the run list, single episodes and comparisons are
+small and stay ``st.cache_data``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import streamlit as st
 
 from contextdelta.dashboard.data import (
     AttemptRow,
     EpisodeSummary,
+    FilterField,
+    RowFilter,
     RunData,
     RunLoadError,
     RunSummary,
     Signature,
     default_episode,
+    filter_from_query,
+    filter_query,
     list_runs,
     load_attempts,
+    load_comparison,
     load_episode,
     load_run,
     results_dir_problem,
     results_signature,
     run_signature,
 )
-from contextdelta.dashboard.launch import resolve_results_dir
+from contextdelta.dashboard.launch import resolve_results_dir, store_migrated
 from contextdelta.rundir import EpisodeRecord
+
+if TYPE_CHECKING:
+    from contextdelta.report import ComparisonReport
 
 RUN_PARAM = "run"
 EPISODE_PARAM = "episode"
@@ -61,7 +75,10 @@ def _migrate_store(url: str | None) -> str | None:
 
 def apply_migrations() -> None:
     """Open the trace store once per process, which applies its migrations; a failure is a warning in the sidebar
-    (the pages read run directories, which do not depend on the store)."""
+    (the pages read run directories, which do not depend on the store). Skipped when ``contextdelta dashboard``
+    has just applied them (its ``--store-migrated`` script argument): the first page need not wait for it."""
+    if store_migrated(sys.argv):
+        return
     problem = _migrate_store(os.environ.get("CONTEXTDELTA_DATABASE_URL"))
     if problem is not None:
         st.sidebar.warning(f"Trace store not available: {problem}")
@@ -75,9 +92,21 @@ def _runs(folder: str, signature: tuple[Signature, ...]) -> list[RunSummary]:
     return list_runs(Path(folder))
 
 
-@st.cache_data(show_spinner="Loading the run directory…", max_entries=16)
+@st.cache_resource(show_spinner=False, max_entries=8)
 def _run(path: str, signature: Signature) -> RunData:
     return load_run(Path(path))
+
+
+@st.cache_data(show_spinner="Comparing the two run groups…", max_entries=16)
+def _comparison(
+    path_a: str, signature_a: Signature, path_b: str, signature_b: Signature
+) -> tuple[ComparisonReport | None, list[str]]:
+    from contextdelta.report import NotComparable
+
+    try:
+        return load_comparison(Path(path_a), Path(path_b)), []
+    except NotComparable as exc:  # cached too: the verdict is as costly to reach as a comparison
+        return None, list(exc.reasons)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -97,7 +126,33 @@ def cached_runs(folder: Path) -> list[RunSummary]:
 
 def cached_run(path: Path) -> RunData:
     """One run directory, loaded (cached until it changes). Raises `RunLoadError`."""
-    return _run(str(path), run_signature(path))
+    with st.spinner("Loading the run directory…"):
+        return _run(str(path), run_signature(path))
+
+
+def _warm(path: str, signature: Signature) -> None:
+    import altair  # noqa: F401  (the charts of the next page)
+
+    import contextdelta.dashboard.tables  # noqa: F401  (the report and the statistics code)
+
+    with contextlib.suppress(RunLoadError):  # the page that opens the run says what is wrong with it
+        _run(path, signature)
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _warm_up(path: str, signature: Signature) -> threading.Thread:
+    thread = threading.Thread(target=_warm, args=(path, signature), name="contextdelta-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def warm_up(summary: RunSummary) -> None:
+    """Load in a background thread what the next page needs: the report's modules and the charting library, and
+    the run ``summary`` describes (into the shared cache, so a page that asks for it meanwhile waits for this load
+    instead of starting another). Once per run directory state; nothing for a malformed one. Called as the server
+    starts (the newest run) and once the Runs page is shown (the selected run)."""
+    if summary.readable:
+        _warm_up(str(summary.path), run_signature(summary.path))
 
 
 def cached_episode(path: Path, run_id: str, attempt: int | None = None) -> EpisodeRecord:
@@ -109,6 +164,17 @@ def cached_episode(path: Path, run_id: str, attempt: int | None = None) -> Episo
 def cached_attempts(path: Path, run_id: str) -> list[AttemptRow]:
     """Every attempt of one episode (cached until the run directory changes). Raises `RunLoadError`."""
     return _attempts(str(path), run_signature(path), run_id)
+
+
+def cached_comparison(path_a: Path, path_b: Path) -> ComparisonReport:
+    """``contextdelta compare`` of two run directories (cached until either changes). Raises `RunLoadError` and
+    `contextdelta.report.NotComparable`."""
+    from contextdelta.report import NotComparable
+
+    report, reasons = _comparison(str(path_a), run_signature(path_a), str(path_b), run_signature(path_b))
+    if report is None:
+        raise NotComparable(reasons)
+    return report
 
 
 # ---- pickers --------------------------------------------------------------------------------------------------
@@ -184,6 +250,30 @@ def select_run(folder: Path, runs: list[RunSummary]) -> RunSummary:
     return by_id[choice]
 
 
+def select_run_pair(runs: list[RunSummary]) -> tuple[RunSummary, RunSummary]:
+    """Two run pickers (query parameters ``a`` and ``b``): a defaults to the run last picked in the sidebar (else
+    the newest), b to the newest other run of the same task set (else the newest other run)."""
+    by_id = {s.run_group_id: s for s in runs}
+    ids = list(by_id)
+    remembered = st.session_state.get("cd_last_run")
+    first = remembered if remembered in by_id else ids[0]
+
+    def label(run_id: str) -> str:
+        s = by_id[run_id]
+        return f"{run_id} · {s.model} · {s.status} · {s.finished} episodes · suite {(s.suite_sha256 or '')[:12]}"
+
+    left, right = st.columns(2)
+    with left:
+        a = _synced_selectbox("Run a", ids, key="cd_compare_a", param="a", fallback=first, format_func=label)
+    others = [i for i in ids if i != a] or ids
+    same_suite = [i for i in others if by_id[i].suite_sha256 == by_id[a].suite_sha256]
+    with right:
+        b = _synced_selectbox(
+            "Run b", ids, key="cd_compare_b", param="b", fallback=(same_suite or others)[0], format_func=label
+        )
+    return by_id[a], by_id[b]
+
+
 def run_data_or_stop(summary: RunSummary) -> RunData:
     """The selected run's data, with a clear message (and the page stopped) when the directory is malformed, and a
     notice when the run is still in progress."""
@@ -237,3 +327,67 @@ def select_episode(episodes: Sequence[EpisodeSummary]) -> EpisodeSummary:
 def set_query(params: dict[str, str | list[str]]) -> None:
     """Make the URL's query string exactly ``params`` (keys with an empty list are left out)."""
     st.query_params.from_dict({k: v for k, v in params.items() if v})
+
+
+# ---- filters and tables ---------------------------------------------------------------------------------------
+
+
+def filter_bar(
+    fields: tuple[FilterField, ...],
+    options: dict[str, list[str]],
+    *,
+    prefix: str,
+    run_id: str,
+    search_param: str | None = None,
+    search_label: str = "Search",
+    columns: int = 3,
+) -> tuple[RowFilter, str]:
+    """Multiselects for ``fields`` (and, with ``search_param``, a search box) whose values live in the URL: the
+    URL decides what is selected when the page runs (a pasted link, a reload), and every change is written back,
+    so a link reproduces the view. Returns the filter and the search text."""
+    params = {k: st.query_params.get_all(k) for k in st.query_params}
+    from_url, ignored = filter_from_query(params, options, fields)
+    if ignored:
+        st.warning(f"Ignored filter values this run does not have: {', '.join(ignored)}")
+
+    def key(param: str) -> str:
+        return f"{prefix}_{param}"
+
+    def current() -> RowFilter:
+        return RowFilter({f.param: tuple(st.session_state.get(key(f.param), ())) for f in fields}, fields)
+
+    def text() -> str:
+        return str(st.session_state.get(key(search_param), "")).strip() if search_param else ""
+
+    def sync() -> None:
+        wanted: dict[str, str | list[str]] = {RUN_PARAM: run_id, **filter_query(current())}
+        if search_param and text():
+            wanted[search_param] = text()
+        set_query(wanted)
+
+    for f in fields:
+        st.session_state[key(f.param)] = list(from_url.values(f.param))
+    if search_param:
+        st.session_state[key(search_param)] = _query_value(search_param) or ""
+        st.text_input(
+            search_label,
+            key=key(search_param),
+            on_change=sync,
+            placeholder='words or "a phrase"; every one must occur in the episode',
+        )
+    grid = st.columns(columns)
+    for position, f in enumerate(fields):
+        with grid[position % columns]:
+            st.multiselect(f.label, options[f.param], key=key(f.param), on_change=sync, placeholder="all")
+    sync()
+    return current(), text()
+
+
+def label_column(label: str, width: int | Literal["small", "medium", "large"] = "medium") -> Any:
+    """A table's row-label column: pinned, so it stays in view when the table scrolls sideways."""
+    return st.column_config.TextColumn(label, width=width, pinned=True)
+
+
+def episode_link(run_id: str, episode: str) -> str:
+    """The Episode page's URL of one episode (relative, for a table's link column)."""
+    return f"episode?{RUN_PARAM}={run_id}&{EPISODE_PARAM}={episode}"

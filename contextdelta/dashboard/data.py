@@ -1,34 +1,29 @@
-"""The dashboard's data layer: loading run directories, filtering the failure atlas, and shaping the report's
-numbers into table rows. Pure functions of the files on disk (no Streamlit here), unit-tested directly, so the
-page scripts stay thin.
+"""The dashboard's data layer: loading run directories, filtering episodes and failures, searching their text,
+and comparing two run groups. Pure functions of the files on disk (no Streamlit here), unit-tested directly, so
+the page scripts stay thin; `contextdelta.dashboard.tables` shapes the report's numbers into table rows.
 
 Nothing is recomputed that the report already computes: condition rates, intervals, pass^k, breakdowns and the
 task-level comparisons come from the run's ``aggregate_metrics.json`` (or, when that file is missing, stale or
-unreadable, from `contextdelta.report.build_report` on the recorded episodes), and failure modes from
+unreadable, from `contextdelta.report.build_report` on the recorded episodes), a comparison of two run groups from
+`contextdelta.report.compare_runs` (what ``contextdelta compare`` prints), and failure modes from
 `contextdelta.attribution.attribute_run`.
+
+The report package (and with it scipy) is imported only by the functions that analyse a run, so the Runs page,
+which reads manifests only, is up before the statistics code is loaded.
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
 from contextdelta.attribution import MODE_PRECEDENCE, Attribution, ObservationRef, attribute_run
-from contextdelta.report import (
-    AggregateMetrics,
-    build_report,
-    counted,
-    num,
-    pct,
-    pp,
-    primary_pvalue,
-    pvalue,
-    recorded_params,
-)
+from contextdelta.replay import message_content
 from contextdelta.rundir import (
     AGGREGATE_METRICS,
     MANIFEST,
@@ -39,7 +34,9 @@ from contextdelta.rundir import (
     RunManifest,
     RunStatus,
 )
-from contextdelta.stats import DEFAULT_PARAMS
+
+if TYPE_CHECKING:
+    from contextdelta.report import AggregateMetrics, ComparisonReport
 
 MALFORMED = "malformed"
 """The status shown for a directory whose manifest cannot be read."""
@@ -214,9 +211,15 @@ def runs_rows(summaries: Iterable[RunSummary]) -> list[dict[str, Any]]:
 # ---- one run --------------------------------------------------------------------------------------------------
 
 
+OUTCOMES = ("success", "fail", "failed trial")
+"""An episode's outcome: it succeeded, it failed (a verdict against it), or it is a failed trial (no verdict)."""
+NO_FAILURE = "none"
+"""The failure-mode filter value of an episode that succeeded."""
+
+
 @dataclass(frozen=True)
 class EpisodeSummary:
-    """One episode in the episode picker."""
+    """One episode of a run: the Episodes page's row and the episode picker's entry."""
 
     run_id: str
     task_id: str
@@ -233,6 +236,17 @@ class EpisodeSummary:
     failure_mode: str | None
     attempts: int = 1
     """Attempts in ``raw_runs.jsonl`` (above 1: failed trials re-run by ``--retry-failed``); this is the latest."""
+    control: str | None = None
+
+    @property
+    def outcome(self) -> str:
+        """One of `OUTCOMES`."""
+        return "success" if self.success else ("failed trial" if self.failed_trial else "fail")
+
+    @property
+    def failure(self) -> str:
+        """The failure mode, `NO_FAILURE` for a success (what the failure-mode filter tests)."""
+        return self.failure_mode or NO_FAILURE
 
     @property
     def label(self) -> str:
@@ -241,6 +255,25 @@ class EpisodeSummary:
         mutations = f", {self.hidden_mutations} hidden mutation(s)" if self.hidden_mutations else ""
         attempts = f", attempt {self.attempts} of {self.attempts}" if self.attempts > 1 else ""
         return f"{self.run_id}: {outcome}{mutations}{attempts}"
+
+    def row(self) -> dict[str, Any]:
+        """The Episodes page's table row."""
+        return {
+            "episode": self.run_id,
+            "outcome": self.outcome,
+            "failure mode": self.failure_mode or "",
+            "task": self.task_id,
+            "strategy": self.strategy,
+            "protection mode": self.protection_mode,
+            "repeat": self.repeat,
+            "steps": self.steps,
+            "hidden mutations": self.hidden_mutations,
+            "termination": self.termination,
+            "world": self.world,
+            "hazard": self.hazard,
+            "control": self.control or "",
+            "attempts": self.attempts,
+        }
 
 
 @dataclass(frozen=True)
@@ -288,7 +321,6 @@ def attempt_rows(attempts: Sequence[EpisodeRecord]) -> list[AttemptRow]:
         for r in ordered
     ]
 
-
 @dataclass(frozen=True)
 class FailureRow:
     """One failed episode in the failure atlas, flattened from its `Attribution`."""
@@ -330,7 +362,7 @@ class FailureRow:
 
 @dataclass(frozen=True)
 class RunData:
-    """Everything the Conditions and Failure atlas pages show about one run directory."""
+    """Everything the pages show about one run directory (loaded once per change of its files, shared read-only)."""
 
     path: Path
     manifest: RunManifest
@@ -339,6 +371,8 @@ class RunData:
     episodes: tuple[EpisodeSummary, ...]
     failures: tuple[FailureRow, ...]
     attributions: Mapping[str, Attribution] = field(default_factory=dict)
+    search: SearchIndex = field(default_factory=dict)
+    """The searchable text of every episode (`episode_search_fields`), by run id."""
 
     @property
     def run_group_id(self) -> str:
@@ -390,6 +424,8 @@ def failure_row(record: EpisodeRecord, attribution: Attribution) -> FailureRow:
 
 def _recorded_metrics(directory: RunDirectory, manifest: RunManifest, finished: int) -> AggregateMetrics | None:
     """``aggregate_metrics.json`` when it is readable and describes exactly these episodes; else None."""
+    from contextdelta.report import AggregateMetrics
+
     try:
         metrics = AggregateMetrics.model_validate_json(directory.file(AGGREGATE_METRICS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -412,6 +448,9 @@ def load_run(path: Path) -> RunData:
     Raises:
         RunLoadError: the directory is malformed (missing or invalid manifest, a bad ``raw_runs.jsonl`` line).
     """
+    from contextdelta.report import build_report, recorded_params
+    from contextdelta.stats import DEFAULT_PARAMS
+
     directory = RunDirectory(path)
     try:
         manifest = directory.read_manifest()
@@ -448,6 +487,7 @@ def load_run(path: Path) -> RunData:
             hidden_mutations=len(r.trace.mutation_events()),
             failure_mode=by_run[r.run_id].mode.value if r.run_id in by_run else None,
             attempts=len(every.by_episode.get(r.run_id, ())) or 1,
+            control=r.control,
         )
         for r in records
     )
@@ -460,6 +500,7 @@ def load_run(path: Path) -> RunData:
         episodes=episodes,
         failures=failures,
         attributions=by_run,
+        search={r.run_id: episode_search_fields(r) for r in records},
     )
 
 
@@ -502,12 +543,12 @@ def default_episode(episodes: Sequence[EpisodeSummary]) -> EpisodeSummary | None
     return None
 
 
-# ---- the failure atlas filter ---------------------------------------------------------------------------------
+# ---- filters: the failure atlas and the episode list -----------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class FilterField:
-    """One atlas filter: its query parameter, the `FailureRow` attribute it tests, and its label."""
+    """One filter: its query parameter, the row attribute it tests (`FailureRow`, `EpisodeSummary`), its label."""
 
     param: str
     attribute: str
@@ -524,24 +565,37 @@ ATLAS_FILTERS: tuple[FilterField, ...] = (
 )
 """The atlas filters in page order; ``param`` is the name in the page's URL (``?mode=a&mode=b&task=t``)."""
 
-_MODE_ORDER = {m.value: i for i, m in enumerate(MODE_PRECEDENCE)}
+EPISODE_FILTERS: tuple[FilterField, ...] = (
+    FilterField("strategy", "strategy", "Strategy"),
+    FilterField("protection", "protection_mode", "Protection mode"),
+    FilterField("outcome", "outcome", "Outcome"),
+    FilterField("mode", "failure", "Failure mode"),
+    FilterField("hazard", "hazard", "Hazard"),
+    FilterField("world", "world", "World"),
+    FilterField("task", "task_id", "Task"),
+)
+"""The Episodes page's filters over `EpisodeSummary` rows, in page order (same parameter names as the atlas)."""
+
+Row = TypeVar("Row")
+
+_MODE_ORDER = {m.value: i for i, m in enumerate(MODE_PRECEDENCE)} | {NO_FAILURE: len(MODE_PRECEDENCE)}
+_OUTCOME_ORDER = {o: i for i, o in enumerate(OUTCOMES)}
 
 
 @dataclass(frozen=True)
-class AtlasFilter:
-    """Selected values per filter parameter; a parameter with no value does not filter."""
+class RowFilter:
+    """Selected values per filter parameter of ``fields``; a parameter with no value does not filter."""
 
     selected: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    fields: tuple[FilterField, ...] = ATLAS_FILTERS
 
     def values(self, param: str) -> tuple[str, ...]:
         return self.selected.get(param, ())
 
-    def matches(self, row: FailureRow) -> bool:
+    def matches(self, row: object) -> bool:
         """Whether ``row`` has one of the selected values of every active filter."""
         return all(
-            str(getattr(row, f.attribute)) in self.selected[f.param]
-            for f in ATLAS_FILTERS
-            if self.selected.get(f.param)
+            str(getattr(row, f.attribute)) in self.selected[f.param] for f in self.fields if self.selected.get(f.param)
         )
 
     @property
@@ -549,22 +603,23 @@ class AtlasFilter:
         return any(self.selected.values())
 
 
-def filter_failures(rows: Iterable[FailureRow], atlas_filter: AtlasFilter) -> list[FailureRow]:
+def filter_rows(rows: Iterable[Row], row_filter: RowFilter) -> list[Row]:
     """The rows the filter keeps, in their order."""
-    return [row for row in rows if atlas_filter.matches(row)]
+    return [row for row in rows if row_filter.matches(row)]
 
 
-def filter_options(rows: Iterable[FailureRow]) -> dict[str, list[str]]:
-    """The values each filter can take in ``rows``: failure modes in the atlas order, the rest sorted."""
+def _ordered(param: str, found: set[str]) -> list[str]:
+    order = {"mode": _MODE_ORDER, "outcome": _OUTCOME_ORDER}.get(param)
+    if order is None:
+        return sorted(found)
+    return sorted(found, key=lambda v: (order.get(v, len(order)), v))
+
+
+def filter_options(rows: Iterable[object], fields: tuple[FilterField, ...] = ATLAS_FILTERS) -> dict[str, list[str]]:
+    """The values each filter can take in ``rows``: failure modes in the atlas order (successes last), outcomes in
+    `OUTCOMES` order, the rest sorted."""
     rows = list(rows)
-    options: dict[str, list[str]] = {}
-    for f in ATLAS_FILTERS:
-        found = {str(getattr(r, f.attribute)) for r in rows}
-        if f.param == "mode":
-            options[f.param] = sorted(found, key=lambda v: (_MODE_ORDER.get(v, len(_MODE_ORDER)), v))
-        else:
-            options[f.param] = sorted(found)
-    return options
+    return {f.param: _ordered(f.param, {str(getattr(r, f.attribute)) for r in rows}) for f in fields}
 
 
 def _split(value: str | Sequence[str]) -> list[str]:
@@ -573,8 +628,10 @@ def _split(value: str | Sequence[str]) -> list[str]:
 
 
 def filter_from_query(
-    params: Mapping[str, str | Sequence[str]], options: Mapping[str, Sequence[str]] | None = None
-) -> tuple[AtlasFilter, list[str]]:
+    params: Mapping[str, str | Sequence[str]],
+    options: Mapping[str, Sequence[str]] | None = None,
+    fields: tuple[FilterField, ...] = ATLAS_FILTERS,
+) -> tuple[RowFilter, list[str]]:
     """The filter a URL's query parameters describe, and the values it ignored.
 
     Each parameter may repeat (``?mode=a&mode=b``) or hold a comma-separated list (``?mode=a,b``). With
@@ -582,7 +639,7 @@ def filter_from_query(
     """
     selected: dict[str, tuple[str, ...]] = {}
     ignored: list[str] = []
-    for f in ATLAS_FILTERS:
+    for f in fields:
         if f.param not in params:
             continue
         values = list(dict.fromkeys(_split(params[f.param])))
@@ -592,12 +649,12 @@ def filter_from_query(
             values = [v for v in values if v in known]
         if values:
             selected[f.param] = tuple(values)
-    return AtlasFilter(selected), ignored
+    return RowFilter(selected, fields), ignored
 
 
-def filter_query(atlas_filter: AtlasFilter) -> dict[str, list[str]]:
-    """The query parameters of a filter (active filters only, in `ATLAS_FILTERS` order)."""
-    return {f.param: list(atlas_filter.values(f.param)) for f in ATLAS_FILTERS if atlas_filter.values(f.param)}
+def filter_query(row_filter: RowFilter) -> dict[str, list[str]]:
+    """The query parameters of a filter (active filters only, in its fields' order)."""
+    return {f.param: list(row_filter.values(f.param)) for f in row_filter.fields if row_filter.values(f.param)}
 
 
 def failure_mode_counts(rows: Iterable[FailureRow]) -> list[dict[str, Any]]:
@@ -617,166 +674,126 @@ def failure_mode_counts(rows: Iterable[FailureRow]) -> list[dict[str, Any]]:
     return out
 
 
-# ---- the conditions page --------------------------------------------------------------------------------------
-
-CHART_METRICS: tuple[tuple[str, str], ...] = (
-    ("success", "success"),
-    ("stale_action", "stale action"),
-    ("harmful_action", "harmful action"),
-)
-"""The rates of the Conditions page's chart and matrices: (metric key, label)."""
+# ---- text search over episodes --------------------------------------------------------------------------------
 
 
-def rate_points(metrics: AggregateMetrics) -> list[dict[str, Any]]:
-    """One point per condition and chart metric with its interval (``rate``/``low``/``high`` None: no data)."""
-    points = []
-    for c in metrics.conditions:
-        for key, label in CHART_METRICS:
-            e = c.rates[key]
-            points.append(
-                {
-                    "condition": c.condition.label,
-                    "strategy": c.condition.strategy,
-                    "protection_mode": c.condition.protection_mode,
-                    "metric": label,
-                    "rate": e.estimate,
-                    "low": e.low,
-                    "high": e.high,
-                    "interval": pct(e),
-                    "episodes": e.n_episodes,
-                    "tasks": e.n_tasks,
-                    "status": e.status.value,
-                }
-            )
-    return points
+@dataclass(frozen=True)
+class SearchField:
+    """One searchable piece of an episode: where it is (``step 3 call #4 update_order``) and its text."""
+
+    where: str
+    text: str
+    folded: str
+    """``text`` case-folded: what a search term is looked up in."""
 
 
-def rate_matrix(metrics: AggregateMetrics) -> list[dict[str, Any]]:
-    """The strategy x protection-mode matrix of the `CHART_METRICS` rates: one row per strategy, one column per
-    (rate, mode), cells ``"62.5% [40.0%, 80.0%]"`` (``"not run"`` for a condition outside the run)."""
-    modes = list(dict.fromkeys(c.condition.protection_mode for c in metrics.conditions))
-    strategies = list(dict.fromkeys(c.condition.strategy for c in metrics.conditions))
-    by_condition = {(c.condition.strategy, c.condition.protection_mode): c for c in metrics.conditions}
-    rows = []
-    for s in strategies:
-        row: dict[str, Any] = {"strategy": s}
-        for key, label in CHART_METRICS:
-            for m in modes:
-                found = by_condition.get((s, m))
-                decimals = metrics.analysis.rate_decimals
-                row[f"{label} · {m}"] = pct(found.rates[key], decimals) if found is not None else "not run"
-        rows.append(row)
-    return rows
+SearchIndex = Mapping[str, tuple[SearchField, ...]]
+"""The searchable fields of every episode of a run, by run id."""
 
 
-def _pass_k_columns(pass_k: Mapping[str, Any]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for key in sorted(pass_k, key=int):
-        p = pass_k[key]
-        out[f"pass^{key}"] = pct(p.all_pass)
-        if int(key) > 1:
-            out[f"pass^{key} unbiased"] = pct(p.unbiased)
-    return out
+def _field(where: str, text: str | None) -> SearchField | None:
+    return SearchField(where, text, text.casefold()) if text else None
 
 
-def _total(value: float, known: int, unknown: int, digits: int = 0) -> str:
-    if not known:
-        return "unknown"
-    text = f"{value:,.{digits}f}"
-    return text + (f" ({unknown} unknown)" if unknown else "")
+def episode_search_fields(record: EpisodeRecord) -> tuple[SearchField, ...]:
+    """What a text search looks through in one episode: the instruction (the task message; the system prompt, the
+    same in every episode, is left out), and per step the model's reply, each tool call (name and arguments) and
+    the result it received, the messages the strategy wrote (summaries, digests), then the final answer and the
+    episode's error."""
+    trace = record.trace
+    found = [_field("instruction", message_content(m)) for m in trace.initial_messages if m.get("role") != "system"]
+    for step in trace.steps:
+        k = step.step
+        if step.response is not None:
+            found.append(_field(f"step {k} reply", step.response.content))
+        events = step.evaluator.tool_events
+        for position, call in enumerate(step.tool_calls):
+            seq = f"#{events[position].seq} " if position < len(events) else ""
+            found.append(_field(f"step {k} call {seq}{call.name}", f"{call.name}({call.arguments})"))
+            found.append(_field(f"step {k} result of {seq}{call.name}", call.result))
+        for index in step.context.inserted:
+            if index < len(step.messages):
+                found.append(_field(f"step {k} written by the strategy", message_content(step.messages[index])))
+        found.append(_field(f"step {k} error", step.error))
+    if trace.final_answer and not (
+        trace.steps and trace.steps[-1].response and trace.final_answer == trace.steps[-1].response.content
+    ):
+        found.append(_field("final answer", trace.final_answer))
+    found.append(_field("episode error", trace.error))
+    return tuple(f for f in found if f is not None)
 
 
-def condition_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
-    """Per condition: episodes, the three rates, pass^k, and token cost (mean per episode and total)."""
-    rows = []
-    for c in metrics.conditions:
-        tokens, cost = c.totals["total_tokens"], c.totals["cost_usd"]
-        rows.append(
-            {
-                "condition": c.condition.label,
-                "episodes": c.episodes,
-                "tasks": c.tasks,
-                "failed trials": c.failed_trials,
-                "episodes with a verdict": c.episodes_with_verdict,
-                "success": pct(c.rates["success"], metrics.analysis.rate_decimals),
-                "stale action": pct(c.rates["stale_action"], metrics.analysis.rate_decimals),
-                "harmful action": pct(c.rates["harmful_action"], metrics.analysis.rate_decimals),
-                "flip rate (success)": pct(c.flip_rates["success"], metrics.analysis.rate_decimals),
-                **_pass_k_columns(c.pass_k),
-                "tokens / episode": num(c.means["total_tokens"]),
-                "agent tokens / episode": num(c.means["agent_tokens"]),
-                "summary tokens / episode": num(c.means["summary_tokens"]),
-                "total tokens": _total(tokens.total, tokens.n_known, tokens.n_unknown),
-                "cost (USD)": _total(cost.total, cost.n_known, cost.n_unknown, 4),
-            }
-        )
-    return rows
+def search_terms(query: str) -> list[str]:
+    """The case-folded terms of a query: words, or ``"quoted phrases"`` kept whole (an unbalanced quote is read
+    as a plain character); repeated terms once."""
+    try:
+        parts = shlex.split(query)
+    except ValueError:
+        parts = query.split()
+    return list(dict.fromkeys(p.casefold() for p in parts if p.strip()))
 
 
-def token_reduction_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
-    """Token reduction of each reduced strategy versus full_history, paired (percent of the baseline)."""
-    return [
-        {
-            "condition": t.condition.label,
-            "baseline": t.baseline.label,
-            "agent tokens saved": pct(t.agent_tokens),
-            "agent + summary tokens saved": pct(t.total_tokens),
-        }
-        for t in metrics.token_reduction
-    ]
+@dataclass(frozen=True)
+class SearchHit:
+    """An episode that holds every term of a query: the first field that holds a term, with a snippet around it,
+    and how many fields hold one."""
+
+    run_id: str
+    where: str
+    snippet: str
+    fields: int
 
 
-def comparison_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
-    """Every comparison of every research question: the task-level effect and test, the failed-trial pairs, the
-    design's detectable difference, and the episode-level 2x2 counts (a description)."""
-    d = metrics.analysis.rate_decimals
-    rows = []
-    for q in metrics.research_questions:
-        for c in q.comparisons:
-            t, e = c.test, c.episodes
-            found = c.detectable.difference
-            rows.append(
-                {
-                    "question": q.id,
-                    "comparison": c.name,
-                    "metric": c.metric,
-                    "rate a": pct(c.rate_a, d),
-                    "rate b": pct(c.rate_b, d),
-                    "difference a - b (task means)": pp(c.difference, d),
-                    "tasks": t.n_tasks,
-                    "discordant tasks": t.n_discordant,
-                    "a higher": t.n_positive,
-                    "b higher": t.n_negative,
-                    "p (sign-flip)": primary_pvalue(t),
-                    "p (Holm)": pvalue(t.pvalue_holm),
-                    "pairs with a failed trial": c.failed_pairs,
-                    "p without them (Holm)": pvalue(c.sensitivity.test.pvalue_holm) if c.sensitivity else "-",
-                    "detectable (80% power)": "none" if found is None else f"{100 * found:.0f} pp",
-                    "episode pairs": e.n_pairs,
-                    "both": e.both,
-                    "only a": e.only_a,
-                    "only b": e.only_b,
-                    "neither": e.neither,
-                }
-            )
-    return rows
+def _snippet(found: SearchField, term: str, width: int) -> str:
+    """The text around the first occurrence of ``term``: a short lead (a third of ``width``), so the term is in
+    view at the start of a table cell, and ``width`` characters after it."""
+    at = found.folded.find(term)
+    text = found.text if len(found.text) == len(found.folded) else found.folded
+    start, end = max(0, at - width // 3), min(len(text), at + len(term) + width)
+    inner = " ".join(text[start:end].split())
+    return ("…" if start > 0 else "") + inner + ("…" if end < len(text) else "")
 
 
-BREAKDOWN_CHOICES: tuple[tuple[str, str], ...] = CHART_METRICS
-"""The rates the breakdown tables offer: (metric key, label)."""
-
-
-def breakdown_rows(metrics: AggregateMetrics, dimension: str, metric: str) -> list[dict[str, Any]]:
-    """One row per hazard (or world): its tasks, then each condition's rate of ``metric`` on those tasks, with its
-    counts where they differ from the row's."""
-    d = metrics.analysis.rate_decimals
-    rows = []
-    for b in metrics.breakdowns:
-        if b.dimension != dimension:
+def search_episodes(
+    index: SearchIndex, query: str, run_ids: Iterable[str] | None = None, *, context: int = 80
+) -> dict[str, SearchHit]:
+    """The episodes (of ``run_ids``, default all, in that order) whose fields together hold every term of
+    ``query``, case-insensitively, each with its first matching field and a snippet around the term (``context``
+    characters after it, a third of that before); an empty query matches nothing."""
+    terms = search_terms(query)
+    if not terms:
+        return {}
+    hits: dict[str, SearchHit] = {}
+    for run_id in index if run_ids is None else run_ids:
+        fields = index.get(run_id, ())
+        if not all(any(t in f.folded for f in fields) for t in terms):
             continue
-        episodes = max((cell.episodes for cell in b.cells), default=0)
-        row: dict[str, Any] = {dimension: b.value, "tasks": b.tasks, "episodes per condition": episodes}
-        for cell in b.cells:
-            row[cell.condition.label] = counted(cell.rates[metric], d, b.tasks, episodes)
-        rows.append(row)
-    return rows
+        matching = [f for f in fields if any(t in f.folded for t in terms)]
+        first = matching[0]
+        term = next(t for t in terms if t in first.folded)
+        hits[run_id] = SearchHit(run_id, first.where, _snippet(first, term, context), len(matching))
+    return hits
+
+
+# ---- two run groups -------------------------------------------------------------------------------------------
+
+
+def load_comparison(path_a: Path, path_b: Path) -> ComparisonReport:
+    """``contextdelta compare`` of two run directories: `contextdelta.report.compare_runs` on their manifests and
+    episodes, with its default analysis parameters, exactly as the command computes it.
+
+    Raises:
+        RunLoadError: a directory is malformed.
+        NotComparable: the runs differ in task set, system prompt or tool schemas (its ``reasons`` say how).
+    """
+    from contextdelta.report import compare_runs
+
+    loaded = []
+    for path in (path_a, path_b):
+        directory = RunDirectory(path)
+        try:
+            loaded.append((directory.read_manifest(), directory.read_episodes()))
+        except (RunDirectoryError, OSError, ValueError) as exc:
+            raise RunLoadError(str(exc)) from exc
+    (manifest_a, records_a), (manifest_b, records_b) = loaded
+    return compare_runs(manifest_a, records_a, manifest_b, records_b)

@@ -28,8 +28,10 @@ from contextdelta.report._compare import (
     ConditionComparison,
     NotComparable,
     compare_runs,
+    comparison_table,
     render_comparison,
 )
+from contextdelta.report._conditions import BASELINE_STRATEGY
 from contextdelta.report._format import counted, num, pct, plural, pp, primary_pvalue, pvalue
 from contextdelta.report._markdown import FailedTrial, RunFacts, render_report
 from contextdelta.report._metrics import aggregate, compute_metrics, metrics_json
@@ -65,6 +67,7 @@ from contextdelta.report._table import (
 )
 
 __all__ = [
+    "BASELINE_STRATEGY",
     "BREAKDOWN_METRICS",
     "FAILURE_MODE_ROWS",
     "FLIP_METRICS",
@@ -102,6 +105,7 @@ __all__ = [
     "aggregate",
     "build_report",
     "compare_runs",
+    "comparison_table",
     "compute_metrics",
     "counted",
     "episode_values",

@@ -210,33 +210,38 @@ def render_comparison(report: ComparisonReport) -> str:
         if not family.comparisons:
             lines += ["No shared condition.", ""]
             continue
-        rows = []
-        for row in family.comparisons:
-            c = row.comparison
-            rows.append(
-                [
-                    row.condition.label,
-                    pct(row.rate_a),
-                    pct(row.rate_b),
-                    pp(c.difference),
-                    f"{c.test.n_discordant} of {c.test.n_tasks} ({c.test.n_positive} / {c.test.n_negative})",
-                    primary_pvalue(c.test),
-                    pvalue(c.test.pvalue_holm),
-                    f"{c.episodes.only_a} / {c.episodes.only_b} of {c.episodes.n_pairs}",
-                ]
-            )
-        lines += table(
-            [
-                "condition",
-                "rate a",
-                "rate b",
-                "difference a - b (task means)",
-                "discordant tasks (a / b higher)",
-                "p (sign-flip over tasks)",
-                f"p (Holm, m={family.family_size})",
-                "episode pairs a-only / b-only (description)",
-            ],
-            rows,
-        )
+        headers, rows = comparison_table(family)
+        lines += table(headers, rows)
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def comparison_table(family: ComparisonFamily) -> tuple[list[str], list[list[str]]]:
+    """One metric's table of the comparison (headers, one row per shared condition), as `render_comparison`
+    prints it and the dashboard's Compare page shows it: one definition of each cell."""
+    headers = [
+        "condition",
+        "rate a",
+        "rate b",
+        "difference a - b (task means)",
+        "discordant tasks (a / b higher)",
+        "p (sign-flip over tasks)",
+        f"p (Holm, m={family.family_size})",
+        "episode pairs a-only / b-only (description)",
+    ]
+    rows = []
+    for row in family.comparisons:
+        c = row.comparison
+        rows.append(
+            [
+                row.condition.label,
+                pct(row.rate_a),
+                pct(row.rate_b),
+                pp(c.difference),
+                f"{c.test.n_discordant} of {c.test.n_tasks} ({c.test.n_positive} / {c.test.n_negative})",
+                primary_pvalue(c.test),
+                pvalue(c.test.pvalue_holm),
+                f"{c.episodes.only_a} / {c.episodes.only_b} of {c.episodes.n_pairs}",
+            ]
+        )
+    return headers, rows

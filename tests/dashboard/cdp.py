@@ -4,9 +4,15 @@ Streamlit renders in JavaScript over a websocket, so ``chromium --screenshot`` f
 this driver loads a page, polls the rendered text until what the test expects is there and has stopped changing,
 then takes the screenshot. It speaks CDP with ``websockets`` (a Streamlit dependency), nothing else.
 
+Every network request the page makes is recorded from the DevTools ``Network`` events (``requestWillBeSent``,
+``webSocketCreated``), and `Page.resource_urls` lists every URL the document refers to (scripts, style sheets,
+icons, images, frames), so a test can fail on anything that leaves loopback, the favicon included (headless
+Chromium may not fetch it, but its ``<link rel="icon">`` names the host).
+
 Chromium runs with ``--headless --no-sandbox --disable-gpu --disable-background-networking
 --disable-component-update --no-first-run`` and a fresh ``--user-data-dir``: no background traffic, no
-downloads, nothing outside the loopback page it is pointed at.
+downloads. Its host resolver maps every name but loopback to nothing, so a request to an outside host fails
+here (and is still recorded) instead of leaving the machine.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,6 +46,7 @@ CHROMIUM_FLAGS = (
     "--hide-scrollbars",
     "--remote-debugging-address=127.0.0.1",
     "--remote-debugging-port=0",
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1",
 )
 
 EXCEPTION_SELECTOR = '[data-testid="stException"]'
@@ -66,15 +74,37 @@ class PageState:
     exception: bool
 
 
+RESOURCE_URLS = "Array.from(document.querySelectorAll('[src], link[href]'), e => e.src || e.href).filter(Boolean)"
+"""Every URL the document loads from: ``src`` of scripts, images, frames and media, ``href`` of ``<link>``s."""
+LOCAL_SCHEMES = ("data:", "blob:", "about:")
+
+
+def is_loopback(url: str) -> bool:
+    """A URL that stays on this machine: loopback http(s)/ws(s), or a data/blob/about URL."""
+    if url.startswith(LOCAL_SCHEMES):
+        return True
+    host = urllib.parse.urlsplit(url).hostname or ""
+    return host in ("127.0.0.1", "localhost", "::1")
+
+
 class Page:
-    """One browser tab, driven over its DevTools websocket."""
+    """One browser tab, driven over its DevTools websocket; every network request it makes is recorded."""
 
     def __init__(self, socket: ClientConnection) -> None:
         self._socket = socket
         self._ids = itertools.count(1)
+        self.requests: list[str] = []
+        """Every URL the page requested (``Network.requestWillBeSent``, ``Network.webSocketCreated``), in order."""
+
+    def _event(self, message: dict[str, Any]) -> None:
+        params = message.get("params", {})
+        if message.get("method") == "Network.requestWillBeSent":
+            self.requests.append(str(params.get("request", {}).get("url", "")))
+        elif message.get("method") == "Network.webSocketCreated":
+            self.requests.append(str(params.get("url", "")))
 
     def call(self, method: str, **params: Any) -> dict[str, Any]:
-        """Send one command and return its result (events received meanwhile are dropped)."""
+        """Send one command and return its result (events received meanwhile are recorded)."""
         number = next(self._ids)
         self._socket.send(json.dumps({"id": number, "method": method, "params": params}))
         while True:
@@ -84,6 +114,15 @@ class Page:
                     raise BrowserError(f"{method}: {message['error']}")
                 result: dict[str, Any] = message.get("result", {})
                 return result
+            self._event(message)
+
+    def resource_urls(self) -> list[str]:
+        """Every URL the current document refers to for a resource (see `RESOURCE_URLS`)."""
+        return [str(u) for u in self.evaluate(RESOURCE_URLS) or []]
+
+    def outside_requests(self) -> list[str]:
+        """The recorded requests and the document's resource URLs that leave loopback (empty: none)."""
+        return [u for u in dict.fromkeys([*self.requests, *self.resource_urls()]) if not is_loopback(u)]
 
     def evaluate(self, expression: str) -> Any:
         """The value of a JavaScript expression in the page."""
@@ -94,6 +133,22 @@ class Page:
         text = self.evaluate("document.body ? document.body.innerText : ''") or ""
         exception = bool(self.evaluate(f"!!document.querySelector('{EXCEPTION_SELECTOR}')"))
         return PageState(text=str(text), exception=exception)
+
+    def time_to_render(self, url: str, expect: list[str], *, timeout_s: float = 60.0, poll_s: float = 0.05) -> float:
+        """Navigate to ``url`` and return the seconds until its text first holds every string in ``expect``;
+        raises BrowserError on timeout or when Streamlit shows an exception."""
+        started = time.perf_counter()
+        self.call("Page.navigate", url=url)
+        while time.perf_counter() - started < timeout_s:
+            current = self.state()
+            if current.exception:
+                raise BrowserError(f"{url}: Streamlit shows an exception:\n{current.text[:2000]}")
+            if all(e in current.text for e in expect):
+                return time.perf_counter() - started
+            time.sleep(poll_s)
+        raise BrowserError(
+            f"{url}: {expect} did not render within {timeout_s}s; the page shows:\n{current.text[:2000]}"
+        )
 
     def load(self, url: str, expect: list[str], *, timeout_s: float = 60.0, settle_s: float = 1.0) -> PageState:
         """Navigate to ``url`` and wait until the text holds every string in ``expect`` (or an exception box
@@ -153,6 +208,7 @@ def chromium_page(executable: str, *, width: int = 1400, height: int = 1000) -> 
         with connect(page["webSocketDebuggerUrl"], max_size=None, open_timeout=10) as socket:
             tab = Page(socket)
             tab.call("Page.enable")
+            tab.call("Network.enable")
             tab.call(
                 "Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False
             )

@@ -1,7 +1,8 @@
 """Every dashboard page under ``streamlit.testing.v1.AppTest`` on run directories from the scripted server: pages
-render without exception, atlas filters narrow the rows and live in the query string, a query string restores a
-view, the episode page shows a hidden mutation at its step, and empty, malformed and unfinished results show a
-message instead of a traceback."""
+render without exception, atlas and episode filters and the text search narrow the rows and live in the query
+string, a query string restores a view, the Conditions page shows the report's numbers, the Compare page the
+numbers of ``contextdelta compare`` (and its NOT COMPARABLE verdict), the episode page shows a hidden mutation at
+its step, and empty, malformed and unfinished results show a message instead of a traceback."""
 
 from __future__ import annotations
 
@@ -11,13 +12,23 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from contextdelta.dashboard import launch
-from contextdelta.dashboard.data import load_run
+from contextdelta.dashboard.data import load_comparison, load_run, search_episodes
+from contextdelta.dashboard.tables import baseline_difference_points, compare_tables
 from contextdelta.rundir.layout import RunDirectory
 from contextdelta.store import create_store_engine, current_revision, head_revision
 from tests.dashboard.conftest import make_malformed, make_running
 from tests.report import runs
 
-PAGES = ("views/runs.py", "views/conditions.py", "views/atlas.py", "views/episode.py")
+PAGES = (
+    "views/runs.py",
+    "views/conditions.py",
+    "views/atlas.py",
+    "views/episode.py",
+    "views/episodes.py",
+    "views/compare.py",
+)
+RUN_PAGES = PAGES[:5]
+"""The pages about one run (the sidebar's run picker); Compare picks two."""
 TIMEOUT = 60
 
 
@@ -42,7 +53,7 @@ def html_text(block: object) -> str:
     return "".join(h.proto.body for h in block.html)  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", RUN_PAGES)
 def test_every_page_renders_each_run(
     page: str, results: Path, trusting_run: Path, unsafe_run: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -69,35 +80,53 @@ def test_runs_page_lists_every_run_group(
     assert app.query_params["run"] == max(trusting_run.name, unsafe_run.name)
 
 
-def test_conditions_page_shows_the_matrix_chart_breakdowns_and_comparisons(
+def test_conditions_page_shows_the_charts_matrices_breakdowns_and_comparisons(
     results: Path, trusting_run: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app = open_page(results, monkeypatch, PAGES[1], {"run": trusting_run.name})
     no_exception(app)
     metrics = load_run(trusting_run).metrics
-    (chart,) = app.get("vega_lite_chart")
+    chart, differences = app.get("vega_lite_chart")
     assert '"errorbar"' in chart.proto.spec and '"low"' in chart.proto.spec and '"high"' in chart.proto.spec
+    assert '"difference"' in differences.proto.spec and '"stale action"' in differences.proto.spec
+    for point in baseline_difference_points(metrics):
+        assert point["interval"].encode() in differences.proto.SerializeToString()  # the report's, in the tooltips
     tables = {tuple(d.value.columns)[:2]: d.value for d in app.dataframe}
-    matrix = tables[("strategy", "success · unprotected")]
-    per_condition = tables[("condition", "episodes")]
+    matrices = [
+        d.value for d in app.dataframe if tuple(d.value.columns) == ("strategy", "unprotected", "freshness_contract")
+    ]
+    per_condition = tables[("condition", "success")]
     comparisons = tables[("question", "comparison")]
-    hazards = tables[("hazard", "tasks")]
-    assert list(matrix["strategy"]) == ["full_history", "last_n", "semantic_summary", "typed_state_digest"]
-    assert {"success · unprotected", "stale action · freshness_contract", "harmful action · unprotected"} <= set(
-        matrix.columns
-    )
+    hazards = tables[("hazard", "full_history")]
+    assert [t.label for t in app.tabs] == ["success", "stale action", "harmful action"] and len(matrices) == 3
+    assert list(matrices[0]["strategy"]) == ["full_history", "last_n", "semantic_summary", "typed_state_digest"]
     assert len(per_condition) == 8 and {"pass^1", "pass^2", "tokens / episode", "cost (USD)"} <= set(
         per_condition.columns
     )
     assert len(comparisons) == sum(len(q.comparisons) for q in metrics.research_questions)
     assert {"discordant tasks", "p (sign-flip)", "p (Holm)", "pairs with a failed trial"} <= set(comparisons.columns)
     assert list(hazards["hazard"]) == sorted({b.value for b in metrics.breakdowns if b.dimension == "hazard"})
-    assert "full_history / unprotected" in hazards.columns
+    assert list(hazards.columns)[:5] == ["hazard", "full_history", "last_n", "semantic_summary", "typed_state_digest"]
     assert any("aggregate_metrics.json" in c.value for c in app.caption)
+    app.radio(key="cd_breakdown_mode").set_value("freshness_contract").run()
+    app.radio(key="cd_breakdown_dimension").set_value("world").run()
+    worlds = next(d.value for d in app.dataframe if d.value.columns[0] == "world")
+    expected = next(b for b in metrics.breakdowns if b.dimension == "world" and b.value == worlds.iloc[0]["world"])
+    cell = next(c for c in expected.cells if c.condition.label == "last_n / freshness_contract")
+    rate = cell.rates["success"].estimate
+    assert rate is not None
+    assert worlds.iloc[0]["last_n"].startswith(f"{100 * rate:.{metrics.analysis.rate_decimals}f}%")
 
 
 def atlas_rows(app: AppTest) -> list[str]:
     return list(app.dataframe[0].value["episode"]) if app.dataframe else []
+
+
+def linked_episodes(app: AppTest) -> list[str]:
+    """The episodes of the first table, read from its timeline links (what a reader clicks)."""
+    if not app.dataframe:
+        return []
+    return [link.rsplit("episode=", 1)[1] for link in app.dataframe[0].value["timeline"]]
 
 
 def test_atlas_filters_narrow_the_rows_and_go_into_the_query_string(
@@ -204,6 +233,110 @@ def test_episode_page_opens_on_a_failure_with_a_hidden_mutation_by_default(
     assert app.query_params["episode"] == chosen
 
 
+def test_atlas_rows_link_to_their_timelines_with_the_cause_first(
+    results: Path, unsafe_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = open_page(results, monkeypatch, PAGES[2], {"run": unsafe_run.name})
+    assert linked_episodes(app) == atlas_rows(app)
+    assert app.dataframe[0].proto.column_order[:5] == [
+        "timeline",
+        "failure mode",
+        "decisive action",
+        "relied on",
+        "hidden mutation",
+    ]
+
+
+def test_episodes_page_lists_every_episode_and_filters_by_outcome_and_failure_mode(
+    results: Path, trusting_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    episodes = load_run(trusting_run).episodes
+    app = open_page(results, monkeypatch, PAGES[4], {"run": trusting_run.name})
+    no_exception(app)
+    assert linked_episodes(app) == [e.run_id for e in episodes]
+    assert any(f"{len(episodes)} of {len(episodes)} episodes" in m.value for m in app.markdown)
+    app.multiselect(key="cd_episodes_outcome").set_value(["success"]).run()
+    successes = [e.run_id for e in episodes if e.success]
+    assert successes and linked_episodes(app) == successes
+    assert app.query_params == {"run": trusting_run.name, "outcome": "success"}
+    app.multiselect(key="cd_episodes_outcome").set_value([]).run()
+    app.multiselect(key="cd_episodes_mode").set_value(["never_refreshed"]).run()
+    app.multiselect(key="cd_episodes_strategy").set_value(["full_history"]).run()
+    expected = [e.run_id for e in episodes if e.failure_mode == "never_refreshed" and e.strategy == "full_history"]
+    assert expected and linked_episodes(app) == expected
+    assert app.query_params == {"run": trusting_run.name, "strategy": "full_history", "mode": "never_refreshed"}
+
+
+def test_episodes_page_searches_the_text_and_keeps_the_search_in_the_url(
+    results: Path, trusting_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = load_run(trusting_run)
+    app = open_page(results, monkeypatch, PAGES[4], {"run": trusting_run.name, "q": "issue_refund"})
+    no_exception(app)
+    hits = search_episodes(data.search, "issue_refund")
+    assert hits and linked_episodes(app) == list(hits)
+    assert app.text_input(key="cd_episodes_q").value == "issue_refund"
+    table = app.dataframe[0].value
+    assert all("issue_refund" in match.casefold() for match in table["match"])
+    assert any(
+        f"{len(hits)} of {len(data.episodes)} episodes" in m.value and "issue_refund" in m.value for m in app.markdown
+    )
+    # search and filters together; both go into the URL
+    app.text_input(key="cd_episodes_q").set_value('"Sonnenallee 114"').run()
+    app.multiselect(key="cd_episodes_protection").set_value(["unprotected"]).run()
+    expected = [
+        e.run_id for e in data.episodes if e.task_id == "order-desk-cancel" and e.protection_mode == "unprotected"
+    ]
+    assert linked_episodes(app) == expected
+    assert app.query_params == {"run": trusting_run.name, "protection": "unprotected", "q": '"Sonnenallee 114"'}
+    app.text_input(key="cd_episodes_q").set_value("no-such-text-anywhere").run()
+    assert not app.dataframe and any("No episode matches" in i.value for i in app.info)
+
+
+@pytest.fixture(scope="session")
+def compare_results(tmp_path_factory: pytest.TempPathFactory, trusting_run: Path, unsafe_run: Path) -> Path:
+    """trusting_run, the oracle run on the same tasks (comparable with it) and unsafe_run (other tasks)."""
+    folder = tmp_path_factory.mktemp("dashboard-compare")
+    for path in (trusting_run, runs.oracle_pair_run(), unsafe_run):
+        runs.copy_run(path, folder)
+    return folder
+
+
+def test_compare_page_shows_the_numbers_of_contextdelta_compare(
+    compare_results: Path, trusting_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pair = runs.oracle_pair_run()
+    app = open_page(compare_results, monkeypatch, PAGES[5], {"a": trusting_run.name, "b": pair.name})
+    no_exception(app)
+    assert (app.selectbox(key="cd_compare_a").value, app.selectbox(key="cd_compare_b").value) == (
+        trusting_run.name,
+        pair.name,
+    )
+    assert app.query_params == {"a": trusting_run.name, "b": pair.name}
+    expected = compare_tables(load_comparison(trusting_run, pair))
+    shown = [d.value for d in app.dataframe]
+    assert [h.value for h in app.subheader] == ["success", "stale action", "harmful action"]
+    assert len(shown) == len(expected) == 3
+    for table, (_, rows) in zip(shown, expected, strict=True):
+        assert table.to_dict("records") == rows
+    assert app.get("vega_lite_chart")
+    assert not app.error
+
+
+def test_compare_page_says_not_comparable_with_the_reasons(
+    compare_results: Path, trusting_run: Path, unsafe_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = open_page(compare_results, monkeypatch, PAGES[5], {"a": trusting_run.name, "b": unsafe_run.name})
+    no_exception(app)
+    (error,) = app.error
+    assert error.value.startswith("**NOT COMPARABLE**: task set differs (suite hash")
+    assert not app.dataframe
+    # the default pair is the picked run and the newest other run of the same task set
+    app = open_page(compare_results, monkeypatch, PAGES[5], {"a": trusting_run.name})
+    assert app.selectbox(key="cd_compare_b").value == runs.oracle_pair_run().name
+    assert not app.error
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_an_empty_or_missing_results_folder_says_so(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     app = open_page(tmp_path, monkeypatch, page)
@@ -222,8 +355,12 @@ def test_a_malformed_run_directory_shows_its_problem(
     make_malformed(unsafe_run, tmp_path, "zz-broken-lines")
     (tmp_path / "zz-no-manifest").mkdir()
     for name, problem in (("zz-broken-lines", "raw_runs.jsonl: line 2"), ("zz-no-manifest", "run_manifest.json")):
-        app = open_page(tmp_path, monkeypatch, page, {"run": name})
+        app = open_page(tmp_path, monkeypatch, page, {"run": name, "a": unsafe_run.name, "b": name})
         no_exception(app)
+        if page == PAGES[5]:  # Compare: the one with a manifest cannot be read; the other is not offered
+            if name == "zz-broken-lines":
+                assert any("is malformed" in e.value and problem in e.value for e in app.error)
+            continue
         if page == PAGES[0]:  # the list names the unreadable folder; the broken-lines run has a valid manifest
             if name == "zz-no-manifest":
                 assert any(name in e.value and problem in e.value for e in app.error)
@@ -234,7 +371,7 @@ def test_a_malformed_run_directory_shows_its_problem(
 
 
 @pytest.mark.parametrize("keep", [10, 0])
-@pytest.mark.parametrize("page", PAGES[1:])
+@pytest.mark.parametrize("page", RUN_PAGES[1:])
 def test_a_run_in_progress_says_so_and_shows_what_is_finished(
     page: str, keep: int, tmp_path: Path, trusting_run: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -244,7 +381,12 @@ def test_a_run_in_progress_says_so_and_shows_what_is_finished(
     assert not [e.value for e in app.error if "Failure mode" not in e.value]
     assert any("still in progress" in i.value and f"{keep} of 48" in i.value for i in app.info)
     if keep == 0:
-        empty = {PAGES[1]: "nothing to chart", PAGES[2]: "No failed episode", PAGES[3]: "no finished episode"}[page]
+        empty = {
+            PAGES[1]: "nothing to chart",
+            PAGES[2]: "No failed episode",
+            PAGES[3]: "no finished episode",
+            PAGES[4]: "no finished episode",
+        }[page]
         assert any(empty in m.value for m in [*app.info, *app.success])
 
 
@@ -294,3 +436,37 @@ def test_episode_page_shows_the_attempts_of_a_retried_episode(tmp_path: Path, mo
     no_exception(app)
     assert app.metric[0].value == "failed trial"
     assert any("superseded by a later attempt" in w.value for w in app.warning)
+
+
+def test_the_app_skips_the_migrations_the_command_applied(
+    tmp_path: Path, results: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'untouched.db'}"
+    monkeypatch.setenv("CONTEXTDELTA_DATABASE_URL", url)
+    monkeypatch.setattr("sys.argv", [str(launch.APP_SCRIPT), "--results-dir", str(results), "--store-migrated"])
+    no_exception(open_page(results, monkeypatch, PAGES[0]))
+    assert not (tmp_path / "untouched.db").exists()
+
+
+def test_the_runs_page_loads_the_selected_run_in_the_background_once(
+    tmp_path: Path, trusting_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextdelta.dashboard import _ui
+    from contextdelta.dashboard.data import run_signature
+
+    path = runs.copy_run(trusting_run, tmp_path)  # a path no other test has loaded
+    loads: list[Path] = []
+
+    def counting(where: Path) -> object:
+        loads.append(where)
+        return load_run(where)
+
+    monkeypatch.setattr(_ui, "load_run", counting)
+    no_exception(open_page(tmp_path, monkeypatch, PAGES[0]))
+    thread = _ui._warm_up(str(path), run_signature(path))
+    thread.join(timeout=120)
+    assert not thread.is_alive() and loads == [path]
+    app = open_page(tmp_path, monkeypatch, PAGES[1], {"run": path.name})
+    no_exception(app)
+    assert loads == [path]  # the Conditions page found it loaded
+    assert any(path.name in c.value for c in app.caption)

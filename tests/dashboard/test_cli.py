@@ -1,4 +1,5 @@
-"""``contextdelta dashboard``: migrates the trace store, then replaces itself by a local, headless Streamlit."""
+"""``contextdelta dashboard``: migrates the trace store, then replaces itself by a local, headless Streamlit that
+is told so (``--store-migrated``)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def test_dashboard_migrates_the_store_and_execs_streamlit(tmp_path: Path, monkey
     assert result.exit_code == 0, result.output
     assert "http://127.0.0.1:8611/" in result.output
     ((command, env),) = launched
-    assert command == dashboard.streamlit_command(results, host="127.0.0.1", port=8611)
+    # the store is migrated: the app need not again (its first page does not wait for it)
+    assert command == dashboard.streamlit_command(results, host="127.0.0.1", port=8611, store_migrated=True)
     assert env["STREAMLIT_BROWSER_GATHER_USAGE_STATS"] == "false"
     assert env["CONTEXTDELTA_DATABASE_URL"] == url
     engine = create_store_engine(url)
@@ -47,7 +49,7 @@ def test_dashboard_defaults_to_the_settings_results_dir_and_loopback(monkeypatch
     (command,) = launched
     assert command[command.index("--server.address") + 1] == "127.0.0.1"
     assert command[command.index("--server.port") + 1] == "8501"
-    assert command[-1] == str(Path(os.environ["CONTEXTDELTA_RESULTS_DIR"]).resolve())
+    assert command[-2:] == [str(Path(os.environ["CONTEXTDELTA_RESULTS_DIR"]).resolve()), "--store-migrated"]
 
 
 def test_dashboard_help_names_its_options() -> None:

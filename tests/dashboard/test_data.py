@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -14,26 +14,28 @@ from contextdelta.attribution import attribute_run
 from contextdelta.dashboard import launch
 from contextdelta.dashboard.data import (
     ATLAS_FILTERS,
+    EPISODE_FILTERS,
     MALFORMED,
-    AtlasFilter,
+    NO_FAILURE,
+    OUTCOMES,
+    RowFilter,
     RunLoadError,
-    breakdown_rows,
-    comparison_rows,
-    condition_rows,
     default_episode,
+    episode_search_fields,
     failure_mode_counts,
-    filter_failures,
     filter_from_query,
     filter_options,
     filter_query,
+    filter_rows,
     list_runs,
+    load_comparison,
     load_episode,
     load_run,
-    rate_matrix,
-    rate_points,
     results_dir_problem,
     run_signature,
     runs_rows,
+    search_episodes,
+    search_terms,
 )
 from contextdelta.dashboard.timeline import episode_timeline
 from contextdelta.report import metrics_json
@@ -173,27 +175,27 @@ def test_default_episode_prefers_a_failure_with_a_hidden_mutation(trusting_run: 
     assert default_episode(()) is None
 
 
-# ---- the atlas filter -----------------------------------------------------------------------------------------
+# ---- the atlas and episode filters ----------------------------------------------------------------------------
 
 
 def test_filters_narrow_the_atlas_to_the_matching_failures(
     unsafe_run: Path, unsafe_records: dict[str, EpisodeRecord]
 ) -> None:
     failures = load_run(unsafe_run).failures
-    assert filter_failures(failures, AtlasFilter()) == list(failures)
+    assert filter_rows(failures, RowFilter()) == list(failures)
     modes = {a.run_id: a.mode.value for a in attribute_run(list(unsafe_records.values()))}
     for f in ATLAS_FILTERS:
         for value in filter_options(failures)[f.param]:
-            shown = filter_failures(failures, AtlasFilter({f.param: (value,)}))
+            shown = filter_rows(failures, RowFilter({f.param: (value,)}))
             expected = sorted(
                 run_id
                 for run_id, mode in modes.items()
                 if (mode if f.param == "mode" else str(getattr(unsafe_records[run_id], f.attribute))) == value
             )
             assert [r.run_id for r in shown] == expected, (f.param, value)
-    both = filter_failures(failures, AtlasFilter({"mode": ("unauthorized_write",), "protection": ("unprotected",)}))
+    both = filter_rows(failures, RowFilter({"mode": ("unauthorized_write",), "protection": ("unprotected",)}))
     assert both and all(r.failure_mode == "unauthorized_write" and r.protection_mode == "unprotected" for r in both)
-    two_modes = filter_failures(failures, AtlasFilter({"mode": ("unauthorized_write", "ignored_visible_change")}))
+    two_modes = filter_rows(failures, RowFilter({"mode": ("unauthorized_write", "ignored_visible_change")}))
     assert len(two_modes) == sum(m in ("unauthorized_write", "ignored_visible_change") for m in modes.values())
 
 
@@ -214,11 +216,11 @@ def test_query_parameters_round_trip_and_unknown_values_are_reported() -> None:
     parsed, ignored = filter_from_query(
         {"mode": ["never_refreshed", "bogus"], "world": "order,config", "task": "", "run": "x"}, options
     )
-    assert parsed == AtlasFilter({"mode": ("never_refreshed",), "world": ("order", "config")})
+    assert parsed == RowFilter({"mode": ("never_refreshed",), "world": ("order", "config")})
     assert ignored == ["mode=bogus"]
     assert filter_query(parsed) == {"mode": ["never_refreshed"], "world": ["order", "config"]}
     assert filter_from_query(filter_query(parsed), options) == (parsed, [])
-    assert not AtlasFilter({"mode": ()}).active and parsed.active
+    assert not RowFilter({"mode": ()}).active and parsed.active
 
 
 def test_failure_mode_counts_add_up(trusting_run: Path) -> None:
@@ -229,73 +231,149 @@ def test_failure_mode_counts_add_up(trusting_run: Path) -> None:
         assert sum(v for k, v in row.items() if k not in ("failure mode", "total")) == row["total"]
 
 
-# ---- the conditions page --------------------------------------------------------------------------------------
-
-
-def test_rates_match_the_episodes_of_each_condition(
+def test_every_episode_is_filterable_by_each_episode_filter(
     trusting_run: Path, trusting_records: dict[str, EpisodeRecord]
 ) -> None:
-    metrics = load_run(trusting_run).metrics
-    episodes: dict[tuple[str, str], list[EpisodeRecord]] = defaultdict(list)
-    for r in trusting_records.values():
-        episodes[(r.strategy, r.protection_mode)].append(r)
-    points = rate_points(metrics)
-    assert len(points) == 8 * 3
-    for point in points:
-        mine = episodes[(point["strategy"], point["protection_mode"])]
-        if point["metric"] == "success":
-            expected = sum(r.success and not r.failed for r in mine) / len(mine)
-        elif point["metric"] == "stale action":
-            expected = sum(r.verdict.stale_action_count > 0 for r in mine) / len(mine)
-        else:
-            continue
-        assert point["rate"] == pytest.approx(expected)
-        assert point["low"] <= point["rate"] <= point["high"]
-    matrix = rate_matrix(metrics)
-    assert [row["strategy"] for row in matrix] == ["full_history", "last_n", "semantic_summary", "typed_state_digest"]
-    by_condition = {(c.condition.strategy, c.condition.protection_mode): c for c in metrics.conditions}
-    for row in matrix:
-        for mode in ("unprotected", "freshness_contract"):
-            rate = by_condition[(row["strategy"], mode)].rates["success"].estimate
-            assert rate is not None
-            decimals = metrics.analysis.rate_decimals
-            assert row[f"success · {mode}"].startswith(f"{100 * rate:.{decimals}f}%")
+    data = load_run(trusting_run)
+    episodes = data.episodes
+    assert [e.run_id for e in episodes] == sorted(trusting_records)  # successes too, not only the failures
+    modes = {a.run_id: a.mode.value for a in attribute_run(list(trusting_records.values()))}
+
+    def expected_value(param: str, record: EpisodeRecord) -> str:
+        if param == "outcome":
+            return "failed trial" if record.failed else ("success" if record.success else "fail")
+        if param == "mode":
+            return modes.get(record.run_id, NO_FAILURE)
+        attribute = {"protection": "protection_mode", "task": "task_id"}.get(param, param)
+        return str(getattr(record, attribute))
+
+    options = filter_options(episodes, EPISODE_FILTERS)
+    assert options["outcome"] == [
+        o for o in OUTCOMES if o in {expected_value("outcome", r) for r in trusting_records.values()}
+    ]
+    assert options["mode"][-1] == NO_FAILURE and "never_refreshed" in options["mode"]
+    for f in EPISODE_FILTERS:
+        assert options[f.param], f.param
+        for value in options[f.param]:
+            shown = filter_rows(episodes, RowFilter({f.param: (value,)}, EPISODE_FILTERS))
+            wanted = sorted(r for r, record in trusting_records.items() if expected_value(f.param, record) == value)
+            assert [e.run_id for e in shown] == wanted, (f.param, value)
+    successes = filter_rows(episodes, RowFilter({"outcome": ("success",)}, EPISODE_FILTERS))
+    assert successes and all(e.success and e.failure_mode is None for e in successes)
+    both = RowFilter({"outcome": ("fail",), "strategy": ("last_n",), "protection": ("unprotected",)}, EPISODE_FILTERS)
+    assert [e.run_id for e in filter_rows(episodes, both)] == sorted(
+        r.run_id
+        for r in trusting_records.values()
+        if not r.success and (r.strategy, r.protection_mode) == ("last_n", "unprotected")
+    )
+    parsed, ignored = filter_from_query({"outcome": "fail,success", "mode": "nope"}, options, EPISODE_FILTERS)
+    assert parsed == RowFilter({"outcome": ("fail", "success")}, EPISODE_FILTERS) and ignored == ["mode=nope"]
+    assert filter_query(parsed) == {"outcome": ["fail", "success"]}
 
 
-def test_condition_rows_show_pass_k_and_token_cost(
+def test_episode_rows_carry_outcome_and_failure_mode(trusting_run: Path) -> None:
+    for e in load_run(trusting_run).episodes:
+        row = e.row()
+        assert row["episode"] == e.run_id and row["outcome"] == e.outcome
+        assert row["failure mode"] == (e.failure_mode or "")
+        assert (row["task"], row["strategy"], row["protection mode"], row["repeat"]) == (
+            e.task_id,
+            e.strategy,
+            e.protection_mode,
+            e.repeat,
+        )
+
+
+# ---- text search ------------------------------------------------------------------------------------------------
+
+
+def test_search_terms_are_words_or_quoted_phrases_case_folded() -> None:
+    assert search_terms('Refund  "B-2210 if"  refund') == ["refund", "b-2210 if"]
+    assert search_terms('an "unbalanced quote') == ["an", '"unbalanced', "quote"]
+    assert search_terms("   ") == []
+
+
+def test_search_fields_cover_the_instruction_replies_calls_results_and_strategy_text(
+    unsafe_records: dict[str, EpisodeRecord],
+) -> None:
+    record = unsafe_records["cal-onsite-loop.typed_state_digest.unprotected.r1"]
+    fields = episode_search_fields(record)
+    where = [f.where for f in fields]
+    assert where[0] == "instruction" and fields[0].text == record.trace.initial_messages[1]["content"]
+    assert not any(f.text == record.trace.initial_messages[0]["content"] for f in fields)  # the system prompt
+    calls = [
+        (s.step, c, e) for s in record.trace.steps for c, e in zip(s.tool_calls, s.evaluator.tool_events, strict=True)
+    ]
+    assert calls
+    for step, call, event in calls:
+        assert f"step {step} call #{event.seq} {call.name}" in where
+        result = next(f for f in fields if f.where == f"step {step} result of #{event.seq} {call.name}")
+        assert result.text == call.result
+    written = [f for f in fields if f.where.endswith("written by the strategy")]
+    inserted = [s.messages[i]["content"] for s in record.trace.steps for i in s.context.inserted]
+    assert written and [f.text for f in written] == inserted
+    assert all(f.folded == f.text.casefold() for f in fields)
+
+
+def test_search_finds_every_episode_that_holds_all_terms_and_nothing_else(
     trusting_run: Path, trusting_records: dict[str, EpisodeRecord]
 ) -> None:
-    metrics = load_run(trusting_run).metrics
-    rows = {row["condition"]: row for row in condition_rows(metrics)}
-    row = rows["full_history / unprotected"]
-    assert row["episodes"] == 6 and row["tasks"] == 3
-    assert {"pass^1", "pass^2", "pass^2 unbiased"} <= set(row)
-    mine = [r for r in trusting_records.values() if (r.strategy, r.protection_mode) == ("full_history", "unprotected")]
-    total = sum(r.trace.totals.agent_usage.total_tokens + r.trace.totals.summary_usage.total_tokens for r in mine)
-    assert row["total tokens"] == f"{total:,}"
+    index = load_run(trusting_run).search
+    assert set(index) == set(trusting_records)
+
+    def holding(*terms: str) -> list[str]:
+        return sorted(
+            run_id
+            for run_id, fields in index.items()
+            if all(any(t.casefold() in f.text.casefold() for f in fields) for t in terms)
+        )
+
+    # a phrase of one task's instruction: exactly that task's episodes
+    hits = search_episodes(index, '"Sonnenallee 114"')
+    assert sorted(hits) == sorted(r for r, rec in trusting_records.items() if rec.task_id == "order-desk-cancel")
+    assert {h.where for h in hits.values()} == {"instruction"}
+    assert all("Sonnenallee 114" in h.snippet for h in hits.values())  # original case kept
+    # a tool name: the episodes that called it (case does not matter)
+    called = sorted(
+        r
+        for r, rec in trusting_records.items()
+        if any(c.name == "issue_refund" for s in rec.trace.steps for c in s.tool_calls)
+    )
+    assert called and sorted(search_episodes(index, "ISSUE_REFUND")) == called
+    # every term must occur, each anywhere in the episode
+    assert sorted(search_episodes(index, "grinder A-1017")) == holding("grinder", "A-1017") != []
+    assert search_episodes(index, "grinder Sonnenallee") == {}
+    # a quoted phrase matches only contiguous text
+    assert search_episodes(index, '"Sonnenallee Weber"') == {}
+    # restricted to given episodes, in their order
+    some = list(reversed(called))[:2]
+    assert list(search_episodes(index, "issue_refund", some)) == some
+    assert search_episodes(index, "") == {}
+    hit = search_episodes(index, "issue_refund")[called[0]]
+    assert hit.fields >= 1 and "issue_refund" in hit.snippet.casefold()
 
 
-def test_comparison_rows_are_the_task_level_tests(trusting_run: Path) -> None:
-    metrics = load_run(trusting_run).metrics
-    rows = comparison_rows(metrics)
-    assert len(rows) == sum(len(q.comparisons) for q in metrics.research_questions) == 6 + 4 + 4
-    for row in rows:
-        assert row["both"] + row["only a"] + row["only b"] + row["neither"] == row["episode pairs"] == 6
-        assert row["a higher"] + row["b higher"] == row["discordant tasks"] <= row["tasks"] == 3
-        assert (row["p (sign-flip)"] == "not testable") == (row["discordant tasks"] == 0)
-    assert {row["question"] for row in rows} == {"RQ1", "RQ2", "RQ3"}
+# ---- two run groups ---------------------------------------------------------------------------------------------
 
 
-def test_breakdown_rows_give_every_condition_per_hazard_and_world(trusting_run: Path) -> None:
-    metrics = load_run(trusting_run).metrics
-    hazards = breakdown_rows(metrics, "hazard", "stale_action")
-    assert [row["hazard"] for row in hazards] == ["conflicting_observations", "hidden_mutation"]
-    assert [row["tasks"] for row in hazards] == [1, 2]
-    worlds = breakdown_rows(metrics, "world", "success")
-    assert [row["world"] for row in worlds] == ["config", "order"]
-    for row in (*hazards, *worlds):
-        assert len(row) == 3 + 8  # the row's label and counts, then the 8 conditions
-    assert hazards[0]["full_history / unprotected"].startswith("100")
+def test_load_comparison_is_compare_runs_on_both_directories(trusting_run: Path, unsafe_run: Path) -> None:
+    from contextdelta.report import NotComparable, compare_runs
+    from contextdelta.rundir.layout import RunDirectory
+
+    pair = runs.oracle_pair_run()
+    got = load_comparison(trusting_run, pair)
+    a, b = RunDirectory(trusting_run), RunDirectory(pair)
+    assert got == compare_runs(a.read_manifest(), a.read_episodes(), b.read_manifest(), b.read_episodes())
+    assert [k.label for k in got.shared_conditions] == ["full_history / unprotected", "last_n / unprotected"]
+    with pytest.raises(NotComparable) as refused:
+        load_comparison(trusting_run, unsafe_run)
+    assert any(reason.startswith("task set differs") for reason in refused.value.reasons)
+
+
+def test_load_comparison_names_a_malformed_directory(tmp_path: Path, unsafe_run: Path) -> None:
+    broken = make_malformed(unsafe_run, tmp_path, "broken-run")
+    with pytest.raises(RunLoadError, match=r"raw_runs\.jsonl: line 2"):
+        load_comparison(unsafe_run, broken)
 
 
 # ---- the episode timeline -------------------------------------------------------------------------------------
@@ -381,19 +459,27 @@ def test_timeline_shows_observed_versus_current_version_at_each_write(
 
 def test_streamlit_command_keeps_streamlit_local_and_quiet(tmp_path: Path) -> None:
     command = launch.streamlit_command(tmp_path / "results", host="127.0.0.1", port=8600)
-    assert command[:5] == [sys.executable, "-m", "streamlit", "run", str(launch.APP_SCRIPT)]
+    assert command[:5] == [sys.executable, "-m", "contextdelta.dashboard", "run", str(launch.APP_SCRIPT)]
     options = dict(zip(command[5:-3:2], command[6:-3:2], strict=True))
     assert options == {
         "--server.address": "127.0.0.1",
         "--server.port": "8600",
         "--server.headless": "true",
         "--browser.gatherUsageStats": "false",
+        "--client.showErrorLinks": "false",
         "--global.developmentMode": "false",
         "--server.fileWatcherType": "none",
         "--server.runOnSave": "false",
         "--client.toolbarMode": "viewer",
     }
     assert command[-3:] == ["--", "--results-dir", str((tmp_path / "results").resolve())]
+    migrated = launch.streamlit_command(tmp_path / "results", host="127.0.0.1", port=8600, store_migrated=True)
+    assert migrated == [*command, "--store-migrated"]
+    assert launch.store_migrated([str(launch.APP_SCRIPT), *migrated[migrated.index("--") + 1 :]])
+    assert not launch.store_migrated([str(launch.APP_SCRIPT), *command[-2:]])
+    assert not launch.store_migrated(["pytest", "--store-migrated"])  # someone else's argv
+    assert launch.command_results_dir(migrated[4:]) == (tmp_path / "results").resolve()
+    assert launch.command_results_dir(["run", "app.py"]) is None
     env = launch.streamlit_env({"PATH": "/bin"}, database_url="sqlite:///x.db")
     assert env == {
         "PATH": "/bin",

@@ -1,17 +1,18 @@
-"""Conditions: the strategy x protection-mode matrix of success, stale-action and harmful-action rates with their
-bootstrap intervals (or exact bounds), pass^k, flip rates, token cost, the rates per hazard and per world, and the
-task-level comparisons of the research questions."""
+"""Conditions: the strategy x protection-mode rates (success, stale action, harmful action) with their bootstrap
+intervals (or exact bounds), each strategy's paired difference from full_history, pass^k, flip rates, token cost,
+the rates per hazard and per world, and the task-level comparisons of the research questions. Every number is
+the report's (``aggregate_metrics.json``)."""
 
 from __future__ import annotations
 
-import altair as alt
-import pandas as pd
 import streamlit as st
 
-from contextdelta.dashboard import _ui
-from contextdelta.dashboard.data import (
+from contextdelta.dashboard import _charts, _ui
+from contextdelta.dashboard.tables import (
     BREAKDOWN_CHOICES,
     CHART_METRICS,
+    baseline_difference_points,
+    breakdown_modes,
     breakdown_rows,
     comparison_rows,
     condition_rows,
@@ -19,8 +20,6 @@ from contextdelta.dashboard.data import (
     rate_points,
     token_reduction_rows,
 )
-
-MODE_COLOURS = {"unprotected": "#c0392b", "freshness_contract": "#1f77b4"}
 
 st.title("Conditions")
 folder, runs = _ui.runs_or_stop()
@@ -33,41 +32,45 @@ st.caption(
     f"bounds over tasks where every task agrees) · source: {run.metrics_source}"
 )
 
-points = pd.DataFrame(rate_points(metrics))
-known = points.dropna(subset=["rate"])
-if known.empty:
+points = rate_points(metrics)
+if not any(p["rate"] is not None for p in points):
     st.info("No condition has a finished episode yet: nothing to chart.")
 else:
-    base = alt.Chart(known).encode(
-        y=alt.Y("strategy:N", title=None),
-        yOffset=alt.YOffset("protection_mode:N"),
-        color=alt.Color(
-            "protection_mode:N",
-            title="protection mode",
-            scale=alt.Scale(domain=list(MODE_COLOURS), range=list(MODE_COLOURS.values())),
-            legend=alt.Legend(orient="bottom"),
-        ),
+    st.altair_chart(_charts.rate_chart(points, [label for _, label in CHART_METRICS]))
+
+st.subheader("Difference from full_history")
+differences = baseline_difference_points(metrics)
+if any(p["difference"] is not None for p in differences):
+    st.altair_chart(
+        _charts.difference_chart(
+            differences, title="strategy - full_history (pp, task means)", metrics=[m for _, m in CHART_METRICS]
+        )
     )
-    bars = base.mark_errorbar(ticks=True, thickness=2).encode(
-        x=alt.X("low:Q", title="rate", scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%")),
-        x2="high:Q",
+    st.caption(
+        "Each strategy minus full_history in the same protection mode, paired by task (per task the mean over its "
+        "repeats), with its task-cluster bootstrap interval: the research question RQ1 comparisons of the "
+        "report, whose tests are in the task-level comparisons below."
     )
-    dots = base.mark_point(filled=True, size=70).encode(
-        x=alt.X("rate:Q", scale=alt.Scale(domain=[0, 1])),
-        tooltip=["condition", "metric", "interval", "episodes", "tasks", "status"],
-    )
-    chart = (
-        alt.layer(bars, dots)
-        .properties(width=230, height=alt.Step(16))
-        .facet(column=alt.Column("metric:N", title=None, sort=[label for _, label in CHART_METRICS]))
-    )
-    st.altair_chart(chart)
+else:
+    st.info("No strategy was paired with full_history in the same protection mode.")
 
 st.subheader("Rates by strategy and protection mode")
-st.dataframe(rate_matrix(metrics), hide_index=True, height="content")
+for tab, (key, _) in zip(st.tabs([label for _, label in CHART_METRICS]), CHART_METRICS, strict=True):
+    with tab:
+        st.dataframe(
+            rate_matrix(metrics, key),
+            hide_index=True,
+            height="content",
+            column_config={"strategy": _ui.label_column("strategy")},
+        )
 
 st.subheader("Per condition: rates, pass^k and token cost")
-st.dataframe(condition_rows(metrics), hide_index=True, height="content")
+st.dataframe(
+    condition_rows(metrics),
+    hide_index=True,
+    height="content",
+    column_config={"condition": _ui.label_column("condition")},
+)
 reductions = token_reduction_rows(metrics)
 if reductions:
     with st.expander("Token reduction versus full_history (paired episodes)"):
@@ -75,19 +78,43 @@ if reductions:
 
 st.subheader("Per hazard and per world")
 if metrics.breakdowns:
-    left, right = st.columns(2)
-    dimension = left.radio("breakdown", ["hazard", "world"], horizontal=True, key="cd_breakdown_dimension")
-    labels = dict((label, key) for key, label in BREAKDOWN_CHOICES)
-    chosen = right.radio("rate", list(labels), horizontal=True, key="cd_breakdown_metric")
-    st.dataframe(breakdown_rows(metrics, str(dimension), labels[str(chosen)]), hide_index=True, height="content")
-    st.caption("Rates of each condition on the tasks of one hazard (world): few tasks per row, so read the intervals.")
+    left, middle, right = st.columns([2, 3, 4])
+    dimension = str(left.radio("breakdown", ["hazard", "world"], horizontal=True, key="cd_breakdown_dimension"))
+    modes = breakdown_modes(metrics)
+    mode = str(middle.radio("protection mode", modes, horizontal=True, key="cd_breakdown_mode"))
+    labels = {label: key for key, label in BREAKDOWN_CHOICES}
+    chosen = str(right.radio("rate", list(labels), horizontal=True, key="cd_breakdown_metric"))
+    st.dataframe(
+        breakdown_rows(metrics, dimension, labels[chosen], mode),
+        hide_index=True,
+        height="content",
+        column_config={dimension: _ui.label_column(dimension)},
+    )
+    st.caption(
+        f"The {chosen} rate of each strategy ({mode}) on the tasks of one {dimension}: few tasks per row, so read "
+        "the intervals."
+    )
 else:
     st.info("No finished episode yet: no breakdown.")
 
 st.subheader("Task-level comparisons")
 comparisons = comparison_rows(metrics)
 if comparisons:
-    st.dataframe(comparisons, hide_index=True, height="content")
+    st.dataframe(
+        comparisons,
+        hide_index=True,
+        height="content",
+        column_config={
+            "question": st.column_config.TextColumn("question", width=64, pinned=True),
+            "comparison": _ui.label_column("comparison", width=300),
+            "difference a - b (task means)": st.column_config.TextColumn("difference a - b", width=160),
+            "p (Holm)": st.column_config.TextColumn("p (Holm)", width=70),
+            "p (sign-flip)": st.column_config.TextColumn("p (sign-flip)", width=90),
+            "discordant tasks": st.column_config.NumberColumn("discordant", width=75),
+            "a higher": st.column_config.NumberColumn("a higher", width=65),
+            "b higher": st.column_config.NumberColumn("b higher", width=65),
+        },
+    )
     st.caption(
         "The unit is the task: per task the mean of each condition over its repeats; the test is an exact sign-flip "
         "test over tasks, Holm-adjusted within each research question over its testable comparisons (no discordant "

@@ -1,4 +1,5 @@
-"""Runs: every run group in the results folder with its model, date, suite hash, status, counts and success."""
+"""Runs: every run group in the results folder with its model, date, suite hash, status, counts and success. Once
+shown, the selected run is loaded in the background for the page opened next."""
 
 from __future__ import annotations
 
@@ -37,3 +38,4 @@ if broken:
         + "\n".join(f"- `{s.run_group_id}`: {s.error}" for s in broken)
     )
 selected = _ui.select_run(folder, runs)
+_ui.warm_up(selected)

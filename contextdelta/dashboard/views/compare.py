@@ -1,0 +1,82 @@
+"""Compare: two run groups (e.g. two models) condition by condition, the numbers of ``contextdelta compare``:
+per shared condition and metric the task-level difference a - b with its interval, the exact sign-flip test over
+tasks and its Holm adjustment; NOT COMPARABLE, with the reasons, when the task set, the system prompt or the tool
+schemas differ. Both runs live in the URL (``?a=RUN&b=RUN``)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from contextdelta.dashboard import _charts, _ui
+from contextdelta.dashboard.data import RunLoadError
+from contextdelta.dashboard.tables import METRIC_LABELS, compare_difference_points, compare_tables
+from contextdelta.report import NotComparable
+
+st.title("Compare")
+folder, runs = _ui.runs_or_stop()
+readable = [s for s in runs if s.readable]
+st.caption(
+    "Two run groups, run a minus run b, in every condition both ran: the same numbers as `contextdelta compare "
+    "RUN_A RUN_B`. Within each condition, per task the mean of each run over its repeats; the difference of task "
+    "means with a task-cluster bootstrap interval and an exact sign-flip test over tasks, Holm-adjusted over the "
+    "testable conditions of each metric; the unit is the task."
+)
+if not readable:
+    st.info(f"No readable run directory in `{folder}`.")
+    st.stop()
+a, b = _ui.select_run_pair(readable)
+st.markdown(f"- a: `{a.run_group_id}`, model `{a.model}`\n- b: `{b.run_group_id}`, model `{b.model}`")
+try:
+    report = _ui.cached_comparison(a.path, b.path)
+except RunLoadError as exc:
+    st.error(f"A run directory is malformed and cannot be compared.\n\n{exc}")
+    st.stop()
+except NotComparable as exc:
+    st.error(f"**NOT COMPARABLE**: {'; '.join(exc.reasons)}")
+    st.caption(
+        "Two runs compare only when they ran the same task set (suite hash), the same system prompt and the same "
+        "tool schemas, as `contextdelta compare` requires."
+    )
+    st.stop()
+
+facts = [
+    f"task set (suite hash) `{report.suite_sha256[:12]}`; {report.resamples:,} resamples, seed {report.seed}",
+    *(f"note: {n}" for n in report.notes),
+    *(
+        f"only in {side} (not compared): {', '.join(k.label for k in keys)}"
+        for side, keys in (("a", report.only_in_a), ("b", report.only_in_b))
+        if keys
+    ),
+]
+st.markdown("\n".join(f"- {line}" for line in facts))
+if a.run_group_id == b.run_group_id:
+    st.info("Run a and run b are the same run group: every difference is zero.")
+
+points = compare_difference_points(report)
+if any(p["difference"] is not None for p in points):
+    chart = _charts.difference_chart(
+        points, title="run a - run b (pp, task means)", metrics=list(METRIC_LABELS.values())
+    )
+    st.altair_chart(chart)
+
+# Shorter headers and widths, so condition, difference, p-values and discordant tasks fit a 1366 px screen; the
+# cells are `comparison_table`'s.
+SHORT = {
+    "difference a - b (task means)": ("difference a - b", 190),
+    "p (sign-flip over tasks)": ("p (sign-flip)", 100),
+    "discordant tasks (a / b higher)": ("discordant (a / b higher)", 150),
+    "rate a": ("rate a", 170),
+    "rate b": ("rate b", 170),
+    "episode pairs a-only / b-only (description)": ("episode pairs a-only / b-only", 200),
+}
+for metric, rows in compare_tables(report):
+    st.subheader(METRIC_LABELS.get(metric, metric))
+    if not rows:
+        st.info("No shared condition.")
+        continue
+    config = {}
+    for name in rows[0]:
+        label, width = SHORT.get(name, (name, 110))
+        config[name] = st.column_config.TextColumn(label, width=width)
+    config["condition"] = _ui.label_column("condition", width=240)
+    st.dataframe(rows, hide_index=True, height="content", column_config=config)
