@@ -19,7 +19,13 @@ def test_the_changelog_has_an_entry_for_the_current_version_and_states_the_polic
     assert entries, "no '## X.Y.Z (YYYY-MM-DD)' entry in CHANGELOG.md"
     assert entries[0] == _version(), f"newest changelog entry {entries[0]}, pyproject.toml says {_version()}"
     assert "## Version policy" in text
-    for recorded in ("suite_sha256", "system_prompt_sha256", "tool_schemas_sha256", "harness_sha256", "analysis_sha256"):
+    for recorded in (
+        "suite_sha256",
+        "system_prompt_sha256",
+        "tool_schemas_sha256",
+        "harness_sha256",
+        "analysis_sha256",
+    ):
         assert recorded in text, f"the version policy does not say where a run records {recorded}"
 
 

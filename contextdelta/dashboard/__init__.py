@@ -9,8 +9,8 @@ scripts.
 
 from contextdelta.dashboard.data import (
     ATLAS_FILTERS,
-    AttemptRow,
     EPISODE_FILTERS,
+    AttemptRow,
     EpisodeSummary,
     FailureRow,
     RowFilter,
@@ -36,8 +36,8 @@ from contextdelta.dashboard.timeline import EpisodeTimeline, episode_timeline
 __all__ = [
     "APP_SCRIPT",
     "ATLAS_FILTERS",
-    "AttemptRow",
     "EPISODE_FILTERS",
+    "AttemptRow",
     "EpisodeSummary",
     "EpisodeTimeline",
     "FailureRow",

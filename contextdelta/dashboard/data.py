@@ -321,6 +321,7 @@ def attempt_rows(attempts: Sequence[EpisodeRecord]) -> list[AttemptRow]:
         for r in ordered
     ]
 
+
 @dataclass(frozen=True)
 class FailureRow:
     """One failed episode in the failure atlas, flattened from its `Attribution`."""
