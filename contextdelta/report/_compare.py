@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contextdelta.report._controls import main_records
 from contextdelta.report._format import pct, pp, primary_pvalue, pvalue, table
 from contextdelta.report._models import ConditionKey
 from contextdelta.report._table import episode_values
@@ -117,7 +118,12 @@ def compare_runs(
     records_b: Sequence[EpisodeRecord],
     params: AnalysisParams = DEFAULT_PARAMS,
 ) -> ComparisonReport:
-    """Task-level paired comparisons (a - b) per shared condition and metric; raises NotComparable."""
+    """Task-level paired comparisons (a - b) per shared condition and metric; raises NotComparable.
+
+    Control episodes (``--controls``) are left out, as the report leaves them out of its conditions: they ran
+    another world (no hidden mutations) and would otherwise be pooled into the condition of the same name.
+    """
+    records_a, records_b = main_records(records_a), main_records(records_b)
     problems = comparability_problems(a, records_a, b, records_b)
     if problems:
         raise NotComparable(problems)

@@ -115,3 +115,20 @@ def test_a_run_without_controls_has_no_control_column_or_section(trusting_url: s
     assert "control" not in header.split(",")
     assert "controls" not in json.loads((outcome.path / AGGREGATE_METRICS).read_text())
     assert outcome.manifest.controls == []
+
+
+@pytest.mark.slow
+def test_compare_leaves_the_control_episodes_out(trusting_url: str, tmp_path: Path) -> None:
+    """A run with controls compares like the same run without them: controls are no condition of their own."""
+    from contextdelta.report import compare_runs
+
+    with_controls = run_benchmark(_request(trusting_url, tmp_path / "a", protection_modes=["unprotected"]))
+    without = run_benchmark(_request(trusting_url, tmp_path / "b", protection_modes=["unprotected"], controls=None))
+    main = [r for r in with_controls.records if not r.control]
+    assert len(main) < len(with_controls.records)
+    pooled = compare_runs(with_controls.manifest, with_controls.records, without.manifest, without.records)
+    plain = compare_runs(with_controls.manifest, main, without.manifest, without.records)
+    assert pooled.model_dump() == plain.model_dump()
+    for family in pooled.families:
+        for row in family.comparisons:
+            assert row.rate_a.n_episodes == row.rate_b.n_episodes
