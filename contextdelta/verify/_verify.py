@@ -40,12 +40,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from contextdelta.agent import initial_messages, system_prompt_sha256
-from contextdelta.canonical import canonical_json, content_hash
+from contextdelta.canonical import canonical_json, content_hash, sha256_hex
+from contextdelta.context import count_tool_tokens
 from contextdelta.grading import grade
 from contextdelta.report import METRICS_SCHEMA_VERSION, build_report, params_of
 from contextdelta.rundir import (
     AGGREGATE_METRICS,
     BENCHMARK_REPORT,
+    DERIVED_FILES,
     FAILED_TERMINATIONS,
     FAILURE_ATLAS,
     LEGACY_TASK_RESULT_COLUMNS,
@@ -68,7 +70,13 @@ from contextdelta.rundir import (
 from contextdelta.runner import EpisodeSpec, episode_seed, manifest_episodes, plan_sha256, source_hash
 from contextdelta.stats import analysis_sha256
 from contextdelta.tasks import Task, episode_task, load_directory, suite_hash
-from contextdelta.verify._contexts import context_divergences, external_divergences, rebuild_run_strategies
+from contextdelta.verify._contexts import (
+    SUMMARY_STRATEGY,
+    context_divergences,
+    external_divergences,
+    rebuild_run_strategies,
+)
+from contextdelta.verify._receipts import check_seal
 from contextdelta.worlds import ProtectionMode, get_world
 
 REL_TOL = 1e-9
@@ -248,7 +256,7 @@ class _Verifier:
 
     # ---- 3. the episode set ----------------------------------------------------------------------------------
 
-    def check_episode_set(self, complete: bool) -> None:
+    def check_episode_set(self, complete: bool, torn: set[str] | frozenset[str] = frozenset()) -> None:
         m = self.manifest
         whole, held = manifest_episodes(m)
         planned = {spec.run_id for spec in held}
@@ -259,7 +267,7 @@ class _Verifier:
         if m.counts.planned != len(planned):
             self.diverge(self.group, "counts.planned", f"manifest {m.counts.planned}, the matrix gives {len(planned)}")
         if complete:
-            for missing in sorted(planned - set(present)):
+            for missing in sorted(planned - set(present) - torn):  # a torn line is named as such already
                 self.diverge(missing, RAW_RUNS, "planned episode missing from raw_runs.jsonl")
         for extra in sorted(set(present) - planned):
             self.diverge(extra, RAW_RUNS, "episode not in the planned matrix")
@@ -295,6 +303,26 @@ class _Verifier:
                 f"recorded {recorded!r}, the usage at the run's prices gives {expected!r}",
             )
 
+    def check_trace_identity(self, record: EpisodeRecord, task: Task) -> None:
+        """The trace's own copy of what the record and the manifest say: task, world, mode, strategy, model,
+        provider, seed, step limit and system prompt version."""
+        trace, m = record.trace, self.manifest
+        for name, recorded, expected in (
+            ("trace.task_id", trace.task_id, record.task_id),
+            ("trace.world", trace.world, record.world),
+            ("trace.protection_mode", trace.protection_mode, record.protection_mode),
+            ("trace.strategy.name", trace.strategy.name, record.strategy),
+            ("trace.model", trace.model, m.provider.model),
+            ("trace.provider", trace.provider, m.provider.kind),
+            ("trace.seed", trace.seed, record.episode_seed),
+            ("trace.max_steps", trace.max_steps, m.max_steps or task.evaluator.max_steps),
+            ("trace.system_prompt_version", trace.system_prompt_version, m.hashes.system_prompt_version),
+        ):
+            if recorded != expected:
+                self.diverge(
+                    record.run_id, name, f"recorded {_short(recorded)}, the record and manifest say {_short(expected)}"
+                )
+
     def check_episode(self, record: EpisodeRecord) -> None:
         rid = record.run_id
         if record.run_group_id != self.group:
@@ -320,8 +348,14 @@ class _Verifier:
             )
         self.check_cost(record)
         trace = record.trace
+        self.check_trace_identity(record, task)
         if trace.system_prompt_sha256 != self.manifest.hashes.system_prompt_sha256:
             self.diverge(rid, "trace.system_prompt_sha256", "differs from the manifest's system prompt hash")
+        prompt = trace.initial_messages[0].get("content") if trace.initial_messages else None
+        if not isinstance(prompt, str) or sha256_hex(prompt) != self.manifest.hashes.system_prompt_sha256:
+            self.diverge(
+                rid, "trace.initial_messages[0].content", "the system prompt text does not hash to the manifest's"
+            )
         if content_hash(trace.initial_messages) != info.public_messages_sha256:
             self.diverge(rid, "trace.initial_messages", "differ from the manifest's public messages hash")
         try:
@@ -330,8 +364,15 @@ class _Verifier:
         except ValueError as exc:
             self.diverge(rid, "protection_mode", f"cannot build the world: {exc}")
             return
-        if content_hash(world.tool_schemas()) != trace.tools_sha256:
+        schemas = world.tool_schemas()
+        if content_hash(schemas) != trace.tools_sha256:
             self.diverge(rid, "trace.tools_sha256", "the re-built world offers different tool schemas")
+        if count_tool_tokens(schemas) != trace.tools_harness_tokens:
+            self.diverge(
+                rid,
+                "trace.tools_harness_tokens",
+                f"recorded {trace.tools_harness_tokens}, the tool schemas count {count_tool_tokens(schemas)}",
+            )
         initial = world.state()
         for step in trace.steps:
             where = f"steps[{step.step}]"
@@ -373,7 +414,8 @@ class _Verifier:
             self.diverge(rid, name, detail)
         strategy = self.strategies.strategies.get(record.strategy)
         if strategy is not None and trace.external is None:
-            for name, detail in context_divergences(trace, strategy, world):
+            summaries = self.strategies.summaries if record.strategy == SUMMARY_STRATEGY else None
+            for name, detail in context_divergences(trace, strategy, world, summaries):
                 self.diverge(rid, name, detail)
         final = world.state()
         if canonical_json(final) != canonical_json(trace.evaluator.final_state):
@@ -521,29 +563,47 @@ def _first_differing_line(a: str, b: str) -> int:
     return min(len(a.splitlines()), len(b.splitlines())) + 1
 
 
-def load_run(path: Path, *, allow_incomplete: bool = False) -> tuple[RunDirectory, RunManifest, list[EpisodeRecord]]:
-    """Open a run directory for verification; raises VerifyError when it is malformed or incomplete."""
+def resume_command(manifest: RunManifest) -> str:
+    """The command that finishes a run that is not complete (an external agent's run resumes with run-external)."""
+    if manifest.external_agent is not None:
+        return f"run-external --agent-cmd ... --resume {manifest.run_group_id}"
+    return f"run-benchmark --resume {manifest.run_group_id}"
+
+
+def load_run(
+    path: Path, *, allow_incomplete: bool = False, notes: list[str] | None = None
+) -> tuple[RunDirectory, RunManifest, list[EpisodeRecord]]:
+    """Open a run directory for verification; raises VerifyError when it is malformed or incomplete. A run that is
+    not complete is refused first, whatever else it lacks (a run killed while finalising lacks its reports, and
+    resuming it writes them); with ``allow_incomplete`` its missing derived files are noted in ``notes``."""
     directory = RunDirectory(path)
     try:
         manifest = directory.read_manifest()
-    except RunDirectoryError as exc:
-        raise VerifyError(f"malformed run directory: {exc}") from exc
-    missing = [name for name in REQUIRED_FILES if not directory.file(name).is_file()]
-    if not directory.file(TASKS_SNAPSHOT).is_dir():
-        missing.append(f"{TASKS_SNAPSHOT}/")
-    if missing:
-        raise VerifyError(f"malformed run directory {path}: missing {', '.join(missing)}")
-    try:
         records = directory.read_episodes()
     except RunDirectoryError as exc:
         raise VerifyError(f"malformed run directory: {exc}") from exc
-    if manifest.status is not RunStatus.COMPLETE and not allow_incomplete:
+    complete = manifest.status is RunStatus.COMPLETE
+    if not complete and not allow_incomplete:
         raise VerifyError(
-            f"incomplete run {manifest.run_group_id}: status {manifest.status.value}, {len(records)} of "
+            f"incomplete: run {resume_command(manifest)} (status {manifest.status.value}, {len(records)} of "
             f"{manifest.counts.planned} episodes in raw_runs.jsonl"
-            + (f" ({manifest.stop_reason})" if manifest.stop_reason else "")
-            + f"; resume it with `contextdelta run-benchmark --resume {manifest.run_group_id}` (or pass "
-            "--allow-incomplete to check the episodes that exist)"
+            + (f"; {manifest.stop_reason}" if manifest.stop_reason else "")
+            + "), or pass --allow-incomplete to check the episodes that exist"
+        )
+    missing = [name for name in REQUIRED_FILES if not directory.file(name).is_file()]
+    if not directory.file(TASKS_SNAPSHOT).is_dir():
+        missing.append(f"{TASKS_SNAPSHOT}/")
+    derived = [name for name in missing if name in DERIVED_FILES]
+    if not complete and missing and missing == derived:
+        if notes is not None:
+            notes.append(
+                f"{', '.join(derived)} not written yet (the run did not finalise); {resume_command(manifest)} "
+                "writes them"
+            )
+    elif missing:
+        raise VerifyError(
+            f"malformed run directory {path}: missing {', '.join(missing)}"
+            + (f" (`contextdelta {resume_command(manifest)}` rebuilds the derived files)" if missing == derived else "")
         )
     return directory, manifest, records
 
@@ -554,15 +614,28 @@ def verify_run(path: Path, *, allow_incomplete: bool = False) -> VerifyResult:
     Raises:
         VerifyError: the directory is malformed, or incomplete without ``allow_incomplete``.
     """
-    directory, manifest, records = load_run(path, allow_incomplete=allow_incomplete)
+    notes: list[str] = []
+    directory, manifest, records = load_run(path, allow_incomplete=allow_incomplete, notes=notes)
+    sealed = check_seal(directory, manifest)
+    order = sealed.sealed_order[: len(records)]
+    if order != sorted(order):  # derived files follow the order the records were written in
+        records = [r for _, r in sorted(zip(order, records, strict=False), key=lambda pair: pair[0])]
     verifier = _Verifier(directory, manifest, records)
+    verifier.result.notes.extend(notes)
+    verifier.result.notes.extend(sealed.notes)
+    for run_id, name, detail in sealed.divergences:
+        verifier.diverge(run_id, name, detail)
     if manifest.hashes.harness_sha256 != source_hash():
         verifier.result.notes.append("the installed harness source differs from the run's (harness_sha256)")
     verifier.check_snapshot()
-    verifier.check_episode_set(complete=manifest.status is RunStatus.COMPLETE)
+    verifier.check_episode_set(complete=manifest.status is RunStatus.COMPLETE, torn=sealed.torn)
     for record in records:
         verifier.check_episode(record)
-    verifier.check_task_results()
-    verifier.check_tool_events()
-    verifier.check_reports()
+    present = {name for name in DERIVED_FILES if directory.file(name).is_file()}
+    if TASK_RESULTS in present:
+        verifier.check_task_results()
+    if TOOL_EVENTS in present:
+        verifier.check_tool_events()
+    if {AGGREGATE_METRICS, FAILURE_ATLAS, BENCHMARK_REPORT} <= present:
+        verifier.check_reports()
     return verifier.result
