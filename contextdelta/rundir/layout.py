@@ -23,7 +23,15 @@ from contextdelta.grading import harmful_actions
 from contextdelta.rundir.ids import MANIFEST_NAME
 from contextdelta.rundir.io import atomic_write_json, atomic_write_text, read_jsonl, repair_torn_tail
 from contextdelta.rundir.legacy import add_grader_details
-from contextdelta.rundir.receipts import RECEIPTS, chain_state, file_digests, reconcile_receipts, seal_directory
+from contextdelta.rundir.receipts import (
+    RECEIPTS,
+    chain_state,
+    file_digests,
+    manifest_edits,
+    reconcile_receipts,
+    seal_directory,
+    seal_sha256,
+)
 from contextdelta.rundir.records import (
     CONTROL_COLUMN,
     TASK_RESULT_COLUMNS,
@@ -232,6 +240,7 @@ class RunDirectory:
         if not isinstance(value, dict) or not isinstance(value.get("seal"), dict):
             return False
         value["seal"]["files"] = file_digests(self.path, SEALED_APART)
+        value["seal"]["sha256"] = seal_sha256(value["seal"])
         atomic_write_json(path, value)
         return True
 
@@ -258,6 +267,14 @@ class RunDirectory:
             leftover.unlink(missing_ok=True)
 
     # ---- reading ------------------------------------------------------------------------------------------
+
+    def manifest_edits(self) -> list[str]:
+        """The fields of ``run_manifest.json`` edited since it was sealed (none for a manifest without a seal)."""
+        try:
+            value = json.loads(self.file(MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        return manifest_edits(value) if isinstance(value, dict) else []
 
     def read_manifest(self) -> RunManifest:
         path = self.file(MANIFEST)

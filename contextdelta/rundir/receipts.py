@@ -73,9 +73,9 @@ def chain_start(run_group_id: str) -> str:
     return sha256_hex(f"contextdelta receipts v{SEAL_VERSION}\n{run_group_id}")
 
 
-def chain_next(previous: str, line: int, sha256: str, parts: Mapping[str, str]) -> str:
-    """The chain value after one receipt."""
-    return sha256_hex(f"{previous}\n{line}\n{sha256}\n{content_hash(dict(parts))}")
+def chain_next(previous: str, receipt: RecordReceipt) -> str:
+    """The chain value after ``receipt``: over the previous value and every other field of the receipt."""
+    return sha256_hex(f"{previous}\n{canonical_json(receipt.model_dump(mode='json', exclude={'chain'}))}")
 
 
 def receipt_for(line_text: str | bytes, line: int, previous: str) -> RecordReceipt:
@@ -90,14 +90,15 @@ def receipt_for(line_text: str | bytes, line: int, previous: str) -> RecordRecei
     parts = parts_of(value) if isinstance(value, dict) else {"(root)": digest[:PART_DIGEST_CHARS]}
     run_id = value.get("run_id") if isinstance(value, dict) else None
     attempt = value.get("attempt") if isinstance(value, dict) else None
-    return RecordReceipt(
+    receipt = RecordReceipt(
         line=line,
         run_id=run_id if isinstance(run_id, str) else None,
         attempt=attempt if isinstance(attempt, int) and not isinstance(attempt, bool) else None,
         sha256=digest,
         parts=parts,
-        chain=chain_next(previous, line, digest, parts),
+        chain="",
     )
+    return receipt.model_copy(update={"chain": chain_next(previous, receipt)})
 
 
 def receipt_line(receipt: RecordReceipt) -> str:
@@ -203,6 +204,32 @@ def sealed_files(root: Path, skip: Iterable[str]) -> Iterator[tuple[str, Path]]:
     yield from sorted(found)
 
 
+def part_differences(sealed: Mapping[str, str], found: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(path, ``edited``/``removed``/``added``) of every part whose digest differs, in path order."""
+    out = []
+    for path in sorted(set(sealed) | set(found)):
+        if path not in found:
+            out.append((path, "removed"))
+        elif path not in sealed:
+            out.append((path, "added"))
+        elif sealed[path] != found[path]:
+            out.append((path, "edited"))
+    return out
+
+
+def manifest_edits(value: Mapping[str, Any]) -> list[str]:
+    """The paths of a manifest's JSON value that differ from what its seal digested (none without a seal)."""
+    seal = value.get("seal")
+    parts = seal.get("manifest_parts") if isinstance(seal, dict) else None
+    if not isinstance(parts, dict):
+        return []
+    body = {k: v for k, v in value.items() if k != "seal"}
+    changed = [path for path, _ in part_differences(parts, parts_of(body))]
+    if not changed and content_hash(body) != seal.get("manifest_sha256"):
+        changed = ["seal.manifest_sha256"]
+    return changed
+
+
 def file_digests(root: Path, skip: Iterable[str]) -> dict[str, str]:
     """SHA-256 of the bytes of every file :func:`sealed_files` lists, by relative path."""
     return {name: sha256_hex(path.read_bytes()) for name, path in sealed_files(root, skip)}
@@ -211,10 +238,16 @@ def file_digests(root: Path, skip: Iterable[str]) -> dict[str, str]:
 def seal_directory(root: Path, manifest: Mapping[str, Any], chain: ChainState, skip: Iterable[str]) -> Seal:
     """The seal of a run directory: ``manifest`` is the manifest's JSON value (its seal, if any, is left out)."""
     value = {k: v for k, v in manifest.items() if k != "seal"}
-    return Seal(
+    seal = Seal(
         version=SEAL_VERSION,
         records=chain.seal(),
         manifest_sha256=content_hash(value),
         manifest_parts=parts_of(value),
         files=file_digests(root, skip),
     )
+    return seal.model_copy(update={"sha256": seal_sha256(seal.model_dump(mode="json"))})
+
+
+def seal_sha256(seal: Mapping[str, Any]) -> str:
+    """A seal's own digest: the SHA-256 of its canonical JSON without ``sha256``."""
+    return content_hash({k: v for k, v in seal.items() if k != "sha256"})

@@ -213,6 +213,9 @@ class Seal(BaseModel):
         description="SHA-256 of every other file of the run directory when the manifest was written (the derived "
         "files, tasks/...), by path relative to the run directory."
     )
+    sha256: str | None = Field(
+        default=None, description="SHA-256 of the canonical JSON of this seal without this field (its own digest)."
+    )
 
 
 class UnlockedSuite(BaseModel):

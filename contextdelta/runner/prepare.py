@@ -518,9 +518,16 @@ def _resume_target(results_dir: Path, run_id: str) -> tuple[RunDirectory, RunMan
     """The run directory to resume (its name under the results folder, or its path) and its manifest."""
     try:
         directory = RunDirectory(run_dir(results_dir, run_id))
-        return directory, directory.read_manifest()
+        manifest = directory.read_manifest()
     except (RunIdError, RunDirectoryError) as exc:
         raise BenchmarkError(f"cannot resume: {exc}") from exc
+    edited = directory.manifest_edits()
+    if edited:  # resuming would seal the edit: refuse, and let verify name it
+        raise BenchmarkError(
+            f"cannot resume {manifest.run_group_id}: run_manifest.json was edited after it was sealed "
+            f"({', '.join(edited[:5])}); `contextdelta verify {manifest.run_group_id} --allow-incomplete` names it"
+        )
+    return directory, manifest
 
 
 def _read_done(directory: RunDirectory) -> list[EpisodeRecord]:

@@ -35,7 +35,9 @@ from contextdelta.rundir import (
     chain_next,
     chain_start,
     file_digests,
+    part_differences,
     parts_of,
+    seal_sha256,
     split_lines,
 )
 
@@ -115,11 +117,13 @@ class _SealCheck:
         value = json.loads(text)
         if text != json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n":
             self.diverge(None, MANIFEST, "its bytes are not the form the runner writes (reformatted after the run)")
+        if seal_sha256(value["seal"]) != seal.sha256:
+            self.diverge(None, f"{MANIFEST} seal", "edited after the run (its own digest does not match)")
         if seal.version != SEAL_VERSION:
             self.diverge(None, f"{MANIFEST} seal.version", f"{seal.version}; this verify knows {SEAL_VERSION}")
         body = {k: v for k, v in value.items() if k != "seal"}
         found = parts_of(body)
-        changed = _part_differences(seal.manifest_parts, found)
+        changed = part_differences(seal.manifest_parts, found)
         for path, what in changed[:MAX_FIELDS_PER_RECORD]:
             self.diverge(None, f"{MANIFEST} {path}", f"{what} after the run (its digest is not the sealed one)")
         if len(changed) > MAX_FIELDS_PER_RECORD:
@@ -158,7 +162,7 @@ class _SealCheck:
                 self.diverge(receipt.run_id, where, "its bytes are not the form the runner writes (reformatted)")
             if receipt.line != number:
                 self.diverge(receipt.run_id, where, f"numbered {receipt.line} (edited, or lines moved)")
-            if receipt.chain != chain_next(previous, number, receipt.sha256, receipt.parts):
+            if receipt.chain != chain_next(previous, receipt):
                 self.diverge(receipt.run_id, where, "the hash chain breaks here: the receipt was edited after the run")
             previous = receipt.chain
             if number == sealed and receipt.chain != seal.records.head:
@@ -259,7 +263,7 @@ class _SealCheck:
             self.out.torn.add(run_id or "")
             return
         found = parts_of(value) if isinstance(value, dict) else {"(root)": ""}
-        changed = _part_differences(receipt.parts, found)
+        changed = part_differences(receipt.parts, found)
         for path, what in changed[:MAX_FIELDS_PER_RECORD]:
             self.diverge(run_id, path, f"{RAW_RUNS} {where}: {what} after the run (not what its receipt sealed)")
         if len(changed) > MAX_FIELDS_PER_RECORD:
@@ -298,19 +302,6 @@ class _SealCheck:
                 self.diverge(None, name, "not written by the run (the manifest's seal does not list it)")
             else:
                 self.diverge(None, name, "edited after the run (its SHA-256 is not the one the manifest sealed)")
-
-
-def _part_differences(sealed: dict[str, str], found: dict[str, str]) -> list[tuple[str, str]]:
-    """(path, edited/removed/added) of every part whose digest differs, in path order."""
-    out = []
-    for path in sorted(set(sealed) | set(found)):
-        if path not in found:
-            out.append((path, "removed"))
-        elif path not in sealed:
-            out.append((path, "added"))
-        elif sealed[path] != found[path]:
-            out.append((path, "edited"))
-    return out
 
 
 def _legacy_torn_tail(directory: RunDirectory, manifest: RunManifest, out: SealFindings) -> None:

@@ -510,7 +510,12 @@ class _Verifier:
                 f"the statistics code differs from the run's (analysis_sha256 {recorded_hash[:16]} recorded, "
                 f"{analysis_sha256()[:16]} installed): aggregates may legitimately differ"
             )
-        report = build_report(self.manifest, self.records, params)
+        try:
+            report = build_report(self.manifest, self.records, params)
+        except Exception as exc:  # episodes that no run could have written (named above); never a crash of verify
+            for name in (AGGREGATE_METRICS, FAILURE_ATLAS, BENCHMARK_REPORT):
+                self.diverge(self.group, name, f"cannot be rebuilt from these episodes ({type(exc).__name__}: {exc})")
+            return
         schema = recorded.get("schema_version")
         if schema != METRICS_SCHEMA_VERSION:
             self._check_text(FAILURE_ATLAS, report.atlas)
@@ -583,7 +588,8 @@ def load_run(
     except RunDirectoryError as exc:
         raise VerifyError(f"malformed run directory: {exc}") from exc
     complete = manifest.status is RunStatus.COMPLETE
-    if not complete and not allow_incomplete:
+    # a status edited after the run is an edit to name (exit 1), not a run to resume
+    if not complete and not allow_incomplete and not directory.manifest_edits():
         raise VerifyError(
             f"incomplete: run {resume_command(manifest)} (status {manifest.status.value}, {len(records)} of "
             f"{manifest.counts.planned} episodes in raw_runs.jsonl"
