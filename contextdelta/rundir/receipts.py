@@ -220,9 +220,9 @@ def part_differences(sealed: Mapping[str, str], found: Mapping[str, str]) -> lis
 def manifest_edits(value: Mapping[str, Any]) -> list[str]:
     """The paths of a manifest's JSON value that differ from what its seal digested (none without a seal)."""
     seal = value.get("seal")
-    parts = seal.get("manifest_parts") if isinstance(seal, dict) else None
-    if not isinstance(parts, dict):
+    if not isinstance(seal, dict) or not isinstance(seal.get("manifest_parts"), dict):
         return []
+    parts = seal["manifest_parts"]
     body = {k: v for k, v in value.items() if k != "seal"}
     changed = [path for path, _ in part_differences(parts, parts_of(body))]
     if not changed and content_hash(body) != seal.get("manifest_sha256"):

@@ -201,19 +201,19 @@ class _SealCheck:
                 match[i] = j
                 used.add(j)
         edited = self._pair_edited(lines, match, used, receipts)
-        exact = [(i, j) for i, j in enumerate(match) if j is not None and i not in edited]
-        in_order = _longest_increasing([j for _, j in exact])
-        for position, (i, j) in enumerate(exact):
+        exact = [(i, k) for i, k in enumerate(match) if k is not None and i not in edited]
+        in_order = _longest_increasing([k for _, k in exact])
+        for position, (i, k) in enumerate(exact):
             if position not in in_order:
                 self.diverge(
-                    receipts[j].run_id,
+                    receipts[k].run_id,
                     RAW_RUNS,
-                    f"line {i + 1} holds the record sealed as line {j + 1}: lines out of order",
+                    f"line {i + 1} holds the record sealed as line {k + 1}: lines out of order",
                 )
-        for i, j in edited.items():
-            self._edited_line(i, lines[i], receipts[j], j, last_torn=torn and i == len(lines) - 1)
-        for i, j in enumerate(match):
-            if j is None and i not in edited:
+        for i, paired in edited.items():
+            self._edited_line(i, lines[i], receipts[paired], paired, last_torn=torn and i == len(lines) - 1)
+        for i, sealed_at in enumerate(match):
+            if sealed_at is None and i not in edited:
                 self._unsealed_line(i, lines[i], last_torn=torn and i == len(lines) - 1, sealed=len(receipts))
         for j, receipt in enumerate(receipts):
             if j not in used and j not in edited.values():
@@ -223,8 +223,8 @@ class _SealCheck:
         complete = len(lines) - (1 if torn else 0)
         order = []
         for i in range(complete):
-            j = match[i] if match[i] is not None else edited.get(i)
-            order.append(j if j is not None else i)
+            sealed_as = match[i] if match[i] is not None else edited.get(i)
+            order.append(sealed_as if sealed_as is not None else i)
         self.out.sealed_order = order
 
     def _pair_edited(
