@@ -273,9 +273,10 @@ def preflight_suite(
     lock_only = {id(p) for p in report.lock_problems}
     problems = [p for p in report.problems if id(p) not in lock_only]
     if problems or (not report.ok and not report.problems):
-        listing = "\n".join(f"  {p.render()}" for p in problems) or "  (a check failed without a named problem)"
+        shown = problems if allow_unlocked else report.problems  # the lock's too, unless they are accepted
+        listing = "\n".join(f"  {p.render()}" for p in shown) or "  (a check failed without a named problem)"
         raise BenchmarkError(
-            f"the task suite {suite.source} does not pass validate-tasks ({len(problems)} problem(s)); nothing was "
+            f"the task suite {suite.source} does not pass validate-tasks ({len(shown)} problem(s)); nothing was "
             f"run. Fix them (`contextdelta validate-tasks --tasks {suite.source}` shows the table):\n{listing}"
         )
     lock = [_relative(p, suite.path) for p in report.lock_problems]
