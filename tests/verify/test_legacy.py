@@ -43,6 +43,8 @@ def test_an_old_run_loads_with_the_old_seed_rule_and_its_seeds_verify(legacy: Pa
         assert record.episode_seed != episode_seed(manifest.seed, spec, SeedRule.TASK_REPEAT)
     result = verify_run(legacy)
     assert result.ok, result.lines()
+    assert any("carries no hash chain" in n for n in result.notes)  # written before receipts existed
+    assert not (legacy / "raw_runs.receipts.jsonl").exists() and manifest.seal is None
     (note,) = [n for n in result.notes if "metrics schema 1" in n]
     assert f"contextdelta report {manifest.run_group_id} --write" in note
 
@@ -82,3 +84,13 @@ def test_a_new_run_cannot_pass_off_its_reports_as_an_old_schema(tmp_path: Path) 
     (path / "run_manifest.json").write_text(json.dumps(manifest))
     fields = [d.field for d in verify_run(path).divergences]
     assert "plan_sha256" in fields and fields.count("episode_seed") == 12
+
+
+def test_a_torn_last_line_of_an_old_run_is_named_as_torn(legacy: Path) -> None:
+    data = (legacy / RAW_RUNS).read_bytes()
+    (legacy / RAW_RUNS).write_bytes(data[:-300])
+    found = verify_run(legacy).divergences
+    torn = [d for d in found if d.field == RAW_RUNS and "is torn: cut short" in d.detail]
+    last = json.loads(data.splitlines()[-1])["run_id"]
+    assert [d.run_id for d in torn] == [last]
+    assert not any("planned episode missing" in d.detail for d in found)
