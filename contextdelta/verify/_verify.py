@@ -2,19 +2,25 @@
 
 Checks, in order:
 
-1. the directory: manifest readable, every file present, status ``complete`` (``running``/``incomplete`` is
-   refused unless ``allow_incomplete``); these are `VerifyError` (exit 2), not divergences;
+1. the directory: manifest and episodes readable, status ``complete`` (``running``/``incomplete`` is refused
+   first, with the resume command, unless ``allow_incomplete`` or the manifest's seal shows it was edited), every
+   file present; these are `VerifyError` (exit 2), not divergences;
+1b. the seal (``_receipts.py``): the manifest part by part, the receipts' hash chain, each line of
+   ``raw_runs.jsonl`` against its receipt (an edit named by record and field; a line moved, torn, missing or not
+   in the chain named as such), every other file's SHA-256; a run directory from before receipts gets a note;
 2. the task snapshot in ``tasks/``: each file loads, each task's version and content hash match the manifest,
    the suite hash, the public messages and the tool schemas re-derive;
 3. the episode set: exactly the planned (task, strategy, mode, repeat) episodes, and the manifest counts;
 4. each episode, re-executed in a fresh world built from the snapshot task: ``begin_step`` then every recorded
    tool call (name, raw arguments, call id); every tool result, tool event and hidden-mutation event, the final
-   state and its hash compared with the record; for a deterministic strategy (built-in or plug-in) every step's
-   context re-derived from the canonical history, and for an external agent's episode exactly "unknown"
-   (no messages, no usage: ``_contexts.py``); then re-graded and every verdict field compared; ``cost_usd``
-   re-derived from the recorded usage at the run's recorded prices (runs that record them);
+   state and its hash compared with the record; for a deterministic strategy (built-in or plug-in), and for
+   ``semantic_summary`` from its recorded summary replies, every step's context re-derived from the canonical
+   history, and for an external agent's episode exactly "unknown" (no messages, no usage: ``_contexts.py``); the
+   trace's task, mode, strategy, model, provider, seed, step limit, system prompt (text and hash) and tool schemas
+   against the record and the manifest; then re-graded and every verdict field compared; ``cost_usd`` re-derived
+   from the recorded usage at the run's recorded prices (runs that record them);
 5. ``task_results.csv`` row by row and cell by cell, and ``tool_events.jsonl`` line by line, against what the
-   episodes give;
+   episodes give (in the order the seal says they were written);
 6. ``aggregate_metrics.json`` recomputed with its recorded analysis parameters (numbers equal within a
    relative 1e-9), and ``failure_atlas.md`` / ``benchmark_report.md`` rebuilt byte for byte. A run from before
    metrics schema 2 (its manifest has no ``seed_rule``) whose reports are of its older schema gets a note instead
