@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from contextdelta.cli import app
 from contextdelta.report import _build
-from contextdelta.rundir import BENCHMARK_REPORT, DERIVED_FILES, RunDirectory, RunStatus
+from contextdelta.rundir import BENCHMARK_REPORT, DERIVED_FILES, RunDirectory, RunStatus, atomic_write_text
 from contextdelta.runner import FinaliseInterrupted, run_benchmark
 from contextdelta.verify import verify_run
 from tests.runner.conftest import SMALL, benchmark_request
@@ -23,7 +23,7 @@ def test_an_interrupted_finalisation_is_incomplete_until_resumed(
     oracle_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     written: list[str] = []
-    real = _build.atomic_write_text
+    real = atomic_write_text  # what the report files are written with (contextdelta.report._build imports it)
 
     def interrupted(path: Path, text: str) -> None:
         if path.name == BENCHMARK_REPORT:
