@@ -88,6 +88,14 @@ TASKS_HELP = (
 )
 # Options shared by every command that reads a task suite.
 TasksOption = Annotated[str | None, typer.Option("--tasks", help=TASKS_HELP, show_default=False)]
+AllowUnlockedOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-unlocked",
+        help="Task authors: run a suite whose SUITE.lock is missing or stale (every other validate-tasks check still "
+        "applies); recorded in the manifest and at the top of the report.",
+    ),
+]
 
 
 def _suite(tasks: str | None) -> SuiteSource:
@@ -542,11 +550,13 @@ def run_benchmark_command(
             help="Halve the endpoint's concurrent requests on 429/5xx and add one back per window of successes.",
         ),
     ] = False,
+    allow_unlocked: AllowUnlockedOption = False,
     quiet: QuietOption = False,
     database_url: StoreUrlOption = None,
     no_store: NoStoreOption = False,
 ) -> None:
-    """Run tasks x strategies x protection modes x repeats; the last line printed is the run directory."""
+    """Run tasks x strategies x protection modes x repeats; the last line printed is the run directory. Every
+    validate-tasks check of the suite runs first (a problem is exit 2 and nothing is written)."""
     from contextdelta.context import StrategyError, parse_strategy_params
     from contextdelta.runner import BenchmarkRequest, run_benchmark
 
@@ -592,6 +602,7 @@ def run_benchmark_command(
         requests_per_minute=requests_per_minute,
         tokens_per_minute=tokens_per_minute,
         adaptive_concurrency=adaptive_concurrency,
+        allow_unlocked=allow_unlocked,
         **_given(max_consecutive_failures=max_consecutive_failures, max_failed_share=max_failed_share),
     )
     _run_with_recorders(
@@ -733,6 +744,7 @@ def serve_world_command(
     max_steps: MaxStepsOption = None,
     seed: SeedOption = None,
     results_dir: RunResultsDirOption = None,
+    allow_unlocked: AllowUnlockedOption = False,
     database_url: StoreUrlOption = None,
     no_store: NoStoreOption = False,
 ) -> None:
@@ -765,6 +777,7 @@ def serve_world_command(
         concurrency=1,
         seed=seed,
         results_dir=results_dir,
+        allow_unlocked=allow_unlocked,
         external_agent=agent_info(agent, transport=transport),
     )
     _run_with_recorders(
@@ -808,6 +821,7 @@ def run_external_command(
     seed: SeedOption = None,
     results_dir: RunResultsDirOption = None,
     resume: ResumeOption = None,
+    allow_unlocked: AllowUnlockedOption = False,
     quiet: QuietOption = False,
     database_url: StoreUrlOption = None,
     no_store: NoStoreOption = False,
@@ -831,6 +845,7 @@ def run_external_command(
         seed=seed,
         results_dir=results_dir,
         resume=resume,
+        allow_unlocked=allow_unlocked,
         external_agent=agent_info(agent, transport=HTTP, command=agent_cmd, timeout_s=timeout_s),
     )
     _run_with_recorders(
@@ -1070,6 +1085,7 @@ def report_command(
         # Analysis parameters other than the recorded ones are recorded with the report they produced, so the
         # directory stays consistent and verify recomputes with them.
         write_report_files(directory, report)
+        directory.reseal_files()  # the seal records the files as rewritten on purpose; nothing else changes
         if changed:
             err.print(
                 f"recorded in {directory.path.name}/aggregate_metrics.json: {params.resamples} resamples, bootstrap "

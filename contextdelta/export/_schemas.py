@@ -28,6 +28,7 @@ from contextdelta.rundir import (
     CONTROL_COLUMN_DOC,
     TASK_RESULT_COLUMN_DOCS,
     EpisodeRecord,
+    RecordReceipt,
     RunManifest,
     ToolEventRecord,
 )
@@ -59,6 +60,12 @@ RECORD_FILES: tuple[RecordFile, ...] = (
     RecordFile("run_manifest.json", RunManifest, "run-manifest.schema.json", "one JSON object"),
     RecordFile("raw_runs.jsonl", EpisodeRecord, "episode.schema.json", "one JSON object per line, one per episode"),
     RecordFile(
+        "raw_runs.receipts.jsonl",
+        RecordReceipt,
+        "record-receipt.schema.json",
+        "one JSON object per line, one per line of raw_runs.jsonl",
+    ),
+    RecordFile(
         "tool_events.jsonl", ToolEventRecord, "tool-event.schema.json", "one JSON object per line, one per tool call"
     ),
     RecordFile("aggregate_metrics.json", AggregateMetrics, "aggregate-metrics.schema.json", "one JSON object"),
@@ -66,7 +73,13 @@ RECORD_FILES: tuple[RecordFile, ...] = (
 )
 """Every record file of a run directory, in the order the documentation lists them."""
 
-DOCUMENTED_RECORDS: tuple[type[BaseModel], ...] = (RunManifest, EpisodeRecord, ToolEventRecord, AggregateMetrics)
+DOCUMENTED_RECORDS: tuple[type[BaseModel], ...] = (
+    RunManifest,
+    EpisodeRecord,
+    RecordReceipt,
+    ToolEventRecord,
+    AggregateMetrics,
+)
 """The records whose every field (and every nested record's field) must carry a description (tested). Task files
 are documented by the annotated example in ARCHITECTURE.md."""
 

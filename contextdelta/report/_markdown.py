@@ -794,6 +794,15 @@ def render_report(manifest: RunManifest, facts: RunFacts, metrics: AggregateMetr
             + "`.",
             "",
         ]
+    if manifest.unlocked is not None:
+        lines += [
+            "**Unlocked suite** (`--allow-unlocked`): the tasks did not match a `SUITE.lock` when the run was planned "
+            "("
+            + "; ".join(manifest.unlocked.problems[:3])
+            + (f"; {len(manifest.unlocked.problems) - 3} more" if len(manifest.unlocked.problems) > 3 else "")
+            + "). A task author's run: its numbers are not those of a locked suite (`run_manifest.json` `unlocked`).",
+            "",
+        ]
     lines += _warnings(metrics)
     lines += _setup(manifest, facts, metrics)
     lines += _methods(metrics)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
@@ -23,6 +24,15 @@ from contextdelta.rundir.attempts import EpisodeAttempts
 from contextdelta.rundir.ids import MANIFEST_NAME
 from contextdelta.rundir.io import atomic_write_json, atomic_write_text, read_jsonl, repair_torn_tail
 from contextdelta.rundir.legacy import add_grader_details
+from contextdelta.rundir.receipts import (
+    RECEIPTS,
+    chain_state,
+    file_digests,
+    manifest_edits,
+    reconcile_receipts,
+    seal_directory,
+    seal_sha256,
+)
 from contextdelta.rundir.records import (
     ATTEMPT_COLUMN,
     CONTROL_COLUMN,
@@ -42,6 +52,13 @@ FAILURE_ATLAS = "failure_atlas.md"
 BENCHMARK_REPORT = "benchmark_report.md"
 TASKS_SNAPSHOT = "tasks"
 REQUIRED_FILES = (MANIFEST, RAW_RUNS, TOOL_EVENTS, TASK_RESULTS, AGGREGATE_METRICS, FAILURE_ATLAS, BENCHMARK_REPORT)
+RAW_RUNS_RECEIPTS = RECEIPTS
+"""The receipts of ``raw_runs.jsonl`` (one per line, a hash chain; absent in run directories from before)."""
+DERIVED_FILES = (TOOL_EVENTS, TASK_RESULTS, AGGREGATE_METRICS, FAILURE_ATLAS, BENCHMARK_REPORT)
+"""The files rebuilt from ``raw_runs.jsonl`` and the manifest whenever a run ends or resumes."""
+SEALED_APART = (MANIFEST, RAW_RUNS, RECEIPTS)
+"""Files the seal's file digests leave out: the manifest seals itself, raw_runs.jsonl is sealed by its receipts,
+and the receipts by their chain."""
 
 
 class RunDirectoryError(ValueError):
@@ -205,12 +222,31 @@ class RunDirectory:
             target = snapshot / world / f"{task_id}.yaml"
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
-        self.write_manifest(manifest)
-        for name in (RAW_RUNS, TOOL_EVENTS):
+        for name in (RAW_RUNS, RECEIPTS, TOOL_EVENTS):
             self.file(name).touch()
+        self.write_manifest(manifest)
 
-    def write_manifest(self, manifest: RunManifest) -> None:
-        atomic_write_json(self.file(MANIFEST), manifest.model_dump(mode="json"))
+    def write_manifest(self, manifest: RunManifest) -> RunManifest:
+        """Write the manifest atomically with a fresh seal (``contextdelta.rundir.receipts``): the chain over
+        ``raw_runs.jsonl`` as its receipts stand, the digests of the manifest itself and of every other file.
+        Returns the manifest as written (with that seal)."""
+        value = manifest.model_dump(mode="json", exclude={"seal"})
+        chain = chain_state(self.file(RAW_RUNS_RECEIPTS), manifest.run_group_id)
+        seal = seal_directory(self.path, value, chain, SEALED_APART)
+        atomic_write_json(self.file(MANIFEST), {**value, "seal": seal.model_dump(mode="json")})
+        return manifest.model_copy(update={"seal": seal})
+
+    def reseal_files(self) -> bool:
+        """Refresh the seal's file digests after derived files were rewritten on purpose (``report --write``),
+        leaving every other part of the manifest and its seal as it was. False when the manifest has no seal."""
+        path = self.file(MANIFEST)
+        value = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(value, dict) or not isinstance(value.get("seal"), dict):
+            return False
+        value["seal"]["files"] = file_digests(self.path, SEALED_APART)
+        value["seal"]["sha256"] = seal_sha256(value["seal"])
+        atomic_write_json(path, value)
+        return True
 
     def write_derived(self, records: Sequence[EpisodeRecord]) -> None:
         """Rebuild ``tool_events.jsonl`` and ``task_results.csv`` from the episodes (atomically)."""
@@ -218,8 +254,16 @@ class RunDirectory:
         atomic_write_text(self.file(TASK_RESULTS), render_task_results(records))
 
     def repair_raw_runs(self) -> bool:
-        """Cut a torn last line (a killed writer) from ``raw_runs.jsonl``; True when one was cut."""
-        return repair_torn_tail(self.file(RAW_RUNS))
+        """Cut a torn last line (a killed writer) from ``raw_runs.jsonl`` and bring its receipts in line (a kill
+        between the two appends leaves a record without one); True when a line was cut. RunDirectoryError when
+        the receipts file is damaged other than at its end."""
+        cut = repair_torn_tail(self.file(RAW_RUNS))
+        try:
+            manifest = self.read_manifest()
+            reconcile_receipts(self.file(RAW_RUNS), self.file(RAW_RUNS_RECEIPTS), manifest.run_group_id)
+        except ValueError as exc:
+            raise RunDirectoryError(f"{exc}; `contextdelta verify` says what was changed") from None
+        return cut
 
     def remove_stale_temp_files(self) -> None:
         """Temp files left by an atomic write that was killed half way."""
@@ -227,6 +271,14 @@ class RunDirectory:
             leftover.unlink(missing_ok=True)
 
     # ---- reading ------------------------------------------------------------------------------------------
+
+    def manifest_edits(self) -> list[str]:
+        """The fields of ``run_manifest.json`` edited since it was sealed (none for a manifest without a seal)."""
+        try:
+            value = json.loads(self.file(MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        return manifest_edits(value) if isinstance(value, dict) else []
 
     def read_manifest(self) -> RunManifest:
         path = self.file(MANIFEST)

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from contextdelta.rundir.io import JsonlWriter
-from contextdelta.rundir.layout import RAW_RUNS, TOOL_EVENTS, RunDirectory, tool_event_records
+from contextdelta.rundir.layout import RAW_RUNS, RAW_RUNS_RECEIPTS, TOOL_EVENTS, RunDirectory, tool_event_records
+from contextdelta.rundir.receipts import ChainState, chain_state, receipt_for, receipt_line
 from contextdelta.rundir.records import EpisodeRecord, RunManifest
 
 
@@ -118,13 +119,16 @@ class Recorders:
 
 class RunDirectoryRecorder:
     """The run directory's per-episode files: each finished episode is appended to ``raw_runs.jsonl`` (the source
-    of truth) and ``tool_events.jsonl`` at once; at the end both derived files are rebuilt from all episodes, so a
-    run killed between two appends still ends consistent."""
+    of truth), then its receipt to ``raw_runs.receipts.jsonl`` (the next link of the hash chain), then its lines to
+    ``tool_events.jsonl``; at the end both derived files are rebuilt from all episodes, so a run killed between two
+    appends still ends consistent (a record without its receipt gets one on resume)."""
 
     def __init__(self, directory: RunDirectory) -> None:
         self.directory = directory
         self._raw: JsonlWriter | None = None
+        self._receipts: JsonlWriter | None = None
         self._events: JsonlWriter | None = None
+        self._chain: ChainState | None = None
 
     def start(self, run: RunStart) -> None:
         if run.done:
@@ -132,19 +136,25 @@ class RunDirectoryRecorder:
             # current records only: a superseded attempt is no row and no tool event line)
             self.directory.write_derived(list(run.done))
         self._raw = JsonlWriter(self.directory.file(RAW_RUNS))
+        self._receipts = JsonlWriter(self.directory.file(RAW_RUNS_RECEIPTS))
+        self._chain = chain_state(self.directory.file(RAW_RUNS_RECEIPTS), run.manifest.run_group_id)
         self._events = JsonlWriter(self.directory.file(TOOL_EVENTS))
 
     def episode(self, record: EpisodeRecord) -> None:
-        if self._raw is None or self._events is None:
+        if self._raw is None or self._receipts is None or self._events is None or self._chain is None:
             raise RuntimeError("RunDirectoryRecorder.episode before start")
-        self._raw.append_lines([record.canonical_text()])
+        line = record.canonical_text()
+        receipt = receipt_for(line, self._chain.lines + 1, self._chain.head)
+        self._raw.append_lines([line])
+        self._receipts.append_lines([receipt_line(receipt)])
+        self._chain = ChainState(receipt.line, receipt.chain)
         self._events.append(list(tool_event_records(record)))
 
     def finish(self, run: RunEnd) -> None:
-        for writer in (self._raw, self._events):
+        for writer in (self._raw, self._receipts, self._events):
             if writer is not None:
                 writer.close()
-        self._raw = self._events = None
+        self._raw = self._receipts = self._events = None
         self.directory.write_derived(list(run.records))
 
 

@@ -189,6 +189,69 @@ class MergedShard(BaseModel):
     )
 
 
+class RecordsSeal(BaseModel):
+    """Where the hash chain over ``raw_runs.jsonl`` stood when the manifest was written."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    lines: int = Field(description="Lines of raw_runs.jsonl the chain covered (raw_runs.receipts.jsonl lines).")
+    head: str = Field(description="The chain value of the last of those lines (the chain's start value when none).")
+
+
+class Seal(BaseModel):
+    """Tamper-evidence of a run directory, computed at each manifest write (``contextdelta.rundir.receipts``).
+
+    Digests without a secret key: an edit of any recorded byte is named by ``verify``; a forger who recomputes every
+    digest is out of scope (see ARCHITECTURE.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: int = Field(default=1, description="Version of the sealing rules (contextdelta.rundir.SEAL_VERSION).")
+    records: RecordsSeal = Field(description="The hash chain over raw_runs.jsonl (one receipt per line).")
+    manifest_sha256: str = Field(description="SHA-256 of the canonical JSON of this manifest without its seal.")
+    manifest_parts: dict[str, str] = Field(
+        description="Digest (16 hex digits of SHA-256) of each part of this manifest without its seal, by JSON path: "
+        "what lets verify name the field that was edited."
+    )
+    files: dict[str, str] = Field(
+        description="SHA-256 of every other file of the run directory when the manifest was written (the derived "
+        "files, tasks/...), by path relative to the run directory."
+    )
+    sha256: str | None = Field(
+        default=None, description="SHA-256 of the canonical JSON of this seal without this field (its own digest)."
+    )
+
+
+class UnlockedSuite(BaseModel):
+    """``--allow-unlocked``: the run's suite had no ``SUITE.lock``, or one its tasks did not match."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    problems: list[str] = Field(
+        description="What validate-tasks found about the lock when the run was planned (file relative to the suite "
+        "folder: problem); every other validate-tasks check passed."
+    )
+
+
+class RecordReceipt(BaseModel):
+    """One line of ``raw_runs.receipts.jsonl``: the receipt of the record on the same line of ``raw_runs.jsonl``.
+
+    Each receipt chains to the one before (``chain``), so the receipts in file order are one hash chain whose head
+    the manifest's seal holds; a line of ``raw_runs.jsonl`` is never rewritten (a retried episode is a new line)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    line: int = Field(description="The line of raw_runs.jsonl, from 1.")
+    run_id: str | None = Field(description="The record's episode id (as written).")
+    attempt: int | None = Field(default=None, description="The record's attempt number, when it has one.")
+    sha256: str = Field(description="SHA-256 of the line's bytes (without the newline).")
+    parts: dict[str, str] = Field(
+        description="Digest (16 hex digits of SHA-256) of each part of the record by JSON path (e.g. "
+        "trace.steps[3].response.latency_s): what lets verify name the field that was edited."
+    )
+    chain: str = Field(description="SHA-256 over the previous receipt's chain value, line, sha256 and parts.")
+
+
 class RunManifest(BaseModel):
     """``run_manifest.json``: what was run, with what, by which code, and how far it got."""
 
@@ -276,6 +339,17 @@ class RunManifest(BaseModel):
         description="The price of the agent model and of the summary model (USD per million tokens; null: "
         "unknown) that every episode's cost_usd was computed with, from the built-in table or --price-table. "
         "Null in run directories written before prices were recorded (their costs ignore prompt caching).",
+    )
+    unlocked: UnlockedSuite | None = Field(
+        default=None,
+        description="Set when the run was planned with --allow-unlocked and its suite's SUITE.lock was missing or did "
+        "not match (a task author's run, not a locked suite's); null: the suite matched its lock (or the run "
+        "directory predates the check).",
+    )
+    seal: Seal | None = Field(
+        default=None,
+        description="The run directory's tamper-evidence (hash chain head, digests of this manifest and of every "
+        "other file), recomputed at each manifest write; null in run directories written before it existed.",
     )
 
 

@@ -171,6 +171,7 @@ def _new_manifest(plan: RunPlan, now: str) -> RunManifest:
         shard=matrix.shard_info,
         controls=matrix.controls,
         prices=plan.prices,
+        unlocked=matrix.unlocked,
     )
 
 
@@ -204,7 +205,7 @@ def open_run(plan: RunPlan, recorders: Sequence[Recorder] = ()) -> ActiveRun:
             "sessions": [*manifest.sessions, session],
         }
     )
-    directory.write_manifest(manifest)
+    manifest = directory.write_manifest(manifest)
     from contextdelta.report import ReportFiles  # numpy/scipy: loaded once a run really starts, not at import
 
     group = Recorders([RunDirectoryRecorder(directory), ReportFiles(directory), *recorders])
@@ -412,7 +413,7 @@ def _finalise(run: ActiveRun) -> RunOutcome:
             update={"status": RunStatus.INCOMPLETE, "stop_reason": run.write_error, "finished_at": None}
         )
     try:
-        run.directory.write_manifest(manifest)
+        manifest = run.directory.write_manifest(manifest)
     except OSError as exc:
         raise BenchmarkError(
             f"run {run.directory.path.name} could not be finalised: cannot write run_manifest.json "

@@ -90,6 +90,7 @@ AGREEMENT: tuple[tuple[str, str, _Fields], ...] = (
     ("suite", "hashes.suite_sha256", lambda s: s.manifest.hashes.suite_sha256),
     ("suite", "suite.sha256", lambda s: s.manifest.suite.sha256 if s.manifest.suite else None),
     ("suite", "tasks", lambda s: [t.model_dump() for t in s.manifest.tasks]),
+    ("suite", "unlocked", lambda s: s.manifest.unlocked.model_dump() if s.manifest.unlocked else None),
     ("harness", "hashes.harness_sha256", lambda s: s.manifest.hashes.harness_sha256),
     ("harness", "hashes.system_prompt_sha256", lambda s: s.manifest.hashes.system_prompt_sha256),
     ("harness", "hashes.tool_schemas_sha256", lambda s: s.manifest.hashes.tool_schemas_sha256),

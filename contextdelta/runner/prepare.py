@@ -4,8 +4,9 @@
 :class:`RunPlan`: the tasks, the matrix of episodes, the provider and what is recorded about it, the hashes resume
 compares, prices and budgets, and which episodes are still to run. A refusal raises BenchmarkError (exit 2) and
 leaves the results folder untouched. Order: the local checks of the flags and of the results folder, then the
-endpoint check (``preflight``: it answers, takes the key, serves the model and accepts tools), then the task
-files (the slow part), then the strategies and resume's comparisons.
+endpoint check (``preflight``: it answers, takes the key, serves the model and accepts tools), then every
+``validate-tasks`` check of the suite (:func:`preflight_suite`: the slow part), then the strategies and resume's
+comparisons.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,11 +44,13 @@ from contextdelta.providers import (
     RetryPolicy,
 )
 from contextdelta.rundir import (
+    RAW_RUNS_RECEIPTS,
     EpisodeAttempts,
     EpisodeRecord,
     ExternalAgentInfo,
     Hashes,
     ProviderInfo,
+    ReceiptsError,
     RunDirectory,
     RunDirectoryError,
     RunIdError,
@@ -57,7 +60,9 @@ from contextdelta.rundir import (
     StrategyParams,
     SuiteInfo,
     TaskInfo,
+    UnlockedSuite,
     check_results_dir,
+    read_receipts,
     run_dir,
 )
 from contextdelta.runner.execute import ProviderSpec
@@ -66,16 +71,19 @@ from contextdelta.runner.provenance import source_hash
 from contextdelta.runner.request import DEFAULT_REPEATS, BenchmarkError, BenchmarkRequest
 from contextdelta.settings import Settings, redact_url
 from contextdelta.tasks import (
+    LOCK_NAME,
     Control,
     LoadedTask,
     SuiteError,
     SuiteSource,
     Task,
-    load_directory,
+    TaskProblem,
+    display_path,
     recorded_source,
     resolve_suite,
     suite_hash,
 )
+from contextdelta.validation import checked_suite
 from contextdelta.worlds import ProtectionMode, get_world
 
 MOCK_REFUSAL = (
@@ -107,6 +115,8 @@ class Matrix:
     """Control conditions: the whole matrix again under each (``no_mutation``)."""
     suite: SuiteInfo | None = None
     """The suite the tasks come from (``--tasks``), as the manifest records it."""
+    unlocked: UnlockedSuite | None = None
+    """What ``--allow-unlocked`` accepted about the suite's lock (None: the suite matched it)."""
 
     @property
     def task_infos(self) -> list[TaskInfo]:
@@ -226,14 +236,15 @@ def task_suite(request: BenchmarkRequest, manifest: RunManifest | None) -> Suite
         raise BenchmarkError(str(exc)) from None
 
 
-def _load_tasks(suite: SuiteSource, wanted: list[str] | None, limit: int | None) -> tuple[list[LoadedTask], SuiteInfo]:
-    """The tasks to run (all, or ``wanted``, then at most ``limit``) and the suite they come from."""
+def _load_tasks(
+    suite: SuiteSource, wanted: list[str] | None, limit: int | None, *, allow_unlocked: bool = False
+) -> tuple[list[LoadedTask], SuiteInfo, UnlockedSuite | None]:
+    """The tasks to run (all, or ``wanted``, then at most ``limit``), the suite they come from, and what
+    ``allow_unlocked`` accepted about its lock. The whole suite must pass every ``validate-tasks`` check first
+    (:func:`preflight_suite`)."""
     if not suite.path.is_dir():
         raise BenchmarkError(f"--tasks {suite.source}: not a directory")
-    loaded, problems = load_directory(suite.path)
-    if problems:
-        listing = "\n".join(f"  {p.render()}" for p in problems[:20])
-        raise BenchmarkError(f"the task files have problems (run `contextdelta validate-tasks`):\n{listing}")
+    loaded, unlocked = preflight_suite(suite, allow_unlocked=allow_unlocked)
     by_id = {t.task.id: t for t in loaded}
     if wanted is not None:
         unknown = [t for t in wanted if t not in by_id]
@@ -247,7 +258,50 @@ def _load_tasks(suite: SuiteSource, wanted: list[str] | None, limit: int | None)
     if not chosen:
         raise BenchmarkError(f"no tasks to run in {suite.source}")
     info = SuiteInfo(source=suite.source, sha256=suite_hash([t.task for t in loaded]), tasks=len(loaded))
-    return chosen, info
+    return chosen, info, unlocked
+
+
+def _relative(problem: TaskProblem, folder: Path) -> str:
+    """A problem's one line with its file relative to the suite folder (no absolute path enters a manifest)."""
+    shown, base = Path(problem.file), display_path(folder)
+    try:
+        name = shown.relative_to(base).as_posix()
+    except ValueError:
+        name = shown.name
+    return replace(problem, file=name or LOCK_NAME).render()
+
+
+def preflight_suite(
+    suite: SuiteSource, *, allow_unlocked: bool = False
+) -> tuple[list[LoadedTask], UnlockedSuite | None]:
+    """Every ``validate-tasks`` check of the suite (schema, semantic checks, trajectory replays, the no-mutation
+    and null-agent controls, ``SUITE.lock``), before any file is written: a suite with any problem is refused
+    (exit 2, each problem listed). A missing or stale lock is accepted only with ``allow_unlocked`` (a task
+    author's run), and what it accepted is returned for the manifest; None: the suite matched its lock."""
+    report = checked_suite(suite.path)
+    lock_only = {id(p) for p in report.lock_problems}
+    problems = [p for p in report.problems if id(p) not in lock_only]
+    if problems or (not report.ok and not report.problems):
+        shown = problems if allow_unlocked else report.problems  # the lock's too, unless they are accepted
+        listing = "\n".join(f"  {p.render()}" for p in shown) or "  (a check failed without a named problem)"
+        raise BenchmarkError(
+            f"the task suite {suite.source} does not pass validate-tasks ({len(shown)} problem(s)); nothing was "
+            f"run. Fix them (`contextdelta validate-tasks --tasks {suite.source}` shows the table):\n{listing}"
+        )
+    lock = [_relative(p, suite.path) for p in report.lock_problems]
+    if not report.lock_found:
+        lock = [f"{LOCK_NAME}: missing (the suite's tasks are not locked)"]
+    if not lock:
+        return list(report.loaded), None
+    if not allow_unlocked:
+        listing = "\n".join(f"  {line}" for line in lock)
+        raise BenchmarkError(
+            f"the task suite {suite.source} is not locked: its {LOCK_NAME} is missing or does not match its tasks, so "
+            "its numbers could not be cited as that suite's. Run `contextdelta validate-tasks --tasks "
+            f"{suite.source} --write-lock` once the tasks are final, or pass --allow-unlocked for a task author's "
+            f"run (recorded in the manifest and at the top of the report):\n{listing}"
+        )
+    return list(report.loaded), UnlockedSuite(problems=lock)
 
 
 def _strategy_names(specs: list[str]) -> list[str]:
@@ -319,7 +373,10 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
         conflicts = _explicit_conflicts(request, manifest)
         if conflicts:
             raise BenchmarkError(f"cannot resume {manifest.run_group_id}: " + "; ".join(conflicts))
-        tasks, suite = _load_tasks(task_suite(request, manifest), [t.id for t in manifest.tasks], None)
+        allow = request.allow_unlocked or manifest.unlocked is not None  # resume keeps the recorded escape hatch
+        tasks, suite, unlocked = _load_tasks(
+            task_suite(request, manifest), [t.id for t in manifest.tasks], None, allow_unlocked=allow
+        )
         params = strategy_params(request, manifest.strategy_params)
         return Matrix(
             tasks,
@@ -335,6 +392,7 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
             manifest.seed_rule,
             list(manifest.controls),
             suite=suite,
+            unlocked=unlocked,
         )
     modes = request.protection_modes or [m.value for m in ProtectionMode]
     if request.external_agent is not None:
@@ -349,7 +407,9 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
     _check_names(strategies, modes)
     repeats = request.repeats if request.repeats is not None else DEFAULT_REPEATS
     params = strategy_params(request, StrategyParams(overrides=request.strategy_params or {}))
-    tasks, suite = _load_tasks(task_suite(request, None), request.task_ids, request.limit)
+    tasks, suite, unlocked = _load_tasks(
+        task_suite(request, None), request.task_ids, request.limit, allow_unlocked=request.allow_unlocked
+    )
     seed = request.seed if request.seed is not None else settings.seed
     shard = _parse_shard(request.shard)
     controls = _controls(request.controls)
@@ -366,6 +426,7 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
         shard,
         controls=controls,
         suite=suite,
+        unlocked=unlocked,
     )
 
 
@@ -467,9 +528,16 @@ def _resume_target(results_dir: Path, run_id: str) -> tuple[RunDirectory, RunMan
     """The run directory to resume (its name under the results folder, or its path) and its manifest."""
     try:
         directory = RunDirectory(run_dir(results_dir, run_id))
-        return directory, directory.read_manifest()
+        manifest = directory.read_manifest()
     except (RunIdError, RunDirectoryError) as exc:
         raise BenchmarkError(f"cannot resume: {exc}") from exc
+    edited = directory.manifest_edits()
+    if edited:  # resuming would seal the edit: refuse, and let verify name it
+        raise BenchmarkError(
+            f"cannot resume {manifest.run_group_id}: run_manifest.json was edited after it was sealed "
+            f"({', '.join(edited[:5])}); `contextdelta verify {manifest.run_group_id} --allow-incomplete` names it"
+        )
+    return directory, manifest
 
 
 def recorded_provider(request: BenchmarkRequest, manifest: RunManifest) -> BenchmarkRequest:
@@ -492,9 +560,14 @@ def recorded_provider(request: BenchmarkRequest, manifest: RunManifest) -> Bench
 
 def _read_done(directory: RunDirectory) -> EpisodeAttempts:
     """The episodes of the run to resume, current records and superseded attempts (a torn last line is ignored,
-    not cut yet)."""
+    not cut yet); its receipts must be readable (a torn last one is repaired when the run opens)."""
     try:
+        read_receipts(directory.file(RAW_RUNS_RECEIPTS))
         return directory.read_attempts()
+    except ReceiptsError as exc:
+        raise BenchmarkError(
+            f"cannot resume: {exc}; `contextdelta verify --allow-incomplete` names what changed"
+        ) from exc
     except RunDirectoryError as exc:
         raise BenchmarkError(f"cannot resume: {exc}") from exc
 

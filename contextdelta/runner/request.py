@@ -111,3 +111,7 @@ class BenchmarkRequest(BaseModel):
     """``--shard I/N``: run only the I-th of N parts of the plan (``contextdelta merge`` joins the parts)."""
     controls: list[str] | None = None
     """``--controls``: control conditions to run beside the main matrix (``no_mutation``)."""
+    allow_unlocked: bool = False
+    """``--allow-unlocked``: run a suite whose ``SUITE.lock`` is missing or stale (a task author's run; every other
+    ``validate-tasks`` check still applies). Recorded in the manifest (``unlocked``) and at the top of the report;
+    a resume keeps what the run recorded."""

@@ -19,7 +19,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from contextdelta.rundir import EpisodeRecord, RunDirectory, RunEnd, RunManifest, RunStart
 from contextdelta.settings import load_settings
 from contextdelta.store._engine import READ_ONLY, create_store_engine, redact_database_url
-from contextdelta.store._ingest import Attributor, failure_attribution, upsert_episode, upsert_run_group
+from contextdelta.store._ingest import (
+    Attributor,
+    failure_attribution,
+    record_sha256,
+    upsert_episode,
+    upsert_run_group,
+)
 from contextdelta.store._migrate import UpgradeReport, upgrade_database
 from contextdelta.store._models import EpisodeRow, ProxyTraceRow
 
@@ -153,6 +159,32 @@ class Store:
             setattr(report, outcome, getattr(report, outcome) + 1)
         return report
 
+    def episode_digests(self, run_group_id: str) -> dict[str, str]:
+        """Run id -> record SHA-256 of every episode the store holds for a run group."""
+        query = select(EpisodeRow.run_id, EpisodeRow.record_sha256).where(EpisodeRow.run_group_id == run_group_id)
+        with self.read_session() as session:
+            return {run_id: digest for run_id, digest in session.execute(query)}
+
+    def reconcile(self, run_group_id: str, records: Sequence[EpisodeRecord]) -> ImportReport:
+        """Make the store hold exactly ``records`` of the run group as recorded (the run directory's episodes, every
+        attempt): each episode's current record (its highest attempt) with the attempts it superseded; each one
+        missing is inserted, each one whose record or superseded attempts differ replaced, none duplicated (the
+        store keys an episode by run group and run id). What a killed writer thread never wrote is thereby written
+        on resume and when the run ends."""
+        held = self.episode_digests(run_group_id)
+        report = ImportReport(run_group_id)
+        attempts: dict[str, list[EpisodeRecord]] = {}
+        for record in sorted(records, key=lambda r: r.attempt):
+            attempts.setdefault(record.run_id, []).append(record)
+        for run_id, every in attempts.items():
+            current, superseded = every[-1], every[:-1]
+            if not superseded and held.get(run_id) == record_sha256(current):
+                report.unchanged += 1
+                continue
+            outcome = self.ingest_episode(current, superseded)
+            setattr(report, outcome, getattr(report, outcome) + 1)
+        return report
+
     def record_proxy_trace(self, trace: ProxyTrace) -> int:
         """Store one proxy request/response pair; returns its row id."""
 
@@ -195,6 +227,12 @@ class _Episode:
     superseded: tuple[EpisodeRecord, ...] = ()
 
 
+@dataclass(frozen=True)
+class _Reconcile:
+    run_group_id: str
+    records: tuple[EpisodeRecord, ...]
+
+
 @dataclass
 class StoreWriter:
     """Writes a running benchmark's manifest and episodes to the store from a background thread, in the order
@@ -208,6 +246,8 @@ class StoreWriter:
     store: Store
     on_error: Callable[[str], None] = lambda message: None
     written: int = 0
+    reconciled: int = 0
+    """Episodes a reconciliation inserted or replaced (ones an earlier, killed session never stored)."""
     errors: list[str] = field(default_factory=list)
     _queue: queue.Queue[Any] = field(default_factory=queue.Queue)
     _thread: threading.Thread | None = None
@@ -224,6 +264,10 @@ class StoreWriter:
     def manifest(self, manifest: RunManifest, path: Path | None = None) -> None:
         """Queue a manifest (the run group's row: status and counts)."""
         self._queue.put((manifest, path))
+
+    def reconcile(self, run_group_id: str, records: Sequence[EpisodeRecord]) -> None:
+        """Queue a reconciliation of the run group with ``records`` (:meth:`Store.reconcile`)."""
+        self._queue.put(_Reconcile(run_group_id, tuple(records)))
 
     def close(self, timeout_s: float = 120.0) -> None:
         """Write everything queued, then stop the thread."""
@@ -248,6 +292,10 @@ class StoreWriter:
                     manifest, path = item
                     self.store.ingest_manifest(manifest, path)
                     continue
+                if isinstance(item, _Reconcile):
+                    report = self.store.reconcile(item.run_group_id, item.records)
+                    self.reconciled += report.added + report.updated
+                    continue
                 self.store.ingest_episode(item.record, item.superseded)
                 self.written += 1
             except Exception as exc:  # the run directory is the source of truth: report, never stop the run
@@ -260,7 +308,9 @@ class StoreWriter:
 class StoreRecorder:
     """The trace store as a run recorder (``contextdelta.rundir.Recorder``): the run group when the run opens, each
     episode as it finishes (written by a background thread, so the store never slows the episodes down), and the
-    final manifest when it ends. A store failure is reported through ``on_error`` and never stops the run."""
+    final manifest when it ends. On resume and at the end the store is reconciled with the run directory's
+    episodes (a killed session's writer may have lost some). A store failure is reported through ``on_error`` and
+    never stops the run."""
 
     def __init__(self, store: Store, on_error: Callable[[str], None] = lambda message: None) -> None:
         self.store = store
@@ -286,6 +336,8 @@ class StoreRecorder:
         for earlier in sorted([*run.superseded, *run.done], key=lambda r: r.attempt):
             self.attempts.setdefault(earlier.run_id, []).append(earlier)
         self.writer.manifest(run.manifest, run.path.resolve())
+        if run.done:  # an earlier session may have been killed before its writer thread stored everything
+            self.writer.reconcile(run.manifest.run_group_id, [*run.superseded, *run.done])
 
     def episode(self, record: EpisodeRecord) -> None:
         earlier = self.attempts.setdefault(record.run_id, [])
@@ -293,6 +345,8 @@ class StoreRecorder:
         earlier.append(record)
 
     def finish(self, run: RunEnd) -> None:
+        # the episodes first, reconciled with the run directory, then the run group row that counts them
+        self.writer.reconcile(run.manifest.run_group_id, [*run.superseded, *run.records])
         self.writer.manifest(run.manifest, run.path.resolve())
         self.close()
 

@@ -14,6 +14,8 @@ from contextdelta.validation.suite import (
     SuiteReport,
     TaskReport,
     check_replays,
+    checked_suite,
+    suite_fingerprint,
     validate_suite,
     write_lock,
 )
@@ -26,7 +28,9 @@ __all__ = [
     "SuiteReport",
     "TaskReport",
     "check_replays",
+    "checked_suite",
     "print_report",
+    "suite_fingerprint",
     "task_table",
     "validate_suite",
     "write_lock",

@@ -18,6 +18,7 @@ the written resource.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -98,6 +99,10 @@ class SuiteReport:
     tasks: list[Task]
     lock_path: Path
     lock_found: bool
+    loaded: list[LoadedTask] = field(default_factory=list)
+    """Every task file that loaded, with its path (what a run reads)."""
+    lock_problems: list[TaskProblem] = field(default_factory=list)
+    """The problems of the ``SUITE.lock`` comparison (also in ``problems``): what ``--allow-unlocked`` accepts."""
 
     @property
     def ok(self) -> bool:
@@ -394,7 +399,40 @@ def validate_suite(directory: Path, *, writing_lock: bool = False) -> SuiteRepor
         tasks=[entry.task for entry in loaded],
         lock_path=lock_path,
         lock_found=lock_path.is_file(),
+        loaded=list(loaded),
+        lock_problems=suite_level,
     )
+
+
+_CHECKED: dict[tuple[str, str], SuiteReport] = {}
+_CHECKED_MAX = 8
+
+
+def suite_fingerprint(directory: Path) -> str:
+    """SHA-256 over the relative path and bytes of every file (and the target of every symlink) below
+    ``directory``: everything ``validate_suite`` reads, so an equal fingerprint means an equal report."""
+    digest = hashlib.sha256()
+    for path in sorted(directory.rglob("*")):
+        name = path.relative_to(directory).as_posix()
+        if path.is_symlink():
+            digest.update(f"link {name} -> {os.readlink(path)}\n".encode("utf-8", "surrogateescape"))
+        elif path.is_file():
+            digest.update(f"file {name} {path.stat().st_size}\n".encode("utf-8", "surrogateescape"))
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def checked_suite(directory: Path) -> SuiteReport:
+    """:func:`validate_suite` of ``directory``, reused within one process while no file below it changed (the
+    run-benchmark preflight of a suite already checked costs one read of its files)."""
+    key = (str(directory.resolve()), suite_fingerprint(directory))
+    report = _CHECKED.get(key)
+    if report is None:
+        report = validate_suite(directory)
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.pop(next(iter(_CHECKED)))
+        _CHECKED[key] = report
+    return report
 
 
 def write_lock(report: SuiteReport) -> Path:
@@ -416,6 +454,8 @@ __all__ = [
     "SuiteReport",
     "TaskReport",
     "check_replays",
+    "checked_suite",
+    "suite_fingerprint",
     "validate_suite",
     "write_lock",
 ]

@@ -2,9 +2,13 @@
 deterministic strategy of a run, built-in or plug-in (SPEC section 10).
 
 The strategies are rebuilt from the manifest's ``strategy_configs`` (runs from before plug-ins: from the
-built-in names and ``strategy_params``). A strategy that declares ``deterministic = False`` (``semantic_summary``,
-or a plug-in that calls a model) is not re-derived here. A deterministic plug-in that is not installed cannot
-be re-derived, and that is a divergence: verify never prints MATCH over contexts it could not check.
+built-in names and ``strategy_params``). A deterministic plug-in that is not installed cannot be re-derived, and
+that is a divergence: verify never prints MATCH over contexts it could not check. ``semantic_summary`` is not
+deterministic (it calls the summary model), but everything except the model's reply is: it is rebuilt with a
+provider that answers each summary call with the reply the step recorded (:class:`RecordedSummaries`), so the
+summary requests (their messages, hash, token count and the steps they cover) and every sent context are
+re-derived, and a summary call the strategy would not make (or a recorded one it would) is named. Other
+non-deterministic plug-ins are left to the hash chain (``contextdelta.rundir.receipts``).
 
 Per episode and step: the canonical history before the step is the initial messages plus every earlier step's
 ``appended`` messages; the rebuilt strategy (a fresh per-episode copy, bound to the same episode context as the
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 
@@ -27,34 +32,77 @@ from contextdelta.context import (
     Message,
     StrategyDescription,
     StrategyError,
+    StrategyServices,
+    SummaryCall,
     count_message_tokens,
     describe_strategy,
     rebuild_strategy,
     resolve_strategy,
 )
+from contextdelta.providers import ProviderFailure, ProviderResponse
 from contextdelta.rundir import RunManifest
 from contextdelta.worlds import World
+
+SUMMARY_STRATEGY = "semantic_summary"
+
+
+class RecordedSummaries:
+    """The summary model of a recorded episode: each call is answered with the next reply the current step recorded
+    (``load`` sets them), and what the strategy asked is kept for comparison. No reply left is a failed call."""
+
+    name = "recorded"
+    is_mock = True  # a stand-in for the summary model; never a benchmark run's provider
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.pending: list[SummaryCall] = []
+
+    def load(self, calls: Sequence[SummaryCall]) -> None:
+        self.pending = list(calls)
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        *,
+        seed: int | None = None,
+        model: str | None = None,
+    ) -> ProviderResponse:
+        if not self.pending:
+            raise ProviderFailure("provider_error", "no recorded summary reply for this call")
+        call = self.pending.pop(0)
+        return ProviderResponse(
+            content=call.content,
+            usage=call.usage,
+            latency_s=call.latency_s,
+            queue_s=call.queue_s,
+            retries=call.retries,
+            model=call.response_model,
+        )
 
 
 @dataclass
 class RunStrategies:
-    """The deterministic strategies of a run, rebuilt; and what could not be rebuilt, or changed since."""
+    """The re-derivable strategies of a run, rebuilt; and what could not be rebuilt, or changed since."""
 
     strategies: dict[str, ContextStrategy] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)
     """Deterministic strategies that could not be rebuilt: name -> why."""
     notes: list[str] = field(default_factory=list)
+    summaries: RecordedSummaries | None = None
+    """The recorded summary model ``semantic_summary`` was rebuilt with (None: the run has none)."""
 
 
 def recorded_configs(manifest: RunManifest) -> list[StrategyDescription]:
     """The run's strategy descriptions: recorded, or for runs from before plug-ins derived from the built-in
-    names and shared parameters (``semantic_summary`` left out: it needs a summary provider to be built)."""
+    names and shared parameters."""
     if manifest.strategy_configs:
         return list(manifest.strategy_configs)
     params = manifest.strategy_params
     configs = []
+    summaries = RecordedSummaries(manifest.provider.summary_model)
     for name in manifest.strategies:
-        if name not in BUILTIN_STRATEGIES or name == "semantic_summary":
+        if name not in BUILTIN_STRATEGIES:
             continue
         _, description = describe_strategy(
             name,
@@ -62,15 +110,21 @@ def recorded_configs(manifest: RunManifest) -> list[StrategyDescription]:
             summary_trigger=params.summary_trigger,
             summary_keep=params.summary_keep,
             token_budget=params.token_budget,
+            summary_provider=summaries,
+            summary_model=manifest.provider.summary_model,
         )
         configs.append(description)
     return configs
 
 
 def rebuild_run_strategies(manifest: RunManifest) -> RunStrategies:
-    """Rebuild every deterministic strategy of ``manifest`` (see the module docstring)."""
+    """Rebuild every deterministic strategy of ``manifest``, and ``semantic_summary`` with the recorded summary
+    replies (see the module docstring)."""
     out = RunStrategies()
     for config in recorded_configs(manifest):
+        if config.name == SUMMARY_STRATEGY and config.source.kind == "builtin":
+            _rebuild_summary(manifest, config, out)
+            continue
         if not config.deterministic:
             continue
         if config.source.kind != "builtin":
@@ -91,12 +145,28 @@ def rebuild_run_strategies(manifest: RunManifest) -> RunStrategies:
     return out
 
 
-def context_divergences(trace: EpisodeTrace, strategy: ContextStrategy, world: World) -> list[tuple[str, str]]:
-    """(field, detail) for every way the recorded contexts of ``trace`` differ from the re-derived ones."""
-    return anyio.run(_rederive, trace, strategy, world)
+def _rebuild_summary(manifest: RunManifest, config: StrategyDescription, out: RunStrategies) -> None:
+    summaries = RecordedSummaries(manifest.provider.summary_model)
+    services = StrategyServices(summary_provider=summaries, summary_model=manifest.provider.summary_model)
+    try:
+        out.strategies[config.name] = rebuild_strategy(config, services)
+    except StrategyError as exc:  # e.g. its summary prompt changed since: the hash chain still covers the steps
+        out.notes.append(f"{config.name}'s contexts are not re-derived: {exc}")
+        return
+    out.summaries = summaries
 
 
-async def _rederive(trace: EpisodeTrace, strategy: ContextStrategy, world: World) -> list[tuple[str, str]]:
+def context_divergences(
+    trace: EpisodeTrace, strategy: ContextStrategy, world: World, summaries: RecordedSummaries | None = None
+) -> list[tuple[str, str]]:
+    """(field, detail) for every way the recorded contexts of ``trace`` differ from the re-derived ones;
+    ``summaries``: the recorded summary model ``strategy`` was rebuilt with, if it calls one."""
+    return anyio.run(_rederive, trace, strategy, world, summaries)
+
+
+async def _rederive(
+    trace: EpisodeTrace, strategy: ContextStrategy, world: World, summaries: RecordedSummaries | None
+) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     if trace.strategy.config_hash != strategy.config_hash:
         found.append(
@@ -129,13 +199,23 @@ async def _rederive(trace: EpisodeTrace, strategy: ContextStrategy, world: World
                     f"recorded {step.harness_prompt_tokens}, the messages count {count_message_tokens(step.messages)}",
                 )
             )
+        recorded_calls = recorded.summary_calls
+        if summaries is not None:
+            summaries.load(recorded_calls)
+        # a summary call that failed ends the episode at once: the step records the error and no call
+        summary_failed = index == last and not step.messages and (step.error or "").startswith("summary call failed")
         try:
             result = await episode.transform(list(history))
+        except ProviderFailure as exc:
+            if summaries is None or not summary_failed:
+                found.append((f"{where}.messages", f"re-deriving the context failed: {exc.message}"))
         except Exception as exc:  # a strategy failure is a finding, never a crash of verify
             if not cut_short:
                 found.append((f"{where}.messages", f"re-deriving the context failed: {type(exc).__name__}: {exc}"))
         else:
-            if not cut_short and canonical_json(result.messages) != canonical_json(step.messages):
+            if summary_failed:
+                found.append((f"{where}.error", "records a failed summary call the strategy does not make"))
+            elif not cut_short and canonical_json(result.messages) != canonical_json(step.messages):
                 found.append((f"{where}.messages", _first_difference(step.messages, result.messages)))
             for name, a, b in (
                 ("removed", recorded.removed, result.removed),
@@ -143,7 +223,32 @@ async def _rederive(trace: EpisodeTrace, strategy: ContextStrategy, world: World
             ):
                 if a != b:
                     found.append((f"{where}.context.{name}", f"recorded {a}, re-derived {b}"))
+            found.extend(_summary_differences(where, recorded_calls, result.summary_calls))
+        if summaries is not None and summaries.pending:
+            found.append(
+                (
+                    f"{where}.context.summary_calls",
+                    f"{len(summaries.pending)} recorded summary call(s) the strategy does not make here",
+                )
+            )
         history.extend(step.appended)
+    return found
+
+
+def _summary_differences(
+    where: str, recorded: Sequence[SummaryCall], derived: Sequence[SummaryCall]
+) -> list[tuple[str, str]]:
+    """Each field of a summary call that does not re-derive (its request; the reply fields echo the record)."""
+    found: list[tuple[str, str]] = []
+    if len(recorded) != len(derived):
+        found.append((f"{where}.context.summary_calls", f"{len(recorded)} recorded, the strategy makes {len(derived)}"))
+    for i, (a, b) in enumerate(zip(recorded, derived, strict=False)):
+        old, new = a.model_dump(mode="json"), b.model_dump(mode="json")
+        for name in sorted(set(old) | set(new)):
+            if canonical_json(old.get(name)) != canonical_json(new.get(name)):
+                found.append(
+                    (f"{where}.context.summary_calls[{i}].{name}", "does not re-derive from the recorded history")
+                )
     return found
 
 

@@ -2,8 +2,12 @@
 
 Checks, in order:
 
-1. the directory: manifest readable, every file present, status ``complete`` (``running``/``incomplete`` is
-   refused unless ``allow_incomplete``); these are `VerifyError` (exit 2), not divergences;
+1. the directory: manifest and episodes readable, status ``complete`` (``running``/``incomplete`` is refused
+   first, with the resume command, unless ``allow_incomplete`` or the manifest's seal shows it was edited), every
+   file present; these are `VerifyError` (exit 2), not divergences;
+1b. the seal (``_receipts.py``): the manifest part by part, the receipts' hash chain, each line of
+   ``raw_runs.jsonl`` against its receipt (an edit named by record and field; a line moved, torn, missing or not
+   in the chain named as such), every other file's SHA-256; a run directory from before receipts gets a note;
 2. the task snapshot in ``tasks/``: each file loads, each task's version and content hash match the manifest,
    the suite hash, the public messages and the tool schemas re-derive;
 3. the episode set: exactly the planned (task, strategy, mode, repeat) episodes, and the manifest counts (of
@@ -12,11 +16,13 @@ Checks, in order:
 4. each episode, every attempt of it (superseded ones too), re-executed in a fresh world built from the snapshot
    task: ``begin_step`` then every recorded tool call (name, raw arguments, call id); every tool result, tool event
    and hidden-mutation event, the final state and its hash compared with the record; for a deterministic strategy
-   (built-in or plug-in) every step's context re-derived from the canonical history, and for an external agent's
-   episode exactly "unknown" (no messages, no usage: ``_contexts.py``); then re-graded and every verdict field
+   (built-in or plug-in), and for ``semantic_summary`` from its recorded summary replies, every step's context
+   re-derived from the canonical history, and for an external agent's episode exactly "unknown" (no messages, no
+   usage: ``_contexts.py``); the trace's task, mode, strategy, model, provider, seed, step limit, system prompt
+   (text and hash) and tool schemas against the record and the manifest; then re-graded and every verdict field
    compared; ``cost_usd`` re-derived from the recorded usage at the run's recorded prices (runs that record them);
 5. ``task_results.csv`` row by row and cell by cell, and ``tool_events.jsonl`` line by line, against what the
-   episodes give;
+   episodes give (in the order the seal says they were written);
 6. ``aggregate_metrics.json`` recomputed with its recorded analysis parameters (numbers equal within a
    relative 1e-9), and ``failure_atlas.md`` / ``benchmark_report.md`` rebuilt byte for byte. A run from before
    metrics schema 2 (its manifest has no ``seed_rule``) whose reports are of its older schema gets a note instead
@@ -42,12 +48,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from contextdelta.agent import initial_messages, system_prompt_sha256
-from contextdelta.canonical import canonical_json, content_hash
+from contextdelta.canonical import canonical_json, content_hash, sha256_hex
+from contextdelta.context import count_tool_tokens
 from contextdelta.grading import grade
 from contextdelta.report import METRICS_SCHEMA_VERSION, build_report, params_of
 from contextdelta.rundir import (
     AGGREGATE_METRICS,
     BENCHMARK_REPORT,
+    DERIVED_FILES,
     FAILED_TERMINATIONS,
     FAILURE_ATLAS,
     LEGACY_TASK_RESULT_COLUMNS,
@@ -71,7 +79,13 @@ from contextdelta.rundir import (
 from contextdelta.runner import EpisodeSpec, episode_seed, manifest_episodes, plan_sha256, source_hash
 from contextdelta.stats import analysis_sha256
 from contextdelta.tasks import Task, episode_task, load_directory, suite_hash
-from contextdelta.verify._contexts import context_divergences, external_divergences, rebuild_run_strategies
+from contextdelta.verify._contexts import (
+    SUMMARY_STRATEGY,
+    context_divergences,
+    external_divergences,
+    rebuild_run_strategies,
+)
+from contextdelta.verify._receipts import check_seal
 from contextdelta.worlds import ProtectionMode, get_world
 
 REL_TOL = 1e-9
@@ -255,7 +269,7 @@ class _Verifier:
 
     # ---- 3. the episode set ----------------------------------------------------------------------------------
 
-    def check_episode_set(self, complete: bool) -> None:
+    def check_episode_set(self, complete: bool, torn: set[str] | frozenset[str] = frozenset()) -> None:
         m = self.manifest
         whole, held = manifest_episodes(m)
         planned = {spec.run_id for spec in held}
@@ -266,7 +280,7 @@ class _Verifier:
         if m.counts.planned != len(planned):
             self.diverge(self.group, "counts.planned", f"manifest {m.counts.planned}, the matrix gives {len(planned)}")
         if complete:
-            for missing in sorted(planned - set(present)):
+            for missing in sorted(planned - set(present) - torn):  # a torn line is named as such already
                 self.diverge(missing, RAW_RUNS, "planned episode missing from raw_runs.jsonl")
         for extra in sorted(set(present) - planned):
             self.diverge(extra, RAW_RUNS, "episode not in the planned matrix")
@@ -348,6 +362,24 @@ class _Verifier:
                 f"recorded {recorded!r}, the usage at the run's prices gives {expected!r}",
             )
 
+    def check_trace_identity(self, record: EpisodeRecord, task: Task, rid: str) -> None:
+        """The trace's own copy of what the record and the manifest say: task, world, mode, strategy, model,
+        provider, seed, step limit and system prompt version."""
+        trace, m = record.trace, self.manifest
+        for name, recorded, expected in (
+            ("trace.task_id", trace.task_id, record.task_id),
+            ("trace.world", trace.world, record.world),
+            ("trace.protection_mode", trace.protection_mode, record.protection_mode),
+            ("trace.strategy.name", trace.strategy.name, record.strategy),
+            ("trace.model", trace.model, m.provider.model),
+            ("trace.provider", trace.provider, m.provider.kind),
+            ("trace.seed", trace.seed, record.episode_seed),
+            ("trace.max_steps", trace.max_steps, m.max_steps or task.evaluator.max_steps),
+            ("trace.system_prompt_version", trace.system_prompt_version, m.hashes.system_prompt_version),
+        ):
+            if recorded != expected:
+                self.diverge(rid, name, f"recorded {_short(recorded)}, the record and manifest say {_short(expected)}")
+
     def check_episode(self, record: EpisodeRecord) -> None:
         """Re-execute and re-grade one attempt of an episode (current or superseded alike)."""
         rid = self.label(record)
@@ -374,8 +406,14 @@ class _Verifier:
             )
         self.check_cost(record, rid)
         trace = record.trace
+        self.check_trace_identity(record, task, rid)
         if trace.system_prompt_sha256 != self.manifest.hashes.system_prompt_sha256:
             self.diverge(rid, "trace.system_prompt_sha256", "differs from the manifest's system prompt hash")
+        prompt = trace.initial_messages[0].get("content") if trace.initial_messages else None
+        if not isinstance(prompt, str) or sha256_hex(prompt) != self.manifest.hashes.system_prompt_sha256:
+            self.diverge(
+                rid, "trace.initial_messages[0].content", "the system prompt text does not hash to the manifest's"
+            )
         if content_hash(trace.initial_messages) != info.public_messages_sha256:
             self.diverge(rid, "trace.initial_messages", "differ from the manifest's public messages hash")
         try:
@@ -384,8 +422,15 @@ class _Verifier:
         except ValueError as exc:
             self.diverge(rid, "protection_mode", f"cannot build the world: {exc}")
             return
-        if content_hash(world.tool_schemas()) != trace.tools_sha256:
+        schemas = world.tool_schemas()
+        if content_hash(schemas) != trace.tools_sha256:
             self.diverge(rid, "trace.tools_sha256", "the re-built world offers different tool schemas")
+        if count_tool_tokens(schemas) != trace.tools_harness_tokens:
+            self.diverge(
+                rid,
+                "trace.tools_harness_tokens",
+                f"recorded {trace.tools_harness_tokens}, the tool schemas count {count_tool_tokens(schemas)}",
+            )
         initial = world.state()
         for step in trace.steps:
             where = f"steps[{step.step}]"
@@ -427,7 +472,8 @@ class _Verifier:
             self.diverge(rid, name, detail)
         strategy = self.strategies.strategies.get(record.strategy)
         if strategy is not None and trace.external is None:
-            for name, detail in context_divergences(trace, strategy, world):
+            summaries = self.strategies.summaries if record.strategy == SUMMARY_STRATEGY else None
+            for name, detail in context_divergences(trace, strategy, world, summaries):
                 self.diverge(rid, name, detail)
         final = world.state()
         if canonical_json(final) != canonical_json(trace.evaluator.final_state):
@@ -522,7 +568,12 @@ class _Verifier:
                 f"the statistics code differs from the run's (analysis_sha256 {recorded_hash[:16]} recorded, "
                 f"{analysis_sha256()[:16]} installed): aggregates may legitimately differ"
             )
-        report = build_report(self.manifest, self.records, params, self.superseded)
+        try:
+            report = build_report(self.manifest, self.records, params, self.superseded)
+        except Exception as exc:  # episodes that no run could have written (named above); never a crash of verify
+            for name in (AGGREGATE_METRICS, FAILURE_ATLAS, BENCHMARK_REPORT):
+                self.diverge(self.group, name, f"cannot be rebuilt from these episodes ({type(exc).__name__}: {exc})")
+            return
         schema = recorded.get("schema_version")
         if schema != METRICS_SCHEMA_VERSION:
             self._check_text(FAILURE_ATLAS, report.atlas)
@@ -575,36 +626,58 @@ def _first_differing_line(a: str, b: str) -> int:
     return min(len(a.splitlines()), len(b.splitlines())) + 1
 
 
-def load_run(path: Path, *, allow_incomplete: bool = False) -> tuple[RunDirectory, RunManifest, list[EpisodeRecord]]:
+def resume_command(manifest: RunManifest) -> str:
+    """The command that finishes a run that is not complete (an external agent's run resumes with run-external)."""
+    if manifest.external_agent is not None:
+        return f"run-external --agent-cmd ... --resume {manifest.run_group_id}"
+    return f"run-benchmark --resume {manifest.run_group_id}"
+
+
+def load_run(
+    path: Path, *, allow_incomplete: bool = False, notes: list[str] | None = None
+) -> tuple[RunDirectory, RunManifest, list[EpisodeRecord]]:
     """Open a run directory for verification: the directory, its manifest and each episode's current record;
-    raises VerifyError when it is malformed or incomplete."""
-    directory, manifest, attempts = _load_attempts(path, allow_incomplete=allow_incomplete)
+    raises VerifyError when it is malformed or incomplete (see `_load_attempts`)."""
+    directory, manifest, attempts = _load_attempts(path, allow_incomplete=allow_incomplete, notes=notes)
     return directory, manifest, list(attempts.current)
 
 
-def _load_attempts(path: Path, *, allow_incomplete: bool = False) -> tuple[RunDirectory, RunManifest, EpisodeAttempts]:
+def _load_attempts(
+    path: Path, *, allow_incomplete: bool = False, notes: list[str] | None = None
+) -> tuple[RunDirectory, RunManifest, EpisodeAttempts]:
+    """The directory, its manifest and every attempt of every episode. A run that is not complete is refused
+    first, whatever else it lacks (a run killed while finalising lacks its reports, and resuming it writes them);
+    with ``allow_incomplete`` its missing derived files are noted in ``notes``."""
     directory = RunDirectory(path)
     try:
         manifest = directory.read_manifest()
-    except RunDirectoryError as exc:
-        raise VerifyError(f"malformed run directory: {exc}") from exc
-    missing = [name for name in REQUIRED_FILES if not directory.file(name).is_file()]
-    if not directory.file(TASKS_SNAPSHOT).is_dir():
-        missing.append(f"{TASKS_SNAPSHOT}/")
-    if missing:
-        raise VerifyError(f"malformed run directory {path}: missing {', '.join(missing)}")
-    try:
         attempts = directory.read_attempts()
     except RunDirectoryError as exc:
         raise VerifyError(f"malformed run directory: {exc}") from exc
     records = attempts.current
-    if manifest.status is not RunStatus.COMPLETE and not allow_incomplete:
+    complete = manifest.status is RunStatus.COMPLETE
+    # a status edited after the run is an edit to name (exit 1), not a run to resume
+    if not complete and not allow_incomplete and not directory.manifest_edits():
         raise VerifyError(
-            f"incomplete run {manifest.run_group_id}: status {manifest.status.value}, {len(records)} of "
+            f"incomplete: run {resume_command(manifest)} (status {manifest.status.value}, {len(records)} of "
             f"{manifest.counts.planned} episodes in raw_runs.jsonl"
-            + (f" ({manifest.stop_reason})" if manifest.stop_reason else "")
-            + f"; resume it with `contextdelta run-benchmark --resume {manifest.run_group_id}` (or pass "
-            "--allow-incomplete to check the episodes that exist)"
+            + (f"; {manifest.stop_reason}" if manifest.stop_reason else "")
+            + "), or pass --allow-incomplete to check the episodes that exist"
+        )
+    missing = [name for name in REQUIRED_FILES if not directory.file(name).is_file()]
+    if not directory.file(TASKS_SNAPSHOT).is_dir():
+        missing.append(f"{TASKS_SNAPSHOT}/")
+    derived = [name for name in missing if name in DERIVED_FILES]
+    if not complete and missing and missing == derived:
+        if notes is not None:
+            notes.append(
+                f"{', '.join(derived)} not written yet (the run did not finalise); {resume_command(manifest)} "
+                "writes them"
+            )
+    elif missing:
+        raise VerifyError(
+            f"malformed run directory {path}: missing {', '.join(missing)}"
+            + (f" (`contextdelta {resume_command(manifest)}` rebuilds the derived files)" if missing == derived else "")
         )
     return directory, manifest, attempts
 
@@ -615,16 +688,33 @@ def verify_run(path: Path, *, allow_incomplete: bool = False) -> VerifyResult:
     Raises:
         VerifyError: the directory is malformed, or incomplete without ``allow_incomplete``.
     """
-    directory, manifest, attempts = _load_attempts(path, allow_incomplete=allow_incomplete)
+    notes: list[str] = []
+    directory, manifest, attempts = _load_attempts(path, allow_incomplete=allow_incomplete, notes=notes)
+    sealed = check_seal(directory, manifest)
+    lines = list(attempts.records)
+    order = sealed.sealed_order[: len(lines)]
+    if order != sorted(order):  # derived files and attempt numbers follow the order the records were written in
+        attempts = EpisodeAttempts.of(r for _, r in sorted(zip(order, lines, strict=False), key=lambda pair: pair[0]))
     verifier = _Verifier(directory, manifest, attempts)
+    verifier.result.notes.extend(notes)
+    verifier.result.notes.extend(sealed.notes)
+    superseded = {(r.run_id, r.attempt) for r in attempts.superseded}
+    for run_id, name, detail, attempt in sealed.divergences:
+        if (run_id, attempt) in superseded:  # named as the re-execution names it
+            run_id = f"{run_id} (superseded attempt {attempt})"
+        verifier.diverge(run_id, name, detail)
     if manifest.hashes.harness_sha256 != source_hash():
         verifier.result.notes.append("the installed harness source differs from the run's (harness_sha256)")
     verifier.check_snapshot()
-    verifier.check_episode_set(complete=manifest.status is RunStatus.COMPLETE)
+    verifier.check_episode_set(complete=manifest.status is RunStatus.COMPLETE, torn=sealed.torn)
     verifier.check_attempts()
     for record in attempts.records:  # every attempt, superseded ones too
         verifier.check_episode(record)
-    verifier.check_task_results()
-    verifier.check_tool_events()
-    verifier.check_reports()
+    present = {name for name in DERIVED_FILES if directory.file(name).is_file()}
+    if TASK_RESULTS in present:
+        verifier.check_task_results()
+    if TOOL_EVENTS in present:
+        verifier.check_tool_events()
+    if {AGGREGATE_METRICS, FAILURE_ATLAS, BENCHMARK_REPORT} <= present:
+        verifier.check_reports()
     return verifier.result

@@ -203,6 +203,7 @@ def write_run_directory(results_dir: Path, fixture: Fixture | None = None, tasks
     for record in records:
         recorder.episode(record)
     recorder.finish(RunEnd(path=path, manifest=manifest, records=records, new=len(records)))
+    directory.write_manifest(manifest)  # last, as a run does: its seal covers the records and the derived files
     return directory.path
 
 

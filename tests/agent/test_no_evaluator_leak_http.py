@@ -57,6 +57,7 @@ def test_no_marker_reaches_any_request_body(tmp_path: Path) -> None:
                     results_dir=tmp_path / policy,
                     repeats=1,
                     concurrency=8,
+                    allow_unlocked=True,  # the planted tasks are edited copies without a SUITE.lock
                 )
             )
             bodies = list(server.received or [])

@@ -78,7 +78,8 @@ def test_the_cached_run_verifies_and_a_changed_cost_or_price_is_named(tmp_path: 
     lines[0] = json.dumps(record)
     (path / RAW_RUNS).write_text("\n".join(lines) + "\n")
     found = [d for d in verify_run(path).divergences if d.field == "cost_usd"]
-    assert [d.run_id for d in found] == [record["run_id"]]
+    assert [d.run_id for d in found] == [record["run_id"]] * 2  # the receipt's seal, then the re-derived cost
+    assert "edited after the run" in found[0].detail and "the usage at the run's prices gives" in found[1].detail
 
     path = runs.copy_run(runs.cached_run(), tmp_path / "prices")
     manifest = json.loads((path / MANIFEST).read_text())

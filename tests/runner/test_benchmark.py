@@ -155,8 +155,13 @@ def test_resume_with_a_changed_model_or_task_set_is_refused(oracle_url: str, tmp
     text = task_file.read_text()
     assert "\nversion: 1\n" in text
     task_file.write_text(text.replace("\nversion: 1\n", "\nversion: 2\n", 1))
-    with pytest.raises(BenchmarkError, match="task set"):
+    # the preflight refuses the stale lock first; a task author's --allow-unlocked then meets resume's comparison
+    with pytest.raises(BenchmarkError, match="is not locked"):
         run_benchmark(request(oracle_url, tmp_path, resume=run_id, task_ids=None, tasks_dir=edited))
+    with pytest.raises(BenchmarkError, match="task set"):
+        run_benchmark(
+            request(oracle_url, tmp_path, resume=run_id, task_ids=None, tasks_dir=edited, allow_unlocked=True)
+        )
     with pytest.raises(BenchmarkError, match="--repeats: run has 1, now 2"):
         run_benchmark(request(oracle_url, tmp_path, resume=run_id, task_ids=None, repeats=2))
 

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from contextdelta.cli import app
 from contextdelta.dashboard import load_attempts, load_episode, load_run
-from contextdelta.rundir import RAW_RUNS, TASK_RESULTS, RunDirectory, RunStatus
+from contextdelta.rundir import MANIFEST, RAW_RUNS, RAW_RUNS_RECEIPTS, TASK_RESULTS, RunDirectory, RunStatus
 from contextdelta.runner import EXIT_INCOMPLETE, BenchmarkError, merge_shards, run_benchmark
 from contextdelta.store import EpisodeRow, Store
 from contextdelta.testing import FaultPlan, ScriptedServer, serve_scripted
@@ -289,9 +289,11 @@ def test_verify_re_executes_superseded_attempts_and_names_them(retried_run: Path
     lines[first] = json.dumps(record) + "\n"
     (path / RAW_RUNS).write_text("".join(lines), encoding="utf-8")
     result = verify_run(path)
-    assert [d.render().split(": ")[0:2] for d in result.divergences] == [
-        [f"{record['run_id']} (superseded attempt 1)", "episode_seed"]
-    ]
+    named = {tuple(d.render().split(": ")[0:2]) for d in result.divergences}
+    superseded = f"{record['run_id']} (superseded attempt 1)"
+    # the receipt names the edited field, the re-execution what it contradicts: all of them the superseded attempt
+    assert (superseded, "episode_seed") in named and (superseded, "trace.seed") in named
+    assert {who for who, _ in named} == {superseded}
 
 
 def test_verify_refuses_attempts_out_of_order_and_a_superseded_success(retried_run: Path, tmp_path: Path) -> None:
@@ -301,6 +303,17 @@ def test_verify_refuses_attempts_out_of_order_and_a_superseded_success(retried_r
     (path / RAW_RUNS).write_text("".join(swapped), encoding="utf-8")
     rendered = verify_run(path).lines()
     run_id = json.loads(lines[first])["run_id"]
+    # the receipts name the move itself (and the attempts are then checked in the order they were written)
+    assert (
+        f"{run_id}: raw_runs.jsonl: line {first + 1} holds the record sealed as line {second + 1}: lines out of order"
+        in (rendered)
+    )
+    # without receipts (a run from before them) the attempt numbering still catches it
+    (path / RAW_RUNS_RECEIPTS).unlink()
+    manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    manifest.pop("seal")
+    (path / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    rendered = verify_run(path).lines()
     assert f"{run_id}: attempt: attempts in raw_runs.jsonl order are [2, 1]; expected 1..2, each once, in order" in (
         rendered
     )

@@ -43,6 +43,8 @@ def test_an_old_run_loads_with_the_old_seed_rule_and_its_seeds_verify(legacy: Pa
         assert record.episode_seed != episode_seed(manifest.seed, spec, SeedRule.TASK_REPEAT)
     result = verify_run(legacy)
     assert result.ok, result.lines()
+    assert any("carries no hash chain" in n for n in result.notes)  # written before receipts existed
+    assert not (legacy / "raw_runs.receipts.jsonl").exists() and manifest.seal is None
     (note,) = [n for n in result.notes if "metrics schema 1" in n]
     assert f"contextdelta report {manifest.run_group_id} --write" in note
 
@@ -72,11 +74,23 @@ def test_a_new_run_cannot_pass_off_its_reports_as_an_old_schema(tmp_path: Path) 
     data = json.loads((path / "aggregate_metrics.json").read_text())
     data["schema_version"] = 1
     (path / "aggregate_metrics.json").write_text(json.dumps(data))
-    fields = [d.field for d in verify_run(path).divergences]
-    assert fields == ["aggregate_metrics.json", "benchmark_report.md"]
+    found = verify_run(path).divergences
+    # the seal names the edited file; re-deriving it names both reports as of the wrong schema
+    assert [d.field for d in found] == ["aggregate_metrics.json", "aggregate_metrics.json", "benchmark_report.md"]
+    assert found[0].detail.startswith("edited after the run")
     # nor by dropping the seed rule from its manifest: every seed and the plan hash then diverge
     manifest = json.loads((path / "run_manifest.json").read_text())
     del manifest["seed_rule"]
     (path / "run_manifest.json").write_text(json.dumps(manifest))
     fields = [d.field for d in verify_run(path).divergences]
     assert "plan_sha256" in fields and fields.count("episode_seed") == 12
+
+
+def test_a_torn_last_line_of_an_old_run_is_named_as_torn(legacy: Path) -> None:
+    data = (legacy / RAW_RUNS).read_bytes()
+    (legacy / RAW_RUNS).write_bytes(data[:-300])
+    found = verify_run(legacy).divergences
+    torn = [d for d in found if d.field == RAW_RUNS and "is torn: cut short" in d.detail]
+    last = json.loads(data.splitlines()[-1])["run_id"]
+    assert [d.run_id for d in torn] == [last]
+    assert not any("planned episode missing" in d.detail for d in found)

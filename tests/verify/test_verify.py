@@ -20,6 +20,7 @@ from contextdelta.rundir.layout import (
     RAW_RUNS,
     TASK_RESULTS,
     TOOL_EVENTS,
+    RunDirectory,
 )
 from contextdelta.rundir.records import TASK_RESULT_COLUMNS
 from contextdelta.verify import VerifyError, verify_run
@@ -27,6 +28,7 @@ from tests.report import runs
 
 cli = CliRunner()
 EPISODE = "cal-onsite-loop.last_n.unprotected.r1"
+EDITED_FILE = "edited after the run (its SHA-256 is not the one the manifest sealed)"
 
 
 def verify(path: Path, *extra: str) -> tuple[int, list[str]]:
@@ -92,7 +94,13 @@ def test_an_edited_csv_cell_is_named(run: Path) -> None:
     writer.writerows(rows)
     (run / TASK_RESULTS).write_text(buffer.getvalue())
     code, out = verify(run)
-    assert (code, out) == (1, [f"{EPISODE}: task_results.csv steps: file '99', episode gives '{real}'"])
+    assert (code, out) == (
+        1,
+        [
+            f"{run.name}: task_results.csv: {EDITED_FILE}",
+            f"{EPISODE}: task_results.csv steps: file '99', episode gives '{real}'",
+        ],
+    )
 
 
 def test_an_altered_tool_result_is_named(run: Path) -> None:
@@ -105,10 +113,13 @@ def test_an_altered_tool_result_is_named(run: Path) -> None:
     edit_episode(run, EPISODE, alter)
     code, out = verify(run)
     assert code == 1
-    assert len(out) == 1 and out[0].startswith(
+    # the record's receipt names the edited field; re-executing the call names how the result differs
+    assert len(out) == 2 and out[0].startswith(f"{EPISODE}: trace.steps[0].tool_calls: raw_runs.jsonl line ")
+    assert out[0].endswith(": edited after the run (not what its receipt sealed)")
+    assert out[1].startswith(
         f"{EPISODE}: steps[1].tool_calls[0].result: call seq 0 find_free_slots: differs at character "
     )
-    assert '"capacity":40' in out[0] and '"capacity":4,' in out[0]
+    assert '"capacity":40' in out[1] and '"capacity":4,' in out[1]
 
 
 def test_an_altered_tool_event_and_final_state_are_named(run: Path) -> None:
@@ -138,10 +149,12 @@ def test_a_changed_task_file_in_the_snapshot_is_named(run: Path) -> None:
     assert any(line.startswith(f"{EPISODE}: steps[1].tool_calls[0].result:") for line in out)
 
 
-def test_a_comment_in_a_task_file_changes_nothing(run: Path) -> None:
+def test_a_comment_in_a_task_file_is_named_only_by_the_seal(run: Path) -> None:
+    """A comment is no part of a task's content (its hash stays), but the snapshot is a copy of the files the run
+    read: any byte changed in it is an edit."""
     task = run / "tasks" / "calendar" / "cal-onsite-loop.yaml"
     task.write_text("# an extra comment\n" + task.read_text())
-    assert verify(run) == (0, ["MATCH"])
+    assert verify(run) == (1, [f"{run.name}: tasks/calendar/cal-onsite-loop.yaml: {EDITED_FILE}"])
 
 
 def test_a_deleted_episode_line_is_named(run: Path) -> None:
@@ -167,6 +180,8 @@ def test_deleted_derived_lines_are_named(run: Path) -> None:
     code, out = verify(run)
     assert code == 1
     assert out == [
+        f"{run.name}: task_results.csv: {EDITED_FILE}",
+        f"{run.name}: tool_events.jsonl: {EDITED_FILE}",
         f"{EPISODE}: task_results.csv: row missing (the episode is in raw_runs.jsonl)",
         f"{EPISODE}: tool_events.jsonl seq {seq}: line missing",
     ]
@@ -180,19 +195,27 @@ def test_edited_aggregates_and_reports_are_named(run: Path) -> None:
     (run / BENCHMARK_REPORT).write_text(report.replace("## Limitations", "## Limitations\n\n- all good"))
     code, out = verify(run)
     assert code == 1
+    assert out[:2] == [
+        f"{run.name}: aggregate_metrics.json: {EDITED_FILE}",
+        f"{run.name}: benchmark_report.md: {EDITED_FILE}",
+    ]
     assert (
-        out[0] == f"{run.name}: aggregate_metrics.json conditions[0].rates.success.estimate: recorded 0.5, "
+        out[2] == f"{run.name}: aggregate_metrics.json conditions[0].rates.success.estimate: recorded 0.5, "
         "recomputed 0.0"
     )
-    assert out[1].startswith(f"{run.name}: benchmark_report.md: differs from the one rebuilt from the episodes")
-    assert len(out) == 2
+    assert out[3].startswith(f"{run.name}: benchmark_report.md: differs from the one rebuilt from the episodes")
+    assert len(out) == 4
 
 
 def test_a_float_in_the_last_bits_is_not_a_divergence(run: Path) -> None:
+    """A report recomputed elsewhere may differ in the last bits (summation order): a sealed file whose numbers
+    re-derive within the tolerance verifies. (Editing the file afterwards is named by the seal: the test above.)"""
     data = json.loads((run / AGGREGATE_METRICS).read_text())
     mean = data["conditions"][0]["means"]["agent_tokens"]
     mean["estimate"] = mean["estimate"] * (1 + 1e-13)
     (run / AGGREGATE_METRICS).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    assert verify(run) == (1, [f"{run.name}: aggregate_metrics.json: {EDITED_FILE}"])
+    assert RunDirectory(run).reseal_files()  # as if the run had written these numbers
     assert verify(run) == (0, ["MATCH"])
 
 
@@ -218,7 +241,9 @@ def test_an_incomplete_run_exits_2_unless_allowed() -> None:
     path = runs.incomplete_run()
     code, out = verify(path)
     assert code == 2
-    assert out[0].startswith(f"error: incomplete run {path.name}: status incomplete, 1 of 3 episodes")
+    assert out[0].startswith(
+        f"error: incomplete: run run-benchmark --resume {path.name} (status incomplete, 1 of 3 episodes"
+    )
     assert "--allow-incomplete" in out[0]
     with pytest.raises(VerifyError, match="incomplete"):
         verify_run(path)

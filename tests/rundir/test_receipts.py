@@ -1,0 +1,146 @@
+"""Receipts: every line of raw_runs.jsonl gets one the moment it is appended, chained to the one before; each
+manifest write seals the chain, the manifest and every other file; a resume repairs what a kill left between the
+two appends and refuses receipts damaged elsewhere."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from contextdelta.canonical import canonical_json
+from contextdelta.rundir import (
+    MANIFEST,
+    RAW_RUNS,
+    RAW_RUNS_RECEIPTS,
+    RunDirectory,
+    RunDirectoryError,
+    RunStatus,
+    chain_next,
+    chain_start,
+    parts_of,
+    read_receipts,
+    receipt_for,
+)
+from contextdelta.runner import BenchmarkError, BenchmarkRequest, run_benchmark
+from contextdelta.testing import serve_scripted
+from contextdelta.verify import verify_run
+from tests.report import runs
+
+TASKS = Path(__file__).resolve().parents[2] / "tasks"
+
+
+def test_parts_name_each_value_by_path_down_to_a_fixed_depth() -> None:
+    value = {
+        "started_at": "t",
+        "trace": {
+            "steps": [{"response": {"latency_s": 0.5, "usage": {"prompt_tokens": 3}}, "messages": [{"role": "user"}]}],
+            "evaluator": {"final_state": {"calendar/room/a.b": {"version": 2}}},
+        },
+        "verdict": {"details": [], "success": True},
+    }
+    parts = parts_of(value)
+    assert sorted(parts) == [
+        "started_at",
+        'trace.evaluator.final_state["calendar/room/a.b"]',
+        "trace.steps[0].messages",  # a step's lists are one part each
+        "trace.steps[0].response.latency_s",
+        "trace.steps[0].response.usage",  # four keys deep: its token counts are in it
+        "verdict.details",
+        "verdict.success",
+    ]
+    assert all(len(digest) == 16 for digest in parts.values())
+    changed = parts_of({**value, "started_at": "u"})
+    assert [p for p in parts if parts[p] != changed[p]] == ["started_at"]
+
+
+def test_each_receipt_chains_every_field_to_the_one_before() -> None:
+    first = receipt_for('{"run_id":"a"}', 1, chain_start("group"))
+    second = receipt_for('{"run_id":"b"}', 2, first.chain)
+    assert (first.run_id, second.run_id, second.line) == ("a", "b", 2)
+    assert second.chain == chain_next(first.chain, second)
+    assert chain_next(first.chain, second.model_copy(update={"run_id": "c"})) != second.chain
+    assert receipt_for('{"run_id":"a"}', 1, chain_start("other")).chain != first.chain  # bound to its run group
+    torn = receipt_for(b'{"run_id":"a", "tr', 1, first.chain)
+    assert list(torn.parts) == ["(root)"] and torn.run_id is None
+
+
+def test_a_run_writes_one_receipt_per_line_and_seals_everything(tmp_path: Path) -> None:
+    path = runs.copy_run(runs.single_task_run(), tmp_path)
+    lines = (path / RAW_RUNS).read_text().splitlines()
+    receipts = read_receipts(path / RAW_RUNS_RECEIPTS)
+    assert [r.line for r in receipts] == list(range(1, len(lines) + 1))
+    assert [r.run_id for r in receipts] == [json.loads(line)["run_id"] for line in lines]
+    seal = RunDirectory(path).read_manifest().seal
+    assert seal is not None and (seal.records.lines, seal.records.head) == (len(lines), receipts[-1].chain)
+    assert sorted(seal.files) == sorted(
+        [
+            "aggregate_metrics.json",
+            "benchmark_report.md",
+            "failure_atlas.md",
+            "task_results.csv",
+            "tasks/config/cfg-search-ramp.yaml",
+            "tool_events.jsonl",
+        ]
+    )
+    assert RunDirectory(path).manifest_edits() == []
+
+
+def _small_run(url: str, results: Path) -> Path:
+    request = BenchmarkRequest(
+        tasks_dir=TASKS,
+        base_url=url,
+        model="scripted-oracle",
+        results_dir=results,
+        task_ids=["order-grinder-refund", "cfg-search-ramp"],
+        strategies=["full_history"],
+        protection_modes=["unprotected"],
+        repeats=1,
+    )
+    return run_benchmark(request).path
+
+
+def _resume(url: str, path: Path) -> None:
+    run_benchmark(BenchmarkRequest(base_url=url, model="scripted-oracle", resume=str(path)))
+
+
+def test_a_kill_between_the_two_appends_is_repaired_on_resume(tmp_path: Path) -> None:
+    with serve_scripted("oracle", TASKS, in_process=True) as url:
+        path = _small_run(url, tmp_path)
+        receipts = path / RAW_RUNS_RECEIPTS
+        kept = receipts.read_text().splitlines()
+        receipts.write_text(kept[0] + "\n" + kept[1][:40])  # the last receipt torn, as a kill leaves it
+        directory = RunDirectory(path)  # and the manifest as the session wrote it when it opened
+        directory.write_manifest(directory.read_manifest().model_copy(update={"status": RunStatus.RUNNING}))
+        _resume(url, path)
+    assert receipts.read_text().splitlines() == kept  # the same receipt, re-derived from the same line
+    assert verify_run(path).lines() == ["MATCH"]
+
+
+def test_receipts_damaged_before_their_last_line_refuse_a_resume(tmp_path: Path) -> None:
+    with serve_scripted("oracle", TASKS, in_process=True) as url:
+        path = _small_run(url, tmp_path)
+        receipts = path / RAW_RUNS_RECEIPTS
+        kept = receipts.read_text().splitlines()
+        receipts.write_text("garbage\n" + kept[1] + "\n")
+        with pytest.raises(BenchmarkError, match=r"raw_runs.receipts.jsonl: line 1 is not a receipt"):
+            _resume(url, path)
+        with pytest.raises(RunDirectoryError, match="line 1 is not a receipt"):
+            RunDirectory(path).repair_raw_runs()
+
+
+def test_a_manifest_edited_after_its_seal_refuses_a_resume(tmp_path: Path) -> None:
+    with serve_scripted("oracle", TASKS, in_process=True) as url:
+        path = _small_run(url, tmp_path)
+        manifest = json.loads((path / MANIFEST).read_text())
+        manifest["created_at"] = "2020-01-01T00:00:00Z"
+        (path / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        with pytest.raises(BenchmarkError, match=r"edited after it was sealed \(created_at\)"):
+            _resume(url, path)
+
+
+def test_receipt_lines_are_canonical_json() -> None:
+    path = runs.single_task_run()
+    for line in (path / RAW_RUNS_RECEIPTS).read_text().splitlines():
+        assert line == canonical_json(json.loads(line))

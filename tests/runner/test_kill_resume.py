@@ -1,0 +1,125 @@
+"""SIGKILL at random points of a run and of its finalisation, again and again: after ``--resume`` the run directory
+verifies MATCH and the trace store holds every episode exactly once, as recorded.
+
+A small matrix runs against the scripted server (real HTTP, a few milliseconds per reply) in a subprocess of the
+real command line, with a trace store. Each session is killed (SIGKILL: no handler runs) at a random moment once
+it has opened the run (its session is in the manifest): while episodes run, or once every episode is recorded, in
+the finalisation (derived files, reports, the store, the manifest). Then it is resumed, until at least ten kills
+landed; the last resume runs to the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from contextdelta.rundir import RAW_RUNS, RunDirectory, RunStatus
+from contextdelta.testing import serve_scripted
+from contextdelta.verify import verify_run
+from tests.runner.conftest import SMALL, TASKS
+
+PLANNED = len(SMALL) * 2 * 2  # tasks x strategies x modes, one repeat
+KILLS = 10
+
+
+def _sessions(path: Path) -> int:
+    try:
+        return len(json.loads((path / "run_manifest.json").read_text())["sessions"])
+    except (OSError, ValueError, KeyError):
+        return 0  # not written yet, or being replaced
+
+
+def _recorded(path: Path) -> int:
+    try:
+        return (path / RAW_RUNS).read_bytes().count(b"\n")
+    except OSError:
+        return 0
+
+
+def _wait(condition: object, process: subprocess.Popen[bytes], timeout_s: float = 60.0) -> bool:
+    """Poll ``condition`` until it holds (True) or the process ended (False)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():  # type: ignore[operator]
+            return True
+        if process.poll() is not None:
+            return False
+        time.sleep(0.01)
+    raise AssertionError("the session neither got there nor ended")
+
+
+@pytest.mark.slow
+def test_sigkill_during_runs_and_finalisations_then_resume_gives_a_verified_run_and_a_complete_store(
+    tmp_path: Path,
+) -> None:
+    rng = random.Random(20260312)
+    results = tmp_path / "results"
+    database = f"sqlite:///{tmp_path / 'store.db'}"
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "CONTEXTDELTA_WORKERS": "1"}
+    kills: list[str] = []
+    with serve_scripted("oracle", TASKS, latency_ms=15) as url:
+        common = ["--base-url", url, "--model", "scripted-oracle", "--quiet", "--database-url", database]
+        first = [
+            *("run-benchmark", "--tasks", str(TASKS), "--results-dir", str(results)),
+            *("--task-ids", ",".join(SMALL), "--strategies", "full_history,last_n", "--repeats", "1"),
+            *("--concurrency", "2", *common),
+        ]
+        path: Path | None = None
+        for _ in range(40):
+            args = first if path is None else ["run-benchmark", "--resume", str(path), *common]
+            before = _sessions(path) if path is not None else 0
+            process = subprocess.Popen([sys.executable, "-m", "contextdelta", *args], env=env, stdout=subprocess.PIPE)
+            if path is None:
+                assert _wait(lambda: any((d / "run_manifest.json").exists() for d in results.glob("*")), process)
+                (path,) = results.iterdir()
+            opened = path
+            if len(kills) < KILLS and _wait(lambda p=opened, b=before: _sessions(p) > b, process):
+                if _recorded(opened) < PLANNED and rng.random() < 0.5:
+                    time.sleep(rng.uniform(0.0, 1.0))  # while episodes run
+                else:
+                    _wait(lambda p=opened: _recorded(p) >= PLANNED, process)
+                    time.sleep(rng.uniform(0.0, 0.4))  # in the finalisation
+                if process.poll() is None:
+                    phase = "run" if _recorded(opened) < PLANNED else "finalisation"
+                    os.kill(process.pid, signal.SIGKILL)
+                    kills.append(phase)
+            out, _ = process.communicate(timeout=120)
+            if len(kills) >= KILLS and process.returncode == 0:
+                assert out.decode().strip().splitlines()[-1] == str(path)
+                break
+        else:
+            raise AssertionError(f"no clean end after {kills}")
+    assert len(kills) >= KILLS and {"run", "finalisation"} <= set(kills), kills
+    assert path is not None
+    directory = RunDirectory(path)
+    manifest = directory.read_manifest()
+    assert manifest.status is RunStatus.COMPLETE and manifest.counts.finished == PLANNED
+    assert len(manifest.sessions) >= KILLS + 1
+    result = verify_run(path)
+    assert result.lines() == ["MATCH"], result.lines()[:10]
+    records = {r.run_id: r for r in directory.read_episodes()}
+    assert len(records) == PLANNED
+    engine = create_engine(database)
+    with engine.connect() as connection:
+        rows = connection.execute(
+            text("SELECT run_id, record_sha256 FROM episodes WHERE run_group_id = :group"),
+            {"group": manifest.run_group_id},
+        ).all()
+        finished = connection.execute(
+            text("SELECT finished, status FROM run_groups WHERE id = :group"), {"group": manifest.run_group_id}
+        ).one()
+    engine.dispose()
+    assert sorted(run_id for run_id, _ in rows) == sorted(records)  # each episode exactly once
+    from contextdelta.store import record_sha256
+
+    assert {run_id: digest for run_id, digest in rows} == {k: record_sha256(r) for k, r in records.items()}
+    assert tuple(finished) == (PLANNED, "complete")
