@@ -30,7 +30,17 @@ from contextdelta.report._compare import (
     compare_runs,
     render_comparison,
 )
-from contextdelta.report._format import counted, num, pct, plural, pp, primary_pvalue, pvalue
+from contextdelta.report._format import (
+    counted,
+    crossing_text,
+    num,
+    pct,
+    plural,
+    pp,
+    primary_pvalue,
+    pvalue,
+    slope_text,
+)
 from contextdelta.report._markdown import FailedTrial, RunFacts, render_report
 from contextdelta.report._metrics import aggregate, compute_metrics, metrics_json
 from contextdelta.report._models import (
@@ -42,7 +52,10 @@ from contextdelta.report._models import (
     Comparison,
     ConditionKey,
     ConditionMetrics,
+    DoseResponse,
     EpisodeCounts,
+    HorizonCurve,
+    HorizonPoint,
     ReportWarning,
     ResearchQuestion,
     TokenReduction,
@@ -52,6 +65,7 @@ from contextdelta.report._power import PlannedComparison, PowerPlan, plan_run, r
 from contextdelta.report._questions import RQ_QUESTIONS, planned_questions
 from contextdelta.report._table import (
     BREAKDOWN_METRICS,
+    DOSE_METRICS,
     FAILURE_MODE_ROWS,
     FLIP_METRICS,
     MEAN_METRICS,
@@ -64,6 +78,7 @@ from contextdelta.report._table import (
 
 __all__ = [
     "BREAKDOWN_METRICS",
+    "DOSE_METRICS",
     "FAILURE_MODE_ROWS",
     "FLIP_METRICS",
     "MEAN_METRICS",
@@ -82,9 +97,12 @@ __all__ = [
     "ConditionComparison",
     "ConditionKey",
     "ConditionMetrics",
+    "DoseResponse",
     "EpisodeCounts",
     "EpisodeTable",
     "FailedTrial",
+    "HorizonCurve",
+    "HorizonPoint",
     "NotComparable",
     "PlannedComparison",
     "PowerPlan",
@@ -100,6 +118,7 @@ __all__ = [
     "compare_runs",
     "compute_metrics",
     "counted",
+    "crossing_text",
     "episode_values",
     "metrics_json",
     "num",
@@ -117,6 +136,7 @@ __all__ = [
     "render_failure_atlas",
     "render_power_plan",
     "render_report",
+    "slope_text",
     "write_report_files",
     "write_reports",
 ]

@@ -10,6 +10,8 @@ The pipeline: episodes -> `EpisodeTable` (one definition of each per-episode met
     warnings_section         failed trials that could drive the conclusions
     caching_section          prompt caching: tokens split by the cache, cost with and without it, whether each
                              strategy's saving survives it (runs that recorded their prices)
+    dose_response_section    success and stale-action rate against the horizon, logistic slopes, the horizon
+                             where the stale-action rate first exceeds 10% (runs whose tasks have horizons)
 
 A new section is a function of the context, a field of `AggregateMetrics` and a renderer in `_markdown`.
 Episodes are sorted by run id first, so nothing depends on the order of ``raw_runs.jsonl``.
@@ -26,11 +28,13 @@ from contextdelta.report._conditions import breakdowns_section, conditions_secti
 from contextdelta.report._context import MetricsContext
 from contextdelta.report._controls import controls_section, main_records
 from contextdelta.report._costs import caching_section
+from contextdelta.report._dose import dose_response_section
 from contextdelta.report._models import (
     AggregateMetrics,
     AnalysisInfo,
     Breakdown,
     ConditionMetrics,
+    DoseResponse,
     EpisodeCounts,
     ReportWarning,
     ResearchQuestion,
@@ -88,7 +92,10 @@ def warnings_section(
 
 
 def _printed_estimates(
-    conditions: Sequence[ConditionMetrics], breakdowns: Sequence[Breakdown], questions: Sequence[ResearchQuestion]
+    conditions: Sequence[ConditionMetrics],
+    breakdowns: Sequence[Breakdown],
+    questions: Sequence[ResearchQuestion],
+    dose: DoseResponse | None = None,
 ) -> Iterator[Estimate]:
     """Every rate or difference the report prints as a percentage."""
     for c in conditions:
@@ -104,6 +111,9 @@ def _printed_estimates(
             yield comparison.difference
             if comparison.sensitivity is not None:
                 yield comparison.sensitivity.difference
+    for curve in dose.curves if dose is not None else ():
+        for point in curve.points:
+            yield from point.rates.values()
 
 
 def aggregate(manifest: RunManifest, table: EpisodeTable, params: AnalysisParams = DEFAULT_PARAMS) -> AggregateMetrics:
@@ -121,7 +131,8 @@ def aggregate(manifest: RunManifest, table: EpisodeTable, params: AnalysisParams
         with_verdict=len(table) - failed,
         by_termination=dict(sorted(Counter(table.termination.tolist()).items())),
     )
-    errors = [e.mc_se for e in _printed_estimates(conditions, breakdowns, questions) if e.mc_se is not None]
+    dose = dose_response_section(ctx)
+    errors = [e.mc_se for e in _printed_estimates(conditions, breakdowns, questions, dose) if e.mc_se is not None]
     max_mc_se = max(errors) if errors else None
     return AggregateMetrics(
         run_group_id=manifest.run_group_id,
@@ -148,6 +159,7 @@ def aggregate(manifest: RunManifest, table: EpisodeTable, params: AnalysisParams
         research_questions=questions,
         failure_modes=_failure_totals(conditions),
         caching=caching_section(ctx),
+        dose_response=dose,
     )
 
 
@@ -188,7 +200,7 @@ def compute_metrics(
     return metrics.model_copy(update={"controls": controls, "episodes": episodes})
 
 
-OPTIONAL_SECTIONS = ("controls", "caching")
+OPTIONAL_SECTIONS = ("controls", "caching", "dose_response")
 """Sections a run may not have: left out of the JSON document when absent, so that a run directory written before
 they existed recomputes to the same document."""
 

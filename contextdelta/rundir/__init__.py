@@ -62,6 +62,7 @@ from contextdelta.rundir.records import (
     TaskInfo,
     ToolEventRecord,
     episode_cost,
+    horizons_recorded,
     task_result_columns,
 )
 
@@ -116,6 +117,7 @@ __all__ = [
     "check_results_dir",
     "episode_cost",
     "episode_run_id",
+    "horizons_recorded",
     "new_run_group_id",
     "read_jsonl",
     "render_task_results",
