@@ -28,7 +28,7 @@ from contextdelta.stats._bootstrap import (
 )
 from contextdelta.stats._exact import exact_bound
 from contextdelta.stats._flip import flip_rates
-from contextdelta.stats._horizon import DoseCurve, DoseInput, dose_curves, logistic_slopes
+from contextdelta.stats._horizon import DoseCurve, DoseInput, dose_curves, horizon_params, logistic_slopes
 from contextdelta.stats._paired import paired_comparison, paired_comparisons
 from contextdelta.stats._params import DEFAULT_PARAMS, AnalysisParams
 from contextdelta.stats._passk import pass_hat_k, pass_hat_k_many
@@ -114,6 +114,7 @@ __all__ = [
     "histograms_of",
     "holm_adjust",
     "holm_family",
+    "horizon_params",
     "logistic_slopes",
     "minimum_detectable_difference",
     "pair_by_task",

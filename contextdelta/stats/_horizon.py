@@ -19,10 +19,12 @@ A curve is one condition's 0/1 outcome on tasks that each have a horizon (a gene
 The intervals come from the same resamples as the per-horizon rates: each horizon's tasks are resampled within
 that horizon, then repeats within each task (the horizons and their task counts are the design's), and resample r's
 slope and crossing horizon are computed from resample r's per-horizon rates. A resample in which some horizon has
-no episode with a value has no slope and no crossing: it is left out and counted. As everywhere in this package,
-samples with the same layout share one draw of resample indices; in a generated suite the tasks at the same sorted
-position of two horizons share their family and content seed, so a resample draws the same stories at every
-horizon, which keeps the pairing of a story across horizons.
+no episode with a value has no slope and no crossing: it is left out and counted. Each horizon draws its own
+resample indices (`horizon_params`: a seed derived from the analysis seed and the horizon), so the tasks of
+different horizons are resampled independently, whatever their layouts. A generated suite tells the same story at
+every horizon (same content seed), so its tasks are correlated across horizons; treating them as independent
+makes the slope's interval conservative, never narrower than the data allow. Within a horizon, every curve (each
+condition's) shares one draw per layout, as everywhere in this package.
 """
 
 from __future__ import annotations
@@ -345,6 +347,14 @@ def _crossing(
     )
 
 
+def horizon_params(params: AnalysisParams, horizon: int) -> AnalysisParams:
+    """The analysis parameters a horizon's tasks are resampled with: ``params`` with a seed derived from
+    (``params.seed``, ``horizon``), so that every horizon draws its own resample indices (the horizons' tasks are
+    resampled independently) and the same seed always gives the same draws."""
+    state = np.random.SeedSequence([params.seed, horizon]).generate_state(2, dtype=np.uint32)
+    return params.model_copy(update={"seed": int(state[0]) << 32 | int(state[1])})
+
+
 def dose_curves(curves: Mapping[K, DoseInput], params: AnalysisParams = DEFAULT_PARAMS) -> dict[K, DoseCurve]:
     """Every curve's rates per horizon, logistic slope and crossing horizon (see the module docstring), in one
     batch: samples of the same layout share a draw, and every slope is fitted in one vectorised pass.
@@ -360,8 +370,18 @@ def dose_curves(curves: Mapping[K, DoseInput], params: AnalysisParams = DEFAULT_
             flat[(key, horizon)] = sample
             if horizon in curve.designs:
                 designs[(key, horizon)] = curve.designs[horizon]
-    found = means_with_replicates(flat, params, bounds=(0.0, 1.0), designs=designs)
     grid = sorted({h for curve in curves.values() for h in curve.samples})
+    found: dict[tuple[K, int], tuple[Estimate, FloatVector]] = {}
+    for horizon in grid:
+        mine = {key: sample for key, sample in flat.items() if key[1] == horizon}
+        found.update(
+            means_with_replicates(
+                mine,
+                horizon_params(params, horizon),
+                bounds=(0.0, 1.0),
+                designs={key: d for key, d in designs.items() if key[1] == horizon},
+            )
+        )
     x = np.log2(np.asarray(grid, dtype=np.float64))
     column = {h: j for j, h in enumerate(grid)}
     keys = list(curves)
@@ -406,4 +426,4 @@ def dose_curves(curves: Mapping[K, DoseInput], params: AnalysisParams = DEFAULT_
     return out
 
 
-__all__ = ["DoseCurve", "DoseInput", "dose_curves", "logistic_slopes"]
+__all__ = ["DoseCurve", "DoseInput", "dose_curves", "horizon_params", "logistic_fits", "logistic_slopes"]

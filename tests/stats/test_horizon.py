@@ -1,7 +1,8 @@
 """Dose-response statistics: the logistic slope is the maximum-likelihood fit (checked against statsmodels), separated
 data give an infinite slope and flat data none, repeats add no weight, the per-horizon rates are exactly
 `bootstrap_rates` of each horizon, the crossing horizon and its interval are horizons of the grid (or not
-reached), and a curve's numbers do not depend on the batch it is computed in."""
+reached), the horizons are resampled independently, and a curve's numbers do not depend on the batch it is
+computed in."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from contextdelta.stats import (
     bootstrap_rates,
     cluster_by_task,
     dose_curves,
+    horizon_params,
     logistic_slopes,
 )
 
@@ -99,8 +101,10 @@ RISING = {
 def test_per_horizon_rates_are_bootstrap_rates_of_each_horizon() -> None:
     samples = curve_samples(RISING)
     found = dose_curves({"c": DoseInput(samples, threshold=0.1)}, PARAMS)["c"]
-    alone = bootstrap_rates(samples, PARAMS)
-    assert found.rates == alone
+    assert found.rates == {h: bootstrap_rates({h: s}, horizon_params(PARAMS, h))[h] for h, s in samples.items()}
+    # each horizon draws its own indices: equal layouts, different seeds
+    assert len({horizon_params(PARAMS, h).seed for h in HORIZONS}) == len(HORIZONS)
+    assert horizon_params(PARAMS, 4) == horizon_params(AnalysisParams(resamples=2_000, seed=3), 4)
 
 
 def test_slope_crossing_and_their_intervals() -> None:
@@ -164,3 +168,13 @@ def test_missing_values_are_resampled_on_the_design() -> None:
     found = dose_curves({"c": DoseInput(samples, designs, threshold=0.1)}, PARAMS)["c"]
     assert found.rates[1].n_missing == 1 and found.rates[4].estimate == pytest.approx(2 / 3)
     assert found.slope.status is SlopeStatus.SEPARATED and found.slope.n_tasks == 6
+
+
+def test_the_same_stories_at_every_horizon_are_resampled_independently() -> None:
+    # every horizon holds the same outcomes (a generated suite tells the same story at every horizon): the slope is
+    # 0, and since the horizons are resampled independently its interval is not collapsed onto 0
+    story = [[1.0], [0.0], [1.0], [0.0], [0.0], [1.0]]
+    found = dose_curves({"c": DoseInput(curve_samples({h: story for h in HORIZONS}))}, PARAMS)["c"].slope
+    assert found.status is SlopeStatus.OK and found.estimate == pytest.approx(0.0, abs=1e-12)
+    assert isinstance(found.low, float) and isinstance(found.high, float)
+    assert found.low < -0.1 and found.high > 0.1
