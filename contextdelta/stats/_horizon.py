@@ -46,6 +46,7 @@ K = TypeVar("K", bound=Hashable)
 FloatMatrix = npt.NDArray[np.float64]
 
 _PLAIN_STEPS = 25
+_CHUNK_ROWS = 1 << 14
 _MAX_NEWTON_STEPS = 200
 _MAX_HALVINGS = 60
 _TOLERANCE = 1e-10
@@ -97,7 +98,29 @@ def logistic_fits(
     x: FloatVector,
     start: tuple[FloatVector, FloatVector] | None = None,
 ) -> tuple[FloatVector, FloatVector]:
-    """`logistic_slopes` with the intercepts: ``(a, b)`` per row (``a`` NaN where ``b`` is not finite)."""
+    """`logistic_slopes` with the intercepts: ``(a, b)`` per row (``a`` NaN where ``b`` is not finite). Rows are
+    fitted in chunks of `_CHUNK_ROWS` (independent rows: the same numbers as all at once, in bounded memory)."""
+    rates, weights = np.asarray(rates, dtype=np.float64), np.asarray(weights, dtype=np.float64)
+    if rates.shape[0] > _CHUNK_ROWS:
+        parts = [
+            _fits(
+                rates[i : i + _CHUNK_ROWS],
+                weights[i : i + _CHUNK_ROWS],
+                x,
+                None if start is None else (start[0][i : i + _CHUNK_ROWS], start[1][i : i + _CHUNK_ROWS]),
+            )
+            for i in range(0, rates.shape[0], _CHUNK_ROWS)
+        ]
+        return np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts])
+    return _fits(rates, weights, x, start)
+
+
+def _fits(
+    rates: FloatMatrix,
+    weights: FloatMatrix,
+    x: FloatVector,
+    start: tuple[FloatVector, FloatVector] | None,
+) -> tuple[FloatVector, FloatVector]:
     # columns are rows of the data: reductions over the short horizon axis then run over contiguous memory
     p_t = np.asarray(rates, dtype=np.float64).T
     w_t = np.asarray(weights, dtype=np.float64).T
