@@ -5,7 +5,9 @@ Builds synthetic episode tables shaped like ``task_results.csv`` (tasks x 4 stra
 times what ``report`` computes from the episodes: `contextdelta.report.aggregate` (every rate, mean, interval,
 exact bound, pass^k, flip rate, breakdown per hazard and world, paired test, Holm family, sensitivity row, token
 reduction and minimum detectable difference, with 10,000 resamples and 2,000 simulated datasets per power
-evaluation) plus rendering ``benchmark_report.md``. Reading ``raw_runs.jsonl`` into that table (per-episode,
+evaluation; every task has a horizon (1, 2, 4, 8, 16, crossed with the hazards), so the dose-response section's
+rates per horizon, logistic slopes and crossing horizons, overall and per hazard, are computed too) plus rendering
+``benchmark_report.md``. Reading ``raw_runs.jsonl`` into that table (per-episode,
 linear) is not timed. Each size runs in a fresh subprocess so that its peak RSS is its own. Prints figures only;
 asserts nothing about timings.
 
@@ -42,11 +44,17 @@ HAZARDS = (
     "authorization_boundary",
 )
 REPEATS = 3
+HORIZONS = (1, 2, 4, 8, 16)
 
 # Realistic-looking effects: reduction costs success and raises stale actions; the contract blocks most harm.
 _SUCCESS_SHIFT = {"full_history": 0.0, "last_n": -0.9, "semantic_summary": -0.6, "typed_state_digest": -0.2}
 _STALE_BASE = {"full_history": 0.05, "last_n": 0.35, "semantic_summary": 0.25, "typed_state_digest": 0.10}
 _TOKENS = {"full_history": 9000.0, "last_n": 3500.0, "semantic_summary": 4500.0, "typed_state_digest": 4000.0}
+
+
+def task_horizon(t: int) -> int:
+    """Task t's horizon: crossed with its hazard (``t % 5``), so that every hazard has every horizon."""
+    return HORIZONS[(t // len(HAZARDS)) % len(HORIZONS)]
 
 
 def make_table(n_tasks: int, seed: int = 7) -> EpisodeTable:
@@ -61,7 +69,10 @@ def make_table(n_tasks: int, seed: int = 7) -> EpisodeTable:
     proneness = rng.normal(0.0, 1.5, n_tasks)  # some tasks make stale actions likely under any strategy
     shift = np.vectorize(_SUCCESS_SHIFT.get)(strategy)
     success = rng.random(n) < 1.0 / (1.0 + np.exp(-(difficulty[task] + shift + 0.4 * protected)))
-    stale_logit = np.log(np.vectorize(_STALE_BASE.get)(strategy)) + proneness[task]
+    horizon = np.array([task_horizon(t) for t in range(n_tasks)], dtype=np.int64)[task]
+    # the reduced strategies lose the observation as the horizon grows; full_history does not
+    reduced = strategy != "full_history"
+    stale_logit = np.log(np.vectorize(_STALE_BASE.get)(strategy)) + proneness[task] + 0.6 * reduced * np.log2(horizon)
     stale_count = rng.binomial(2, 1.0 / (1.0 + np.exp(-stale_logit)))
     harmful = (stale_count > 0) & (~protected | (rng.random(n) < 0.05))
     failed = rng.random(n) < 0.02
@@ -110,6 +121,7 @@ def make_table(n_tasks: int, seed: int = 7) -> EpisodeTable:
         termination=termination,
         failure=failure,
         values=values,
+        horizon=horizon,
     )
 
 
@@ -153,6 +165,7 @@ def make_manifest(n_tasks: int, episodes: int) -> RunManifest:
                     "world": WORLDS[t % 3],
                     "hazard": HAZARDS[t % 5],
                     "public_messages_sha256": digest,
+                    "horizon": task_horizon(t),
                 }
                 for t in range(n_tasks)
             ],
@@ -191,6 +204,10 @@ def _measure(n_tasks: int, resamples: int, runs: int) -> dict[str, Any]:
         "comparisons": sum(len(q.comparisons) for q in metrics.research_questions),
         "sensitivity_rows": sum(c.sensitivity is not None for q in metrics.research_questions for c in q.comparisons),
         "token_reductions": len(metrics.token_reduction),
+        "dose_curves": len(metrics.dose_response.curves) if metrics.dose_response else 0,
+        "dose_rates": sum(len(p.rates) for c in metrics.dose_response.curves for p in c.points)
+        if metrics.dose_response
+        else 0,
         "report_lines": text.count("\n"),
     }
     return {

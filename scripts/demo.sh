@@ -5,26 +5,29 @@
 # `contextdelta run-benchmark` on the demo slice (every strategy, both protection modes), verifies the run
 # directory, prints the report, and stops the server on exit (also on error or Ctrl-C).
 #
-# The slice, model and limits are chosen to finish within 30 minutes on a 2-core CPU machine (README, "Demo"):
-# one task per world x 4 strategies x 2 modes x 1 repeat = 24 episodes, at most 4 steps and 160 completion tokens
-# per call, with the reduced strategies' windows shrunk (last_n 1; summary/digest once more than 1 group, keep 1)
-# so that they act from step 3 on. Override with environment variables:
-#   DEMO_MODEL (0.5b)  DEMO_TASK_IDS  DEMO_STRATEGIES  DEMO_MODES  DEMO_REPEATS (1)  DEMO_MAX_STEPS (4)
-#   DEMO_MAX_TOKENS (160)  DEMO_LAST_N (1)  DEMO_SUMMARY_TRIGGER (1)  DEMO_SUMMARY_KEEP (1)
-#   DEMO_RESULTS_DIR (results)  DEMO_TASKS (tasks)  DEMO_SERVER_ARGS (extra `local-model serve` flags)
+# The slice, model and limits are chosen to finish within 30 minutes on a 2-core CPU machine (README, "Demo"): a
+# short-horizon slice of the generated horizon suite, the config-launch-freeze family (its right ending is to leave
+# a key the listing shows frozen alone: nothing a small model has to write) at horizons 1 and 2, x 4 strategies x
+# 2 modes x 1 repeat = 16 episodes, at most 8 steps (the reference's 6 or 7 calls and a final answer) and 96
+# completion tokens per call, with the reduced strategies' windows shrunk (last_n 1; summary/digest once more than 1
+# group, keep 1) so that at horizon 2 the listing that shows the freeze has left the window when the change is due.
+# Override with environment variables:
+#   DEMO_MODEL (0.5b)  DEMO_TASK_IDS  DEMO_STRATEGIES  DEMO_MODES  DEMO_REPEATS (1)  DEMO_MAX_STEPS (8)
+#   DEMO_MAX_TOKENS (96)  DEMO_LAST_N (1)  DEMO_SUMMARY_TRIGGER (1)  DEMO_SUMMARY_KEEP (1)
+#   DEMO_RESULTS_DIR (results)  DEMO_TASKS (tasks/horizon)  DEMO_SERVER_ARGS (extra `local-model serve` flags)
 #   DEMO_READY_TIMEOUT_S (900: the first start assembles and hashes the model file)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BIN=${BIN:-.venv/bin}
 MODEL=${DEMO_MODEL:-0.5b}
-TASKS=${DEMO_TASKS:-tasks}
-TASK_IDS=${DEMO_TASK_IDS:-order-chair-billing,cal-arch-review-move,cfg-staging-access}
+TASKS=${DEMO_TASKS:-tasks/horizon}
+TASK_IDS=${DEMO_TASK_IDS:-config-launch-freeze-h01-d1-release-freeze-early-s0,config-launch-freeze-h02-d1-release-freeze-early-s0}
 STRATEGIES=${DEMO_STRATEGIES:-full_history,last_n,semantic_summary,typed_state_digest}
 MODES=${DEMO_MODES:-unprotected,freshness_contract}
 REPEATS=${DEMO_REPEATS:-1}
-MAX_STEPS=${DEMO_MAX_STEPS:-4}
-MAX_TOKENS=${DEMO_MAX_TOKENS:-160}
+MAX_STEPS=${DEMO_MAX_STEPS:-8}
+MAX_TOKENS=${DEMO_MAX_TOKENS:-96}
 LAST_N=${DEMO_LAST_N:-1}
 SUMMARY_TRIGGER=${DEMO_SUMMARY_TRIGGER:-1}
 SUMMARY_KEEP=${DEMO_SUMMARY_KEEP:-1}

@@ -32,7 +32,17 @@ from contextdelta.report._compare import (
     render_comparison,
 )
 from contextdelta.report._conditions import BASELINE_STRATEGY
-from contextdelta.report._format import counted, num, pct, plural, pp, primary_pvalue, pvalue
+from contextdelta.report._format import (
+    counted,
+    crossing_text,
+    num,
+    pct,
+    plural,
+    pp,
+    primary_pvalue,
+    pvalue,
+    slope_text,
+)
 from contextdelta.report._markdown import FailedTrial, RunFacts, render_report
 from contextdelta.report._metrics import aggregate, compute_metrics, metrics_json
 from contextdelta.report._models import (
@@ -44,7 +54,10 @@ from contextdelta.report._models import (
     Comparison,
     ConditionKey,
     ConditionMetrics,
+    DoseResponse,
     EpisodeCounts,
+    HorizonCurve,
+    HorizonPoint,
     ReportWarning,
     ResearchQuestion,
     RetriedEpisode,
@@ -56,6 +69,7 @@ from contextdelta.report._power import PlannedComparison, PowerPlan, plan_run, r
 from contextdelta.report._questions import RQ_QUESTIONS, planned_questions
 from contextdelta.report._table import (
     BREAKDOWN_METRICS,
+    DOSE_METRICS,
     FAILURE_MODE_ROWS,
     FLIP_METRICS,
     MEAN_METRICS,
@@ -69,6 +83,7 @@ from contextdelta.report._table import (
 __all__ = [
     "BASELINE_STRATEGY",
     "BREAKDOWN_METRICS",
+    "DOSE_METRICS",
     "FAILURE_MODE_ROWS",
     "FLIP_METRICS",
     "MEAN_METRICS",
@@ -87,9 +102,12 @@ __all__ = [
     "ConditionComparison",
     "ConditionKey",
     "ConditionMetrics",
+    "DoseResponse",
     "EpisodeCounts",
     "EpisodeTable",
     "FailedTrial",
+    "HorizonCurve",
+    "HorizonPoint",
     "NotComparable",
     "PlannedComparison",
     "PowerPlan",
@@ -108,6 +126,7 @@ __all__ = [
     "comparison_table",
     "compute_metrics",
     "counted",
+    "crossing_text",
     "episode_values",
     "metrics_json",
     "num",
@@ -125,6 +144,7 @@ __all__ = [
     "render_failure_atlas",
     "render_power_plan",
     "render_report",
+    "slope_text",
     "write_report_files",
     "write_reports",
 ]

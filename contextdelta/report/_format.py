@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from contextdelta.stats import Estimate, SignFlipMethod, SignFlipTest
+from contextdelta.stats import (
+    Estimate,
+    HorizonCrossing,
+    LogisticSlope,
+    SignFlipMethod,
+    SignFlipTest,
+    SlopeStatus,
+    printed_decimals,
+)
 
 
 def pct(estimate: Estimate, decimals: int = 1) -> str:
@@ -42,6 +50,53 @@ def pp(estimate: Estimate, decimals: int = 1) -> str:
 def num(estimate: Estimate, digits: int = 0) -> str:
     """A mean as ``"1234 [1100, 1400]"``."""
     return estimate.format(digits=max(0, digits))
+
+
+def _end(value: float | str, decimals: int) -> str:
+    """A slope or an interval end: ``+1.23``, ``+inf``, ``-inf``."""
+    if value == "inf":
+        return "+inf"
+    if value == "-inf":
+        return "-inf"
+    return f"{float(value):+.{decimals}f}"
+
+
+def slope_text(slope: LogisticSlope) -> str:
+    """A logistic slope with its interval: ``"+1.23 [+0.80, +1.71]"``, ``"+inf [+inf, +inf] (separated)"``, or
+    ``"not estimable: ..."``."""
+    if slope.status is SlopeStatus.NO_DATA:
+        return "no data"
+    if slope.status is SlopeStatus.NOT_ESTIMABLE:
+        return f"not estimable: {slope.note}"
+    d = printed_decimals(slope.mc_se, scale=1.0, max_decimals=2)
+    assert slope.estimate is not None  # ok or separated
+    text = _end(slope.estimate, d)
+    if slope.low is not None and slope.high is not None:
+        text += f" [{_end(slope.low, d)}, {_end(slope.high, d)}]"
+    else:
+        text += " (no interval: no resample had a slope)"
+    if slope.status is SlopeStatus.SEPARATED:
+        text += " (separated)"
+    if slope.resamples_left_out:
+        text += f" ({slope.resamples_left_out} resamples without a slope left out)"
+    return text
+
+
+def crossing_text(crossing: HorizonCrossing) -> str:
+    """The first horizon above the threshold with its interval: ``"h=4 [h=4, h=8]"``, ``"not reached up to h=16"``."""
+    if crossing.status == "no_data":
+        return "no data"
+
+    def at(horizon: int | None) -> str:
+        return "not reached" if horizon is None else f"h={horizon}"
+
+    if crossing.horizon is None and crossing.low is None and crossing.high is None:
+        text = f"not reached up to h={crossing.largest_horizon}"
+    else:
+        text = f"{at(crossing.horizon)} [{at(crossing.low)}, {at(crossing.high)}]"
+    if crossing.resamples_left_out:
+        text += f" ({crossing.resamples_left_out} resamples left out)"
+    return text
 
 
 def pvalue(value: float | None) -> str:

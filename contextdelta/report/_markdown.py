@@ -1,5 +1,6 @@
-"""``benchmark_report.md``: warnings, setup, methods, per-condition results, breakdowns, the three research
-questions, tokens and cost, failure modes, failed trials, limitations and receipts.
+"""``benchmark_report.md``: warnings, setup, methods, per-condition results, controls, breakdowns, the dose-response
+against the horizon, the three research questions, tokens and cost, failure modes, failed trials, limitations and
+receipts.
 
 Every number comes from `AggregateMetrics` (so ``verify`` can rebuild the file byte for byte); the run's own
 facts (measurement times, the failed trials' errors) from `RunFacts`. Times are the run's measurement times, never
@@ -13,7 +14,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contextdelta.providers import Price
-from contextdelta.report._format import counted, num, pct, plural, pp, primary_pvalue, pvalue, table
+from contextdelta.report._format import (
+    counted,
+    crossing_text,
+    num,
+    pct,
+    plural,
+    pp,
+    primary_pvalue,
+    pvalue,
+    slope_text,
+    table,
+)
 from contextdelta.report._models import (
     AggregateMetrics,
     Breakdown,
@@ -21,10 +33,12 @@ from contextdelta.report._models import (
     Comparison,
     ConditionKey,
     ConditionMetrics,
+    DoseResponse,
+    HorizonCurve,
     ResearchQuestion,
 )
 from contextdelta.report._table import FAILED_TERMINATION_ORDER, FAILURE_MODE_ROWS
-from contextdelta.rundir import EpisodeRecord, RunManifest, RunStatus, SeedRule
+from contextdelta.rundir import EpisodeRecord, RunManifest, RunStatus, SeedRule, horizons_recorded
 from contextdelta.stats import Estimate
 
 _SAFETY_COLUMNS = (
@@ -349,6 +363,82 @@ def _breakdown_row(b: Breakdown, metric: str, decimals: int) -> list[str]:
     tasks, episodes = common if common is not None else (b.tasks, 0)
     label = f"{b.value} ({plural(tasks, 'task')}, {plural(episodes, 'episode')})"
     return [label, *(counted(e, decimals, tasks, episodes) for e in estimates)]
+
+
+def _dose_tables(dose: DoseResponse, curves: list[HorizonCurve], decimals: int, level: str) -> list[str]:
+    """The stale-action and success tables of one set of curves (all tasks with a horizon, or one hazard's)."""
+    horizons = [h for h in dose.horizons if any(p.horizon == h for c in curves for p in c.points)]
+    tasks = {h: max((p.tasks for c in curves for p in c.points if p.horizon == h), default=0) for h in horizons}
+    lines = ["Tasks per horizon: " + ", ".join(f"h={h}: {tasks[h]}" for h in horizons) + ".", ""]
+    threshold = f"{100 * dose.crossing_threshold:g}%"
+    for metric, title in (("stale_action", "Stale-action rate"), ("success", "Success")):
+        columns = {h: [p.rates[metric] for c in curves for p in c.points if p.horizon == h] for h in horizons}
+        common = {h: _common_counts(columns[h]) for h in horizons}
+        rows = []
+        for c in curves:
+            by_horizon = {p.horizon: p.rates[metric] for p in c.points}
+            cells = []
+            for h in horizons:
+                found, counts = by_horizon.get(h), common[h]
+                cells.append("not run" if found is None else counted(found, decimals, *(counts or (None, None))))
+            row = [c.condition.label, *cells, slope_text(c.slopes[metric])]
+            if metric == "stale_action":
+                row.append(crossing_text(c.stale_crossing))
+            rows.append(row)
+        header = ["condition", *(f"h={h}" for h in horizons), f"slope per doubling ({level})"]
+        if metric == "stale_action":
+            header.append(f"first h above {threshold} ({level})")
+        lines += [f"{title} by horizon:", "", *table(header, rows), ""]
+    return lines
+
+
+def _dose_response(manifest: RunManifest, metrics: AggregateMetrics) -> list[str]:
+    """Success and stale-action rate against the horizon; one line for a run whose tasks have no horizon."""
+    dose = metrics.dose_response
+    title = "## Dose-response: rates against the horizon"
+    if dose is None:
+        if not horizons_recorded(manifest):
+            return []  # a run recorded before horizons were: its report stays as it was
+        return [
+            title,
+            "",
+            f"Not applicable: none of this run's {plural(len(manifest.tasks), 'task')} has a horizon (generated "
+            "tasks carry one: `contextdelta generate-tasks`, the `horizon` suite).",
+            "",
+        ]
+    d = metrics.analysis.rate_decimals
+    level = f"{100 * metrics.analysis.confidence:g}%"
+    threshold = f"{100 * dose.crossing_threshold:g}%"
+    lines = [
+        title,
+        "",
+        "A generated task's **horizon** (`evaluator.family.horizon`) is the number of agent calls from the "
+        "observation that decides whether its dependent write is safe (each family names it: `contextdelta "
+        "generate-tasks --list`) to that write, the work in between being on other resources; under `last_n` with "
+        "n tool groups that observation is still in the context at the write exactly when the horizon is at most n. "
+        f"{plural(dose.tasks, 'task')} of the run have a horizon"
+        + (f" ({dose.tasks_without_horizon} without one are left out here)" if dose.tasks_without_horizon else "")
+        + ". Rates at a horizon are over that horizon's tasks, with the intervals of the tables above "
+        "(task-cluster bootstrap; exact bounds where every task agrees). The **slope** is the maximum-likelihood "
+        "logistic regression of the per-horizon rate on log2(horizon), each horizon weighted by its number of "
+        "tasks (repeats add no weight): the change in log-odds per doubling of the horizon, with a "
+        f"{level} percentile interval from the same bootstrap (tasks resampled within their horizon, then repeats "
+        "within a task). Separated rates (0 below a step and 1 above it, or the reverse) have no finite slope "
+        "(+inf / -inf); rates without variation (0 or 1 at every horizon) have none (not estimable). "
+        f"**First h above {threshold}**: the smallest horizon whose stale-action rate exceeds {threshold}, with the "
+        f"{level} quantiles of that horizon over the resamples (not reached: at most {threshold} at every horizon).",
+        "",
+        f"### All tasks with a horizon ({plural(dose.tasks, 'task')}; hazards: {', '.join(dose.hazards)})",
+        "",
+    ]
+    overall = [c for c in dose.curves if c.hazard is None]
+    lines += _dose_tables(dose, overall, d, level)
+    for hazard in dose.hazards if len(dose.hazards) > 1 else []:
+        mine = [c for c in dose.curves if c.hazard == hazard]
+        if mine:
+            lines += [f"### {hazard}", ""]
+            lines += _dose_tables(dose, mine, d, level)
+    return lines
 
 
 def _detectable(c: Comparison) -> str:
@@ -809,6 +899,7 @@ def render_report(manifest: RunManifest, facts: RunFacts, metrics: AggregateMetr
     lines += _conditions(metrics)
     lines += _controls(metrics)
     lines += _breakdowns(metrics)
+    lines += _dose_response(manifest, metrics)
     for rq in metrics.research_questions:
         lines += _question(rq, QUESTION_TITLES.get(rq.id, rq.id), metrics)
     lines += _tokens(metrics)

@@ -11,6 +11,8 @@ The pipeline: episodes -> `EpisodeTable` (one definition of each per-episode met
     caching_section          prompt caching: tokens split by the cache, cost with and without it, whether each
                              strategy's saving survives it (runs that recorded their prices)
     retries_section          failed trials re-run by --retry-failed and their superseded attempts (runs with any)
+    dose_response_section    success and stale-action rate against the horizon, logistic slopes, the horizon
+                             where the stale-action rate first exceeds 10% (runs whose tasks have horizons)
 
 A new section is a function of the context, a field of `AggregateMetrics` and a renderer in `_markdown`.
 Episodes are sorted by run id first, so nothing depends on the order of ``raw_runs.jsonl``.
@@ -27,11 +29,13 @@ from contextdelta.report._conditions import breakdowns_section, conditions_secti
 from contextdelta.report._context import MetricsContext
 from contextdelta.report._controls import controls_section, main_records
 from contextdelta.report._costs import caching_section
+from contextdelta.report._dose import dose_response_section
 from contextdelta.report._models import (
     AggregateMetrics,
     AnalysisInfo,
     Breakdown,
     ConditionMetrics,
+    DoseResponse,
     EpisodeCounts,
     ReportWarning,
     ResearchQuestion,
@@ -90,7 +94,10 @@ def warnings_section(
 
 
 def _printed_estimates(
-    conditions: Sequence[ConditionMetrics], breakdowns: Sequence[Breakdown], questions: Sequence[ResearchQuestion]
+    conditions: Sequence[ConditionMetrics],
+    breakdowns: Sequence[Breakdown],
+    questions: Sequence[ResearchQuestion],
+    dose: DoseResponse | None = None,
 ) -> Iterator[Estimate]:
     """Every rate or difference the report prints as a percentage."""
     for c in conditions:
@@ -106,6 +113,9 @@ def _printed_estimates(
             yield comparison.difference
             if comparison.sensitivity is not None:
                 yield comparison.sensitivity.difference
+    for curve in dose.curves if dose is not None else ():
+        for point in curve.points:
+            yield from point.rates.values()
 
 
 def aggregate(manifest: RunManifest, table: EpisodeTable, params: AnalysisParams = DEFAULT_PARAMS) -> AggregateMetrics:
@@ -123,7 +133,8 @@ def aggregate(manifest: RunManifest, table: EpisodeTable, params: AnalysisParams
         with_verdict=len(table) - failed,
         by_termination=dict(sorted(Counter(table.termination.tolist()).items())),
     )
-    errors = [e.mc_se for e in _printed_estimates(conditions, breakdowns, questions) if e.mc_se is not None]
+    dose = dose_response_section(ctx)
+    errors = [e.mc_se for e in _printed_estimates(conditions, breakdowns, questions, dose) if e.mc_se is not None]
     max_mc_se = max(errors) if errors else None
     return AggregateMetrics(
         run_group_id=manifest.run_group_id,
@@ -150,6 +161,7 @@ def aggregate(manifest: RunManifest, table: EpisodeTable, params: AnalysisParams
         research_questions=questions,
         failure_modes=_failure_totals(conditions),
         caching=caching_section(ctx),
+        dose_response=dose,
     )
 
 
@@ -193,7 +205,7 @@ def compute_metrics(
     return metrics.model_copy(update={"controls": controls, "episodes": episodes})
 
 
-OPTIONAL_SECTIONS = ("controls", "caching", "retries")
+OPTIONAL_SECTIONS = ("controls", "caching", "retries", "dose_response")
 """Sections a run may not have: left out of the JSON document when absent, so that a run directory written before
 they existed recomputes to the same document."""
 

@@ -7,7 +7,16 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from contextdelta.providers import Price
-from contextdelta.stats import DetectableDifference, Estimate, PairedComparison, PairTable, PassK, SignFlipTest
+from contextdelta.stats import (
+    DetectableDifference,
+    Estimate,
+    HorizonCrossing,
+    LogisticSlope,
+    PairedComparison,
+    PairTable,
+    PassK,
+    SignFlipTest,
+)
 
 METRICS_SCHEMA_VERSION = 2
 """2: task-level tests (sign-flip), exact bounds, breakdowns, flip rates, failed-trial sensitivity, power."""
@@ -287,6 +296,58 @@ class RetrySection(BaseModel):
     episodes: list[RetriedEpisode] = Field(description="Every retried episode, in run id order.")
 
 
+class HorizonPoint(BaseModel):
+    """One condition's rates on the tasks of one horizon."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    horizon: int = Field(description="The horizon (agent calls from the counted observation to the dependent write).")
+    tasks: int = Field(description="Tasks of this horizon with an episode in the condition.")
+    episodes: int = Field(description="Their finished episodes.")
+    failed_trials: int = Field(description="Of which failed trials (failures for success, outside the stale rate).")
+    rates: dict[str, Estimate] = Field(
+        description="DOSE_METRICS (success, stale_action) on these tasks, with task-cluster intervals or exact bounds."
+    )
+
+
+class HorizonCurve(BaseModel):
+    """One condition's dose-response: its rates at each horizon, a logistic slope per rate, and the horizon at which
+    its stale-action rate first exceeds the threshold."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    hazard: str | None = Field(description="The hazard the curve is restricted to; null: every task with a horizon.")
+    condition: ConditionKey = Field(description="The condition.")
+    points: list[HorizonPoint] = Field(description="One per horizon at which the condition has episodes, ascending.")
+    slopes: dict[str, LogisticSlope] = Field(
+        description="Per DOSE_METRICS rate: the logistic slope on log2(horizon) (log-odds per doubling), fitted by "
+        "maximum likelihood to the per-horizon rates weighted by tasks, with a task-cluster bootstrap interval."
+    )
+    stale_crossing: HorizonCrossing = Field(
+        description="The smallest horizon whose stale-action rate exceeds the threshold (null: not reached), with a "
+        "task-cluster bootstrap interval."
+    )
+
+
+class DoseResponse(BaseModel):
+    """Success and stale-action rate against the horizon, per condition (and per hazard when the tasks with a horizon
+    have several). Only tasks with a horizon (generated tasks) count; absent from runs without one."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    horizons: list[int] = Field(description="The horizons of the run's tasks, ascending.")
+    tasks: int = Field(description="Tasks with a horizon.")
+    tasks_without_horizon: int = Field(description="The run's tasks without one (left out of this section).")
+    hazards: list[str] = Field(description="Hazards of the tasks with a horizon, sorted.")
+    metrics: list[str] = Field(description="The rates on the curves (DOSE_METRICS).")
+    predictor: Literal["log2_horizon"] = Field(description="The slopes' predictor: log2 of the horizon.")
+    crossing_threshold: float = Field(description="The stale-action rate a crossing horizon exceeds (strictly).")
+    curves: list[HorizonCurve] = Field(
+        description="Every condition on all tasks with a horizon (hazard null), then, when there are several "
+        "hazards, every condition on each hazard's tasks."
+    )
+
+
 class AggregateMetrics(BaseModel):
     """The content of ``aggregate_metrics.json``. Sections are fields; a new section is a new field (with a
     default, so files written before it still load) built by its own function in the metrics pipeline."""
@@ -322,4 +383,9 @@ class AggregateMetrics(BaseModel):
         default=None,
         description="Failed trials re-run by --retry-failed and their superseded attempts; absent from runs "
         "without any.",
+    )
+    dose_response: DoseResponse | None = Field(
+        default=None,
+        description="Success and stale-action rate against the horizon, slopes and crossing horizons; absent from "
+        "runs whose tasks have no horizon (the hand-written suite) and from runs recorded before horizons were.",
     )

@@ -78,6 +78,8 @@ FLIP_METRICS = ("success", "stale_action", "harmful_action")
 """Outcomes whose flip rate across repeats is reported per condition."""
 BREAKDOWN_METRICS = ("success", "stale_action", "duplicate_action", "prohibited_action", "harmful_action")
 """Rates reported per hazard and per world."""
+DOSE_METRICS = ("success", "stale_action")
+"""Rates reported against the horizon (the dose-response section)."""
 
 METRIC_DEFINITIONS: dict[str, str] = {**RATE_METRICS, **MEAN_METRICS}
 
@@ -183,6 +185,9 @@ class EpisodeTable:
     failure: npt.NDArray[np.str_]
     """`failure_key` of each episode."""
     values: Mapping[str, npt.NDArray[np.float64]]
+    horizon: npt.NDArray[np.int64] | None = None
+    """Each episode's task horizon (the manifest's record of ``evaluator.family.horizon``), 0 for a task without
+    one; None: no task has one."""
     _rows: dict[Condition, npt.NDArray[np.int64]] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -193,8 +198,11 @@ class EpisodeTable:
         manifest: RunManifest | None = None,
     ) -> EpisodeTable:
         """The table of a run's episodes (sorted by run id) and the attributions of its failures; with the run's
-        ``manifest``, its recorded prices give the `CACHING_METRICS` costs."""
+        ``manifest``, its recorded prices give the `CACHING_METRICS` costs and its tasks' horizons the horizon
+        column."""
         ordered = sorted(records, key=lambda r: r.run_id)
+        horizons = {t.id: t.horizon for t in manifest.tasks if t.horizon is not None} if manifest else {}
+        horizon = np.array([horizons.get(r.task_id, 0) for r in ordered], dtype=np.int64)
         by_run = {a.run_id: a for a in attributions}
         rows = [{**episode_values(r), **caching_values(r, manifest)} for r in ordered]
 
@@ -215,6 +223,7 @@ class EpisodeTable:
             termination=strings([r.trace.termination.value for r in ordered]),
             failure=strings([failure_key(r, by_run.get(r.run_id)) for r in ordered]),
             values={name: column(name) for name in (*METRIC_DEFINITIONS, *CACHING_METRICS)},
+            horizon=horizon if horizon.any() else None,
         )
 
     def __len__(self) -> int:

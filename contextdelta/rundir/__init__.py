@@ -89,6 +89,7 @@ from contextdelta.rundir.records import (
     ToolEventRecord,
     UnlockedSuite,
     episode_cost,
+    horizons_recorded,
     task_result_columns,
 )
 
@@ -160,6 +161,7 @@ __all__ = [
     "episode_cost",
     "episode_run_id",
     "file_digests",
+    "horizons_recorded",
     "manifest_edits",
     "new_run_group_id",
     "part_differences",

@@ -118,6 +118,13 @@ class TaskInfo(BaseModel):
     world: str = Field(description="order, calendar or config.")
     hazard: str = Field(description="The task's primary hazard (SPEC section 5).")
     public_messages_sha256: str = Field(description="SHA-256 of the canonical JSON of the initial messages.")
+    horizon: int | None = Field(
+        default=None,
+        ge=1,
+        description="A generated task's horizon (its evaluator.family.horizon: agent calls from the observation "
+        "that decides whether the dependent write is safe to that write); null for a task without one. Absent "
+        "from run directories written before horizons were recorded (`horizons_recorded`).",
+    )
 
 
 class SuiteInfo(BaseModel):
@@ -351,6 +358,12 @@ class RunManifest(BaseModel):
         description="The run directory's tamper-evidence (hash chain head, digests of this manifest and of every "
         "other file), recomputed at each manifest write; null in run directories written before it existed.",
     )
+
+
+def horizons_recorded(manifest: RunManifest) -> bool:
+    """Whether the manifest records each task's horizon (written since issue 20, ``null`` for a task without one);
+    a manifest from before lacks the field, and its reports stay as they were (no dose-response line)."""
+    return any("horizon" in t.model_fields_set for t in manifest.tasks)
 
 
 class EpisodeRecord(BaseModel):

@@ -129,6 +129,7 @@ class Matrix:
                 world=t.task.world,
                 hazard=t.task.evaluator.hazard.value,
                 public_messages_sha256=content_hash(initial_messages(t.task.public_task)),
+                horizon=t.task.evaluator.horizon,
             )
             for t in self.tasks
         ]

@@ -10,6 +10,7 @@ independent evidence. Typical use from a per-episode table::
     found = paired_comparisons({name: (samples[a], samples[b]) for name, (a, b) in planned.items()}, params)
     tests = holm_family({name: c.test for name, c in found.items()})      # untestable members leave the family
     mdd = minimum_detectable_difference(PilotModel.from_pairs(pair_by_task(...)), n_tasks, repeats, 0.05 / m)
+    curves = dose_curves({key: DoseInput(samples_by_horizon, threshold=0.10)}, params)   # rate per horizon, slope
 
 Every result is a pydantic model without NaN: see `EstimateStatus` for empty, degenerate and one-task data.
 """
@@ -27,6 +28,7 @@ from contextdelta.stats._bootstrap import (
 )
 from contextdelta.stats._exact import exact_bound
 from contextdelta.stats._flip import flip_rates
+from contextdelta.stats._horizon import DoseCurve, DoseInput, dose_curves, horizon_params, logistic_slopes
 from contextdelta.stats._paired import paired_comparison, paired_comparisons
 from contextdelta.stats._params import DEFAULT_PARAMS, AnalysisParams
 from contextdelta.stats._passk import pass_hat_k, pass_hat_k_many
@@ -47,11 +49,15 @@ from contextdelta.stats._receipt import analysis_sha256
 from contextdelta.stats._results import (
     Estimate,
     EstimateStatus,
+    HorizonCrossing,
+    InfiniteEnd,
+    LogisticSlope,
     PairedComparison,
     PairTable,
     PassK,
     SignFlipMethod,
     SignFlipTest,
+    SlopeStatus,
 )
 from contextdelta.stats._samples import (
     ClusteredSample,
@@ -75,8 +81,13 @@ __all__ = [
     "AnalysisParams",
     "ClusteredSample",
     "DetectableDifference",
+    "DoseCurve",
+    "DoseInput",
     "Estimate",
     "EstimateStatus",
+    "HorizonCrossing",
+    "InfiniteEnd",
+    "LogisticSlope",
     "PairTable",
     "PairedComparison",
     "PairedSample",
@@ -85,6 +96,7 @@ __all__ = [
     "RandomEffectsModel",
     "SignFlipMethod",
     "SignFlipTest",
+    "SlopeStatus",
     "TaskPairs",
     "TaskValues",
     "analysis_sha256",
@@ -96,11 +108,14 @@ __all__ = [
     "bootstrap_relative_reductions",
     "check_binary",
     "cluster_by_task",
+    "dose_curves",
     "exact_bound",
     "flip_rates",
     "histograms_of",
     "holm_adjust",
     "holm_family",
+    "horizon_params",
+    "logistic_slopes",
     "minimum_detectable_difference",
     "pair_by_task",
     "pair_by_task_repeat",

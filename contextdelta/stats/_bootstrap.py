@@ -293,18 +293,29 @@ def bootstrap_means(
     condition: the bootstrap then resamples the design's tasks and repeats and leaves the episodes without a value
     out of each resample's sums (a ratio estimator), so every metric of a condition shares one draw.
     """
+    return {key: found[0] for key, found in means_with_replicates(samples, params, bounds, designs).items()}
+
+
+def means_with_replicates(
+    samples: Mapping[K, ClusteredSample],
+    params: AnalysisParams = DEFAULT_PARAMS,
+    bounds: Bounds | Mapping[K, Bounds] = None,
+    designs: Mapping[K, ClusteredSample] | None = None,
+) -> dict[K, tuple[Estimate, FloatVector]]:
+    """`bootstrap_means` with each sample's bootstrap replicates of the mean (NaN where a resample's denominator is
+    zero): statistics built from several samples' means (the dose-response curve) resample them in the same draw."""
     keys = list(samples)
     per_sample = bounds if isinstance(bounds, Mapping) else dict.fromkeys(keys, bounds)
     embedded = designs or {}
     jobs = [_embedded_job(samples[k], embedded[k]) if k in embedded else _mean_job(samples[k]) for k in keys]
     results = _run(jobs, params)
-    out: dict[K, Estimate] = {}
+    out: dict[K, tuple[Estimate, FloatVector]] = {}
     for key, (sums, episodes) in zip(keys, results, strict=True):
         sample = samples[key]
         n = sample.n_episodes
         with np.errstate(divide="ignore", invalid="ignore"):
             replicates = sums[:, 0] / (sums[:, 1] if key in embedded else np.maximum(episodes, 1.0))
-        out[key] = _interval(
+        estimate = _interval(
             float(sample.values.sum() / n) if n else None,
             replicates,
             n_tasks=sample.n_tasks,
@@ -314,6 +325,7 @@ def bootstrap_means(
             bounds=per_sample.get(key),
             n_missing=sample.n_missing,
         )
+        out[key] = (estimate, replicates)
     return out
 
 

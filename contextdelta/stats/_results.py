@@ -2,12 +2,14 @@
 
 Every number a report prints comes from one of these models. They never hold NaN or infinity
 (`allow_inf_nan=False`): where a quantity cannot be computed the numeric fields are ``None`` and
-``status`` says why, so a report can print "no data" instead of "nan".
+``status`` says why, so a report can print "no data" instead of "nan". A slope that is infinite (separated data)
+is the string ``"inf"`` or ``"-inf"``, which JSON can carry and ``float()`` reads.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -171,3 +173,78 @@ class PairedComparison(BaseModel):
     )
     test: SignFlipTest = Field(description="The primary test: the exact sign-flip test over tasks.")
     episodes: PairTable = Field(description="Episode-level 2x2 table on (task, repeat) pairs: description only.")
+
+
+InfiniteEnd = Literal["inf", "-inf"]
+"""An infinite value in a JSON document (``float("inf")`` reads it back): the fitted slope of separated data."""
+
+
+class SlopeStatus(StrEnum):
+    """How to read a fitted logistic slope."""
+
+    OK = "ok"
+    """A finite maximum-likelihood slope."""
+    SEPARATED = "separated"
+    """The rate is at 0 below some horizon and at 1 above it (or the reverse): the likelihood grows without bound
+    as the slope does, so the maximum-likelihood slope is infinite (``"inf"`` rising, ``"-inf"`` falling)."""
+    NOT_ESTIMABLE = "not_estimable"
+    """Nothing to fit a slope to: every horizon at 0, every horizon at 1, or a single horizon with data."""
+    NO_DATA = "no_data"
+    """No horizon has an episode with a value."""
+
+
+class LogisticSlope(BaseModel):
+    """The slope of a logistic regression of a rate on log2(horizon), with its task-cluster bootstrap interval.
+
+    The slope is the change in log-odds per doubling of the horizon (``exp(slope)`` is the odds ratio per doubling).
+    Interval ends are numbers, ``"inf"`` / ``"-inf"`` where the resamples' slopes are infinite (separated
+    resamples), or null when there is no interval (not estimable, no data).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    status: SlopeStatus = Field(description="ok, separated, not_estimable or no_data; see `SlopeStatus`.")
+    estimate: float | InfiniteEnd | None = Field(
+        description="The maximum-likelihood slope (log-odds per doubling); inf/-inf when separated; null when not "
+        "estimable."
+    )
+    low: float | InfiniteEnd | None = Field(description="Lower end of the percentile bootstrap interval.")
+    high: float | InfiniteEnd | None = Field(description="Upper end of the percentile bootstrap interval.")
+    confidence: float = Field(description="Two-sided level of the interval.")
+    n_horizons: int = Field(ge=0, description="Horizons with an episode with a value.")
+    n_tasks: int = Field(ge=0, description="Tasks the fit weighs (each horizon weighted by its tasks).")
+    n_episodes: int = Field(ge=0, description="Episodes with a value.")
+    resamples_left_out: int = Field(
+        default=0,
+        ge=0,
+        description="Resamples without a slope (no variation, or a horizon without an episode with a value), left "
+        "out of the interval.",
+    )
+    note: str = Field(default="", description="One sentence for the report when status is not `ok`.")
+    mc_se: float | None = Field(
+        default=None,
+        ge=0.0,
+        description="Monte-Carlo standard error of the finite interval ends (the larger); None when no end is finite.",
+    )
+
+
+class HorizonCrossing(BaseModel):
+    """The smallest horizon at which a rate exceeds a threshold, with its task-cluster bootstrap interval.
+
+    ``horizon``, ``low`` and ``high`` are horizons of the curve, or null for "not reached": the rate stays at or
+    below the threshold at every horizon (of the data, or of that resample). The interval ends are the
+    inverted-CDF quantiles of the resamples' crossing horizons (a horizon of the grid, never an interpolation).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    threshold: float = Field(description="The rate the crossing must exceed (strictly).")
+    status: Literal["ok", "no_data"] = Field(description="no_data: no horizon has an episode with a value.")
+    horizon: int | None = Field(description="The smallest horizon whose rate exceeds the threshold; null: not reached.")
+    low: int | None = Field(description="Lower end of the interval; null: not reached.")
+    high: int | None = Field(description="Upper end of the interval; null: not reached.")
+    confidence: float = Field(description="Two-sided level of the interval.")
+    largest_horizon: int | None = Field(description="The largest horizon with data (how far 'not reached' looked).")
+    resamples_left_out: int = Field(
+        default=0, ge=0, description="Resamples in which a horizon had no episode with a value, left out."
+    )

@@ -130,6 +130,12 @@ class EvaluatorSpec(_Strict):
     )
     family: FamilyInfo | None = Field(default=None, description="Set on tasks a task family generated.")
 
+    @property
+    def horizon(self) -> int | None:
+        """The task's horizon (``family.horizon``); None for a task no family generated. The one definition the run
+        manifest, the dose-response report and ``verify`` read."""
+        return self.family.horizon if self.family is not None else None
+
     @model_validator(mode="after")
     def _unique_mutation_ids(self) -> EvaluatorSpec:
         ids = [m.id for m in self.hidden_mutations]

@@ -9,7 +9,8 @@ Checks, in order:
    ``raw_runs.jsonl`` against its receipt (an edit named by record and field; a line moved, torn, missing or not
    in the chain named as such), every other file's SHA-256; a run directory from before receipts gets a note;
 2. the task snapshot in ``tasks/``: each file loads, each task's version and content hash match the manifest,
-   the suite hash, the public messages and the tool schemas re-derive;
+   the suite hash, the public messages, the tool schemas and each task's horizon (the dose-response section's
+   input; manifests written since horizons were recorded) re-derive;
 3. the episode set: exactly the planned (task, strategy, mode, repeat) episodes, and the manifest counts (of
    each episode's current record); the attempts of every episode (``--retry-failed``): numbered 1, 2, ... in file
    order, every superseded attempt a failed trial, no more than the manifest's retry sessions allow;
@@ -72,6 +73,7 @@ from contextdelta.rundir import (
     RunManifest,
     RunStatus,
     episode_cost,
+    horizons_recorded,
     render_tool_events,
     task_result_columns,
     task_result_row,
@@ -216,6 +218,9 @@ class _Verifier:
             self.result.notes.append(
                 "the installed system prompt differs from the run's: public messages not re-derived"
             )
+        # a run written before horizons were recorded has none (its reports have no dose-response line); in a newer
+        # one every task records its horizon, which the dose-response section reads
+        recorded_horizons = horizons_recorded(self.manifest)
         for info in self.manifest.tasks:
             task = by_id.get(info.id)
             if task is None:
@@ -237,6 +242,13 @@ class _Verifier:
                     self.group,
                     f"tasks/{info.id}.world/hazard",
                     f"manifest {info.world}/{info.hazard}, snapshot {task.world}/{task.evaluator.hazard.value}",
+                )
+            if recorded_horizons and ("horizon" not in info.model_fields_set or info.horizon != task.evaluator.horizon):
+                recorded = info.horizon if "horizon" in info.model_fields_set else "absent"
+                self.diverge(
+                    self.group,
+                    f"tasks/{info.id}.horizon",
+                    f"manifest {recorded}, snapshot {task.evaluator.horizon} (its evaluator.family.horizon)",
                 )
             if prompt_same and content_hash(initial_messages(task.public_task)) != info.public_messages_sha256:
                 self.diverge(

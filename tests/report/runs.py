@@ -81,6 +81,42 @@ def cached_run() -> Path:
     )
 
 
+HORIZON_TASKS = Path(__file__).resolve().parents[2] / "tasks" / "horizon"
+SUPERSEDED_FAMILY = "order-address-shipped"
+"""A superseded_observation family: the listing that shows the order changed is the observation its horizon counts
+from."""
+
+
+def family_tasks(family: str, per_horizon: int) -> list[str]:
+    """The first ``per_horizon`` task ids (sorted) of each horizon of ``family`` in the checked-in horizon suite."""
+    by_horizon: dict[str, list[str]] = {}
+    for path in sorted(HORIZON_TASKS.rglob(f"{family}-h*.yaml")):
+        horizon = path.stem[len(family) + 2 :].split("-")[0]
+        by_horizon.setdefault(horizon, []).append(path.stem)
+    return [task for ids in by_horizon.values() for task in ids[:per_horizon]]
+
+
+@functools.cache
+def horizon_run() -> Path:
+    """context_trusting on 4 tasks per horizon (1, 2, 4, 8, 16) of the superseded_observation family
+    order-address-shipped, full_history and last_n (n = 3), both modes, 1 repeat (80 episodes): under last_n the
+    listing that shows the change leaves the window once the horizon exceeds 3."""
+    tasks = family_tasks(SUPERSEDED_FAMILY, 4)
+    with serve_scripted("context_trusting", HORIZON_TASKS, in_process=True) as url:
+        request = {
+            "tasks_dir": HORIZON_TASKS,
+            "model": "scripted-context_trusting",
+            "results_dir": results_dir(),
+            "task_ids": tasks,
+            "strategies": ["full_history", "last_n"],
+            "protection_modes": MODES,
+            "repeats": 1,
+            "concurrency": 4,
+            "base_url": url,
+        }
+        return run_benchmark(BenchmarkRequest.model_validate(request)).path
+
+
 @functools.cache
 def trusting_run() -> Path:
     """context_trusting on 3 tasks, every strategy and mode, 2 repeats (48 episodes): stale actions under

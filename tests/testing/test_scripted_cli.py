@@ -61,7 +61,7 @@ def test_unknown_policy_and_missing_tasks_are_usage_errors(tmp_path: Path) -> No
         assert result.returncode == 2, result
 
 
-@pytest.mark.parametrize(("tasks", "count"), [((), 24), (("--tasks", "package:horizon"), 240)])
+@pytest.mark.parametrize(("tasks", "count"), [((), 24), (("--tasks", "package:horizon"), 280)])
 def test_outside_a_clone_it_serves_a_packaged_suite(tasks: tuple[str, ...], count: int, tmp_path: Path) -> None:
     # the default is ./tasks when it is a folder, else package:core, as for every command taking --tasks
     process = subprocess.Popen(

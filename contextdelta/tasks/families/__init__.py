@@ -24,6 +24,7 @@ from contextdelta.tasks.families._suite import (
 )
 from contextdelta.tasks.families.calendar_invite_twice import CalendarInviteTwice
 from contextdelta.tasks.families.calendar_meeting_moved import CalendarMeetingMoved
+from contextdelta.tasks.families.config_launch_freeze import ConfigLaunchFreeze
 from contextdelta.tasks.families.config_limit_conflict import ConfigLimitConflict
 from contextdelta.tasks.families.config_limit_retuned import ConfigLimitRetuned
 from contextdelta.tasks.families.order_address_shipped import OrderAddressShipped
@@ -38,6 +39,7 @@ FAMILIES: dict[str, TaskFamily] = {
         CalendarInviteTwice(),
         ConfigLimitRetuned(),
         ConfigLimitConflict(),
+        ConfigLaunchFreeze(),
     )
 }
 """Every family by name."""
@@ -58,6 +60,7 @@ __all__ = [
     "MAX_HORIZON",
     "CalendarInviteTwice",
     "CalendarMeetingMoved",
+    "ConfigLaunchFreeze",
     "ConfigLimitConflict",
     "ConfigLimitRetuned",
     "FamilyParams",

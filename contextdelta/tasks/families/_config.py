@@ -1,5 +1,6 @@
-"""The config world's material for families: integer settings per environment with owners, and the tuning
-work that fills a horizon (staging and prod values set for load tests)."""
+"""The config world's material for families: integer settings per environment with owners, the tuning work that
+fills a horizon (staging and prod values set for load tests), and read-only look-ups that fill one without a
+write."""
 
 from __future__ import annotations
 
@@ -124,3 +125,26 @@ def value_lookup(knob: Knob) -> WorkItem:
         calls=(call("get_config", environment=knob.environment, key=knob.key),),
         facts=(str(knob.value),),
     )
+
+
+def lookup_work(distractors: list[Knob]) -> Iterator[WorkItem]:
+    """Endless one-call, read-only items cycling over ``distractors``: report a setting's value (``get_config``),
+    then how many settings share its prefix (``list_configs``); a repeat of the cycle asks again ("still")."""
+    turn = 0
+    while True:
+        knob = distractors[(turn // 2) % len(distractors)]
+        again = " still" if turn >= 2 * len(distractors) else ""
+        if turn % 2 == 0:
+            yield WorkItem(
+                step=f"Look up {knob.label} and tell me what it is{again} set to in your final answer (don't change "
+                "it).",
+                calls=(call("get_config", environment=knob.environment, key=knob.key),),
+                facts=(str(knob.value),),
+            )
+        else:
+            yield WorkItem(
+                step=f"List the {knob.environment} {knob.prefix}* settings and tell me how many there{again} are in "
+                "your final answer.",
+                calls=(call("list_configs", environment=knob.environment, prefix=knob.prefix),),
+            )
+        turn += 1

@@ -1,0 +1,90 @@
+"""The Horizon page under ``streamlit.testing.v1.AppTest``: on a run over generated tasks it charts the rate against
+the horizon per condition with intervals and tabulates slopes and crossing horizons from the run's aggregate
+metrics; the rate and subset pickers switch the chart; a run without horizons says so instead of an empty chart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from contextdelta.dashboard.data import load_run
+from contextdelta.dashboard.dose_response import ALL_TASKS, dose_points, dose_subsets, dose_summary_rows
+from tests.dashboard.conftest import make_malformed, make_running
+from tests.dashboard.test_app import no_exception, open_page
+from tests.report import runs
+
+PAGE = "views/horizon.py"
+
+
+@pytest.fixture(scope="module")
+def horizon_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A results folder holding the horizon run and the hand-written trusting run."""
+    folder = tmp_path_factory.mktemp("dashboard-horizon")
+    runs.copy_run(runs.horizon_run(), folder)
+    runs.copy_run(runs.trusting_run(), folder)
+    return folder
+
+
+def chart_values(app: AppTest) -> list[dict[str, Any]]:
+    """The rows of the page's one chart (Streamlit ships them as an Arrow stream beside the spec)."""
+    (chart,) = app.get("vega_lite_chart")
+    (dataset,) = chart.proto.datasets
+    rows: list[dict[str, Any]] = pa.ipc.open_stream(dataset.data.data).read_all().to_pylist()
+    return rows
+
+
+def test_the_horizon_page_charts_the_dose_response(horizon_results: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = runs.horizon_run()
+    app = open_page(horizon_results, monkeypatch, PAGE, {"run": run.name})
+    no_exception(app)
+    metrics = load_run(run).metrics
+    (chart,) = app.get("vega_lite_chart")
+    assert '"errorbar"' in chart.proto.spec and '"line"' in chart.proto.spec and '"log"' in chart.proto.spec
+    rows = chart_values(app)
+    expected = dose_points(metrics, "stale_action")
+    assert {(r["condition"], r["horizon"], r["rate"]) for r in rows} == {
+        (p["condition"], p["horizon"], p["rate"]) for p in expected
+    }
+    window = {r["horizon"]: r["rate"] for r in rows if r["condition"] == "last_n / unprotected"}
+    assert window == {1: 0.0, 2: 0.0, 4: 1.0, 8: 1.0, 16: 1.0}
+    (table,) = [d.value for d in app.dataframe]
+    assert list(table["condition"]) == [row["condition"] for row in dose_summary_rows(metrics)]
+    row = table.set_index("condition").loc["last_n / unprotected"]
+    assert row["first horizon above 10% stale"] == "h=4 [h=4, h=4]"
+    assert row["slope per doubling (stale-action rate)"] == "+inf [+inf, +inf] (separated)"
+    assert dose_subsets(metrics) == [ALL_TASKS]  # one hazard: no per-hazard curves
+
+
+def test_the_rate_picker_switches_the_chart(horizon_results: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = runs.horizon_run()
+    app = open_page(horizon_results, monkeypatch, PAGE, {"run": run.name})
+    app.radio(key="cd_horizon_metric").set_value("success").run()
+    no_exception(app)
+    window = {r["horizon"]: r["rate"] for r in chart_values(app) if r["condition"] == "last_n / unprotected"}
+    assert window == {1: 1.0, 2: 1.0, 4: 0.0, 8: 0.0, 16: 0.0}
+
+
+def test_a_run_without_horizons_says_so(horizon_results: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = open_page(horizon_results, monkeypatch, PAGE, {"run": runs.trusting_run().name})
+    no_exception(app)
+    assert not app.get("vega_lite_chart")
+    assert any("none of its tasks has a horizon" in i.value for i in app.info)
+
+
+def test_an_empty_folder_a_malformed_run_and_a_run_in_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = open_page(tmp_path, monkeypatch, PAGE)
+    no_exception(app)
+    assert any("No run directories" in i.value for i in app.info)
+    broken = make_malformed(runs.horizon_run(), tmp_path, "zz-broken-lines")
+    app = open_page(tmp_path, monkeypatch, PAGE, {"run": broken.name})
+    no_exception(app)
+    assert any(f"`{broken.name}` is malformed" in e.value and "raw_runs.jsonl: line 2" in e.value for e in app.error)
+    running = make_running(runs.horizon_run(), tmp_path, keep=30)
+    app = open_page(tmp_path, monkeypatch, PAGE, {"run": running.name})
+    no_exception(app)
+    assert any("still in progress" in i.value and "30 of 80" in i.value for i in app.info)
+    assert app.get("vega_lite_chart")  # the curves of the episodes so far, recomputed from raw_runs.jsonl

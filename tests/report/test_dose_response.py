@@ -1,0 +1,131 @@
+"""The dose-response section: a run on a generated family records each task's horizon, reports success and the
+stale-action rate against it per condition with slopes and crossing horizons, and verifies; the horizon is named
+when the manifest and the task snapshot disagree; a run on the hand-written suite says in one line that it has no
+horizon; a run recorded before horizons were keeps its report as it was.
+
+Acceptance (issue 20): against the scripted server with policy context_trusting, on the superseded_observation
+family order-address-shipped, the stale-action curve of last_n (n = 3) is 0 while the listing that shows the change
+is inside its window (horizon <= 3) and positive once the horizon pushes it out, while full_history stays at 0 at
+every horizon."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from contextdelta.cli import app
+from contextdelta.report import build_report
+from contextdelta.rundir import AGGREGATE_METRICS, BENCHMARK_REPORT, MANIFEST, RunDirectory
+from contextdelta.tasks import load_directory
+from contextdelta.verify import verify_run
+from tests.report import runs
+
+BEFORE_HORIZONS = Path(__file__).resolve().parents[1] / "verify" / "fixtures" / "20261201T104738Z-6ea5de"
+"""A run directory written before horizons were recorded (see tests/verify/fixtures/README.md)."""
+
+
+def curve(metrics: dict[str, Any], strategy: str, mode: str, hazard: str | None = None) -> dict[str, Any]:
+    found: list[dict[str, Any]] = [
+        c
+        for c in metrics["dose_response"]["curves"]
+        if c["condition"] == {"strategy": strategy, "protection_mode": mode} and c["hazard"] == hazard
+    ]
+    assert len(found) == 1
+    return found[0]
+
+
+def stale_by_horizon(c: dict[str, Any]) -> dict[int, float]:
+    return {p["horizon"]: p["rates"]["stale_action"]["estimate"] for p in c["points"]}
+
+
+def test_last_n_goes_stale_once_the_revealing_listing_leaves_its_window_and_full_history_never_does() -> None:
+    path = runs.horizon_run()
+    metrics = json.loads((path / AGGREGATE_METRICS).read_text())
+    manifest = RunDirectory(path).read_manifest()
+    assert manifest.strategy_params.last_n == 3
+    dose = metrics["dose_response"]
+    assert dose["horizons"] == [1, 2, 4, 8, 16] and dose["hazards"] == ["superseded_observation"]
+    window = stale_by_horizon(curve(metrics, "last_n", "unprotected"))
+    inside = {h: rate for h, rate in window.items() if h <= manifest.strategy_params.last_n}
+    outside = {h: rate for h, rate in window.items() if h > manifest.strategy_params.last_n}
+    assert inside == {1: 0.0, 2: 0.0}
+    assert set(outside) == {4, 8, 16} and all(rate > 0 for rate in outside.values())
+    for mode in ("unprotected", "freshness_contract"):
+        assert set(stale_by_horizon(curve(metrics, "full_history", mode)).values()) == {0.0}
+    # the contract blocks the stale write whatever the window
+    assert set(stale_by_horizon(curve(metrics, "last_n", "freshness_contract")).values()) == {0.0}
+
+
+def test_the_curve_has_intervals_slopes_and_crossing_horizons() -> None:
+    metrics = json.loads((runs.horizon_run() / AGGREGATE_METRICS).read_text())
+    window = curve(metrics, "last_n", "unprotected")
+    for point in window["points"]:
+        assert point["tasks"] == 4 and point["episodes"] == 4
+        for rate in point["rates"].values():
+            assert rate["n_tasks"] == 4 and rate["low"] <= rate["estimate"] <= rate["high"]
+            # every task of the horizon agrees here: an exact Clopper-Pearson bound over its 4 tasks
+            assert rate["status"] == "exact_bound"
+    # 0 up to h=2 and 1 from h=4: separated, so the maximum-likelihood slope is infinite, never a huge number
+    assert window["slopes"]["stale_action"]["status"] == "separated"
+    assert window["slopes"]["stale_action"]["estimate"] == "inf"
+    assert window["slopes"]["success"]["estimate"] == "-inf"
+    crossing = window["stale_crossing"]
+    assert (crossing["horizon"], crossing["low"], crossing["high"], crossing["threshold"]) == (4, 4, 4, 0.1)
+    baseline = curve(metrics, "full_history", "unprotected")
+    assert baseline["slopes"]["stale_action"]["status"] == "not_estimable"
+    assert baseline["slopes"]["stale_action"]["estimate"] is None
+    assert baseline["stale_crossing"]["horizon"] is None and baseline["stale_crossing"]["largest_horizon"] == 16
+
+
+def test_the_report_prints_the_curves_and_verify_re_derives_them() -> None:
+    path = runs.horizon_run()
+    report = (path / BENCHMARK_REPORT).read_text()
+    section = report.split("## Dose-response: rates against the horizon")[1].split("\n## ")[0]
+    assert "Stale-action rate by horizon:" in section and "Success by horizon:" in section
+    assert (
+        "| last_n / unprotected | 0.0% [0.0%, 60.2%] exact | 0.0% [0.0%, 60.2%] exact | 100.0% [39.8%, 100.0%] exact"
+        in section
+    )
+    assert "+inf [+inf, +inf] (separated) | h=4 [h=4, h=4] |" in section
+    assert "not estimable: 0 at every horizon | not reached up to h=16 |" in section
+    assert verify_run(path).lines() == ["MATCH"]
+
+
+def test_the_horizon_comes_from_the_task_snapshot_and_verify_names_a_changed_one(tmp_path: Path) -> None:
+    path = runs.copy_run(runs.horizon_run(), tmp_path)
+    snapshot, _ = load_directory(path / "tasks")
+    manifest = json.loads((path / MANIFEST).read_text())
+    assert {t["id"]: t["horizon"] for t in manifest["tasks"]} == {
+        t.task.id: t.task.evaluator.family.horizon for t in snapshot if t.task.evaluator.family
+    }
+    target = manifest["tasks"][0]
+    target["horizon"] = target["horizon"] * 2
+    (path / MANIFEST).write_text(json.dumps(manifest))
+    lines = verify_run(path).lines()
+    assert f"{path.name}: tasks/{target['id']}.horizon: manifest {target['horizon']}, snapshot " in lines[0]
+    # the report follows the recorded horizon, so the aggregates no longer re-derive either
+    assert any("aggregate_metrics.json dose_response" in line for line in lines)
+
+
+def test_a_run_without_horizons_says_so_in_one_line() -> None:
+    path = runs.trusting_run()
+    metrics = json.loads((path / AGGREGATE_METRICS).read_text())
+    assert "dose_response" not in metrics
+    assert all(t["horizon"] is None for t in json.loads((path / MANIFEST).read_text())["tasks"])
+    report = (path / BENCHMARK_REPORT).read_text()
+    section = report.split("## Dose-response: rates against the horizon\n\n")[1].split("\n## ")[0]
+    assert section.strip().splitlines() == [
+        "Not applicable: none of this run's 3 tasks has a horizon (generated tasks carry one: `contextdelta "
+        "generate-tasks`, the `horizon` suite)."
+    ]
+
+
+def test_a_run_recorded_before_horizons_keeps_its_report(tmp_path: Path) -> None:
+    directory = RunDirectory(BEFORE_HORIZONS)
+    report = build_report(directory.read_manifest(), directory.read_episodes())
+    assert report.metrics.dose_response is None and "Dose-response" not in report.markdown
+    result = CliRunner().invoke(app, ["verify", BEFORE_HORIZONS.name, "--results-dir", str(BEFORE_HORIZONS.parent)])
+    assert result.exit_code == 0 and result.stdout.splitlines() == ["MATCH"]
