@@ -47,6 +47,7 @@ FloatMatrix = npt.NDArray[np.float64]
 
 _PLAIN_STEPS = 25
 _CHUNK_ROWS = 1 << 14
+_DISTINCT_COMBINATIONS = 8
 _MAX_NEWTON_STEPS = 200
 _MAX_HALVINGS = 60
 _TOLERANCE = 1e-10
@@ -242,6 +243,44 @@ def _damped_newton(p: FloatMatrix, w: FloatMatrix, x: FloatMatrix) -> tuple[Floa
     return a_out, b_out
 
 
+def _distinct_rows(block: FloatMatrix) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """``(first, inverse)`` of a block's identical rows (NaN equal to NaN): the index of one row of each group,
+    and for every row its group's position in ``first`` (``block[first][inverse]`` is ``block``).
+
+    Each column is coded by its distinct values and a row by its codes in mixed radix: one small sort per column
+    instead of a sort of whole rows. Where the columns allow far more combinations than there are rows (many tasks
+    per horizon), few rows repeat: every row is its own group, and the search stops early (only the time it takes
+    depends on this, never the result)."""
+    every = np.arange(block.shape[0], dtype=np.intp)
+    codes = np.zeros(block.shape[0], dtype=np.int64)
+    radix = 1
+    for column in block.T:
+        values = np.unique(column)  # sorted, one NaN last; searchsorted orders NaN the same way
+        if radix * values.size > _DISTINCT_COMBINATIONS * block.shape[0]:
+            return every, every
+        codes += np.searchsorted(values, column).astype(np.int64) * radix
+        radix *= values.size
+    groups = np.unique(codes)
+    inverse = np.searchsorted(groups, codes).astype(np.intp)
+    first = np.empty(groups.size, dtype=np.intp)
+    first[inverse] = every  # any row of a group stands for it: its rows are identical
+    return first, inverse
+
+
+def _distinct_rows_per_block(rates: FloatMatrix, rows: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """`_distinct_rows` of each block of ``rows`` rows: the rows to keep (indices into ``rates``, in block order)
+    and, for every row of ``rates``, its kept row's position among them."""
+    kept: list[npt.NDArray[np.intp]] = []
+    inverse = np.empty(rates.shape[0], dtype=np.intp)
+    offset = 0
+    for begin in range(0, rates.shape[0], rows):
+        first, block_inverse = _distinct_rows(rates[begin : begin + rows])
+        kept.append(begin + first)
+        inverse[begin : begin + rows] = offset + block_inverse
+        offset += first.size
+    return np.concatenate(kept) if kept else np.zeros(0, dtype=np.intp), inverse
+
+
 def _extended_quantiles(ordered: FloatVector, levels: npt.NDArray[np.float64]) -> FloatVector:
     """Quantiles (levels 0-100) of sorted values that may hold +-inf, interpolating linearly between order
     statistics as `np.percentile` does; an end next to an infinite order statistic (with weight on it) is that
@@ -426,8 +465,11 @@ def dose_curves(curves: Mapping[K, DoseInput], params: AnalysisParams = DEFAULT_
     # the point fits first; each curve's replicates start from its point estimate (a few Newton steps each)
     points = np.arange(0, rates.shape[0], rows)
     point_a, point_b = logistic_fits(rates[points], weights[points], x)
-    start = (np.repeat(point_a, rows), np.repeat(point_b, rows))
-    slopes = logistic_slopes(rates, weights, x, start)
+    # within a curve every row has the same weights and start, so rows with the same rates have the same slope:
+    # each distinct row is fitted once (replicates of a horizon with few tasks take few values)
+    distinct, inverse = _distinct_rows_per_block(rates, rows)
+    curve_of = distinct // rows
+    slopes = logistic_slopes(rates[distinct], weights[distinct], x, (point_a[curve_of], point_b[curve_of]))[inverse]
     # a resample in which a horizon with data has no episode with a value has no slope (and no crossing)
     missing = (weights > 0) & np.isnan(rates)
     slopes[missing.any(axis=1)] = np.nan

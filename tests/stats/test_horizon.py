@@ -26,6 +26,7 @@ from contextdelta.stats import (
     horizon_params,
     logistic_slopes,
 )
+from contextdelta.stats._horizon import _distinct_rows_per_block
 
 PARAMS = AnalysisParams(resamples=2_000, seed=3)
 HORIZONS = (1, 2, 4, 8, 16)
@@ -178,3 +179,23 @@ def test_the_same_stories_at_every_horizon_are_resampled_independently() -> None
     assert found.status is SlopeStatus.OK and found.estimate == pytest.approx(0.0, abs=1e-12)
     assert isinstance(found.low, float) and isinstance(found.high, float)
     assert found.low < -0.1 and found.high > 0.1
+
+
+def test_repeated_rows_are_grouped_exactly_within_each_block() -> None:
+    rng = np.random.default_rng(11)
+    rows = 400
+    few = rng.integers(0, 2, size=(3 * rows, 5)) / 2.0  # few values per column: many repeated rows
+    few[rng.random(few.shape) < 0.05] = np.nan
+    kept, inverse = _distinct_rows_per_block(few, rows)
+    restored = few[kept][inverse]
+    assert ((restored == few) | (np.isnan(restored) & np.isnan(few))).all()  # every row is its group's row
+    assert kept.size < few.shape[0] / 2
+    for block in range(3):
+        mine = np.flatnonzero(kept // rows == block)
+        assert (inverse[block * rows : (block + 1) * rows] >= mine.min()).all()  # groups never span blocks
+        assert (inverse[block * rows : (block + 1) * rows] <= mine.max()).all()
+        values = np.nan_to_num(few[kept[mine]], nan=-1.0)
+        assert np.unique(values, axis=0).shape[0] == mine.size  # no group twice
+    many = rng.random((rows, 5))  # every row its own: nothing to group
+    kept, inverse = _distinct_rows_per_block(many, rows)
+    assert kept.tolist() == inverse.tolist() == list(range(rows))
