@@ -16,6 +16,12 @@ from contextdelta.providers.base import (
     Usage,
     endpoint_check_request,
 )
+from contextdelta.providers.errors import (
+    EndpointConnectionError,
+    EndpointError,
+    EndpointStatusError,
+    EndpointTimeout,
+)
 from contextdelta.providers.limits import CallGate, EndpointLimiter, EndpointLimits, LimiterStats, estimate_tokens
 from contextdelta.providers.mock import MockProvider, MockReply, MockRequest, MockScript, mock_response
 from contextdelta.providers.pricing import (
@@ -55,8 +61,12 @@ __all__ = [
     "PRICE_TABLE_FORMAT",
     "CallGate",
     "ChatProvider",
+    "EndpointConnectionError",
+    "EndpointError",
     "EndpointLimiter",
     "EndpointLimits",
+    "EndpointStatusError",
+    "EndpointTimeout",
     "LimiterStats",
     "MockProvider",
     "MockReply",

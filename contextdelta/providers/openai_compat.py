@@ -7,24 +7,30 @@ with credentials (``user:password@``, a query string) is refused. Whatever an en
 ``Authorization`` or ``api-key`` header, anything key-shaped) is redacted from every text of a response before
 the response leaves this module, so no run file, report, log line or trace-store row can hold it.
 
-HTTP runs on the provider's own I/O thread (an event loop that does nothing else), and each attempt is timed
-there: ``latency_s`` is time on the wire, not the time the caller's event loop took to come back to the episode
-(with many episodes on one loop, a reply can sit read for a while before its episode runs again). The wait before
-a request starts on that loop is ``queue_s``, recorded apart.
+The run's chat completions go out through aiohttp, which costs a fraction of the CPU per call of the ``openai``
+client's HTTP stack (benchmarks/harness_overhead.py); the endpoint check keeps the ``openai`` client, whose error
+reporting it builds on. HTTP runs on the provider's own I/O thread (an event loop that does nothing else), and
+each attempt is timed there: ``latency_s`` is time on the wire, not the time the caller's event loop took to come
+back to the episode (with many episodes on one loop, a reply can sit read for a while before its episode runs
+again). The wait before a request starts on that loop is ``queue_s``, recorded apart.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
+import functools
+import importlib.metadata
 import json
 import logging
 import re
+import ssl
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
+import aiohttp
+import certifi
 import openai
 from pydantic import SecretStr
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
@@ -36,6 +42,7 @@ from contextdelta.providers.base import (
     Usage,
     endpoint_check_request,
 )
+from contextdelta.providers.errors import EndpointConnectionError, EndpointError, EndpointStatusError, EndpointTimeout
 from contextdelta.providers.limits import CallGate, estimate_tokens
 from contextdelta.providers.retry import RetryPolicy, is_retryable
 from contextdelta.redaction import Redactor
@@ -57,16 +64,6 @@ _CONTEXT_MESSAGE = re.compile(
 
 
 T = TypeVar("T")
-
-_SENT: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("contextdelta_sent", default=None)
-"""Where the HTTP client's request hook notes when the current attempt's request goes out (per task)."""
-
-
-async def _note_sent(request: Any) -> None:
-    """httpx request hook: runs once the request is built (body encoded), right before it is sent."""
-    marks = _SENT.get()
-    if marks is not None:
-        marks.append(time.perf_counter())
 
 
 class _IoLoop:
@@ -161,8 +158,15 @@ class OpenAIProvider:
             base_url=base_url,
             timeout=timeout_s,
             max_retries=0,
-            http_client=openai.DefaultAsyncHttpxClient(event_hooks={"request": [_note_sent]}),
         )
+        self._url = f"{str(self._client.base_url).rstrip('/')}/chat/completions"
+        self._headers = {
+            "Authorization": f"Bearer {secret.get_secret_value() or PLACEHOLDER_API_KEY}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": f"contextdelta/{_version()}",
+        }
+        self._session: aiohttp.ClientSession | None = None  # created on the I/O loop, where it is used
         self._io = _IoLoop()
 
     def __repr__(self) -> str:
@@ -184,8 +188,14 @@ class OpenAIProvider:
     async def aclose(self) -> None:
         """Close the HTTP connection pool and stop the I/O thread."""
         if self._io.started:
-            await self._io.run(self._client.close())
+            await self._io.run(self._close_clients())
         self._io.stop()
+
+    async def _close_clients(self) -> None:
+        await self._client.close()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
     async def preflight(self, timeout_s: float | None = None) -> str | None:
         """Why this endpoint cannot serve a benchmark, or None when it can. No retries; each request is bounded by
@@ -286,21 +296,32 @@ class OpenAIProvider:
             request["max_tokens"] = self.max_tokens
         return request
 
-    async def _post(self, request: dict[str, Any], timeout: float) -> tuple[bytes, float, float]:
-        """One attempt, on the I/O loop: (body, when its request went out, when its response was read)."""
-        started = time.perf_counter()
-        marks: list[float] = []
-        token = _SENT.set(marks)
+    def _http(self) -> aiohttp.ClientSession:
+        """The I/O loop's connection pool (no cap on connections: ``--concurrency`` and the limiter bound them;
+        proxies and CA certificates from the environment, as the ``openai`` client takes them)."""
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=0, ssl=_ssl_context())
+            self._session = aiohttp.ClientSession(connector=connector, headers=self._headers, trust_env=True)
+        return self._session
+
+    async def _post(self, body: bytes, timeout: float) -> tuple[bytes, float, float]:
+        """One attempt, on the I/O loop: (response body, when the request went out, when its response was read).
+
+        Raises EndpointStatusError for an HTTP error status, EndpointTimeout when no whole response came within
+        ``timeout`` seconds, EndpointConnectionError when the connection failed or closed early."""
+        session = self._http()
+        sent = time.perf_counter()
         try:
-            # The raw body through the client's generic POST (same auth, errors and timeouts): the typed
-            # `chat.completions.create` re-validates every message and tool schema and builds a pydantic model per
-            # response, which costs more CPU per call than the rest of the harness together.
-            body = await self._client.post(
-                "/chat/completions", cast_to=bytes, body=request, options={"timeout": timeout}
-            )
-        finally:
-            _SENT.reset(token)
-        return body, marks[-1] if marks else started, time.perf_counter()
+            async with session.post(self._url, data=body, timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+                content = await response.read()
+                read = time.perf_counter()
+                if response.status >= 400:
+                    raise EndpointStatusError(response.status, response.headers, content.decode("utf-8", "replace"))
+        except TimeoutError:
+            raise EndpointTimeout() from None
+        except aiohttp.ClientError as exc:
+            raise EndpointConnectionError(f"Connection error. ({type(exc).__name__}: {exc})") from exc
+        return content, sent, read
 
     async def complete(
         self,
@@ -315,7 +336,7 @@ class OpenAIProvider:
         Raises ProviderFailure: ``context_window_exceeded`` when the endpoint says the prompt is too long,
         ``provider_error`` for a non-retryable error, exhausted retries, or a response without choices.
         """
-        request = self._body(messages, tools, seed, model)
+        request = json.dumps(self._body(messages, tools, seed, model), ensure_ascii=False).encode("utf-8")
         started = time.perf_counter()
         attempts = 0
         retrying = AsyncRetrying(
@@ -346,7 +367,7 @@ class OpenAIProvider:
                         body, sent, read = await self._io.run(
                             self._post(request, min(self.timeout_s, max(remaining, 0.5)))
                         )
-                    except openai.APIStatusError as exc:
+                    except EndpointStatusError as exc:
                         if gate is not None:
                             gate.release(ticket, exc.status_code, 0)
                         raise
@@ -354,7 +375,7 @@ class OpenAIProvider:
                         if gate is not None:
                             gate.release(ticket, None, 0)
                         raise
-        except openai.OpenAIError as exc:
+        except EndpointError as exc:
             raise self._failure(exc, attempts, time.perf_counter() - started) from None
         try:
             response = self._response(body, read - sent, attempts - 1, time.perf_counter() - started)
@@ -420,9 +441,9 @@ class OpenAIProvider:
             raw=self._redactor.json(completion),
         )
 
-    def _failure(self, exc: openai.OpenAIError, attempts: int, elapsed: float) -> ProviderFailure:
+    def _failure(self, exc: EndpointError, attempts: int, elapsed: float) -> ProviderFailure:
         retries = max(0, attempts - 1)
-        status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+        status = exc.status_code if isinstance(exc, EndpointStatusError) else None
         description = self._scrub(describe_error(exc))
         if is_context_length_error(exc):
             return ProviderFailure(
@@ -501,7 +522,7 @@ def usage_of(completion: dict[str, Any]) -> Usage | None:
 
 def is_context_length_error(exc: BaseException) -> bool:
     """Whether an error says the prompt does not fit the model's context window."""
-    if not isinstance(exc, openai.APIStatusError) or exc.status_code not in (400, 413, 422):
+    if not isinstance(exc, EndpointStatusError | openai.APIStatusError) or exc.status_code not in (400, 413, 422):
         return False
     body = exc.body if isinstance(exc.body, dict) else {}
     codes = {str(body.get("code") or ""), str(body.get("type") or ""), str(exc.code or "")}
@@ -514,6 +535,10 @@ def is_context_length_error(exc: BaseException) -> bool:
 
 def describe_error(exc: BaseException) -> str:
     """A one-line description of a failed attempt (not yet scrubbed of secrets)."""
+    if isinstance(exc, EndpointStatusError):
+        return f"HTTP {exc.status_code} {exc.name}: {exc.message}"
+    if isinstance(exc, EndpointError):
+        return f"{exc.name}: {exc.message}"
     if isinstance(exc, openai.APIStatusError):
         return f"HTTP {exc.status_code} {type(exc).__name__}: {exc.message}"
     if isinstance(exc, openai.APITimeoutError):
@@ -523,3 +548,20 @@ def describe_error(exc: BaseException) -> str:
         detail = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
         return f"APIConnectionError: {exc.message}{detail}"
     return f"{type(exc).__name__}: {exc}"
+
+
+@functools.cache
+def _version() -> str:
+    try:
+        return importlib.metadata.version("contextdelta")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """Certificate verification against certifi's CA bundle (what httpx, and so the ``openai`` client, verifies
+    against), plus the system's."""
+    context = ssl.create_default_context()
+    context.load_verify_locations(cafile=certifi.where())
+    return context

@@ -20,6 +20,8 @@ from tenacity import wait_exponential_jitter as _wait_exponential_jitter
 from tenacity.stop import stop_base
 from tenacity.wait import wait_base
 
+from contextdelta.providers.errors import EndpointConnectionError, EndpointStatusError
+
 RETRYABLE_STATUS = frozenset({408, 429})
 """Retryable 4xx statuses; every 5xx is retryable too."""
 
@@ -65,11 +67,9 @@ NO_RETRY = RetryPolicy(max_attempts=1)
 
 def is_retryable(exc: BaseException) -> bool:
     """Whether a failed attempt is worth repeating: 408/429/5xx, timeouts and connection errors."""
-    import openai  # deferred: importing the providers package stays cheap for commands that never call a model
-
-    if isinstance(exc, openai.APIStatusError):
+    if isinstance(exc, EndpointStatusError):
         return exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500
-    return isinstance(exc, openai.APIConnectionError)  # APITimeoutError is a subclass
+    return isinstance(exc, EndpointConnectionError)  # EndpointTimeout is a subclass
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
@@ -108,10 +108,8 @@ def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = N
 
 def retry_after_of(exc: BaseException | None) -> float | None:
     """The Retry-After wait carried by a failed attempt's HTTP response, if any."""
-    import openai
-
-    if isinstance(exc, openai.APIStatusError):
-        return retry_after_seconds(exc.response.headers)
+    if isinstance(exc, EndpointStatusError):
+        return retry_after_seconds(exc.headers)
     return None
 
 

@@ -114,7 +114,8 @@ class ToolContext:
 
     def ref(self, model: type[ResourceModel], resource_id: str) -> ResourceRef:
         """Show this resource in the result (validated to exist)."""
-        self.get(model, resource_id)
+        if not self.exists(model, resource_id):
+            self.get(model, resource_id)  # raises the unknown-resource error
         return ResourceRef(model.kind, resource_id)
 
     def now(self) -> datetime:

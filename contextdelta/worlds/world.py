@@ -119,6 +119,7 @@ class World:
                 except ValidationError as exc:
                     raise WorldStateError(f"{kind}.{resource_id}: {_first_error(exc)}") from exc
                 self._resources[resource_key(definition.name, kind, resource_id)] = (1, model)
+        self._state_hash: str | None = None  # of the current state; every change goes through _commit
         self._pending = list(mutations)
         self._match_counts: dict[str, int] = {}
         self._observed: dict[str, _Observation] = {}
@@ -138,7 +139,10 @@ class World:
         return {key: _dump(version, model) for key, (version, model) in sorted(self._resources.items())}
 
     def state_hash(self) -> str:
-        return content_hash(self.state())
+        """SHA-256 of the canonical `state`, computed once per state (a call that changes nothing reuses it)."""
+        if self._state_hash is None:
+            self._state_hash = content_hash(self.state())
+        return self._state_hash
 
     def version(self, key: str) -> int | None:
         entry = self._resources.get(key)
@@ -368,6 +372,8 @@ class World:
         )
 
     def _commit(self, ctx: ToolContext) -> list[str]:
+        if ctx.staged:
+            self._state_hash = None
         for key, model in sorted(ctx.staged.items()):
             previous = self._resources.get(key)
             self._resources[key] = ((previous[0] + 1) if previous else 1, model)

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import email.utils
 
-import httpx2
-import openai
 import pytest
 
-from contextdelta.providers import RetryPolicy, is_retryable, retry_after_seconds
+from contextdelta.providers import (
+    EndpointConnectionError,
+    EndpointStatusError,
+    EndpointTimeout,
+    RetryPolicy,
+    is_retryable,
+    retry_after_seconds,
+)
 
-REQUEST = httpx2.Request("POST", "http://127.0.0.1/v1/chat/completions")
 
-
-def status_error(status: int) -> openai.APIStatusError:
-    return openai.APIStatusError(f"HTTP {status}", response=httpx2.Response(status, request=REQUEST), body=None)
+def status_error(status: int) -> EndpointStatusError:
+    return EndpointStatusError(status, {}, f'{{"error": {{"message": "HTTP {status}"}}}}')
 
 
 @pytest.mark.parametrize(
@@ -37,8 +40,8 @@ def test_retryable_statuses(status: int, retry: bool) -> None:
 
 
 def test_timeouts_and_connection_errors_are_retryable() -> None:
-    assert is_retryable(openai.APITimeoutError(request=REQUEST))
-    assert is_retryable(openai.APIConnectionError(request=REQUEST))
+    assert is_retryable(EndpointTimeout())
+    assert is_retryable(EndpointConnectionError("Connection error."))
     assert not is_retryable(ValueError("x"))
 
 
@@ -60,3 +63,17 @@ def test_policy_validation() -> None:
         RetryPolicy(max_attempts=0)
     with pytest.raises(ValueError, match="negative"):
         RetryPolicy(max_total_s=-1)
+
+
+@pytest.mark.parametrize(
+    ("status", "name"),
+    [(400, "BadRequestError"), (401, "AuthenticationError"), (429, "RateLimitError"), (503, "InternalServerError")],
+)
+def test_status_errors_read_like_the_openai_library_s(status: int, name: str) -> None:
+    error = EndpointStatusError(status, {"Retry-After": "2"}, '{"error": {"message": "nope", "code": "x_code"}}')
+    assert error.name == name
+    assert error.message == f"Error code: {status} - {{'error': {{'message': 'nope', 'code': 'x_code'}}}}"
+    assert error.body == {"message": "nope", "code": "x_code"} and error.code == "x_code"
+    assert error.headers == {"retry-after": "2"}
+    plain = EndpointStatusError(status, {}, "upstream gone\n")
+    assert plain.message == "upstream gone" and plain.body == "upstream gone\n" and plain.code is None

@@ -1,0 +1,82 @@
+"""How a chat-completions attempt failed on the wire: the vocabulary retries, failure records and the endpoint check
+share.
+
+The run's chat completions go out through aiohttp (a fraction of the CPU per call of the ``openai`` client's HTTP
+stack), so their failures are described here rather than by the ``openai`` exception types. The names and
+messages follow the ``openai`` library's (``HTTP 429 RateLimitError: Error code: 429 - {...}``), so a failed
+trial reads the same whichever client raised it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+STATUS_NAMES: Mapping[int, str] = {
+    400: "BadRequestError",
+    401: "AuthenticationError",
+    403: "PermissionDeniedError",
+    404: "NotFoundError",
+    409: "ConflictError",
+    422: "UnprocessableEntityError",
+    429: "RateLimitError",
+}
+"""The ``openai`` library's exception name for each status (5xx: ``InternalServerError``)."""
+
+
+class EndpointError(Exception):
+    """A chat-completions attempt that got no usable answer."""
+
+    name = "APIError"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class EndpointStatusError(EndpointError):
+    """The endpoint answered with an HTTP error status."""
+
+    def __init__(self, status_code: int, headers: Mapping[str, str], text: str) -> None:
+        self.status_code = status_code
+        self.headers = {key.lower(): value for key, value in headers.items()}
+        parsed: Any
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        error = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
+        self.body: Any = error if error is not None else (text or None)
+        self.code: str | None = None
+        if isinstance(error, dict) and error.get("code") is not None:
+            self.code = str(error["code"])
+        if parsed is not None:
+            message = f"Error code: {status_code} - {parsed}"
+        else:
+            message = text.strip() or f"Error code: {status_code}"
+        super().__init__(message)
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        if self.status_code >= 500:
+            return "InternalServerError"
+        return STATUS_NAMES.get(self.status_code, "APIStatusError")
+
+
+class EndpointConnectionError(EndpointError):
+    """The request did not complete: refused, reset, or the connection closed before a whole response."""
+
+    name = "APIConnectionError"
+
+
+class EndpointTimeout(EndpointConnectionError):
+    """No whole response within the attempt's time limit."""
+
+    name = "APITimeoutError"
+
+    def __init__(self, message: str = "the request timed out") -> None:
+        super().__init__(message)
+
+
+__all__ = ["STATUS_NAMES", "EndpointConnectionError", "EndpointError", "EndpointStatusError", "EndpointTimeout"]
