@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from typer.testing import CliRunner
 
 from contextdelta import __version__
@@ -14,6 +15,7 @@ from contextdelta.cli import app
 runner = CliRunner()
 
 
+@pytest.mark.slow
 def test_help_lists_the_commands() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "contextdelta", "--help"], capture_output=True, text=True, check=True

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,6 +93,7 @@ def undeclared(folders: tuple[str, ...], allowed: set[str]) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_the_package_imports_only_declared_dependencies() -> None:
     core, extras = declared()
     allowed = set(core) | {name for extra, reqs in extras.items() if extra != "test" for name in reqs}
@@ -99,6 +101,7 @@ def test_the_package_imports_only_declared_dependencies() -> None:
     assert not missing, "declare these in pyproject.toml ([project] dependencies or an extra):\n" + "\n".join(missing)
 
 
+@pytest.mark.slow
 def test_tests_and_scripts_import_only_declared_dependencies() -> None:
     core, extras = declared()
     allowed = set(core) | {name for reqs in extras.values() for name in reqs}

@@ -167,6 +167,7 @@ def _exported() -> dict[str, set[str]]:
 # ---- the package ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_no_cycle_between_packages() -> None:
     found = _package_imports()
     loops = cycles(package_graph(found))
@@ -181,6 +182,7 @@ def test_no_cycle_between_packages() -> None:
     assert loops == [], f"import cycles between packages {loops}: {sites}"
 
 
+@pytest.mark.slow
 def test_packages_import_each_other_only_through_their_public_api() -> None:
     assert violations(_package_imports(), _exported()) == []
 

@@ -66,6 +66,7 @@ def test_the_enumeration_sees_the_run_benchmark_flags() -> None:
     assert {"--concurrency", "--temperature", "--repeats", "--last-n", "--timeout-s"} <= flags
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("application", "words", "flag", "param"),
     OPTIONS,
@@ -126,6 +127,7 @@ budgets also take 0 (spend nothing); they need a known price and are covered in 
 ZERO_ELSEWHERE = {"--max-cost-usd", "--max-episode-cost-usd"}
 
 
+@pytest.mark.slow
 def test_every_zero_accepting_run_benchmark_flag_is_covered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # no model configured here: a run that gets past its flags stops at once
     flags = [flag for _, words, flag, _ in OPTIONS if words == ["run-benchmark"]]

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 PROBE = """
@@ -24,6 +26,7 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in {"scipy", "
 """
 
 
+@pytest.mark.slow
 def test_a_wrong_endpoint_is_refused_before_heavy_imports(tmp_path: Path) -> None:
     args = ["run-benchmark", "--tasks", str(ROOT / "tasks"), "--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
     args += ["--results-dir", str(tmp_path / "results")]

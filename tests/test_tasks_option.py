@@ -70,6 +70,7 @@ def test_an_unknown_packaged_suite_is_refused_by_every_command(
     assert list(tmp_path.iterdir()) == []  # refused before anything was written
 
 
+@pytest.mark.slow
 def test_suites_lists_every_packaged_suite_with_its_hash() -> None:
     result = runner.invoke(app, ["suites", "--json"])
     assert result.exit_code == 0, result.output
@@ -82,6 +83,7 @@ def test_suites_lists_every_packaged_suite_with_its_hash() -> None:
         assert row["generator"] == lock.generator
 
 
+@pytest.mark.slow
 def test_validate_tasks_reads_the_packaged_suite_outside_a_clone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

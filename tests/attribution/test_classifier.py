@@ -34,6 +34,7 @@ def unsafe() -> dict[str, EpisodeRecord]:
     return runs.records(runs.unsafe_run())
 
 
+@pytest.mark.slow
 def test_hidden_mutation_after_the_only_read_is_never_refreshed(trusting: dict[str, EpisodeRecord]) -> None:
     a = attribute_episode(trusting["order-desk-cancel.full_history.unprotected.r1"])
     assert a is not None and a.mode is FailureMode.NEVER_REFRESHED
@@ -69,6 +70,7 @@ def test_hidden_mutation_after_the_only_read_is_never_refreshed(trusting: dict[s
     )
 
 
+@pytest.mark.slow
 def test_dropped_own_write_before_a_duplicate(unsafe: dict[str, EpisodeRecord]) -> None:
     a = attribute_episode(unsafe["cal-onsite-loop.last_n.unprotected.r1"])
     assert a is not None and a.mode is FailureMode.CONTEXT_DROPPED_OWN_WRITE

@@ -33,6 +33,7 @@ def test_every_builtin_resolves_with_its_own_name_and_declares_determinism() -> 
         assert description.config_hash == strategy.config_hash and description.spec == name
 
 
+@pytest.mark.slow
 def test_a_module_path_plugin_is_built_with_its_params_and_described() -> None:
     strategy, description = describe_strategy(f"{FIXTURE}:KeepFirstGroups", params={"count": 5})
     assert strategy.name == "keep_first" and strategy.params == {"count": 5}
@@ -89,6 +90,7 @@ def test_strategy_params_parse_json_values_and_refuse_malformed_items() -> None:
         parse_strategy_params(["last_n.n=1", "last_n.n=2"])
 
 
+@pytest.mark.slow
 def test_source_changes_names_a_changed_or_missing_plugin_and_ignores_builtins() -> None:
     _, builtin = describe_strategy("last_n")
     _, plugin = describe_strategy(f"{FIXTURE}:KeepFirstGroups")

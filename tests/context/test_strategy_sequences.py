@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import anyio
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -104,6 +105,7 @@ async def transform_all(messages: list[Message]) -> dict[str, TransformResult]:
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(segment, max_size=12), st.lists(st.integers(0, 5), max_size=4))
 def test_every_strategy_output_is_a_valid_sequence(segments: Any, shuffle: list[int]) -> None:
@@ -141,6 +143,7 @@ def test_every_strategy_output_is_a_valid_sequence(segments: Any, shuffle: list[
             assert sent == messages, label
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(st.lists(segment, max_size=12))
 def test_digest_is_a_pure_function_of_the_history(segments: Any) -> None:

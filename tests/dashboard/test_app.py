@@ -53,6 +53,7 @@ def html_text(block: object) -> str:
     return "".join(h.proto.body for h in block.html)  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", RUN_PAGES)
 def test_every_page_renders_each_run(
     page: str, results: Path, trusting_run: Path, unsafe_run: Path, monkeypatch: pytest.MonkeyPatch
@@ -80,6 +81,7 @@ def test_runs_page_lists_every_run_group(
     assert app.query_params["run"] == max(trusting_run.name, unsafe_run.name)
 
 
+@pytest.mark.slow
 def test_conditions_page_shows_the_charts_matrices_breakdowns_and_comparisons(
     results: Path, trusting_run: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -129,6 +131,7 @@ def linked_episodes(app: AppTest) -> list[str]:
     return [link.rsplit("episode=", 1)[1] for link in app.dataframe[0].value["timeline"]]
 
 
+@pytest.mark.slow
 def test_atlas_filters_narrow_the_rows_and_go_into_the_query_string(
     results: Path, unsafe_run: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -151,6 +154,7 @@ def test_atlas_filters_narrow_the_rows_and_go_into_the_query_string(
     assert app.query_params == {"run": unsafe_run.name}
 
 
+@pytest.mark.slow
 def test_query_parameters_restore_a_filtered_atlas(
     results: Path, unsafe_run: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -247,6 +251,7 @@ def test_atlas_rows_link_to_their_timelines_with_the_cause_first(
     ]
 
 
+@pytest.mark.slow
 def test_episodes_page_lists_every_episode_and_filters_by_outcome_and_failure_mode(
     results: Path, trusting_run: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -302,6 +307,7 @@ def compare_results(tmp_path_factory: pytest.TempPathFactory, trusting_run: Path
     return folder
 
 
+@pytest.mark.slow
 def test_compare_page_shows_the_numbers_of_contextdelta_compare(
     compare_results: Path, trusting_run: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -323,6 +329,7 @@ def test_compare_page_shows_the_numbers_of_contextdelta_compare(
     assert not app.error
 
 
+@pytest.mark.slow
 def test_compare_page_says_not_comparable_with_the_reasons(
     compare_results: Path, trusting_run: Path, unsafe_run: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -337,6 +344,7 @@ def test_compare_page_says_not_comparable_with_the_reasons(
     assert not app.error
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 def test_an_empty_or_missing_results_folder_says_so(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     app = open_page(tmp_path, monkeypatch, page)
@@ -347,6 +355,7 @@ def test_an_empty_or_missing_results_folder_says_so(page: str, tmp_path: Path, m
     assert any("does not exist" in i.value for i in app.info)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES)
 def test_a_malformed_run_directory_shows_its_problem(
     page: str, tmp_path: Path, unsafe_run: Path, monkeypatch: pytest.MonkeyPatch
@@ -370,6 +379,7 @@ def test_a_malformed_run_directory_shows_its_problem(
         ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("keep", [10, 0])
 @pytest.mark.parametrize("page", RUN_PAGES[1:])
 def test_a_run_in_progress_says_so_and_shows_what_is_finished(
@@ -411,6 +421,7 @@ def test_runs_page_flags_a_run_in_progress(tmp_path: Path, trusting_run: Path, m
     assert app.dataframe[0].value.iloc[0]["status"] == "running"
 
 
+@pytest.mark.slow
 def test_episode_page_shows_the_attempts_of_a_retried_episode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A failed trial re-run by --retry-failed: the Episode page lists both attempts (the latest current) and
     shows the superseded one on request, marked as counted nowhere."""
@@ -448,6 +459,7 @@ def test_the_app_skips_the_migrations_the_command_applied(
     assert not (tmp_path / "untouched.db").exists()
 
 
+@pytest.mark.slow
 def test_the_runs_page_loads_the_selected_run_in_the_background_once(
     tmp_path: Path, trusting_run: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -161,6 +161,7 @@ def test_load_run_names_the_malformed_line(tmp_path: Path, unsafe_run: Path) -> 
         load_run(tmp_path / "empty")
 
 
+@pytest.mark.slow
 def test_load_episode_validates_one_line(unsafe_run: Path, unsafe_records: dict[str, EpisodeRecord]) -> None:
     run_id = sorted(unsafe_records)[5]
     assert load_episode(unsafe_run, run_id) == unsafe_records[run_id]
@@ -356,6 +357,7 @@ def test_search_finds_every_episode_that_holds_all_terms_and_nothing_else(
 # ---- two run groups ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_load_comparison_is_compare_runs_on_both_directories(trusting_run: Path, unsafe_run: Path) -> None:
     from contextdelta.report import NotComparable, compare_runs
     from contextdelta.rundir.layout import RunDirectory

@@ -17,6 +17,9 @@ from tests.dashboard.conftest import make_malformed, make_running
 from tests.dashboard.test_app import no_exception, open_page
 from tests.report import runs
 
+# Every test here reads a scripted run over the horizon suite, built once per session (about 15 s).
+pytestmark = pytest.mark.slow
+
 PAGE = "views/horizon.py"
 
 

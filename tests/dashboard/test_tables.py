@@ -34,6 +34,7 @@ def trusting_records(trusting_run: Path) -> dict[str, EpisodeRecord]:
     return runs.records(trusting_run)
 
 
+@pytest.mark.slow
 def test_rates_match_the_episodes_of_each_condition(
     trusting_run: Path, trusting_records: dict[str, EpisodeRecord]
 ) -> None:

@@ -38,6 +38,7 @@ def unsafe_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     return out, read_eval_log(str(out))
 
 
+@pytest.mark.slow
 def test_the_inspect_log_reads_back_with_one_sample_per_episode(unsafe_log: tuple[Path, Any]) -> None:
     _, log = unsafe_log
     records = records_of(runs.unsafe_run())
@@ -104,6 +105,7 @@ def test_each_step_is_a_model_event_whose_input_is_the_context_sent(unsafe_log: 
     assert max(sent) < len(reduced.messages)  # the context sent is not the full history
 
 
+@pytest.mark.slow
 def test_failed_trials_are_errored_samples(tmp_path: Path) -> None:
     path = runs.faulted_run()
     records = records_of(path)
@@ -136,6 +138,7 @@ def external_record(tmp_path: Path) -> EpisodeRecord:
     return episode_record(job, ep.trace(), initial, world, "2026-01-01T00:00:00Z", 1.0, None)
 
 
+@pytest.mark.slow
 def test_an_external_agents_context_is_unknown_never_invented(tmp_path: Path) -> None:
     record = external_record(tmp_path)
     manifest = RunDirectory(runs.cached_run()).read_manifest()

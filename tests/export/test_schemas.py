@@ -59,6 +59,7 @@ def _validate(schema_name: str, value: object) -> None:
     jsonschema.validate(value, schema, cls=jsonschema.Draft202012Validator)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", [runs.cached_run, runs.unsafe_run, *[(lambda p=p: p) for p in OLD_RUNS]])
 def test_run_directories_validate_against_the_schemas(path: object) -> None:
     folder: Path = path()  # type: ignore[operator]

@@ -186,6 +186,7 @@ def test_concurrent_requests_are_served_one_at_a_time(make_engine: MakeEngine) -
     assert engine.requests_served == 4
 
 
+@pytest.mark.slow
 def test_a_request_whose_client_left_while_queued_is_dropped(make_engine: MakeEngine) -> None:
     engine, generator = make_engine(["first", "never"], delay_s=0.5)
     first = threading.Thread(target=engine.chat_completion, args=(_body(),))

@@ -51,6 +51,7 @@ def _get(url: str) -> Any:
         return json.loads(response.read())
 
 
+@pytest.mark.slow
 def test_tool_calls_and_usage_reach_the_provider(make_engine: MakeEngine) -> None:
     text = (
         'Checking.\n<tool_call>\n{"name": "get_order", "arguments": {"order_id": "B-2198"}}\n</tool_call>\n'
@@ -115,6 +116,7 @@ def test_a_body_that_is_not_json_is_a_400(make_engine: MakeEngine) -> None:
     assert json.loads(raised.value.read())["error"]["type"] == "invalid_request_error"
 
 
+@pytest.mark.slow
 def test_a_client_that_times_out_frees_the_model(make_engine: MakeEngine) -> None:
     """The provider gives up after 0.5 s; the 3 s generation is cancelled instead of blocking the next request."""
     engine, generator = make_engine(["never seen", "second"], delay_s=3.0)

@@ -40,6 +40,7 @@ def play(ep: WorldEpisode, trajectory: str = "reference") -> list[str]:
     return results
 
 
+@pytest.mark.slow
 def test_calls_are_steps_with_the_worlds_events_and_mutations_as_the_builtin_replay(tasks: dict[str, Task]) -> None:
     task = tasks["order-grinder-refund"]
     for mode in ProtectionMode:

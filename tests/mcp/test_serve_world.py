@@ -221,6 +221,7 @@ def test_serve_world_over_stdio_ends_when_the_session_closes(tmp_path: Path) -> 
     check_run_directory(path)
 
 
+@pytest.mark.slow
 def test_a_port_in_use_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     import socket
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from contextdelta.providers import NO_RETRY, OpenAIProvider, ProviderFailure
 from contextdelta.testing import fetch_stats
 from tests.providers.conftest import ScriptedFactory
@@ -63,12 +65,14 @@ def test_an_endpoint_that_rejects_tools_is_refused_naming_them(scripted: Scripte
     assert "--enable-auto-tool-choice" in problem  # the endpoint's own reason is passed on
 
 
+@pytest.mark.slow
 def test_a_silent_socket_is_refused_within_the_timeout(scripted: ScriptedFactory) -> None:
     with scripted(silent=True) as url:
         problem = check(url, timeout_s=0.5)
     assert problem is not None and "GET /models did not answer within 0.5 s (--timeout-s)" in problem
 
 
+@pytest.mark.slow
 def test_a_hang_after_models_is_refused_within_the_timeout(scripted: ScriptedFactory) -> None:
     with scripted(hang="all") as url:
         problem = check(url, timeout_s=0.5)

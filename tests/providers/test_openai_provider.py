@@ -124,6 +124,7 @@ def test_dropped_connections_every_time_end_as_provider_error(scripted: Scripted
     assert failure.message.startswith("APIConnectionError") and failure.status_code is None
 
 
+@pytest.mark.slow
 def test_slow_response_beyond_the_timeout_is_retried(scripted: ScriptedFactory, sleep: RecordingSleep) -> None:
     with scripted(slow=1, slow_ms=1500) as base_url:
         started = time.perf_counter()
@@ -134,6 +135,7 @@ def test_slow_response_beyond_the_timeout_is_retried(scripted: ScriptedFactory, 
     assert response.latency_s < 0.3 <= (response.elapsed_s or 0)
 
 
+@pytest.mark.slow
 def test_timeouts_every_time_end_as_provider_error(scripted: ScriptedFactory, sleep: RecordingSleep) -> None:
     with scripted(slow="all", slow_ms=1000) as base_url:
         failure = fail(provider(base_url, sleep, timeout_s=0.2, retry=RetryPolicy(max_attempts=2)))

@@ -187,6 +187,7 @@ def sse_url() -> Iterator[str]:
     server.server_close()
 
 
+@pytest.mark.slow
 def test_streaming_is_relayed_chunk_by_chunk_and_reassembled(sse_url: str, store: Store) -> None:
     with RecordingProxy(ProxyConfig(upstream=sse_url), store) as proxy:
         started = time.perf_counter()
@@ -260,6 +261,7 @@ def test_redactor_masks_keys_values_and_key_shaped_strings() -> None:
     assert redacted["messages"][0]["content"] == f"use {REDACTED} or {REDACTED} with Bearer {REDACTED}"
 
 
+@pytest.mark.slow
 def test_cli_serve_prints_ready_records_and_stops_on_sigterm(oracle_url: str, tmp_path: Path) -> None:
     import os
     import signal

@@ -36,6 +36,7 @@ def results(tmp_path: Path, fixture: Fixture) -> Path:
     return write_run_directory(tmp_path / "results", fixture).parent
 
 
+@pytest.mark.slow
 def test_every_labelled_episode_gets_its_failure_mode(results: Path, fixture: Fixture) -> None:
     modes = {e.failure_mode for e in fixture.episodes}
     assert modes - {None} == {
@@ -145,6 +146,7 @@ READ_A1017 = ("get_order", {"order_id": "A-1017"})  # the colleague's refund of 
 REFUND = ("issue_refund", {"order_id": "A-1042", "amount_cents": 8900, "reason": "Cracked hopper"})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("calls", "strategy", "expected"),
     [

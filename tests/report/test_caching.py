@@ -25,6 +25,7 @@ BEFORE_PRICES = Path(__file__).resolve().parents[1] / "verify" / "fixtures" / "2
 """A run directory written before prices were recorded (see tests/verify/fixtures/README.md)."""
 
 
+@pytest.mark.slow
 def test_a_cached_run_records_its_prices_and_costs_each_episode_with_the_cache() -> None:
     directory = RunDirectory(runs.cached_run())
     manifest, records = directory.read_manifest(), directory.read_episodes()
@@ -69,6 +70,7 @@ def test_the_report_shows_cost_with_and_without_caching_and_whether_savings_surv
     assert "`scripted-context_trusting`: input $2, output $8, cached input $0.5, cache write $2.5" in report
 
 
+@pytest.mark.slow
 def test_the_cached_run_verifies_and_a_changed_cost_or_price_is_named(tmp_path: Path) -> None:
     assert verify_run(runs.cached_run()).ok
     path = runs.copy_run(runs.cached_run(), tmp_path)
@@ -89,6 +91,7 @@ def test_the_cached_run_verifies_and_a_changed_cost_or_price_is_named(tmp_path: 
     assert "cost_usd" in fields and any(f.startswith(f"{AGGREGATE_METRICS} caching") for f in fields)
 
 
+@pytest.mark.slow
 def test_a_free_model_gets_a_caching_section_with_no_price_to_compare() -> None:
     metrics = json.loads((runs.trusting_run() / AGGREGATE_METRICS).read_text())["caching"]
     assert metrics["prices"] == {
@@ -125,6 +128,7 @@ def test_verify_names_a_report_that_differs_beyond_the_statistics_codes_hash(tmp
     assert [d.field for d in verify_run(path).divergences] == [BENCHMARK_REPORT]
 
 
+@pytest.mark.slow
 def test_resume_keeps_the_recorded_prices_and_refuses_a_table_that_prices_the_run_differently(
     tmp_path: Path,
 ) -> None:

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from contextdelta.cli import app
@@ -22,6 +23,9 @@ from contextdelta.rundir import AGGREGATE_METRICS, BENCHMARK_REPORT, MANIFEST, R
 from contextdelta.tasks import load_directory
 from contextdelta.verify import verify_run
 from tests.report import runs
+
+# Every test here reads a scripted run over the horizon suite, built once per session (about 15 s).
+pytestmark = pytest.mark.slow
 
 BEFORE_HORIZONS = Path(__file__).resolve().parents[1] / "verify" / "fixtures" / "20261201T104738Z-6ea5de"
 """A run directory written before horizons were recorded (see tests/verify/fixtures/README.md)."""

@@ -31,6 +31,7 @@ def metrics(path: Path) -> AggregateMetrics:
     return AggregateMetrics.model_validate_json((path / AGGREGATE_METRICS).read_text())
 
 
+@pytest.mark.slow
 def test_the_run_has_failed_trials_and_verifies(faulted: Path) -> None:
     failed = [r for r in rows(faulted) if r["failed"] == "true"]
     assert failed and {r["termination_reason"] for r in failed} == {"context_window_exceeded"}

@@ -258,6 +258,7 @@ def test_metrics_do_not_depend_on_episode_order_and_honour_params(trusting: Path
     assert forward != compute_metrics(manifest, records, AnalysisParams(resamples=300, seed=8))
 
 
+@pytest.mark.slow
 def test_all_pass_is_an_exact_bound_and_missing_comparisons_are_listed() -> None:
     path = runs.oracle_pair_run()
     metrics = recorded(path)
@@ -276,6 +277,7 @@ def test_all_pass_is_an_exact_bound_and_missing_comparisons_are_listed() -> None
     assert rq3.comparisons == [] and len(rq3.not_run) == 4
 
 
+@pytest.mark.slow
 def test_one_task_gets_exact_bounds_without_nan() -> None:
     path = runs.single_task_run()
     metrics = recorded(path)
@@ -289,6 +291,7 @@ def test_one_task_gets_exact_bounds_without_nan() -> None:
     assert "100.0% [2.5%, 100.0%] exact" in text
 
 
+@pytest.mark.slow
 def test_incomplete_run_counts_only_finished_episodes() -> None:
     path = runs.incomplete_run()
     metrics = recorded(path)
@@ -299,6 +302,7 @@ def test_incomplete_run_counts_only_finished_episodes() -> None:
     assert c.means["cost_usd"].estimate == pytest.approx(c.totals["cost_usd"].total)
 
 
+@pytest.mark.slow
 def test_all_fail_is_zero_with_an_exact_upper_bound() -> None:
     metrics = recorded(runs.unsafe_run())
     for strategy in ("full_history", "last_n", "semantic_summary", "typed_state_digest"):

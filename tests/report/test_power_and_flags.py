@@ -25,6 +25,7 @@ def invoke(*args: str, results: Path | None = None) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
+@pytest.mark.slow
 def test_power_plans_every_comparison_and_repeats_do_not_help_when_the_pilot_repeats_agree() -> None:
     pilot = runs.trusting_run()
     code, out, _ = invoke("power", "--pilot", pilot.name, "--difference", "0.10", "--format", "json")

@@ -115,6 +115,7 @@ def test_failure_atlas_groups_failures_with_their_cause_chain(trusting: Path) ->
     assert "Context the model saw at step 4:" in entry and "```text" in entry
 
 
+@pytest.mark.slow
 def test_report_command_prints_the_report_from_the_directory(trusting: Path) -> None:
     code, out = invoke("report", trusting.name)
     assert code == 0 and out == (trusting / BENCHMARK_REPORT).read_text()
@@ -157,6 +158,7 @@ def test_report_on_a_malformed_directory_exits_2(tmp_path: Path) -> None:
 # ---- compare --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_compare_pairs_shared_conditions(trusting: Path) -> None:
     oracle = runs.oracle_pair_run()
     code, out = invoke("compare", oracle.name, trusting.name)

@@ -50,6 +50,7 @@ def test_old_records_load_with_details_regraded_from_the_snapshot(results: Path)
     assert one.verdict.details == records[0].verdict.details
 
 
+@pytest.mark.slow
 def test_old_run_reports_attributes_and_verifies(results: Path) -> None:
     directory = RunDirectory(results / RUN_ID)
     manifest, records = directory.read_manifest(), directory.read_episodes()

@@ -105,6 +105,7 @@ def _resume(url: str, path: Path) -> None:
     run_benchmark(BenchmarkRequest(base_url=url, model="scripted-oracle", resume=str(path)))
 
 
+@pytest.mark.slow
 def test_a_kill_between_the_two_appends_is_repaired_on_resume(tmp_path: Path) -> None:
     with serve_scripted("oracle", TASKS, in_process=True) as url:
         path = _small_run(url, tmp_path)
@@ -118,6 +119,7 @@ def test_a_kill_between_the_two_appends_is_repaired_on_resume(tmp_path: Path) ->
     assert verify_run(path).lines() == ["MATCH"]
 
 
+@pytest.mark.slow
 def test_receipts_damaged_before_their_last_line_refuse_a_resume(tmp_path: Path) -> None:
     with serve_scripted("oracle", TASKS, in_process=True) as url:
         path = _small_run(url, tmp_path)

@@ -70,6 +70,7 @@ def test_both_episodes_of_a_pair_share_their_seed_and_tasks_and_repeats_do_not()
 # ---- a run ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_oracle_run_writes_a_complete_directory(oracle_url: str, tmp_path: Path) -> None:
     outcome = run_benchmark(request(oracle_url, tmp_path))
     manifest = outcome.manifest
@@ -94,6 +95,7 @@ def test_oracle_run_writes_a_complete_directory(oracle_url: str, tmp_path: Path)
     assert len(manifest.hashes.suite_sha256) == 64
 
 
+@pytest.mark.slow
 def test_context_trusting_differs_between_full_history_and_last_n(trusting_url: str, tmp_path: Path) -> None:
     hidden = ["cal-design-review", "cal-retro-slot"]
     outcome = run_benchmark(
@@ -143,6 +145,7 @@ def test_clearing_and_trimming_drop_the_earlier_read_that_full_history_keeps(tru
     assert outcome.manifest.strategy_params.token_budget == 1200
 
 
+@pytest.mark.slow
 def test_resume_with_a_changed_model_or_task_set_is_refused(oracle_url: str, tmp_path: Path) -> None:
     first = run_benchmark(request(oracle_url, tmp_path, task_ids=SMALL[:1], strategies=["last_n"]))
     run_id = first.path.name
@@ -166,6 +169,7 @@ def test_resume_with_a_changed_model_or_task_set_is_refused(oracle_url: str, tmp
         run_benchmark(request(oracle_url, tmp_path, resume=run_id, task_ids=None, repeats=2))
 
 
+@pytest.mark.slow
 def test_resume_recovers_a_torn_line_and_runs_only_missing_episodes(oracle_url: str, tmp_path: Path) -> None:
     first = run_benchmark(request(oracle_url, tmp_path, task_ids=SMALL[:2], strategies=["full_history"]))
     raw = first.path / RAW_RUNS
@@ -205,6 +209,7 @@ def test_budget_stop_marks_the_run_incomplete(oracle_url: str, tmp_path: Path) -
     assert all(r.cost_usd is not None and r.cost_usd > 0 for r in outcome.records)
 
 
+@pytest.mark.slow
 def test_a_zero_budget_is_a_value_spend_nothing(oracle_url: str, tmp_path: Path) -> None:
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"scripted-oracle": {"input_per_mtok": 1000.0, "output_per_mtok": 1000.0}}))
@@ -401,6 +406,7 @@ def test_echoed_credentials_are_redacted_everywhere(tmp_path: Path) -> None:
     assert SECRET not in out + err
 
 
+@pytest.mark.slow
 def test_cli_refuses_the_mock_provider_with_exit_2(tmp_path: Path) -> None:
     process = _cli("run-benchmark", "--provider", "mock", "--model", "m", "--results-dir", str(tmp_path), "--quiet")
     _, err = process.communicate(timeout=60)
@@ -449,6 +455,7 @@ def test_bad_strategies_and_parameters_are_refused_before_anything_is_written(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_strategy_params_are_recorded_and_resume_refuses_other_ones(oracle_url: str, tmp_path: Path) -> None:
     first = run_benchmark(
         request(

@@ -94,6 +94,7 @@ def test_the_control_runs_every_episode_without_mutations_and_is_reported_apart(
     assert rebuilt.metrics.controls is not None and len(rebuilt.metrics.controls) == 4
 
 
+@pytest.mark.slow
 def test_an_unknown_control_is_refused_before_anything_is_written(trusting_url: str, tmp_path: Path) -> None:
     with pytest.raises(BenchmarkError, match="--controls: unknown control condition 'quiet'"):
         run_benchmark(_request(trusting_url, tmp_path, controls=["quiet"]))

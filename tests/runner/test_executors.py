@@ -90,6 +90,7 @@ def test_adaptive_concurrency_backs_off_on_429_across_workers_and_is_recorded(tm
     assert verify_run(outcome.path).ok
 
 
+@pytest.mark.slow
 def test_in_process_limits_are_recorded_too(oracle_url: str, tmp_path: Path) -> None:
     outcome = run_benchmark(
         request(

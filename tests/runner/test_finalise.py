@@ -19,6 +19,7 @@ from tests.runner.conftest import SMALL, benchmark_request
 runner = CliRunner()
 
 
+@pytest.mark.slow
 def test_an_interrupted_finalisation_is_incomplete_until_resumed(
     oracle_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -77,6 +77,7 @@ def test_a_base_url_without_v1_is_refused_with_the_fix(here: Path) -> None:
     assert f"did you mean --base-url {root}/v1 ? Nothing was run;" in message
 
 
+@pytest.mark.slow
 def test_openai_api_key_is_found_behind_a_copied_env_example(here: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     shutil.copyfile(ROOT / ".env.example", here / ".env")  # its CONTEXTDELTA_API_KEY= line is empty
     monkeypatch.setenv("OPENAI_API_KEY", "sk-the-users-key")
@@ -95,12 +96,14 @@ def test_an_endpoint_that_rejects_tools_is_refused_naming_them(here: Path) -> No
     assert "rejected a minimal chat completion that carries `tools`" in message
 
 
+@pytest.mark.slow
 def test_a_hang_after_models_costs_one_timeout_not_a_run(here: Path) -> None:
     with serve_scripted("oracle", TASKS, in_process=True, hang="all") as url:
         message = refused(run_args(url, here / "results", "--timeout-s", "0.5"), here)
     assert "answered GET /models but not a chat completion within 0.5 s (--timeout-s)" in message
 
 
+@pytest.mark.slow
 def test_a_silent_socket_is_refused_within_timeout_s(here: Path) -> None:
     with serve_scripted("oracle", TASKS, in_process=True, silent=True) as url:
         message = refused(run_args(url, here / "results", "--timeout-s", "0.5"), here)
@@ -136,6 +139,7 @@ def test_a_read_only_results_dir_is_refused(here: Path) -> None:
     assert f"--results-dir {target} is not writable" in message
 
 
+@pytest.mark.slow
 def test_a_missing_results_dir_is_created_only_when_the_run_starts(here: Path) -> None:
     with serve_scripted("oracle", TASKS, in_process=True) as url:
         refused(run_args(url, here / "new" / "results", "--task-ids", "no-such-task"), here)
@@ -151,6 +155,7 @@ def test_a_full_file_system_is_refused_before_the_run(tmp_path: Path) -> None:
     check_results_dir(tmp_path, min_free_bytes=1)
 
 
+@pytest.mark.slow
 def test_nothing_is_opened_in_the_working_folder_and_the_store_follows_the_results_dir(
     here: Path, tmp_path: Path
 ) -> None:
@@ -168,6 +173,7 @@ def test_nothing_is_opened_in_the_working_folder_and_the_store_follows_the_resul
 # ---- RUN_ID: a name or the printed path ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_run_id_argument_takes_the_printed_path(here: Path, tmp_path: Path) -> None:
     results = tmp_path / "results"
     with serve_scripted("oracle", TASKS, in_process=True) as url:
@@ -194,6 +200,7 @@ def test_every_run_id_argument_takes_the_printed_path(here: Path, tmp_path: Path
     assert RunDirectory(Path(printed)).read_manifest().counts.finished == 1
 
 
+@pytest.mark.slow
 def test_the_printed_resume_line_works_as_printed_whatever_env_now_says(here: Path, tmp_path: Path) -> None:
     """The endpoint, model and token cap came from flags; the resume line names only the run. A resume uses what
     the run recorded (a .env that now points elsewhere does not matter); a flag that contradicts it is refused."""

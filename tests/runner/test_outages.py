@@ -25,6 +25,7 @@ runner = CliRunner()
 TWO = {"strategies": ["full_history", "last_n"], "protection_modes": ["unprotected", "freshness_contract"]}
 
 
+@pytest.mark.slow
 def test_a_dead_endpoint_trips_the_breaker_after_failures_in_a_row(tmp_path: Path) -> None:
     with serve_scripted("oracle", TASKS, in_process=True, fail_500="first:100000") as url:
         outcome = run_benchmark(
@@ -37,6 +38,7 @@ def test_a_dead_endpoint_trips_the_breaker_after_failures_in_a_row(tmp_path: Pat
     assert manifest.stop_reason.startswith("circuit breaker: 4 failed trials in a row; last error: HTTP 500")
 
 
+@pytest.mark.slow
 def test_a_flaky_endpoint_trips_the_share_rule(tmp_path: Path) -> None:
     with serve_scripted("oracle", TASKS, in_process=True, fail_500="every:2") as url:
         outcome = run_benchmark(
@@ -50,6 +52,7 @@ def test_a_flaky_endpoint_trips_the_share_rule(tmp_path: Path) -> None:
     assert 20 <= manifest.counts.finished < manifest.counts.planned
 
 
+@pytest.mark.slow
 def test_a_failure_burst_that_ends_does_not_trip_the_breaker(tmp_path: Path) -> None:
     with serve_scripted(
         "oracle", TASKS, in_process=True, fail_500="at:3,4"
@@ -147,6 +150,7 @@ class _SignalAtFinish:
         signal.raise_signal(self.signum)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_during_finalisation_says_what_state_the_run_is_in(
     oracle_url: str, tmp_path: Path, signum: int

@@ -6,6 +6,7 @@ import io
 import pickle
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from contextdelta.rundir import (
@@ -69,6 +70,7 @@ class Log:
             raise OSError("disk full (simulated)")
 
 
+@pytest.mark.slow
 def test_recorders_see_start_every_episode_then_finish_before_the_manifest_commits(
     oracle_url: str, tmp_path: Path
 ) -> None:
@@ -86,6 +88,7 @@ def test_recorders_see_start_every_episode_then_finish_before_the_manifest_commi
     assert all(outcome.path.joinpath(name).is_file() for name in REQUIRED_FILES)
 
 
+@pytest.mark.slow
 def test_a_failing_recorder_leaves_the_run_incomplete_and_the_others_finish(oracle_url: str, tmp_path: Path) -> None:
     broken, after = Log(fail_on_finish=True), Log()
     outcome = run_benchmark(request(oracle_url, tmp_path), recorders=[broken, after])
@@ -100,6 +103,7 @@ def test_a_failing_recorder_leaves_the_run_incomplete_and_the_others_finish(orac
     assert len(directory.read_episodes()) == 4  # nothing recorded is lost; --resume finishes the job
 
 
+@pytest.mark.slow
 def test_resume_tells_recorders_what_earlier_sessions_recorded(oracle_url: str, tmp_path: Path) -> None:
     first = run_benchmark(request(oracle_url, tmp_path))
     raw = first.path / RAW_RUNS
@@ -175,6 +179,7 @@ def test_a_stop_rule_stops_starting_episodes_and_the_run_says_why(oracle_url: st
     assert outcome.manifest.counts.finished == 1
 
 
+@pytest.mark.slow
 def test_the_progress_display_is_a_recorder(oracle_url: str, tmp_path: Path) -> None:
     buffer = io.StringIO()
     display = ProgressDisplay(Console(file=buffer, width=160, force_terminal=False))

@@ -96,6 +96,7 @@ def run_args(url: str, tasks: Path, results: Path, *extra: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(BROKEN))
 def test_a_suite_validate_tasks_rejects_is_refused_before_anything_is_written(
     case: str, oracle_url: str, tmp_path: Path
@@ -131,6 +132,7 @@ def test_the_endpoint_is_checked_before_the_suite(tmp_path: Path) -> None:
     assert "Nothing was run; check --base-url" in result.stderr and "Z-9999" not in result.stderr
 
 
+@pytest.mark.slow
 def test_an_unlocked_suite_needs_allow_unlocked_which_the_manifest_and_report_record(
     oracle_url: str, tmp_path: Path
 ) -> None:
@@ -182,6 +184,7 @@ def test_a_stale_lock_with_allow_unlocked_records_what_was_accepted(oracle_url: 
     assert str(tmp_path) not in problem  # no absolute path enters the run directory
 
 
+@pytest.mark.slow
 def test_resume_runs_the_suite_checks_again(oracle_url: str, tmp_path: Path) -> None:
     tasks = tmp_path / "tasks"
     shutil.copytree(TASKS, tasks, ignore=shutil.ignore_patterns("horizon"))

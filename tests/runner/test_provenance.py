@@ -7,6 +7,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from contextdelta.runner import environment, git_info
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -16,6 +18,7 @@ def pyproject_version() -> str:
     return str(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"])
 
 
+@pytest.mark.slow
 def test_the_version_printed_and_recorded_is_the_one_pyproject_declares() -> None:
     printed = subprocess.run(
         [sys.executable, "-m", "contextdelta", "--version"], capture_output=True, text=True, check=True

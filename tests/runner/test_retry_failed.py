@@ -68,6 +68,7 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[st
     return found
 
 
+@pytest.mark.slow
 def test_an_outage_mid_run_then_retry_failed_gives_the_uninterrupted_verdicts_and_verifies(
     tmp_path: Path, uninterrupted: dict[str, dict[str, Any]]
 ) -> None:
@@ -123,6 +124,7 @@ def test_an_outage_mid_run_then_retry_failed_gives_the_uninterrupted_verdicts_an
     assert verified.exit_code == 0 and verified.stdout.splitlines() == ["MATCH"]
 
 
+@pytest.mark.slow
 def test_retry_failed_on_a_complete_run_re_finalises_it(tmp_path: Path, uninterrupted: dict[str, Any]) -> None:
     """A burst of two failed model calls leaves a complete run with two failed trials (the CLI says how to re-run
     them); --retry-failed re-runs just those on the complete run and re-finalises it."""
@@ -145,6 +147,7 @@ def test_retry_failed_on_a_complete_run_re_finalises_it(tmp_path: Path, uninterr
     assert verify_run(path).ok
 
 
+@pytest.mark.slow
 def test_a_retry_that_fails_again_stays_failed_as_attempt_2_and_attempt_3_can_succeed(tmp_path: Path) -> None:
     with ScriptedServer("oracle", TASKS, faults=FaultPlan(fail_500="at:1")) as server:
         url = server.base_url
@@ -210,6 +213,7 @@ def test_a_retry_that_fails_again_stays_failed_as_attempt_2_and_attempt_3_can_su
     assert all(r.superseded_attempts is None for r in rows_in_store if r.run_id != failed.run_id)
 
 
+@pytest.mark.slow
 def test_retry_failed_needs_resume_and_plain_resume_keeps_its_meaning(tmp_path: Path) -> None:
     result = runner.invoke(app, ["run-benchmark", "--retry-failed", "--results-dir", str(tmp_path), "--quiet"])
     assert result.exit_code == 2
@@ -226,6 +230,7 @@ def test_retry_failed_needs_resume_and_plain_resume_keeps_its_meaning(tmp_path: 
     assert len(RunDirectory(first.path).read_attempts().records) == 12
 
 
+@pytest.mark.slow
 def test_a_retry_session_that_trips_the_breaker_ends_incomplete_and_says_retry_failed(tmp_path: Path) -> None:
     with ScriptedServer("context_trusting", TASKS, faults=FaultPlan(fail_500="first:100000")) as server:
         url = server.base_url
@@ -282,6 +287,7 @@ def _copy(run: Path, tmp_path: Path) -> tuple[Path, list[str], int, int]:
     return path, lines, first, old
 
 
+@pytest.mark.slow
 def test_verify_re_executes_superseded_attempts_and_names_them(retried_run: Path, tmp_path: Path) -> None:
     path, lines, first, _ = _copy(retried_run, tmp_path)
     record = json.loads(lines[first])
@@ -296,6 +302,7 @@ def test_verify_re_executes_superseded_attempts_and_names_them(retried_run: Path
     assert {who for who, _ in named} == {superseded}
 
 
+@pytest.mark.slow
 def test_verify_refuses_attempts_out_of_order_and_a_superseded_success(retried_run: Path, tmp_path: Path) -> None:
     path, lines, first, second = _copy(retried_run, tmp_path)
     swapped = list(lines)
@@ -393,6 +400,7 @@ def test_retry_failed_without_resume_is_refused_by_the_library_too(tmp_path: Pat
         run_benchmark(benchmark_request("http://127.0.0.1:9/v1", tmp_path, retry_failed=True))
 
 
+@pytest.mark.slow
 def test_report_shows_the_retries_and_report_write_keeps_the_run_verifying(retried_run: Path, tmp_path: Path) -> None:
     path, *_ = _copy(retried_run, tmp_path)
     printed = runner.invoke(app, ["report", str(path)])
@@ -406,6 +414,7 @@ def test_report_shows_the_retries_and_report_write_keeps_the_run_verifying(retri
     assert verify_run(path).ok
 
 
+@pytest.mark.slow
 def test_the_trace_store_of_a_retry_session_holds_the_current_attempt_and_the_superseded_one(tmp_path: Path) -> None:
     url_db = f"sqlite:///{tmp_path / 'live.db'}"
     with ScriptedServer("context_trusting", TASKS, faults=FaultPlan(fail_500="at:1")) as server:

@@ -25,6 +25,7 @@ def horizon_url() -> Iterator[str]:
         yield url
 
 
+@pytest.mark.slow
 def test_the_manifest_records_the_suite_as_named_and_the_hash_of_the_whole_suite(
     horizon_url: str, tmp_path: Path
 ) -> None:
@@ -58,6 +59,7 @@ def test_the_manifest_records_the_suite_as_named_and_the_hash_of_the_whole_suite
     )
 
 
+@pytest.mark.slow
 def test_without_tasks_outside_a_clone_a_run_reads_the_packaged_core_suite(
     oracle_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -70,6 +72,7 @@ def test_without_tasks_outside_a_clone_a_run_reads_the_packaged_core_suite(
     assert outcome.manifest.suite.sha256 == read_lock(TASKS / "SUITE.lock").suite_hash
 
 
+@pytest.mark.slow
 def test_a_folder_is_recorded_relative_to_the_working_directory(
     oracle_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -108,6 +111,7 @@ def test_resume_without_tasks_reads_the_suite_the_run_recorded(
     assert second.manifest.suite == first.manifest.suite
 
 
+@pytest.mark.slow
 def test_an_unknown_packaged_suite_on_resume_is_a_refusal(
     horizon_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -78,6 +78,7 @@ def naive_hierarchical_interval(
     return float(low), float(high)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("repeats", [None, 3], ids=["ragged", "balanced"])
 def test_hierarchical_bootstrap_matches_a_naive_two_stage_loop(repeats: int | None) -> None:
     tasks, repeats_, values = ragged(3, repeats=repeats)

@@ -67,6 +67,7 @@ def test_primary_test_has_power_against_a_true_task_level_difference(total_sd: f
     assert primary > 0.5
 
 
+@pytest.mark.slow
 def test_simulated_pvalues_equal_the_exact_test() -> None:
     rng = np.random.default_rng(3)
     counts = np.array([rng.multinomial(int(rng.integers(2, 80)), rng.dirichlet([1, 1, 1])) for _ in range(3000)])

@@ -65,6 +65,7 @@ def scipy_pvalue(pairs: TaskPairs) -> float:
 counts = st.integers(min_value=0, max_value=60)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(both=counts, only_a=counts, only_b=counts, neither=counts)
 def test_one_repeat_equals_statsmodels_exact_mcnemar(both: int, only_a: int, only_b: int, neither: int) -> None:

@@ -97,6 +97,7 @@ def test_a_changed_episode_replaces_the_stored_one_whole(sqlite_url: str, mock_r
     store.close()
 
 
+@pytest.mark.slow
 def test_cli_db_upgrade_and_import(sqlite_url: str, mock_run: Path) -> None:
     upgraded = runner.invoke(app, ["db", "upgrade", "--database-url", sqlite_url])
     assert upgraded.exit_code == 0, upgraded.output
@@ -192,6 +193,7 @@ def test_a_broken_store_never_stops_a_run(tmp_path: Path) -> None:
     assert recorder is None and "db import" in messages[0]
 
 
+@pytest.mark.slow
 def test_cli_run_benchmark_writes_episodes_to_the_store(sqlite_url: str, tmp_path: Path) -> None:
     with serve_scripted("unsafe", TASKS) as url:
         result = runner.invoke(

@@ -162,6 +162,7 @@ def test_alembic_less_database_from_the_first_revision_keeps_its_rows(sqlite_url
     assert upgrade_database(sqlite_url).found == "versioned"  # and a second start is a no-op
 
 
+@pytest.mark.slow
 def test_re_import_after_upgrade_fills_in_failure_modes(sqlite_url: str, mock_fixture: Fixture, mock_run: Path) -> None:
     _migrate_to(sqlite_url, "0001", keep_version_table=False)
     engine = create_engine(sqlite_url)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from sqlalchemy import delete, select
 from typer.testing import CliRunner
 
@@ -23,6 +24,7 @@ def _stored(url: str, group: str) -> dict[str, str]:
         return store.episode_digests(group)
 
 
+@pytest.mark.slow
 def test_resume_inserts_what_a_killed_session_never_stored(sqlite_url: str, tmp_path: Path) -> None:
     with serve_scripted("oracle", TASKS, in_process=True) as url:
         common = ["--base-url", url, "--model", "scripted-oracle", "--quiet", "--database-url", sqlite_url]

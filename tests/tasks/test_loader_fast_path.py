@@ -40,6 +40,7 @@ def _both(text: str) -> tuple[object, object]:
     return fast, slow
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML without libyaml has one path only")
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_every_shipped_task_loads_the_same_on_both_paths(path: Path) -> None:

@@ -68,6 +68,7 @@ def test_a_recursive_alias_is_refused() -> None:
     assert "recursive alias" in only_problem("a: &x [1, *x]\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "text",
     [
@@ -132,6 +133,7 @@ def _get(data: Any, path: tuple[Any, ...]) -> Any:
     return data
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task_id", [BASE_ID, "cal-onsite-loop", "cfg-rate-limit-double"])
 def test_a_quoted_number_is_never_silently_converted(task_id: str) -> None:
     """Every number of a shipped task, quoted: either a named error (a number is expected there) or the field

@@ -156,6 +156,7 @@ PROPERTY = settings(
 )
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(mutated_task())
 def test_mutated_task_files_load_or_fail_by_name(text: str) -> None:

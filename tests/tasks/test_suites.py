@@ -31,6 +31,7 @@ def test_in_a_checkout_the_packaged_suites_are_tasks_and_every_folder_below_it_w
     assert "horizon" in nested  # issue 20's generated suite ships with no list naming it
 
 
+@pytest.mark.slow
 def test_every_packaged_suite_loads_and_matches_its_lock() -> None:
     for name, path in packaged_suites().items():
         summary = summarize_suite(name, path)

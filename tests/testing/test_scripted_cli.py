@@ -22,6 +22,7 @@ def server_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "contextdelta.testing.server", *args]
 
 
+@pytest.mark.slow
 def test_prints_ready_with_the_chosen_port_and_serves_until_terminated() -> None:
     process = subprocess.Popen(
         server_command("--policy", "unsafe", "--tasks", str(FIXTURES), "--port", "0", "--latency-ms", "1"),
@@ -42,6 +43,7 @@ def test_prints_ready_with_the_chosen_port_and_serves_until_terminated() -> None
         assert process.wait(timeout=10) == 0
 
 
+@pytest.mark.slow
 def test_bad_fault_selector_exits_2() -> None:
     result = subprocess.run(
         server_command("--policy", "oracle", "--tasks", str(FIXTURES), "--fail-429", "sometimes"),
@@ -52,6 +54,7 @@ def test_bad_fault_selector_exits_2() -> None:
     assert result.returncode == 2 and "bad request selector" in result.stderr and "ready" not in result.stdout
 
 
+@pytest.mark.slow
 def test_unknown_policy_and_missing_tasks_are_usage_errors(tmp_path: Path) -> None:
     for args in (
         ("--policy", "clever", "--tasks", str(FIXTURES)),
@@ -61,6 +64,7 @@ def test_unknown_policy_and_missing_tasks_are_usage_errors(tmp_path: Path) -> No
         assert result.returncode == 2, result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("tasks", "count"), [((), 24), (("--tasks", "package:horizon"), 280)])
 def test_outside_a_clone_it_serves_a_packaged_suite(tasks: tuple[str, ...], count: int, tmp_path: Path) -> None:
     # the default is ./tasks when it is a folder, else package:core, as for every command taking --tasks
@@ -76,6 +80,7 @@ def test_outside_a_clone_it_serves_a_packaged_suite(tasks: tuple[str, ...], coun
         assert process.wait(timeout=10) == 0
 
 
+@pytest.mark.slow
 def test_an_unknown_packaged_suite_exits_2_naming_the_packaged_ones() -> None:
     result = subprocess.run(
         server_command("--policy", "oracle", "--tasks", "package:nope"), capture_output=True, text=True, timeout=60
@@ -84,6 +89,7 @@ def test_an_unknown_packaged_suite_exits_2_naming_the_packaged_ones() -> None:
     assert "no packaged suite 'nope'; packaged: package:core, package:horizon" in result.stderr
 
 
+@pytest.mark.slow
 def test_serve_scripted_runs_a_subprocess_with_faults() -> None:
     task = fixture_tasks()["fixture-mug-refund"]
     body = json.dumps({"model": "x", "messages": first_messages(task)}).encode()
@@ -97,6 +103,7 @@ def test_serve_scripted_runs_a_subprocess_with_faults() -> None:
         assert fetch_stats(base_url)["faults"] == {"fail_500": 1}
 
 
+@pytest.mark.slow
 def test_serve_scripted_reports_a_server_that_cannot_start(tmp_path: Path) -> None:
     (tmp_path / "broken.yaml").write_text("schema_version: 1\nid: Not Valid\n", encoding="utf-8")
     with pytest.raises(ServerStartError, match=r"broken\.yaml"), serve_scripted("oracle", tmp_path):

@@ -162,6 +162,7 @@ async def _episode(base_url: str, model: str, mode: ProtectionMode, reduce: int 
         return await run_provider(provider, MUG, mode, last_n(reduce) if reduce else None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", list(ProtectionMode))
 def test_oracle_episode_over_http(mode: ProtectionMode) -> None:
     with serve_scripted("oracle", FIXTURES, in_process=True) as base_url:
@@ -189,6 +190,7 @@ def test_episode_survives_faults_and_redoes_corrupted_calls() -> None:
     assert end_state_holds(MUG, episode.world) == [] and stale_writes(episode.world) == []
 
 
+@pytest.mark.slow
 def test_unsafe_and_context_trusting_over_http() -> None:
     with serve_scripted("unsafe", FIXTURES, in_process=True) as base_url:
         unsafe = asyncio.run(_episode(base_url, "scripted-unsafe", ProtectionMode.UNPROTECTED))
@@ -214,6 +216,7 @@ def test_summary_request_over_http(server: ScriptedServer) -> None:
     assert '{"resource":"order/order/A-1001","version":3}' in message["content"]
 
 
+@pytest.mark.slow
 def test_32_concurrent_episodes_against_a_subprocess_server() -> None:
     """The harness benchmark's shape: 32 episodes at once, keep-alive connections, one server process."""
 

@@ -82,12 +82,14 @@ def test_suite_lock_matches_the_files() -> None:
     assert lock.suite_hash == suite_hash(TASKS)
 
 
+@pytest.mark.slow
 def test_validate_suite_passes_every_task() -> None:
     report = validate_suite(SUITE)
     assert report.problems == []
     assert [r.ok for r in report.rows] == [True] * 24
 
 
+@pytest.mark.slow
 def test_validate_tasks_prints_24_passing_rows_and_the_suite_hash() -> None:
     result = CliRunner().invoke(app, ["validate-tasks", "--tasks", str(SUITE)])
     assert result.exit_code == 0, result.output

@@ -147,6 +147,7 @@ CASES: dict[str, tuple[Callable[[dict[str, Any]], None], tuple[str, ...]]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_each_malformed_case_is_named(tmp_path: Path, case: str) -> None:
     edit, fragments = CASES[case]

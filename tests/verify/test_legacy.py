@@ -69,6 +69,7 @@ def test_a_changed_episode_seed_is_named(legacy: Path) -> None:
     assert "seed rule (condition)" in found[0].detail
 
 
+@pytest.mark.slow
 def test_a_new_run_cannot_pass_off_its_reports_as_an_old_schema(tmp_path: Path) -> None:
     path = runs.copy_run(runs.oracle_pair_run(), tmp_path)
     data = json.loads((path / "aggregate_metrics.json").read_text())

@@ -82,6 +82,7 @@ EDITS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("edit", EDITS, ids=[e.__name__.strip("_") for e in EDITS])
 def test_a_changed_number_is_named(edit: Edit, tmp_path: Path) -> None:
     path = runs.copy_run(runs.faulted_run(), tmp_path)

@@ -288,6 +288,7 @@ def outcome(path: Path) -> tuple[int, list[Divergence], str]:
 # ---- the tests -------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_untouched_run_verifies_match(sealed_run: Path) -> None:
     result = CliRunner().invoke(app, ["verify", str(sealed_run)])
     assert (result.exit_code, result.stdout) == (0, "MATCH\n")
@@ -348,6 +349,7 @@ def test_every_kind_of_manifest_field_edited_is_named(run: Path) -> None:
     assert checked > 60
 
 
+@pytest.mark.slow
 def test_every_kind_of_seal_and_receipt_field_edited_is_named(run: Path) -> None:
     file = run / MANIFEST
     original = file.read_bytes()
@@ -488,6 +490,7 @@ def _step(record: dict[str, Any], name: str) -> Any:
     return record["trace"]["steps"][1][name]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("category", sorted(CATEGORIES))
 def test_an_edit_of_each_kind_of_recorded_fact_is_named(run: Path, category: str) -> None:
     edit, field = CATEGORIES[category]

@@ -55,6 +55,7 @@ def edit_episode(path: Path, run_id: str, change: Callable[[dict[str, object]], 
     (path / RAW_RUNS).write_text("\n".join(lines) + "\n")
 
 
+@pytest.mark.slow
 def test_untouched_runs_verify_match() -> None:
     for path in (
         runs.unsafe_run(),
@@ -69,6 +70,7 @@ def test_untouched_runs_verify_match() -> None:
     assert (code, out) == (0, ["MATCH"])
 
 
+@pytest.mark.slow
 def test_a_flipped_verdict_is_named(run: Path) -> None:
     def flip(value: dict[str, object]) -> None:
         verdict = value["verdict"]
@@ -103,6 +105,7 @@ def test_an_edited_csv_cell_is_named(run: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_an_altered_tool_result_is_named(run: Path) -> None:
     def alter(value: dict[str, object]) -> None:
         trace = value["trace"]
@@ -122,6 +125,7 @@ def test_an_altered_tool_result_is_named(run: Path) -> None:
     assert '"capacity":40' in out[1] and '"capacity":4,' in out[1]
 
 
+@pytest.mark.slow
 def test_an_altered_tool_event_and_final_state_are_named(run: Path) -> None:
     def alter(value: dict[str, object]) -> None:
         trace = value["trace"]
@@ -136,6 +140,7 @@ def test_an_altered_tool_event_and_final_state_are_named(run: Path) -> None:
     assert f"{EPISODE}: final_state.calendar/room/birch-2f.version: recorded 9, re-derived 3" in out
 
 
+@pytest.mark.slow
 def test_a_changed_task_file_in_the_snapshot_is_named(run: Path) -> None:
     task = run / "tasks" / "calendar" / "cal-onsite-loop.yaml"
     text = task.read_text()
@@ -149,6 +154,7 @@ def test_a_changed_task_file_in_the_snapshot_is_named(run: Path) -> None:
     assert any(line.startswith(f"{EPISODE}: steps[1].tool_calls[0].result:") for line in out)
 
 
+@pytest.mark.slow
 def test_a_comment_in_a_task_file_is_named_only_by_the_seal(run: Path) -> None:
     """A comment is no part of a task's content (its hash stays), but the snapshot is a copy of the files the run
     read: any byte changed in it is an edit."""
@@ -157,6 +163,7 @@ def test_a_comment_in_a_task_file_is_named_only_by_the_seal(run: Path) -> None:
     assert verify(run) == (1, [f"{run.name}: tasks/calendar/cal-onsite-loop.yaml: {EDITED_FILE}"])
 
 
+@pytest.mark.slow
 def test_a_deleted_episode_line_is_named(run: Path) -> None:
     lines = (run / RAW_RUNS).read_text().splitlines()
     kept = [line for line in lines if json.loads(line)["run_id"] != EPISODE]
@@ -169,6 +176,7 @@ def test_a_deleted_episode_line_is_named(run: Path) -> None:
     assert f"{run.name}: counts.finished: manifest 24, raw_runs.jsonl gives 23" in out
 
 
+@pytest.mark.slow
 def test_deleted_derived_lines_are_named(run: Path) -> None:
     csv_lines = (run / TASK_RESULTS).read_text().splitlines()
     victim = next(line for line in csv_lines if line.startswith(EPISODE + ","))
@@ -187,6 +195,7 @@ def test_deleted_derived_lines_are_named(run: Path) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_edited_aggregates_and_reports_are_named(run: Path) -> None:
     data = json.loads((run / AGGREGATE_METRICS).read_text())
     data["conditions"][0]["rates"]["success"]["estimate"] = 0.5
@@ -207,6 +216,7 @@ def test_edited_aggregates_and_reports_are_named(run: Path) -> None:
     assert len(out) == 4
 
 
+@pytest.mark.slow
 def test_a_float_in_the_last_bits_is_not_a_divergence(run: Path) -> None:
     """A report recomputed elsewhere may differ in the last bits (summation order): a sealed file whose numbers
     re-derive within the tolerance verifies. (Editing the file afterwards is named by the seal: the test above.)"""
@@ -237,6 +247,7 @@ def test_a_malformed_directory_exits_2_with_the_reason(
     assert len(out) == 1 and out[0].startswith("error: malformed run directory") and reason in out[0]
 
 
+@pytest.mark.slow
 def test_an_incomplete_run_exits_2_unless_allowed() -> None:
     path = runs.incomplete_run()
     code, out = verify(path)
@@ -256,6 +267,7 @@ def test_unknown_or_unsafe_run_ids_exit_2(tmp_path: Path) -> None:
         assert result.exit_code == 2
 
 
+@pytest.mark.slow
 def test_a_context_that_is_not_what_the_strategy_gives_is_named(run: Path) -> None:
     """A step's sent messages edited consistently (hash and token count fixed up): only re-deriving the
     context from the canonical history catches it."""
@@ -278,6 +290,7 @@ def test_a_context_that_is_not_what_the_strategy_gives_is_named(run: Path) -> No
     assert len(last) == 1 and ".messages: sent message 2 differs from the re-derived context" in last[0], out
 
 
+@pytest.mark.slow
 def test_a_recorded_removal_that_the_strategy_does_not_make_is_named(run: Path) -> None:
     def shift(value: dict[str, object]) -> None:
         trace = value["trace"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -68,6 +69,7 @@ def check(world_name: str, mode: ProtectionMode, calls: list[tuple[str, Any]], w
                 assert after_call == versions.get(key, 0) + 1
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     data=st.data(),

@@ -46,6 +46,7 @@ def _files(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_two_calls_with_the_same_arguments_write_identical_files_and_lock(tmp_path: Path) -> None:
     output = _generate(tmp_path / "a")
     _generate(tmp_path / "b")
@@ -55,6 +56,7 @@ def test_two_calls_with_the_same_arguments_write_identical_files_and_lock(tmp_pa
     assert "wrote 8 tasks" in output and "all pass validate-tasks" in output
 
 
+@pytest.mark.slow
 def test_the_lock_records_the_generator_version_and_arguments(tmp_path: Path) -> None:
     _generate(tmp_path)
     lock = read_lock(tmp_path / "SUITE.lock")
@@ -74,6 +76,7 @@ def test_the_lock_records_the_generator_version_and_arguments(tmp_path: Path) ->
     assert read_lock(tmp_path / "SUITE.lock").generator == lock.generator  # regenerating the lock keeps it
 
 
+@pytest.mark.slow
 def test_regenerating_into_the_same_folder_is_allowed_but_foreign_task_files_are_refused(tmp_path: Path) -> None:
     _generate(tmp_path)
     _generate(tmp_path)
