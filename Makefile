@@ -21,7 +21,7 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 LOCAL_STAMP := $(VENV)/.local-extra
 
 $(LOCAL_STAMP): $(VENV)
-	@echo "installing the local model extra (first time: builds llama-cpp-python, ~6-10 minutes on 2 cores)"
+	@echo "installing the local model extra (first time: builds llama-cpp-python, ~6-11 minutes on 2 cores)"
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --progress-bar off -e '.[test,local]'
 	@touch $(LOCAL_STAMP)
 

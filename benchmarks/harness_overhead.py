@@ -10,6 +10,8 @@ check, workers or Ray starting, the reports at the end) is measured apart from t
 - ``CPU/call``: process-tree CPU (the command and its worker processes) of the full run minus that of the
   one-episode run, over the difference in model calls; Ray actors run in the cluster's processes, outside the
   command's tree, so Ray rows show the driver's CPU only;
+- ``latency`` and ``queue``: median and p95 of what the run recorded per model call, its time on the wire and its
+  wait before the request went out (from ``raw_runs.jsonl``);
 - ``user ms/call`` (the ``--cost`` pass, concurrency 1, latency 0): (command wall - time the server spent
   answering) of the full run minus the same of the one-episode run, over the difference in model calls: what a
   user waits for the harness per call, start-up apart.
@@ -25,8 +27,11 @@ only; run it on a quiet machine (it prints the load average before and after).
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -50,6 +55,10 @@ class Measured:
     calls: int
     busy_s: float
     episodes_line: str
+    latency_ms: tuple[float, float]
+    """Median and p95 of the recorded provider latency (time on the wire) over every model call."""
+    queue_ms: tuple[float, float]
+    """Median and p95 of the recorded wait before a request went out."""
 
 
 def run_command(args: list[str], latency_ms: int, results: Path) -> Measured:
@@ -74,6 +83,7 @@ def _measure(args: list[str], url: str, results: Path) -> Measured:
     served = fetch_stats(url)
     first = served["first_arrival_monotonic"] or started  # the server's monotonic clock is this machine's
     lines = [line for line in err.splitlines() if "episodes" in line]
+    latency, queue = recorded_waits(Path(out.strip().splitlines()[-1]))
     return Measured(
         wall_s=wall,
         startup_s=max(0.0, first - started),
@@ -81,7 +91,28 @@ def _measure(args: list[str], url: str, results: Path) -> Measured:
         calls=served["requests"],
         busy_s=served["busy_s"],
         episodes_line=lines[-1].strip() if lines else out.strip(),
+        latency_ms=latency,
+        queue_ms=queue,
     )
+
+
+def recorded_waits(run_dir: Path) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(median, p95) in ms of every step's recorded ``latency_s`` and ``queue_s`` in a run directory."""
+    latency: list[float] = []
+    queue: list[float] = []
+    with (run_dir / "raw_runs.jsonl").open(encoding="utf-8") as lines:
+        for line in lines:
+            for step in json.loads(line)["trace"]["steps"]:
+                response = step.get("response") or {}
+                if response.get("latency_s") is not None:
+                    latency.append(1000 * response["latency_s"])
+                    queue.append(1000 * (response.get("queue_s") or 0.0))
+
+    def summary(values: list[float]) -> tuple[float, float]:
+        ordered = sorted(values) or [math.nan]
+        return statistics.median(ordered), ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+
+    return summary(latency), summary(queue)
 
 
 def executor_args(name: str) -> tuple[str, list[str]]:
@@ -114,7 +145,7 @@ def main() -> None:
     )
     header = (
         f"{'executor':<28} {'conc':>4} {'calls':>6} {'start-up s':>10} {'run s':>7} {'ideal s':>7} "
-        f"{'ratio run':>9} {'ratio cmd':>9} {'CPU/call ms':>11}"
+        f"{'ratio run':>9} {'ratio cmd':>9} {'CPU/call ms':>11} {'latency ms med/p95':>18} {'queue ms med/p95':>16}"
     )
     print(header)
     for name in [n for n in args.executors.split(",") if n and n != "none"]:  # none: the cost pass only
@@ -129,7 +160,9 @@ def main() -> None:
             cpu = 1000 * (full.cpu_s - small.cpu_s) / max(1, full.calls - small.calls)
             print(
                 f"{label:<28} {level:>4} {full.calls:>6} {full.startup_s:>10.2f} {run_s:>7.2f} {ideal:>7.2f} "
-                f"{ideal / run_s:>9.3f} {ideal / full.wall_s:>9.3f} {cpu:>11.2f}",
+                f"{ideal / run_s:>9.3f} {ideal / full.wall_s:>9.3f} {cpu:>11.2f}"
+                f" {full.latency_ms[0]:>8.1f} / {full.latency_ms[1]:<7.1f}"
+                f" {full.queue_ms[0]:>6.1f} / {full.queue_ms[1]:<7.1f}",
                 flush=True,
             )
     if args.cost:
