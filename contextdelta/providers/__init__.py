@@ -1,6 +1,6 @@
 """Model providers: the OpenAI-compatible client and an in-process mock for unit tests.
 
-The ``openai`` client library is imported on first use of :class:`OpenAIProvider` (or the other names from
+The HTTP client (aiohttp) is imported on first use of :class:`OpenAIProvider` (or the other names from
 ``openai_compat``), so commands that never call a model do not pay for it.
 """
 

@@ -1,8 +1,8 @@
 """How a chat-completions attempt failed on the wire: the vocabulary retries, failure records and the endpoint check
 share.
 
-The run's chat completions go out through aiohttp (a fraction of the CPU per call of the ``openai`` client's HTTP
-stack), so their failures are described here rather than by the ``openai`` exception types. The names and
+The provider's HTTP goes out through aiohttp (a fraction of the CPU per call of the ``openai`` client's HTTP stack),
+so its failures are described here rather than by the ``openai`` exception types. The names and
 messages follow the ``openai`` library's (``HTTP 429 RateLimitError: Error code: 429 - {...}``), so a failed
 trial reads the same whichever client raised it.
 """

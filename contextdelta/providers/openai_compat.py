@@ -7,12 +7,12 @@ with credentials (``user:password@``, a query string) is refused. Whatever an en
 ``Authorization`` or ``api-key`` header, anything key-shaped) is redacted from every text of a response before
 the response leaves this module, so no run file, report, log line or trace-store row can hold it.
 
-The run's chat completions go out through aiohttp, which costs a fraction of the CPU per call of the ``openai``
-client's HTTP stack (benchmarks/harness_overhead.py); the endpoint check keeps the ``openai`` client, whose error
-reporting it builds on. HTTP runs on the provider's own I/O thread (an event loop that does nothing else), and
-each attempt is timed there: ``latency_s`` is time on the wire, not the time the caller's event loop took to come
-back to the episode (with many episodes on one loop, a reply can sit read for a while before its episode runs
-again). The wait before a request starts on that loop is ``queue_s``, recorded apart.
+HTTP goes out through aiohttp, which costs a fraction of the CPU per call of the ``openai`` client's HTTP stack
+(benchmarks/harness_overhead.py); failures are named as the ``openai`` library names them
+(:mod:`contextdelta.providers.errors`). HTTP runs on the provider's own I/O thread (an event loop that does nothing
+else), and each attempt is timed there: ``latency_s`` is time on the wire, not the time the caller's event loop
+took to come back to the episode (with many episodes on one loop, a reply can sit read for a while before its
+episode runs again). The wait before a request starts on that loop is ``queue_s``, recorded apart.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import functools
 import importlib.metadata
 import json
 import logging
+import os
 import re
 import ssl
 import threading
@@ -31,7 +32,6 @@ from typing import Any, TypeVar
 
 import aiohttp
 import certifi
-import openai
 from pydantic import SecretStr
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
@@ -51,6 +51,9 @@ from contextdelta.settings import check_base_url, redact_url
 log = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+"""Where requests go without a base URL (nor ``OPENAI_BASE_URL``), as with the ``openai`` client."""
 
 PLACEHOLDER_API_KEY = "not-needed"
 """Sent when no key is configured: local OpenAI-compatible servers accept any key, but the client needs one."""
@@ -106,7 +109,7 @@ class _IoLoop:
 
 
 class OpenAIProvider:
-    """A ChatProvider over ``openai.AsyncOpenAI``.
+    """A ChatProvider for any OpenAI-compatible chat-completions endpoint, over aiohttp.
 
     Its HTTP connection pool lives on the provider's own I/O thread, so one instance serves any number of event
     loops in turn (the endpoint check and then the run). Close it with :meth:`aclose` or ``async with``.
@@ -153,13 +156,8 @@ class OpenAIProvider:
         secret = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key or "")
         self._api_key = secret
         self._redactor = Redactor([secret.get_secret_value()])
-        self._client = openai.AsyncOpenAI(
-            api_key=secret.get_secret_value() or PLACEHOLDER_API_KEY,
-            base_url=base_url,
-            timeout=timeout_s,
-            max_retries=0,
-        )
-        self._url = f"{str(self._client.base_url).rstrip('/')}/chat/completions"
+        # as the openai client: no base URL means OPENAI_BASE_URL, else OpenAI's own endpoint
+        self._base = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         self._headers = {
             "Authorization": f"Bearer {secret.get_secret_value() or PLACEHOLDER_API_KEY}",
             "Content-Type": "application/json",
@@ -192,7 +190,6 @@ class OpenAIProvider:
         self._io.stop()
 
     async def _close_clients(self) -> None:
-        await self._client.close()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -218,12 +215,12 @@ class OpenAIProvider:
 
     async def _check_models(self, where: str, wait: float) -> str | None:
         try:
-            await self._client.get("/models", cast_to=bytes, options={"timeout": wait})
-        except openai.APITimeoutError:
+            await self._send("GET", f"{self._base}/models", None, wait)
+        except EndpointTimeout:
             return f"cannot reach {where}: GET /models did not answer within {wait:g} s (--timeout-s)"
-        except openai.APIConnectionError as exc:
+        except EndpointConnectionError as exc:
             return f"cannot reach {where}: {self._scrub(describe_error(exc))}"
-        except openai.APIStatusError as exc:
+        except EndpointStatusError as exc:
             if exc.status_code in (401, 403):
                 return f"{where} refused the API key (HTTP {exc.status_code}); check CONTEXTDELTA_API_KEY"
             if exc.status_code == 404 and await self._answers_under_v1(wait):
@@ -235,29 +232,26 @@ class OpenAIProvider:
         return None
 
     async def _answers_under_v1(self, wait: float) -> bool:
-        base = str(self._client.base_url).rstrip("/")
-        if base.endswith("/v1"):
+        if self._base.endswith("/v1"):
             return False
         try:
-            await self._client.get(f"{base}/v1/models", cast_to=bytes, options={"timeout": wait})
-        except openai.OpenAIError:
+            await self._send("GET", f"{self._base}/v1/models", None, wait)
+        except EndpointError:
             return False
         return True
 
     async def _check_tools(self, where: str, wait: float) -> str | None:
         messages, tools = endpoint_check_request()
         try:
-            body = await self._client.post(
-                "/chat/completions", cast_to=bytes, body=self._body(messages, tools), options={"timeout": wait}
-            )
-        except openai.APITimeoutError:
+            body, _, _ = await self._send("POST", self._chat_url, _encode(self._body(messages, tools)), wait)
+        except EndpointTimeout:
             return (
                 f"{where} answered GET /models but not a chat completion within {wait:g} s (--timeout-s); "
                 "the endpoint is stalled or the model is still loading"
             )
-        except openai.APIConnectionError as exc:
+        except EndpointConnectionError as exc:
             return f"cannot reach {where} for a chat completion: {self._scrub(describe_error(exc))}"
-        except openai.APIStatusError as exc:
+        except EndpointStatusError as exc:
             detail = self._scrub(describe_error(exc))
             if exc.status_code in (401, 403):
                 return f"{where} refused the API key (HTTP {exc.status_code}); check CONTEXTDELTA_API_KEY"
@@ -304,15 +298,20 @@ class OpenAIProvider:
             self._session = aiohttp.ClientSession(connector=connector, headers=self._headers, trust_env=True)
         return self._session
 
-    async def _post(self, body: bytes, timeout: float) -> tuple[bytes, float, float]:
-        """One attempt, on the I/O loop: (response body, when the request went out, when its response was read).
+    @property
+    def _chat_url(self) -> str:
+        return f"{self._base}/chat/completions"
+
+    async def _send(self, method: str, url: str, body: bytes | None, timeout: float) -> tuple[bytes, float, float]:
+        """One request, on the I/O loop: (response body, when the request went out, when its response was read).
 
         Raises EndpointStatusError for an HTTP error status, EndpointTimeout when no whole response came within
         ``timeout`` seconds, EndpointConnectionError when the connection failed or closed early."""
         session = self._http()
         sent = time.perf_counter()
+        limit = aiohttp.ClientTimeout(total=timeout)
         try:
-            async with session.post(self._url, data=body, timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+            async with session.request(method, url, data=body, timeout=limit) as response:
                 content = await response.read()
                 read = time.perf_counter()
                 if response.status >= 400:
@@ -336,7 +335,7 @@ class OpenAIProvider:
         Raises ProviderFailure: ``context_window_exceeded`` when the endpoint says the prompt is too long,
         ``provider_error`` for a non-retryable error, exhausted retries, or a response without choices.
         """
-        request = json.dumps(self._body(messages, tools, seed, model), ensure_ascii=False).encode("utf-8")
+        request = _encode(self._body(messages, tools, seed, model))
         started = time.perf_counter()
         attempts = 0
         retrying = AsyncRetrying(
@@ -365,7 +364,7 @@ class OpenAIProvider:
                     submitted = time.perf_counter()
                     try:
                         body, sent, read = await self._io.run(
-                            self._post(request, min(self.timeout_s, max(remaining, 0.5)))
+                            self._send("POST", self._chat_url, request, min(self.timeout_s, max(remaining, 0.5)))
                         )
                     except EndpointStatusError as exc:
                         if gate is not None:
@@ -522,7 +521,7 @@ def usage_of(completion: dict[str, Any]) -> Usage | None:
 
 def is_context_length_error(exc: BaseException) -> bool:
     """Whether an error says the prompt does not fit the model's context window."""
-    if not isinstance(exc, EndpointStatusError | openai.APIStatusError) or exc.status_code not in (400, 413, 422):
+    if not isinstance(exc, EndpointStatusError) or exc.status_code not in (400, 413, 422):
         return False
     body = exc.body if isinstance(exc.body, dict) else {}
     codes = {str(body.get("code") or ""), str(body.get("type") or ""), str(exc.code or "")}
@@ -539,15 +538,11 @@ def describe_error(exc: BaseException) -> str:
         return f"HTTP {exc.status_code} {exc.name}: {exc.message}"
     if isinstance(exc, EndpointError):
         return f"{exc.name}: {exc.message}"
-    if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code} {type(exc).__name__}: {exc.message}"
-    if isinstance(exc, openai.APITimeoutError):
-        return "APITimeoutError: the request timed out"
-    if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__ or exc.__context__
-        detail = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
-        return f"APIConnectionError: {exc.message}{detail}"
     return f"{type(exc).__name__}: {exc}"
+
+
+def _encode(request: dict[str, Any]) -> bytes:
+    return json.dumps(request, ensure_ascii=False).encode("utf-8")
 
 
 @functools.cache
