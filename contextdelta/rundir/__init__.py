@@ -8,6 +8,7 @@ primitives every writer uses, and the recorder interface through which a run wri
     Recorder: start(RunStart) -> episode(EpisodeRecord)... -> finish(RunEnd)
 """
 
+from contextdelta.rundir._parts import PART_DIGEST_CHARS, parts_of
 from contextdelta.rundir.attempts import EpisodeAttempts, current_records
 from contextdelta.rundir.ids import RUN_GROUP_ID, RunIdError, episode_run_id, new_run_group_id, run_dir, validate_run_id
 from contextdelta.rundir.io import (
@@ -41,7 +42,6 @@ from contextdelta.rundir.layout import (
     tool_event_records,
 )
 from contextdelta.rundir.receipts import (
-    PART_DIGEST_CHARS,
     SEAL_VERSION,
     ReceiptsError,
     chain_next,
@@ -49,7 +49,6 @@ from contextdelta.rundir.receipts import (
     file_digests,
     manifest_edits,
     part_differences,
-    parts_of,
     read_receipts,
     receipt_for,
     receipt_line,

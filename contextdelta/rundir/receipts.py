@@ -19,72 +19,20 @@ against edits, not proof against a forger who recomputes every digest (ARCHITECT
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from contextdelta.canonical import canonical_json, content_hash, sha256_hex
+from contextdelta.rundir._parts import PART_DIGEST_CHARS, parts_of
 from contextdelta.rundir.io import atomic_write_text
-from contextdelta.rundir.records import RecordReceipt, RecordsSeal, Seal
+from contextdelta.rundir.records import EpisodeRecord, RecordReceipt, RecordsSeal, Seal
 
 RECEIPTS = "raw_runs.receipts.jsonl"
 SEAL_VERSION = 1
-PART_KEY_DEPTH = 4
-"""A part is a value reached by at most this many object keys (list indices do not count); deeper values are part
-of the one at this depth (``trace.steps[3].response.usage`` holds its token counts)."""
-SPLIT_LIST_DEPTH = 2
-"""Lists reached by at most this many keys are split into their items (``trace.steps``, ``verdict.details``,
-``sessions``); deeper lists (a step's ``messages``) are one part each."""
-PART_DIGEST_CHARS = 16
-"""Hex digits kept of each part's SHA-256: they only locate an edit; the line's full SHA-256 proves it."""
 UNSEALED = (".tmp",)
 """File name endings a seal leaves out: temp files of an atomic write killed half way."""
-
-
-def _child(path: str, key: str) -> str:
-    if key.replace("_", "a").replace("-", "a").isalnum():
-        return f"{path}.{key}" if path else key
-    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
-
-
-def parts_of(value: Any) -> dict[str, str]:
-    """The digest of each part of a JSON value by path: every value reached by at most :data:`PART_KEY_DEPTH` keys
-    that is a scalar, an empty container or at that depth, with lists down to :data:`SPLIT_LIST_DEPTH` keys split
-    into their items. A field added to a record is a part without anything to update here."""
-    out: dict[str, str] = {}
-
-    def walk(node: Any, path: str, keys: int) -> None:
-        if isinstance(node, dict) and node and keys < PART_KEY_DEPTH:
-            for key in sorted(node):
-                walk(node[key], _child(path, str(key)), keys + 1)
-        elif isinstance(node, list) and node and path and keys <= SPLIT_LIST_DEPTH:
-            for index, item in enumerate(node):
-                walk(item, f"{path}[{index}]", keys)
-        else:
-            out[path or "(root)"] = hashlib.sha256(_canonical(node).encode()).hexdigest()[:PART_DIGEST_CHARS]
-
-    walk(value, "", 0)
-    return out
-
-
-_encode_string = json.encoder.encode_basestring  # canonical JSON of a string (ensure_ascii off), without dumps
-
-
-def _canonical(node: Any) -> str:
-    """``canonical_json(node)``, with the common scalars done directly (a record has hundreds of parts)."""
-    if isinstance(node, str):
-        return _encode_string(node)
-    if node is None:
-        return "null"
-    if node is True:
-        return "true"
-    if node is False:
-        return "false"
-    if type(node) is int:
-        return str(node)
-    return canonical_json(node)
 
 
 def chain_start(run_group_id: str) -> str:
@@ -107,8 +55,19 @@ def receipt_for(line_text: str | bytes, line: int, previous: str) -> RecordRecei
         value = None
     digest = sha256_hex(data)
     parts = parts_of(value) if isinstance(value, dict) else {"(root)": digest[:PART_DIGEST_CHARS]}
-    run_id = value.get("run_id") if isinstance(value, dict) else None
-    attempt = value.get("attempt") if isinstance(value, dict) else None
+    if not isinstance(value, dict):
+        value = {}
+    return _receipt(line, value.get("run_id"), value.get("attempt"), digest, parts, previous)
+
+
+def record_receipt(record: EpisodeRecord, line: int, previous: str) -> RecordReceipt:
+    """The receipt of ``record``'s line (:meth:`EpisodeRecord.canonical_text`), from the parts found while that
+    line was written: the same receipt as :func:`receipt_for` of the line, without reading it back."""
+    text = record.canonical_text()
+    return _receipt(line, record.run_id, record.attempt, sha256_hex(text), record.part_digests(), previous)
+
+
+def _receipt(line: int, run_id: Any, attempt: Any, digest: str, parts: dict[str, str], previous: str) -> RecordReceipt:
     receipt = RecordReceipt(
         line=line,
         run_id=run_id if isinstance(run_id, str) else None,
@@ -117,7 +76,8 @@ def receipt_for(line_text: str | bytes, line: int, previous: str) -> RecordRecei
         parts=parts,
         chain="",
     )
-    return receipt.model_copy(update={"chain": chain_next(previous, receipt)})
+    receipt.chain = chain_next(previous, receipt)
+    return receipt
 
 
 def receipt_line(receipt: RecordReceipt) -> str:

@@ -26,7 +26,7 @@ from typing import Protocol, runtime_checkable
 
 from contextdelta.rundir.io import JsonlWriter
 from contextdelta.rundir.layout import RAW_RUNS, RAW_RUNS_RECEIPTS, TOOL_EVENTS, RunDirectory, tool_event_records
-from contextdelta.rundir.receipts import ChainState, chain_state, receipt_for, receipt_line
+from contextdelta.rundir.receipts import ChainState, chain_state, receipt_line, record_receipt
 from contextdelta.rundir.records import EpisodeRecord, RunManifest
 
 
@@ -144,7 +144,7 @@ class RunDirectoryRecorder:
         if self._raw is None or self._receipts is None or self._events is None or self._chain is None:
             raise RuntimeError("RunDirectoryRecorder.episode before start")
         line = record.canonical_text()
-        receipt = receipt_for(line, self._chain.lines + 1, self._chain.head)
+        receipt = record_receipt(record, self._chain.lines + 1, self._chain.head)
         self._raw.append_lines([line])
         self._receipts.append_lines([receipt_line(receipt)])
         self._chain = ChainState(receipt.line, receipt.chain)

@@ -9,10 +9,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from contextdelta.agent import EpisodeTotals, EpisodeTrace, TerminationReason
-from contextdelta.canonical import canonical_json
 from contextdelta.context import DEFAULT_TOKEN_BUDGET, StrategyDescription
 from contextdelta.grading import Verdict
 from contextdelta.providers import Price
+from contextdelta.rundir._parts import sealed_json
 
 RECORD_SCHEMA_VERSION = 1
 
@@ -407,6 +407,7 @@ class EpisodeRecord(BaseModel):
     )
 
     _canonical: str | None = PrivateAttr(default=None)
+    _parts: dict[str, str] | None = PrivateAttr(default=None)
 
     @property
     def success(self) -> bool:
@@ -417,13 +418,20 @@ class EpisodeRecord(BaseModel):
         content hash), computed once per record object: the run directory, the trace store and a worker process
         that ships the record all need it, and it is the most expensive thing done with a record."""
         if self._canonical is None:
-            self._canonical = canonical_json(self.model_dump(mode="json"))
+            self._canonical, self._parts = sealed_json(self.model_dump(mode="json"))
         return self._canonical
+
+    def part_digests(self) -> dict[str, str]:
+        """The digest of each part of the record's line (what its receipt holds), found while the line was
+        rendered (:func:`contextdelta.rundir._parts.sealed_json`)."""
+        self.canonical_text()
+        assert self._parts is not None
+        return self._parts
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> EpisodeRecord:
         """A copy (with ``update`` applied); its canonical JSON is computed afresh."""
         copy = super().model_copy(update=update, deep=deep)
-        copy._canonical = None
+        copy._canonical = copy._parts = None
         return copy
 
 

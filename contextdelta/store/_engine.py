@@ -8,6 +8,8 @@ immediate one takes the write lock up front and waits up to the busy timeout.
 
 from __future__ import annotations
 
+import json
+import json.encoder
 import logging
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,22 @@ def sqlite_path(url: str | URL) -> Path | None:
     return Path(parsed.database)
 
 
+_JSON_ENCODER = getattr(json.encoder, "c_make_encoder", None)
+_DUMPS = (
+    _JSON_ENCODER(
+        None, json.JSONEncoder().default, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True
+    )
+    if _JSON_ENCODER is not None
+    else None
+)
+
+
+def json_dumps(value: Any) -> str:
+    """``json.dumps(value)`` (what SQLAlchemy writes a JSON column with), with the C encoder built once instead of
+    on every value: a step's messages, tool calls and arguments are several JSON values per row."""
+    return json.dumps(value) if _DUMPS is None else "".join(_DUMPS(value, 0))
+
+
 def create_store_engine(url: str | URL, *, foreign_keys: bool = True, **kwargs: Any) -> Engine:
     """An engine for ``url``. SQLite: parent folders are created, WAL, foreign keys, busy timeout and
     ``BEGIN IMMEDIATE`` for writes; PostgreSQL and others: pre-ping pooled connections.
@@ -60,6 +78,7 @@ def create_store_engine(url: str | URL, *, foreign_keys: bool = True, **kwargs: 
     ``foreign_keys=False`` is for migrations only: SQLite's batch mode recreates a table by copying it and
     dropping the old one, and with foreign keys on that drop would cascade into the child tables.
     """
+    kwargs.setdefault("json_serializer", json_dumps)
     try:
         parsed = url if isinstance(url, URL) else make_url(url)
     except ArgumentError as exc:

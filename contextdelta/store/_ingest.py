@@ -286,12 +286,10 @@ def upsert_episode(
     episode, steps, events, mutations = episode_values(
         record, attributor(record) if attributor else None, digest, superseded
     )
-    row = EpisodeRow(**episode)
-    session.add(row)
-    session.flush()  # the episode's id, for its children
-    # children as one executemany per table (the ORM's bulk INSERT): a unit-of-work flush of one object per step
-    # and per tool call cost more CPU than the rest of storing an episode
+    episode_id = session.execute(insert(EpisodeRow.__table__), episode).inserted_primary_key[0]
+    # children as one executemany per table, in SQL Core: the ORM's unit of work (an object per step and per tool
+    # call) and even its bulk INSERT cost more CPU than the rest of storing an episode
     for model, children in ((StepRow, steps), (ToolEventRow, events), (MutationRow, mutations)):
         if children:
-            session.execute(insert(model), [{**values, "episode_id": row.id} for values in children])
+            session.execute(insert(model.__table__), [{**values, "episode_id": episode_id} for values in children])
     return "added" if existing is None else "updated"

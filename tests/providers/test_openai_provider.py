@@ -253,12 +253,14 @@ class _Recorder(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     bodies: list[dict[str, Any]]
     headers_seen: list[dict[str, str]]
+    targets: list[str]
     reply: tuple[int, dict[str, Any]]
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         type(self).bodies.append(json.loads(self.rfile.read(length)))
         type(self).headers_seen.append({k.lower(): v for k, v in self.headers.items()})
+        type(self).targets.append(self.path)
         status, payload = type(self).reply
         payload = json.loads(json.dumps(payload).replace("$AUTH", self.headers.get("Authorization") or ""))
         data = json.dumps(payload).encode()
@@ -289,7 +291,7 @@ COMPLETION = {
 
 @pytest.fixture
 def recorder() -> Iterator[tuple[str, type[_Recorder]]]:
-    handler = type("Recorder", (_Recorder,), {"bodies": [], "headers_seen": [], "reply": (200, COMPLETION)})
+    handler = type("Recorder", (_Recorder,), {"bodies": [], "headers_seen": [], "targets": [], "reply": (200, COMPLETION)})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
@@ -320,6 +322,22 @@ def test_request_carries_settings_and_cached_tokens_are_read(
         64,
     )
     assert response.model == "echo-model"
+
+
+def test_requests_go_through_the_proxy_the_environment_names_unless_no_proxy_exempts_the_host(
+    recorder: tuple[str, type[_Recorder]], sleep: RecordingSleep, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proxy_url, handler = recorder  # the recording server stands in for the proxy: it gets the absolute URL
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", proxy_url.removesuffix("/v1"))
+    p = OpenAIProvider(base_url="http://api.endpoint.test/v1", model="m", api_key=KEY, sleep=sleep)
+    response = asyncio.run(complete_once(p))
+    assert response.content == "hello"
+    assert handler.targets == ["http://api.endpoint.test/v1/chat/completions"]
+    monkeypatch.setenv("NO_PROXY", "api.endpoint.test")
+    direct = OpenAIProvider(base_url="http://api.endpoint.test/v1", model="m", api_key=KEY, sleep=sleep)
+    assert direct._proxy_for("http://api.endpoint.test/v1/chat/completions") == (None, None)
 
 
 def test_defaults_omit_unset_options_and_tools(recorder: tuple[str, type[_Recorder]], sleep: RecordingSleep) -> None:

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from contextdelta.canonical import canonical_json
 from contextdelta.rundir import (
@@ -23,6 +25,7 @@ from contextdelta.rundir import (
     read_receipts,
     receipt_for,
 )
+from contextdelta.rundir._parts import sealed_json
 from contextdelta.runner import BenchmarkError, BenchmarkRequest, run_benchmark
 from contextdelta.testing import serve_scripted
 from contextdelta.verify import verify_run
@@ -146,3 +149,35 @@ def test_receipt_lines_are_canonical_json() -> None:
     path = runs.single_task_run()
     for line in (path / RAW_RUNS_RECEIPTS).read_text().splitlines():
         assert line == canonical_json(json.loads(line))
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=60,
+)
+
+
+@given(st.dictionaries(st.sampled_from(["trace", "steps", "a.b", "x-y", "verdict", ""]), JSON_VALUES, max_size=5))
+def test_a_record_line_and_its_parts_come_from_one_pass_exactly_as_from_two(value: dict[str, object]) -> None:
+    line, parts = sealed_json(value)
+    assert line == canonical_json(value)
+    assert parts == parts_of(json.loads(line))
+
+
+def test_a_key_that_is_not_a_string_gives_the_parts_of_the_line_read_back() -> None:
+    value = {"trace": {1: "a", 2: {"b": [1.5]}}}
+    line, parts = sealed_json(value)
+    assert line == canonical_json(value)
+    assert parts == parts_of(json.loads(line))
+    assert sorted(parts) == ["trace.1", "trace.2.b"]
+
+
+def test_the_receipt_written_with_a_record_is_the_receipt_verify_derives_from_its_line() -> None:
+    run_dir = runs.single_task_run()
+    lines = (run_dir / RAW_RUNS).read_bytes().splitlines()
+    written = read_receipts(run_dir / RAW_RUNS_RECEIPTS)
+    previous = chain_start(json.loads((run_dir / MANIFEST).read_text())["run_group_id"])
+    for number, (line, receipt) in enumerate(zip(lines, written, strict=True), start=1):
+        assert receipt == receipt_for(line, number, previous)
+        previous = receipt.chain
