@@ -18,6 +18,7 @@ episode runs again). The wait before a request starts on that loop is ``queue_s`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import importlib.metadata
 import json
@@ -93,9 +94,43 @@ class _IoLoop:
         return self._loop is not None
 
     async def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Run ``coroutine`` on the I/O loop and wait for it here; cancelling the caller cancels it there too."""
-        future = asyncio.run_coroutine_threadsafe(coroutine, self._running_loop())
-        return await asyncio.wrap_future(future)
+        """Run ``coroutine`` on the I/O loop and wait for it here; cancelling the caller cancels it there too.
+
+        One wake-up of each loop per call (``run_coroutine_threadsafe`` and ``wrap_future`` chain a
+        ``concurrent.futures.Future`` in between, at about half again the CPU)."""
+        io = self._running_loop()
+        caller = asyncio.get_running_loop()
+        done: asyncio.Future[T] = caller.create_future()
+        running: list[asyncio.Task[T]] = []
+
+        def settle(task: asyncio.Task[T]) -> None:  # on the caller's loop
+            if done.cancelled():
+                return
+            if task.cancelled():
+                done.cancel()
+            elif (error := task.exception()) is not None:
+                done.set_exception(error)
+            else:
+                done.set_result(task.result())
+
+        def start() -> None:  # on the I/O loop
+            if done.cancelled():  # the caller gave up before the request started
+                coroutine.close()
+                return
+            task = io.create_task(coroutine)
+            running.append(task)
+            task.add_done_callback(report)
+
+        def report(task: asyncio.Task[T]) -> None:  # on the I/O loop
+            with contextlib.suppress(RuntimeError):  # the caller's loop closed meanwhile: nobody is waiting
+                caller.call_soon_threadsafe(settle, task)
+
+        io.call_soon_threadsafe(start)
+        try:
+            return await done
+        except asyncio.CancelledError:
+            io.call_soon_threadsafe(lambda: [task.cancel() for task in running])
+            raise
 
     def stop(self) -> None:
         """Stop the loop and its thread (idempotent)."""

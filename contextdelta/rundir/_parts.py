@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 from typing import Any
 
 from contextdelta.canonical import canonical_json
@@ -35,8 +36,10 @@ def _child(path: str, key: str) -> str:
 
 
 def _canonical(node: Any) -> str:
-    """``canonical_json(node)``, with the common scalars done directly (a record has hundreds of parts)."""
-    if isinstance(node, str):
+    """``canonical_json(node)``, with the common leaves done directly (a record has hundreds of parts, most of them
+    strings, numbers, empty lists)."""
+    kind = type(node)
+    if kind is str:
         return _encode_string(node)
     if node is None:
         return "null"
@@ -44,8 +47,12 @@ def _canonical(node: Any) -> str:
         return "true"
     if node is False:
         return "false"
-    if type(node) is int:
-        return str(node)
+    if kind is int:
+        return int.__repr__(node)
+    if kind is float and math.isfinite(node):
+        return float.__repr__(node)  # what json writes for a finite float
+    if (kind is list or kind is dict) and not node:
+        return "[]" if kind is list else "{}"
     return canonical_json(node)
 
 

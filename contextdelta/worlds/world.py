@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from contextdelta.canonical import canonical_json, content_hash
+from contextdelta.canonical import canonical_json, sha256_hex
 from contextdelta.worlds.model import (
     MutationEvent,
     Outcome,
@@ -120,6 +120,7 @@ class World:
                     raise WorldStateError(f"{kind}.{resource_id}: {_first_error(exc)}") from exc
                 self._resources[resource_key(definition.name, kind, resource_id)] = (1, model)
         self._state_hash: str | None = None  # of the current state; every change goes through _commit
+        self._texts: dict[str, str] = {}  # each resource's canonical JSON, dropped when _commit changes it
         self._pending = list(mutations)
         self._match_counts: dict[str, int] = {}
         self._observed: dict[str, _Observation] = {}
@@ -139,9 +140,17 @@ class World:
         return {key: _dump(version, model) for key, (version, model) in sorted(self._resources.items())}
 
     def state_hash(self) -> str:
-        """SHA-256 of the canonical `state`, computed once per state (a call that changes nothing reuses it)."""
+        """SHA-256 of the canonical `state`, computed once per state (a call that changes nothing reuses it), from
+        each resource's canonical JSON, kept until the resource changes: ``content_hash(self.state())``."""
         if self._state_hash is None:
-            self._state_hash = content_hash(self.state())
+            texts = self._texts
+            pieces = []
+            for key in sorted(self._resources):
+                text = texts.get(key)
+                if text is None:
+                    text = texts[key] = canonical_json(_dump(*self._resources[key]))
+                pieces.append(f"{_json_string(key)}:{text}")
+            self._state_hash = sha256_hex("{" + ",".join(pieces) + "}")
         return self._state_hash
 
     def version(self, key: str) -> int | None:
@@ -375,6 +384,7 @@ class World:
         if ctx.staged:
             self._state_hash = None
         for key, model in sorted(ctx.staged.items()):
+            self._texts.pop(key, None)
             previous = self._resources.get(key)
             self._resources[key] = ((previous[0] + 1) if previous else 1, model)
         return sorted(ctx.staged)
@@ -395,6 +405,9 @@ class World:
         if isinstance(value, datetime):
             return value.isoformat()
         return value
+
+
+_json_string = json.encoder.encode_basestring  # a key as canonical JSON writes it
 
 
 def _dump(version: int, model: ResourceModel) -> dict[str, Any]:

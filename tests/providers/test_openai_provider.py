@@ -291,7 +291,9 @@ COMPLETION = {
 
 @pytest.fixture
 def recorder() -> Iterator[tuple[str, type[_Recorder]]]:
-    handler = type("Recorder", (_Recorder,), {"bodies": [], "headers_seen": [], "targets": [], "reply": (200, COMPLETION)})
+    handler = type(
+        "Recorder", (_Recorder,), {"bodies": [], "headers_seen": [], "targets": [], "reply": (200, COMPLETION)}
+    )
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()

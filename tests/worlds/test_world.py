@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from contextdelta.canonical import canonical_json
+from contextdelta.canonical import canonical_json, content_hash
 from contextdelta.worlds import WORLDS, Outcome, ProtectionMode, Scope, ToolKind, World
 from tests.worlds.helpers import error_code, make_world, read, write
 
@@ -315,6 +315,22 @@ def test_actor_tool_mutation_runs_business_logic_and_bumps_versions() -> None:
         },
     )
     assert stale.event.outcome is Outcome.BLOCKED
+
+
+def test_the_state_hash_kept_per_resource_is_the_hash_of_the_whole_state_after_every_change() -> None:
+    world = make_world("order")
+    calls = [
+        ("get_order", {"order_id": "A-1001"}),
+        ("issue_refund", {"order_id": "A-1001", "amount_cents": 500, "reason": "broken"}),
+        ("issue_refund", {"order_id": "A-1001", "amount_cents": 700, "reason": "again"}),
+        ("cancel_order", {"order_id": "Z-9", "reason": "x"}),
+    ]
+    hashes = [world.state_hash()]
+    for tool, arguments in calls:
+        result = world.call(tool, arguments)
+        assert result.event.state_after == world.state_hash() == content_hash(world.state())
+        hashes.append(world.state_hash())
+    assert len(set(hashes)) == 3  # the two refunds changed the state; the read and the bad call did not
 
 
 def test_a_mutation_refused_by_a_guard_is_logged_and_changes_nothing() -> None:
