@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import json.encoder
+from collections.abc import Callable
 from typing import Any
 
 
@@ -12,25 +14,32 @@ def _not_serialisable(value: Any) -> Any:
     raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
 
 
-_JSON_ARGS: dict[str, Any] = {"sort_keys": True, "separators": (",", ":"), "ensure_ascii": False, "allow_nan": False}
-# The C encoder json.dumps builds on every call with these arguments, built once (json.dumps constructs an encoder
-# per call: most of the cost of encoding a small value). No circular-reference check: a JSON value has no cycles
-# (one that had would end in RecursionError instead of ValueError).
-_C_ENCODER = (
-    json.encoder.c_make_encoder(  # type: ignore[attr-defined]
-        None, _not_serialisable, json.encoder.encode_basestring, None, ":", ",", True, False, False
-    )
-    if getattr(json.encoder, "c_make_encoder", None) is not None
-    else None
+def json_dumps_function(
+    *,
+    sort_keys: bool = False,
+    separators: tuple[str, str] = (", ", ": "),
+    ensure_ascii: bool = True,
+    allow_nan: bool = True,
+) -> Callable[[Any], str]:
+    """``json.dumps`` with these arguments, as a function whose C encoder is built once: ``json.dumps`` builds one
+    on every call it gets arguments, most of the cost of encoding a small value. No circular-reference check (a
+    JSON value has no cycles; one that had would end in RecursionError instead of ValueError)."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # a Python without the C accelerator
+        return functools.partial(
+            json.dumps, sort_keys=sort_keys, separators=separators, ensure_ascii=ensure_ascii, allow_nan=allow_nan
+        )
+    strings = json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
+    item_separator, key_separator = separators
+    encoder = make(None, _not_serialisable, strings, None, key_separator, item_separator, sort_keys, False, allow_nan)
+    return lambda value: "".join(encoder(value, 0))
+
+
+canonical_json: Callable[[Any], str] = json_dumps_function(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
 )
-
-
-def canonical_json(value: Any) -> str:
-    """Serialise ``value`` deterministically: sorted keys, no insignificant whitespace, UTF-8 kept; exactly
-    ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)``."""
-    if _C_ENCODER is None:
-        return json.dumps(value, **_JSON_ARGS)
-    return "".join(_C_ENCODER(value, 0))
+"""Serialise a value deterministically: sorted keys, no insignificant whitespace, UTF-8 kept; exactly
+``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)``."""
 
 
 def sha256_hex(text: str | bytes) -> str:

@@ -9,6 +9,7 @@ strings that look like API keys or bearer headers are masked even when nobody de
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -31,8 +32,10 @@ _ANY_PATTERN = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_key(name: str) -> bool:
-    """Whether a mapping key names a credential (``api_key``, ``Authorization``, ``client_secret`` ...)."""
+    """Whether a mapping key names a credential (``api_key``, ``Authorization``, ``client_secret`` ...); memoised:
+    the same few keys come back in every response."""
     return bool(_SECRET_KEY.match(name))
 
 
@@ -64,13 +67,18 @@ class Redactor:
     def json(self, value: Any, extra: Iterable[str] = ()) -> Any:
         """A copy of a JSON value with credential keys' values and secrets in strings masked."""
         extra = tuple(extra)
-        if isinstance(value, dict):
-            return {
-                k: REDACTED if isinstance(k, str) and is_secret_key(k) and v not in (None, "") else self.json(v, extra)
-                for k, v in value.items()
-            }
-        if isinstance(value, list):
-            return [self.json(v, extra) for v in value]
-        if isinstance(value, str):
-            return self.text(value, extra)
-        return value
+        text = self.text
+
+        def clean(node: Any) -> Any:
+            if isinstance(node, str):
+                return text(node, extra)
+            if isinstance(node, dict):
+                return {
+                    k: REDACTED if isinstance(k, str) and is_secret_key(k) and v not in (None, "") else clean(v)
+                    for k, v in node.items()
+                }
+            if isinstance(node, list):
+                return [clean(v) for v in node]
+            return node
+
+        return clean(value)

@@ -38,6 +38,7 @@ from aiohttp.helpers import get_env_proxy_for_url
 from pydantic import SecretStr
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
+from contextdelta.canonical import json_dumps_function
 from contextdelta.providers.base import (
     ProviderFailure,
     ProviderResponse,
@@ -596,8 +597,12 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+_request_json = json_dumps_function(ensure_ascii=False)
+
+
 def _encode(request: dict[str, Any]) -> bytes:
-    return json.dumps(request, ensure_ascii=False).encode("utf-8")
+    """The request body: ``json.dumps(request, ensure_ascii=False)``, with its C encoder built once."""
+    return _request_json(request).encode("utf-8")
 
 
 @functools.cache

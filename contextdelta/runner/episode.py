@@ -89,7 +89,7 @@ async def run_job(
         strategy,
         max_steps=job.max_steps,
         seed=job.seed,
-        budget=costing.episode_budget,
+        budget=costing.episode_budget if costing.max_episode_cost_usd is not None else None,
     )
     wall_s = time.perf_counter() - clock
     return episode_record(job, trace, initial, world, started, wall_s, costing.cost(trace.totals))

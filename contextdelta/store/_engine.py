@@ -8,8 +8,6 @@ immediate one takes the write lock up front and waits up to the busy timeout.
 
 from __future__ import annotations
 
-import json
-import json.encoder
 import logging
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,8 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
+
+from contextdelta.canonical import json_dumps_function
 
 log = logging.getLogger(__name__)
 
@@ -55,20 +55,9 @@ def sqlite_path(url: str | URL) -> Path | None:
     return Path(parsed.database)
 
 
-_JSON_ENCODER = getattr(json.encoder, "c_make_encoder", None)
-_DUMPS = (
-    _JSON_ENCODER(
-        None, json.JSONEncoder().default, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True
-    )
-    if _JSON_ENCODER is not None
-    else None
-)
-
-
-def json_dumps(value: Any) -> str:
-    """``json.dumps(value)`` (what SQLAlchemy writes a JSON column with), with the C encoder built once instead of
-    on every value: a step's messages, tool calls and arguments are several JSON values per row."""
-    return json.dumps(value) if _DUMPS is None else "".join(_DUMPS(value, 0))
+json_dumps = json_dumps_function()
+"""``json.dumps(value)`` (what SQLAlchemy writes a JSON column with), with the C encoder built once instead of on
+every value: a step's messages, tool calls and arguments are several JSON values per row."""
 
 
 def create_store_engine(url: str | URL, *, foreign_keys: bool = True, **kwargs: Any) -> Engine:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import CursorResult, Table, delete, insert, select
 from sqlalchemy.orm import Session
 
 from contextdelta.canonical import sha256_hex
@@ -255,6 +255,11 @@ def episode_row(record: EpisodeRecord, attribution: FailureAttribution | None, d
     return row
 
 
+def _table(model: type[Any]) -> Table:
+    """A mapped class's table, for SQL Core statements."""
+    return cast(Table, model.__table__)
+
+
 def upsert_episode(
     session: Session, record: EpisodeRecord, attributor: Attributor | None, superseded: Sequence[EpisodeRecord] = ()
 ) -> str:
@@ -286,10 +291,13 @@ def upsert_episode(
     episode, steps, events, mutations = episode_values(
         record, attributor(record) if attributor else None, digest, superseded
     )
-    episode_id = session.execute(insert(EpisodeRow.__table__), episode).inserted_primary_key[0]
+    inserted = session.execute(insert(_table(EpisodeRow)), episode)
+    key = cast(CursorResult[Any], inserted).inserted_primary_key
+    assert key is not None
+    episode_id = key[0]
     # children as one executemany per table, in SQL Core: the ORM's unit of work (an object per step and per tool
     # call) and even its bulk INSERT cost more CPU than the rest of storing an episode
     for model, children in ((StepRow, steps), (ToolEventRow, events), (MutationRow, mutations)):
         if children:
-            session.execute(insert(model.__table__), [{**values, "episode_id": episode_id} for values in children])
+            session.execute(insert(_table(model)), [{**values, "episode_id": episode_id} for values in children])
     return "added" if existing is None else "updated"

@@ -51,6 +51,13 @@ class ResourceRef:
     id: str
 
 
+def private_copy(resource: M) -> M:
+    """A deep copy of a resource that shares nothing with it: dumped and validated again by pydantic-core, about a
+    third of the CPU of ``model_copy(deep=True)`` (``copy.deepcopy`` in Python). Equal to the original: a resource
+    holds plain data only (tests/worlds/test_world.py checks every resource of every task)."""
+    return type(resource).model_validate(resource.model_dump())
+
+
 @dataclass
 class ToolContext:
     """What a tool implementation sees: a transaction over the world's resources.
@@ -87,7 +94,7 @@ class ToolContext:
                 known_ids=self.ids(model)[:20],
             )
         assert isinstance(current, model)
-        return current.model_copy(deep=True)
+        return private_copy(current)
 
     def ids(self, model: type[ResourceModel]) -> list[str]:
         """Every id of a kind, sorted."""
@@ -102,7 +109,7 @@ class ToolContext:
 
     def put(self, resource_id: str, resource: ResourceModel) -> ResourceRef:
         """Stage a write; the version bumps once per committed call."""
-        self.staged[self.key(resource.kind, resource_id)] = resource.model_copy(deep=True)
+        self.staged[self.key(resource.kind, resource_id)] = private_copy(resource)
         return ResourceRef(resource.kind, resource_id)
 
     def next_id(self, model: type[ResourceModel], prefix: str) -> str:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from contextdelta.canonical import canonical_json, content_hash
-from contextdelta.worlds import WORLDS, Outcome, ProtectionMode, Scope, ToolKind, World
+from contextdelta.tasks import load_task
+from contextdelta.worlds import WORLDS, Outcome, ProtectionMode, Scope, ToolContext, ToolKind, World
 from tests.worlds.helpers import error_code, make_world, read, write
 
 A1001 = "order/order/A-1001"
@@ -503,3 +505,27 @@ def test_stale_write_per_world_executes_unprotected_and_is_blocked_under_the_con
         ProtectionMode.UNPROTECTED: Outcome.EXECUTED,
         ProtectionMode.FRESHNESS_CONTRACT: Outcome.BLOCKED,
     }
+
+
+TASK_FILES = sorted((Path(__file__).resolve().parents[2] / "tasks").glob("**/*.yaml"))
+
+
+@pytest.mark.parametrize("world_name", sorted(WORLDS))
+def test_a_tool_gets_a_private_copy_equal_to_every_resource_of_every_task(world_name: str) -> None:
+    """ToolContext.get copies by dumping and validating again: equal for every resource the tasks hold, sharing
+    nothing (a tool that changes its copy changes nothing stored)."""
+    tasks = [load_task(path) for path in TASK_FILES if path.parent.name == world_name]
+    assert tasks
+    for task in tasks:
+        world = task.build_world(ProtectionMode.UNPROTECTED)
+        stored = {key: model for key, (_, model) in world._resources.items()}
+        context = ToolContext(
+            world=world_name, models=WORLDS[world_name].kinds, stored=world._resources, clock=None, actor="t"
+        )
+        for key, model in stored.items():
+            resource_id = key.split("/", 2)[2]
+            copy = context.get(type(model), resource_id)
+            assert copy == model and copy is not model
+            for name, value in model:
+                if isinstance(value, list | dict) and value:
+                    assert getattr(copy, name) is not value
