@@ -146,6 +146,10 @@ class Store:
         (``--retry-failed``); ``added``, ``updated`` or ``unchanged``."""
         return self._write(lambda s: upsert_episode(s, record, self.attributor, superseded))
 
+    def ingest_episodes(self, episodes: Sequence[tuple[EpisodeRecord, Sequence[EpisodeRecord]]]) -> list[str]:
+        """:meth:`ingest_episode` of each (record, superseded) pair, in one transaction."""
+        return self._write(lambda s: [upsert_episode(s, r, self.attributor, earlier) for r, earlier in episodes])
+
     def import_run(self, directory: RunDirectory | Path) -> ImportReport:
         """Load a run directory: its manifest and every episode of ``raw_runs.jsonl`` (each one's current record,
         with its superseded attempts). Idempotent."""
@@ -217,6 +221,8 @@ def open_store(url: str | None = None, *, attributor: Attributor | None = failur
 
 
 _STOP = object()
+BATCH_EPISODES = 32
+"""At most this many queued episodes are written in one transaction by the background writer."""
 
 
 @dataclass(frozen=True)
@@ -277,14 +283,22 @@ class StoreWriter:
         self._thread.join(timeout_s)
         self._thread = None
 
+    def _failed(self, exc: Exception) -> None:
+        self._fail(
+            f"trace store {self.store.url}: {type(exc).__name__}: {exc}; the run directory is complete, load it "
+            "later with `contextdelta db import RUN_ID`"
+        )
+
     def _fail(self, message: str) -> None:
         if not self.errors:
             self.on_error(message)
         self.errors.append(message)
 
     def _work(self) -> None:
+        pending: Any = None  # an item taken while gathering a batch, handled next
         while True:
-            item = self._queue.get()
+            item = pending if pending is not None else self._queue.get()
+            pending = None
             if item is _STOP:
                 return
             try:
@@ -296,13 +310,36 @@ class StoreWriter:
                     report = self.store.reconcile(item.run_group_id, item.records)
                     self.reconciled += report.added + report.updated
                     continue
-                self.store.ingest_episode(item.record, item.superseded)
-                self.written += 1
+                batch = [item]  # the episodes queued meanwhile go in the same transaction (one commit for all)
+                while len(batch) < BATCH_EPISODES:
+                    try:
+                        following = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if not isinstance(following, _Episode):
+                        pending = following
+                        break
+                    batch.append(following)
+                self._write_batch(batch)
             except Exception as exc:  # the run directory is the source of truth: report, never stop the run
-                self._fail(
-                    f"trace store {self.store.url}: {type(exc).__name__}: {exc}; the run directory is complete, load "
-                    "it later with `contextdelta db import RUN_ID`"
-                )
+                self._failed(exc)
+
+    def _write_batch(self, batch: list[_Episode]) -> None:
+        if len(batch) > 1:
+            try:
+                self.store.ingest_episodes([(e.record, e.superseded) for e in batch])
+            except Exception:  # each episode again on its own, so one bad row loses only itself
+                log.debug("store batch of %d episodes failed; writing them one by one", len(batch), exc_info=True)
+            else:
+                self.written += len(batch)
+                return
+        for episode in batch:
+            try:
+                self.store.ingest_episode(episode.record, episode.superseded)
+            except Exception as exc:  # reported; the other episodes are still written
+                self._failed(exc)
+            else:
+                self.written += 1
 
 
 class StoreRecorder:

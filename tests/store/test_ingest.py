@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 from typer.testing import CliRunner
 
 from contextdelta.cli import app
@@ -23,6 +23,7 @@ from contextdelta.store import (
     StepRow,
     Store,
     StoreRecorder,
+    StoreWriter,
     ToolEventRow,
 )
 from contextdelta.testing import serve_scripted
@@ -228,3 +229,29 @@ def test_cli_run_benchmark_writes_episodes_to_the_store(sqlite_url: str, tmp_pat
             select(EpisodeRow.run_id, EpisodeRow.failure_mode).where(EpisodeRow.run_group_id == run_path.name)
         ).all()
     assert [tuple(r) for r in rows] == [("order-grinder-refund.last_n.unprotected.r1", "never_refreshed")]
+
+
+def test_the_writer_stores_queued_episodes_a_batch_at_a_time_and_a_bad_one_loses_only_itself(
+    tmp_path: Path, mock_fixture: Fixture
+) -> None:
+    records = [e.record for e in mock_fixture.episodes]
+    orphan = records[0].model_copy(update={"run_group_id": "no-such-group", "run_id": "orphan"})
+    for name, queued, commits_expected in (
+        ("good", records, 2),
+        ("one-bad", [*records[:4], orphan, *records[4:]], None),
+    ):
+        store = Store.open(f"sqlite:///{tmp_path / name / 'contextdelta.db'}")
+        commits: list[int] = []
+        event.listen(store.engine, "commit", lambda connection, seen=commits: seen.append(1))
+        errors: list[str] = []
+        writer = StoreWriter(store, on_error=errors.append)
+        writer.manifest(mock_fixture.manifest)
+        for record in queued:  # queued before the thread starts: they form one batch
+            writer.episode(record)
+        writer.start().close()
+        assert writer.written == len(records) and _counts(store)["episodes"] == len(records)
+        if commits_expected is not None:
+            assert errors == [] and len(commits) == commits_expected  # the manifest, then every episode at once
+        else:
+            assert len(errors) == 1 and "IntegrityError" in errors[0]  # the batch failed, then one by one
+        store.close()
