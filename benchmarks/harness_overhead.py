@@ -7,6 +7,8 @@ check, workers or Ray starting, the reports at the end) is measured apart from t
 
 - ``ratio``: the ideal latency-bound wall time (model calls x latency / concurrency) over the measured wall time
   of the run (first request at the server to the command's exit), and over the whole command (start-up included);
+  ``finish s`` is the part of the run after the last request the server saw (its reply, the last records, the
+  reports, the seal);
 - ``CPU/call``: process-tree CPU (the command and its worker processes) of the full run minus that of the
   one-episode run, over the difference in model calls; Ray actors run in the cluster's processes, outside the
   command's tree, so Ray rows show the driver's CPU only;
@@ -51,6 +53,8 @@ SMALL = ["--task-ids", "order-grinder-refund", "--strategies", "full_history", "
 class Measured:
     wall_s: float
     startup_s: float
+    finish_s: float
+    """From the last request the server saw to the command's exit: the last replies, the reports, the seal."""
     cpu_s: float
     calls: int
     busy_s: float
@@ -75,7 +79,8 @@ def _measure(args: list[str], url: str, results: Path) -> Measured:
     started = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     _, status, usage = os.wait4(process.pid, 0)  # rusage of the command and every process it waited for
-    wall = time.monotonic() - started
+    ended = time.monotonic()
+    wall = ended - started
     process.returncode = os.waitstatus_to_exitcode(status)
     out, err = process.communicate()
     if process.returncode != 0:
@@ -87,6 +92,7 @@ def _measure(args: list[str], url: str, results: Path) -> Measured:
     return Measured(
         wall_s=wall,
         startup_s=max(0.0, first - started),
+        finish_s=max(0.0, ended - (served["last_arrival_monotonic"] or ended)),
         cpu_s=usage.ru_utime + usage.ru_stime,
         calls=served["requests"],
         busy_s=served["busy_s"],
@@ -144,7 +150,7 @@ def main() -> None:
         f"latency {args.latency_ms} ms; trace store on (SQLite)"
     )
     header = (
-        f"{'executor':<28} {'conc':>4} {'calls':>6} {'start-up s':>10} {'run s':>7} {'ideal s':>7} "
+        f"{'executor':<28} {'conc':>4} {'calls':>6} {'start-up s':>10} {'run s':>7} {'finish s':>8} {'ideal s':>7} "
         f"{'ratio run':>9} {'ratio cmd':>9} {'CPU/call ms':>11} {'latency ms med/p95':>18} {'queue ms med/p95':>16}"
     )
     print(header)
@@ -159,7 +165,8 @@ def main() -> None:
             ideal = full.calls * args.latency_ms / 1000 / level
             cpu = 1000 * (full.cpu_s - small.cpu_s) / max(1, full.calls - small.calls)
             print(
-                f"{label:<28} {level:>4} {full.calls:>6} {full.startup_s:>10.2f} {run_s:>7.2f} {ideal:>7.2f} "
+                f"{label:<28} {level:>4} {full.calls:>6} {full.startup_s:>10.2f} {run_s:>7.2f} {full.finish_s:>8.2f} "
+                f"{ideal:>7.2f} "
                 f"{ideal / run_s:>9.3f} {ideal / full.wall_s:>9.3f} {cpu:>11.2f}"
                 f" {full.latency_ms[0]:>8.1f} / {full.latency_ms[1]:<7.1f}"
                 f" {full.queue_ms[0]:>6.1f} / {full.queue_ms[1]:<7.1f}",
