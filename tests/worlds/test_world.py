@@ -321,7 +321,7 @@ def test_actor_tool_mutation_runs_business_logic_and_bumps_versions() -> None:
 
 def test_the_state_hash_kept_per_resource_is_the_hash_of_the_whole_state_after_every_change() -> None:
     world = make_world("order")
-    calls = [
+    calls: list[tuple[str, dict[str, Any]]] = [
         ("get_order", {"order_id": "A-1001"}),
         ("issue_refund", {"order_id": "A-1001", "amount_cents": 500, "reason": "broken"}),
         ("issue_refund", {"order_id": "A-1001", "amount_cents": 700, "reason": "again"}),
