@@ -89,8 +89,7 @@ def instrument() -> None:
             timed(member, "transform", f"  strategy {name}")
     timed(provider.OpenAIProvider, "_send", "provider I/O thread: one request (aiohttp)")
     timed(recorder.RunDirectoryRecorder, "episode", "run directory: record line, receipt, appends")
-    timed(store.Store, "ingest_episodes", "trace store writer thread (batches)")
-    timed(store.Store, "ingest_episode", "trace store writer thread (single episodes)")
+    timed(store.Store, "ingest_episodes", "trace store writer thread")
     timed(reports.ReportFiles, "finish", "reports at the end")
 
 

@@ -58,7 +58,7 @@ def _canonical(node: Any) -> str:
 
 class _NotPlainJson(Exception):
     """A value the one-pass walk does not assemble itself: an object key that is not a string (canonical JSON
-    turns it into one, so the parts are those of the value read back, as :func:`parts_of` of the line)."""
+    turns it into one, so the parts are those of the value read back, as ``verify`` finds them in the line)."""
 
 
 def sealed_json(value: Any) -> tuple[str, dict[str, str]]:
@@ -87,22 +87,11 @@ def sealed_json(value: Any) -> tuple[str, dict[str, str]]:
     try:
         return walk(value, "", 0), out
     except _NotPlainJson:
-        return canonical_json(value), parts_of(json.loads(canonical_json(value)))
+        text = canonical_json(value)
+        return text, sealed_json(json.loads(text))[1]
 
 
 def parts_of(value: Any) -> dict[str, str]:
-    """The digest of each part of a JSON value by path (see :func:`sealed_json`)."""
-    out: dict[str, str] = {}
-
-    def walk(node: Any, path: str, keys: int) -> None:
-        if isinstance(node, dict) and node and keys < PART_KEY_DEPTH:
-            for key in sorted(node):
-                walk(node[key], _child(path, str(key)), keys + 1)
-        elif isinstance(node, list) and node and path and keys <= SPLIT_LIST_DEPTH:
-            for index, item in enumerate(node):
-                walk(item, f"{path}[{index}]", keys)
-        else:
-            out[path or "(root)"] = hashlib.sha256(_canonical(node).encode()).hexdigest()[:PART_DIGEST_CHARS]
-
-    walk(value, "", 0)
-    return out
+    """The digest of each part of a JSON value by path (see :func:`sealed_json`): what ``verify`` and the seal
+    derive from a line or a manifest read back."""
+    return sealed_json(value)[1]

@@ -144,7 +144,7 @@ class Store:
     def ingest_episode(self, record: EpisodeRecord, superseded: Sequence[EpisodeRecord] = ()) -> str:
         """Insert one episode's current record (its run group must exist), with the earlier attempts it superseded
         (``--retry-failed``); ``added``, ``updated`` or ``unchanged``."""
-        return self._write(lambda s: upsert_episode(s, record, self.attributor, superseded))
+        return self.ingest_episodes([(record, superseded)])[0]
 
     def ingest_episodes(self, episodes: Sequence[tuple[EpisodeRecord, Sequence[EpisodeRecord]]]) -> list[str]:
         """:meth:`ingest_episode` of each (record, superseded) pair, in one transaction."""
