@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from collections.abc import Callable
@@ -1402,7 +1403,12 @@ _register_local_model()
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    try:
+        app()
+    finally:
+        # the process ends now: its last cyclic collection need not walk every object the command made (after a
+        # run of 864 episodes it took 0.9 s); objects are still freed, and files closed, as their modules go
+        gc.freeze()
 
 
 if __name__ == "__main__":

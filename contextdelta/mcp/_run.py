@@ -1,9 +1,9 @@
 """``serve-world`` and ``run-external``: external agents' episodes into ordinary run directories.
 
-Both go through the runner's phases (``plan_run`` -> ``open_run`` -> execute -> ``finalise``), so the run
-directory, its manifest, derived files, reports, resume and the trace store are exactly the built-in ones; only
-the executor differs. An episode is built, graded and recorded by the runner's own functions
-(``build_world``, ``episode_record``); the world is served by :mod:`contextdelta.mcp._server`.
+Both go through the runner's phases (``plan_run`` -> ``open_run`` -> execute -> ``finalise``; ``run_plan`` does
+the last three for a matrix), so the run directory, its manifest, derived files, reports, resume and the trace
+store are exactly the built-in ones; only the executor differs. An episode is built, graded and recorded by the
+runner's own functions (``build_world``, ``episode_record``); the world is served by :mod:`contextdelta.mcp._server`.
 
 ``run-external`` (:class:`AgentCommandExecutor`): per planned episode, a fresh world is served over streamable
 HTTP on a free loopback port and the user's command runs with the server's URL in ``CONTEXTDELTA_MCP_URL`` (and
@@ -43,10 +43,10 @@ from contextdelta.runner import (
     RunOutcome,
     build_world,
     episode_record,
-    execute,
     finalise,
     open_run,
     plan_run,
+    run_plan,
     utc_now,
 )
 from contextdelta.settings import Settings
@@ -190,14 +190,7 @@ def run_external(
     require_mcp()
     assert request.external_agent is not None
     plan = plan_run(request, settings or Settings())
-    run = open_run(plan, recorders)
-    try:
-        execute(run, AgentCommandExecutor(request.external_agent.agent, command, timeout_s))
-    except KeyboardInterrupt:
-        run.stop_reason = "interrupted by SIGINT"
-    finally:
-        outcome = finalise(run)
-    return outcome
+    return run_plan(plan, recorders, AgentCommandExecutor(request.external_agent.agent, command, timeout_s))
 
 
 # ---- serve-world -----------------------------------------------------------------------------------------------

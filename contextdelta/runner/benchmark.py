@@ -25,6 +25,7 @@ from typing import Any
 
 import anyio
 
+from contextdelta._collector import tuned_for_episodes
 from contextdelta.providers import ChatProvider, EndpointLimiter, LimiterStats
 from contextdelta.rundir import (
     Counts,
@@ -447,11 +448,12 @@ def run_benchmark(
 
 def run_plan(plan: RunPlan, recorders: Sequence[Recorder] = (), executor: Executor | None = None) -> RunOutcome:
     """Open, execute and finalise a checked plan (what :func:`run_benchmark` does after :func:`plan_run`)."""
-    run = open_run(plan, recorders)
-    try:
-        execute(run, executor)
-    except KeyboardInterrupt:
-        run.stop_reason = "interrupted by SIGINT"
-    finally:
-        outcome = finalise(run)
+    with tuned_for_episodes():
+        run = open_run(plan, recorders)
+        try:
+            execute(run, executor)
+        except KeyboardInterrupt:
+            run.stop_reason = "interrupted by SIGINT"
+        finally:
+            outcome = finalise(run)
     return outcome

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import contextdelta
+from contextdelta._collector import tuned_for_episodes
 from contextdelta.providers import EndpointLimiter, EndpointLimits, LimiterStats
 from contextdelta.rundir import EpisodeRecord
 from contextdelta.runner.episode import EpisodeJob
@@ -73,6 +74,8 @@ class EpisodeActor:
         self.runtime = runtime
         self.limiter = limiter
         self.host: InProcessExecutor | None = None
+        self.collector = contextlib.ExitStack()  # this actor's process runs episodes until the actor ends
+        self.collector.enter_context(tuned_for_episodes())
 
     async def run(self, job: EpisodeJob) -> EpisodeRecord:
         if self.host is None:  # built on the actor's own event loop, which owns the HTTP connection pool
@@ -83,6 +86,7 @@ class EpisodeActor:
     async def close(self) -> None:
         if self.host is not None:
             await self.host.aclose()
+        self.collector.close()
 
 
 class RayExecutor:

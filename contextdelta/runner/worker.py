@@ -15,6 +15,7 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
+from contextdelta._collector import tuned_for_episodes
 from contextdelta.runner.episode import EpisodeJob
 from contextdelta.runner.execute import EpisodeRuntime, InProcessExecutor
 
@@ -56,7 +57,8 @@ def worker_main(fd: int) -> None:
     if kind != "setup":
         raise SystemExit(f"contextdelta worker: expected the setup message first, got {kind!r}")
     sys.path[:] = [*path, *(p for p in sys.path if p not in path)]
-    asyncio.run(_serve(conn, runtime, limited))
+    with tuned_for_episodes():
+        asyncio.run(_serve(conn, runtime, limited))
 
 
 async def _serve(conn: Connection, runtime: EpisodeRuntime, limited: bool) -> None:

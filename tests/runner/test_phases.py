@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import io
 import pickle
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from contextdelta._collector import YOUNG_THRESHOLD
 from contextdelta.rundir import (
     RAW_RUNS,
     REQUIRED_FILES,
@@ -186,3 +188,26 @@ def test_the_progress_display_is_a_recorder(oracle_url: str, tmp_path: Path) -> 
     run_benchmark(request(oracle_url, tmp_path), recorders=[display])
     assert (display.finished, display.succeeded, display.failed) == (4, 4, 0)
     assert "4/4" in buffer.getvalue()
+
+
+class CollectorProbe(Log):
+    """A recorder that writes down the collector's thresholds while the run records its episodes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.thresholds: list[tuple[int, int, int]] = []
+
+    def episode(self, record: EpisodeRecord) -> None:
+        super().episode(record)
+        self.thresholds.append(gc.get_threshold())
+
+
+@pytest.mark.slow
+def test_a_run_collects_young_objects_less_often_and_leaves_the_collector_as_it_found_it(
+    oracle_url: str, tmp_path: Path
+) -> None:
+    before = gc.get_threshold()
+    probe = CollectorProbe()
+    run_benchmark(request(oracle_url, tmp_path), recorders=[probe])
+    assert probe.thresholds == [(YOUNG_THRESHOLD, *before[1:])] * 4
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
