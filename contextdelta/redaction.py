@@ -66,19 +66,20 @@ class Redactor:
 
     def json(self, value: Any, extra: Iterable[str] = ()) -> Any:
         """A copy of a JSON value with credential keys' values and secrets in strings masked."""
-        extra = tuple(extra)
-        text = self.text
+        return self._clean(value, tuple(extra))
 
-        def clean(node: Any) -> Any:
-            if isinstance(node, str):
-                return text(node, extra)
-            if isinstance(node, dict):
-                return {
-                    k: REDACTED if isinstance(k, str) and is_secret_key(k) and v not in (None, "") else clean(v)
-                    for k, v in node.items()
-                }
-            if isinstance(node, list):
-                return [clean(v) for v in node]
-            return node
-
-        return clean(value)
+    def _clean(self, node: Any, extra: tuple[str, ...]) -> Any:
+        # a method, not a closure that calls itself: such a closure is a reference cycle, garbage for the cyclic
+        # collector on every model call
+        if isinstance(node, str):
+            return self.text(node, extra)
+        if isinstance(node, dict):
+            return {
+                k: REDACTED
+                if isinstance(k, str) and is_secret_key(k) and v not in (None, "")
+                else self._clean(v, extra)
+                for k, v in node.items()
+            }
+        if isinstance(node, list):
+            return [self._clean(v, extra) for v in node]
+        return node

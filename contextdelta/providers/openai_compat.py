@@ -392,44 +392,39 @@ class OpenAIProvider:
         ``provider_error`` for a non-retryable error, exhausted retries, or a response without choices.
         """
         request = _encode(self._body(messages, tools, seed, model))
-        started = time.perf_counter()
-        attempts = 0
-        retrying = AsyncRetrying(
-            stop=self.retry.stop(),
-            wait=self.retry.wait(),
-            retry=retry_if_exception(is_retryable),
-            sleep=self._sleep,
-            before_sleep=self._log_retry,
-            reraise=True,
-        )
+        started, clock = time.perf_counter(), time.monotonic()
         gate = self.gate
         estimate = (
             estimate_tokens(len(json.dumps(messages)) + len(json.dumps(tools or [])))
             if gate and gate.needs_tokens
             else 0
         )
-        ticket = 0
+        attempts = 1
+        first: EndpointError | None = None
         try:
-            async for attempt in retrying:
-                with attempt:
-                    attempts += 1
-                    if gate is not None:
-                        ticket = await gate.acquire(estimate)
-                    # an attempt never outlives the total budget (but always gets a moment to answer)
-                    remaining = self.retry.max_total_s - (time.perf_counter() - started)
-                    submitted = time.perf_counter()
-                    try:
-                        body, sent, read = await self._io.run(
-                            self._send("POST", self._chat_url, request, min(self.timeout_s, max(remaining, 0.5)))
-                        )
-                    except EndpointStatusError as exc:
-                        if gate is not None:
-                            gate.release(ticket, exc.status_code, 0)
-                        raise
-                    except BaseException:
-                        if gate is not None:
-                            gate.release(ticket, None, 0)
-                        raise
+            try:  # the first attempt goes out without the retry machinery, which only a retryable failure needs
+                body, submitted, sent, read, ticket = await self._attempt(request, started, estimate)
+            except EndpointError as exc:
+                if not is_retryable(exc):
+                    raise
+                first = exc
+            if first is not None:
+                retrying = AsyncRetrying(
+                    stop=self.retry.stop(started=clock),  # the time budget counts from the first attempt
+                    wait=self.retry.wait(),
+                    retry=retry_if_exception(is_retryable),
+                    sleep=self._sleep,
+                    before_sleep=self._log_retry,
+                    reraise=True,
+                )
+                attempts = 0
+                async for attempt in retrying:
+                    with attempt:
+                        attempts += 1
+                        if first is not None:  # tenacity's first attempt is the one that just failed
+                            failed, first = first, None
+                            raise failed
+                        body, submitted, sent, read, ticket = await self._attempt(request, started, estimate)
         except EndpointError as exc:
             raise self._failure(exc, attempts, time.perf_counter() - started) from None
         try:
@@ -445,6 +440,28 @@ class OpenAIProvider:
         return response
 
     # ---- internals ---------------------------------------------------------------------------------------
+
+    async def _attempt(self, request: bytes, started: float, estimate: int) -> tuple[bytes, float, float, float, int]:
+        """One HTTP attempt, through the rate gate when there is one: (body, submitted, sent, read, gate ticket);
+        the ticket goes back at once when the attempt fails."""
+        gate = self.gate
+        ticket = await gate.acquire(estimate) if gate is not None else 0
+        # an attempt never outlives the total budget (but always gets a moment to answer)
+        remaining = self.retry.max_total_s - (time.perf_counter() - started)
+        submitted = time.perf_counter()
+        try:
+            body, sent, read = await self._io.run(
+                self._send("POST", self._chat_url, request, min(self.timeout_s, max(remaining, 0.5)))
+            )
+        except EndpointStatusError as exc:
+            if gate is not None:
+                gate.release(ticket, exc.status_code, 0)
+            raise
+        except BaseException:
+            if gate is not None:
+                gate.release(ticket, None, 0)
+            raise
+        return body, submitted, sent, read, ticket
 
     def _response(self, body: bytes, latency: float, retries: int, elapsed: float) -> ProviderResponse:
         def fail(why: str) -> ProviderFailure:

@@ -46,13 +46,13 @@ class RetryPolicy:
         if min(self.max_total_s, self.initial_backoff_s, self.max_backoff_s, self.jitter_s) < 0:
             raise ValueError("retry times must not be negative")
 
-    def stop(self) -> stop_base:
-        """The tenacity stop condition: attempt count, total time, or an over-long Retry-After."""
-        return (
-            stop_after_attempt(self.max_attempts)
-            | stop_before_delay(self.max_total_s)
-            | _StopOnLongRetryAfter(self.max_retry_after_s)
+    def stop(self, started: float | None = None) -> stop_base:
+        """The tenacity stop condition: attempt count, total time, or an over-long Retry-After. The total time
+        counts from ``started`` (a ``time.monotonic()`` instant) when given, else from tenacity's first attempt."""
+        total: stop_base = (
+            stop_before_delay(self.max_total_s) if started is None else _StopBeforeDeadline(started + self.max_total_s)
         )
+        return stop_after_attempt(self.max_attempts) | total | _StopOnLongRetryAfter(self.max_retry_after_s)
 
     def wait(self) -> wait_base:
         """The tenacity wait: the server's Retry-After when given, else exponential backoff with jitter."""
@@ -123,6 +123,17 @@ class _WaitRetryAfterOrBackoff(wait_base):
         if server_wait is not None:
             return server_wait
         return float(self._backoff(retry_state))
+
+
+class _StopBeforeDeadline(stop_base):
+    """``stop_before_delay`` from a given instant instead of tenacity's own start."""
+
+    def __init__(self, deadline: float) -> None:
+        self._deadline = deadline
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        now = retry_state.outcome_timestamp if retry_state.outcome_timestamp is not None else time.monotonic()
+        return now + retry_state.upcoming_sleep >= self._deadline
 
 
 class _StopOnLongRetryAfter(stop_base):

@@ -216,6 +216,18 @@ def test_retry_after_beyond_the_total_budget_gives_up(scripted: ScriptedFactory,
     assert failure.retries == 0 and sleep.waits == []
 
 
+def test_the_total_budget_counts_the_first_attempt_too(scripted: ScriptedFactory, sleep: RecordingSleep) -> None:
+    # the first attempt takes 1.2 s and fails with a 500; the backoff (1 s) would end past the 2 s budget counted
+    # from that attempt's start (not from the retry machinery's, which begins only after it failed)
+    policy = RetryPolicy(max_attempts=5, max_total_s=2.0, initial_backoff_s=1.0, jitter_s=0.0)
+    with scripted(fail_500="1", slow="1", slow_ms=1200) as base_url:
+        failure = fail(provider(base_url, sleep, retry=policy))
+    assert failure.status_code == 500 and failure.retries == 0 and sleep.waits == []
+    with scripted(fail_500="1") as base_url:  # the same failure, fast: retried after the backoff
+        response = asyncio.run(complete_once(provider(base_url, sleep, retry=policy)))
+    assert response.retries == 1 and sleep.waits == [1.0]
+
+
 def test_many_concurrent_calls_on_one_provider(scripted: ScriptedFactory, sleep: RecordingSleep) -> None:
     async def go(base_url: str) -> list[ProviderResponse]:
         async with provider(base_url, sleep) as p:
