@@ -9,6 +9,10 @@ check, workers or Ray starting, the reports at the end) is measured apart from t
   of the run (first request at the server to the command's exit), and over the whole command (start-up included);
   ``finish s`` is the part of the run after the last request the server saw (its reply, the last records, the
   reports, the seal);
+- ``bound``: the ratio a harness with no overhead at all would reach on the same run (its episodes started in
+  the plan's order, each as soon as a slot is free, each taking its recorded model calls x latency): episodes are
+  sequences of calls, so the last ones run with slots idle; ``of bound`` is ``ratio run`` over it, the part of the
+  shortfall that is the harness's;
 - ``CPU/call``: process-tree CPU (the command and its worker processes) of the full run minus that of the
   one-episode run, over the difference in model calls; Ray actors run in the cluster's processes, outside the
   command's tree, so Ray rows show the driver's CPU only;
@@ -29,6 +33,7 @@ only; run it on a quiet machine (it prints the load average before and after).
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import math
 import os
@@ -44,6 +49,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from contextdelta.rundir import RunDirectory  # noqa: E402
+from contextdelta.runner.plan import manifest_episodes  # noqa: E402
 from contextdelta.testing import fetch_stats, serve_scripted  # noqa: E402
 
 SMALL = ["--task-ids", "order-grinder-refund", "--strategies", "full_history", "--protection-modes", "unprotected"]
@@ -63,6 +70,7 @@ class Measured:
     """Median and p95 of the recorded provider latency (time on the wire) over every model call."""
     queue_ms: tuple[float, float]
     """Median and p95 of the recorded wait before a request went out."""
+    run_dir: Path
 
 
 def run_command(args: list[str], latency_ms: int, results: Path) -> Measured:
@@ -99,6 +107,7 @@ def _measure(args: list[str], url: str, results: Path) -> Measured:
         episodes_line=lines[-1].strip() if lines else out.strip(),
         latency_ms=latency,
         queue_ms=queue,
+        run_dir=Path(out.strip().splitlines()[-1]),
     )
 
 
@@ -119,6 +128,24 @@ def recorded_waits(run_dir: Path) -> tuple[tuple[float, float], tuple[float, flo
         return statistics.median(ordered), ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
 
     return summary(latency), summary(queue)
+
+
+def schedule_bound(run_dir: Path, concurrency: int, latency_s: float) -> float:
+    """The ratio a harness with no overhead at all would reach on this run: its episodes started in the plan's
+    order (the seeded shuffle), each as soon as one of ``concurrency`` slots is free, each taking its recorded
+    model calls x ``latency_s``. Below 1 because episodes are sequences of calls: the last ones run with slots
+    idle (a packing bound, not a harness cost)."""
+    calls: dict[str, int] = {}
+    with (run_dir / "raw_runs.jsonl").open(encoding="utf-8") as lines:
+        for line in lines:
+            record = json.loads(line)
+            totals = record["trace"]["totals"]
+            calls[record["run_id"]] = totals["agent_calls"] + totals["summary_calls"]
+    _, started = manifest_episodes(RunDirectory(run_dir).read_manifest())
+    slots = [0.0] * concurrency
+    for spec in started:
+        heapq.heapreplace(slots, slots[0] + calls[spec.run_id] * latency_s)
+    return sum(calls.values()) * latency_s / concurrency / max(slots)
 
 
 def executor_args(name: str) -> tuple[str, list[str]]:
@@ -151,7 +178,8 @@ def main() -> None:
     )
     header = (
         f"{'executor':<28} {'conc':>4} {'calls':>6} {'start-up s':>10} {'run s':>7} {'finish s':>8} {'ideal s':>7} "
-        f"{'ratio run':>9} {'ratio cmd':>9} {'CPU/call ms':>11} {'latency ms med/p95':>18} {'queue ms med/p95':>16}"
+        f"{'ratio run':>9} {'ratio cmd':>9} {'bound':>5} {'of bound':>8} {'CPU/call ms':>11} "
+        f"{'latency ms med/p95':>18} {'queue ms med/p95':>16}"
     )
     print(header)
     for name in [n for n in args.executors.split(",") if n and n != "none"]:  # none: the cost pass only
@@ -161,13 +189,15 @@ def main() -> None:
                 base = [*extra, "--concurrency", str(level)]
                 small = run_command([*base, *SMALL, "--repeats", "1"], args.latency_ms, Path(results))
                 full = run_command([*base, "--repeats", str(args.repeats)], args.latency_ms, Path(results))
+                bound = schedule_bound(full.run_dir, level, args.latency_ms / 1000)
             run_s = full.wall_s - full.startup_s
             ideal = full.calls * args.latency_ms / 1000 / level
             cpu = 1000 * (full.cpu_s - small.cpu_s) / max(1, full.calls - small.calls)
             print(
                 f"{label:<28} {level:>4} {full.calls:>6} {full.startup_s:>10.2f} {run_s:>7.2f} {full.finish_s:>8.2f} "
                 f"{ideal:>7.2f} "
-                f"{ideal / run_s:>9.3f} {ideal / full.wall_s:>9.3f} {cpu:>11.2f}"
+                f"{ideal / run_s:>9.3f} {ideal / full.wall_s:>9.3f} {bound:>5.3f} {ideal / run_s / bound:>8.3f}"
+                f" {cpu:>11.2f}"
                 f" {full.latency_ms[0]:>8.1f} / {full.latency_ms[1]:<7.1f}"
                 f" {full.queue_ms[0]:>6.1f} / {full.queue_ms[1]:<7.1f}",
                 flush=True,
