@@ -16,6 +16,9 @@ check, workers or Ray starting, the reports at the end) is measured apart from t
 - ``CPU/call``: process-tree CPU (the command and its worker processes) of the full run minus that of the
   one-episode run, over the difference in model calls; Ray actors run in the cluster's processes, outside the
   command's tree, so Ray rows show the driver's CPU only;
+- ``srv ms/req``: the scripted server's own CPU per chat request during the run (it shares the cores), and
+  ``cores``: the command's process-tree CPU plus the server's, over the command's wall time (2.0 is every core of
+  a 2-core machine busy for the whole command; Ray rows leave out the cluster's processes, as ``CPU/call`` does);
 - ``latency`` and ``queue``: median and p95 of what the run recorded per model call, its time on the wire and its
   wait before the request went out (from ``raw_runs.jsonl``);
 - ``user ms/call`` (the ``--cost`` pass, concurrency 1, latency 0): (command wall - time the server spent
@@ -25,6 +28,7 @@ check, workers or Ray starting, the reports at the end) is measured apart from t
     python benchmarks/harness_overhead.py                      # latency 200 ms, concurrency 32 and 128:
                                                                # local 1 process, --workers 2, Ray; then --cost
     python benchmarks/harness_overhead.py --executors local:1 --concurrency 32 --repeats 3
+    python benchmarks/harness_overhead.py --executors local:1 --concurrency 128 --repeats 1 --no-cost --no-store
 
 Targets (issue 15): ratio 0.95 at 32 and 0.90 at 128 on 2 cores, at most 1.5 ms harness per call. Prints figures
 only; run it on a quiet machine (it prints the load average before and after).
@@ -70,6 +74,8 @@ class Measured:
     """Median and p95 of the recorded provider latency (time on the wire) over every model call."""
     queue_ms: tuple[float, float]
     """Median and p95 of the recorded wait before a request went out."""
+    server_cpu_s: float
+    """CPU time the scripted server spent while the command ran: it shares the machine's cores with the harness."""
     run_dir: Path
 
 
@@ -84,6 +90,7 @@ def _measure(args: list[str], url: str, results: Path) -> Measured:
     command = [sys.executable, "-m", "contextdelta", "run-benchmark", "--base-url", url, "--model", "scripted-oracle"]
     command += ["--tasks", str(ROOT / "tasks"), "--results-dir", str(results), "--quiet", *args]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    server_cpu = fetch_stats(url)["process_cpu_s"]
     started = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     _, status, usage = os.wait4(process.pid, 0)  # rusage of the command and every process it waited for
@@ -107,6 +114,7 @@ def _measure(args: list[str], url: str, results: Path) -> Measured:
         episodes_line=lines[-1].strip() if lines else out.strip(),
         latency_ms=latency,
         queue_ms=queue,
+        server_cpu_s=served["process_cpu_s"] - server_cpu,
         run_dir=Path(out.strip().splitlines()[-1]),
     )
 
@@ -168,25 +176,31 @@ def main() -> None:
     parser.add_argument("--executors", default="local:1,local:2,ray", help="local:N (workers), ray[:N], or none.")
     parser.add_argument("--repeats", type=int, default=3, help="Repeats of the full default matrix.")
     parser.add_argument("--cost", action=argparse.BooleanOptionalAction, default=True, help="The user-view pass.")
+    parser.add_argument(
+        "--store",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="--no-store: the runs without the trace store.",
+    )
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",") if c]
     print(f"machine: {platform.platform()} | cpus={os.cpu_count()} | python {platform.python_version()}")
     print(f"load average before: {load()}")
     print(
         f"matrix: every task x every default strategy x 2 modes x {args.repeats} repeats; scripted server (oracle), "
-        f"latency {args.latency_ms} ms; trace store on (SQLite)"
+        f"latency {args.latency_ms} ms; trace store {'on (SQLite)' if args.store else 'off (--no-store)'}"
     )
     header = (
         f"{'executor':<28} {'conc':>4} {'calls':>6} {'start-up s':>10} {'run s':>7} {'finish s':>8} {'ideal s':>7} "
-        f"{'ratio run':>9} {'ratio cmd':>9} {'bound':>5} {'of bound':>8} {'CPU/call ms':>11} "
-        f"{'latency ms med/p95':>18} {'queue ms med/p95':>16}"
+        f"{'ratio run':>9} {'ratio cmd':>9} {'bound':>5} {'of bound':>8} {'CPU/call ms':>11} {'srv ms/req':>10} "
+        f"{'cores':>5} {'latency ms med/p95':>18} {'queue ms med/p95':>16}"
     )
     print(header)
     for name in [n for n in args.executors.split(",") if n and n != "none"]:  # none: the cost pass only
         label, extra = executor_args(name)
         for level in levels:
             with tempfile.TemporaryDirectory() as results:
-                base = [*extra, "--concurrency", str(level)]
+                base = [*extra, "--concurrency", str(level), *([] if args.store else ["--no-store"])]
                 small = run_command([*base, *SMALL, "--repeats", "1"], args.latency_ms, Path(results))
                 full = run_command([*base, "--repeats", str(args.repeats)], args.latency_ms, Path(results))
                 bound = schedule_bound(full.run_dir, level, args.latency_ms / 1000)
@@ -197,7 +211,8 @@ def main() -> None:
                 f"{label:<28} {level:>4} {full.calls:>6} {full.startup_s:>10.2f} {run_s:>7.2f} {full.finish_s:>8.2f} "
                 f"{ideal:>7.2f} "
                 f"{ideal / run_s:>9.3f} {ideal / full.wall_s:>9.3f} {bound:>5.3f} {ideal / run_s / bound:>8.3f}"
-                f" {cpu:>11.2f}"
+                f" {cpu:>11.2f} {1000 * full.server_cpu_s / full.calls:>10.2f}"
+                f" {(full.cpu_s + full.server_cpu_s) / full.wall_s:>5.2f}"
                 f" {full.latency_ms[0]:>8.1f} / {full.latency_ms[1]:<7.1f}"
                 f" {full.queue_ms[0]:>6.1f} / {full.queue_ms[1]:<7.1f}",
                 flush=True,

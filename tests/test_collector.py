@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import gc
+from typing import Any, cast
+
+import anyio
 
 from contextdelta._collector import YOUNG_THRESHOLD, tuned_for_episodes
+from contextdelta.runner.ray_executor import EpisodeActor
 
 
 def test_the_block_freezes_what_exists_and_collects_young_objects_less_often_then_undoes_both() -> None:
@@ -37,4 +41,13 @@ def test_a_block_inside_another_leaves_the_setting_to_the_outer_one() -> None:
         with tuned_for_episodes():
             pass
         assert gc.get_threshold()[0] == YOUNG_THRESHOLD and gc.get_freeze_count() > 0
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def test_a_ray_actor_holds_the_setting_from_its_start_to_its_close() -> None:
+    # the actor class itself, outside Ray: the setting is its own doing, whichever process Ray starts it in
+    before = gc.get_threshold()
+    actor = EpisodeActor(cast(Any, None), None)
+    assert gc.get_threshold() == (YOUNG_THRESHOLD, *before[1:]) and gc.get_freeze_count() > 0
+    anyio.run(actor.close)
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0

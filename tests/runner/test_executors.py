@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import gc
+import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
+from contextdelta._collector import YOUNG_THRESHOLD
 from contextdelta.cli import app
 from contextdelta.rundir import RunDirectory, RunStatus
 from contextdelta.runner import BenchmarkError, BenchmarkRequest, run_benchmark
 from contextdelta.testing import fetch_stats, serve_scripted
 from contextdelta.verify import verify_run
+from tests.runner.collector_probe import LOG
 from tests.runner.conftest import TASKS
 
 SMALL = ["order-grinder-refund", "cal-design-review", "cfg-search-ramp"]
@@ -39,6 +44,24 @@ def request(url: str, results: Path, **overrides: object) -> BenchmarkRequest:
 def execution(path: Path) -> dict[str, Any]:
     entry: dict[str, Any] = RunDirectory(path).read_manifest().sessions[-1]["execution"]
     return entry
+
+
+@pytest.mark.slow
+def test_worker_processes_run_their_episodes_with_the_collector_set_for_runs(
+    oracle_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "collector.jsonl"
+    monkeypatch.setenv(LOG, str(log))  # the worker processes inherit the driver's environment
+    before = gc.get_threshold()
+    probe = "tests.runner.collector_probe:CollectorProbe"
+    run = run_benchmark(
+        request(oracle_url, tmp_path / "runs", model="scripted-oracle", workers=2, strategies=[probe], repeats=1)
+    )
+    assert RunDirectory(run.path).read_manifest().status is RunStatus.COMPLETE
+    seen = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    assert seen and os.getpid() not in {s["pid"] for s in seen}  # every step ran in a worker process
+    assert all(s["threshold"] == [YOUNG_THRESHOLD, *before[1:]] and s["frozen"] > 0 for s in seen)
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0  # the driver's own setting is given back
 
 
 @pytest.mark.slow

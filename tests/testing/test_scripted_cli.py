@@ -104,6 +104,20 @@ def test_serve_scripted_runs_a_subprocess_with_faults() -> None:
 
 
 @pytest.mark.slow
+def test_the_stats_give_the_server_process_cpu_time_which_answering_adds_to() -> None:
+    task = fixture_tasks()["fixture-mug-refund"]
+    body = json.dumps({"model": "x", "messages": first_messages(task)}).encode()
+    with serve_scripted("oracle", FIXTURES) as base_url:
+        before = fetch_stats(base_url)["process_cpu_s"]
+        post = urllib.request.Request(f"{base_url}/chat/completions", data=body, method="POST")
+        for _ in range(20):
+            with urllib.request.urlopen(post, timeout=5) as response:
+                response.read()
+        after = fetch_stats(base_url)["process_cpu_s"]
+    assert 0 < before < after  # start-up (imports, the task suite) cost it CPU already; 20 answers cost more
+
+
+@pytest.mark.slow
 def test_serve_scripted_reports_a_server_that_cannot_start(tmp_path: Path) -> None:
     (tmp_path / "broken.yaml").write_text("schema_version: 1\nid: Not Valid\n", encoding="utf-8")
     with pytest.raises(ServerStartError, match=r"broken\.yaml"), serve_scripted("oracle", tmp_path):
