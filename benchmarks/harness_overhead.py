@@ -23,7 +23,8 @@ check, workers or Ray starting, the reports at the end) is measured apart from t
   wait before the request went out (from ``raw_runs.jsonl``);
 - ``user ms/call`` (the ``--cost`` pass, concurrency 1, latency 0): (command wall - time the server spent
   answering) of the full run minus the same of the one-episode run, over the difference in model calls: what a
-  user waits for the harness per call, start-up apart.
+  user waits for the harness per call, start-up apart. One pass swings by a third within minutes on shared cores,
+  so the pass runs ``--cost-passes`` times (3 by default) and prints the median with the smallest and largest.
 
     python benchmarks/harness_overhead.py                      # latency 200 ms, concurrency 32 and 128:
                                                                # local 1 process, --workers 2, Ray; then --cost
@@ -165,6 +166,12 @@ def executor_args(name: str) -> tuple[str, list[str]]:
     return ("local, 1 process" if count == "1" else f"local, --workers {count}"), ["--workers", count]
 
 
+def spread(values: list[float]) -> str:
+    """``median [min, max]`` of ``values`` (the median alone for one value)."""
+    median = f"{statistics.median(values):.2f}"
+    return median if len(values) == 1 else f"{median} [{min(values):.2f}, {max(values):.2f}]"
+
+
 def load() -> str:
     return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
@@ -176,6 +183,9 @@ def main() -> None:
     parser.add_argument("--executors", default="local:1,local:2,ray", help="local:N (workers), ray[:N], or none.")
     parser.add_argument("--repeats", type=int, default=3, help="Repeats of the full default matrix.")
     parser.add_argument("--cost", action=argparse.BooleanOptionalAction, default=True, help="The user-view pass.")
+    parser.add_argument(
+        "--cost-passes", type=int, default=3, help="Passes of the user-view measurement (median, min and max)."
+    )
     parser.add_argument(
         "--store",
         action=argparse.BooleanOptionalAction,
@@ -218,16 +228,24 @@ def main() -> None:
                 flush=True,
             )
     if args.cost:
-        with tempfile.TemporaryDirectory() as results:
-            small = run_command(["--workers", "1", "--concurrency", "1", *SMALL, "--repeats", "1"], 0, Path(results))
-            full = run_command(["--workers", "1", "--concurrency", "1", "--repeats", "1"], 0, Path(results))
-        calls = full.calls - small.calls
-        user = 1000 * ((full.wall_s - full.busy_s) - (small.wall_s - small.busy_s)) / calls
-        cpu = 1000 * (full.cpu_s - small.cpu_s) / calls
+        users: list[float] = []
+        cpus: list[float] = []
+        smalls: list[Measured] = []
+        for _ in range(args.cost_passes):  # one pass swings by a third from minute to minute on shared cores
+            serial = ["--workers", "1", "--concurrency", "1"]
+            with tempfile.TemporaryDirectory() as results:
+                small = run_command([*serial, *SMALL, "--repeats", "1"], 0, Path(results))
+                full = run_command([*serial, "--repeats", "1"], 0, Path(results))
+            calls = full.calls - small.calls
+            users.append(1000 * ((full.wall_s - full.busy_s) - (small.wall_s - small.busy_s)) / calls)
+            cpus.append(1000 * (full.cpu_s - small.cpu_s) / calls)
+            smalls.append(small)
         print(
-            f"cost pass (latency 0, concurrency 1, 1 process, {full.calls} calls): harness per call, user's view "
-            f"{user:.2f} ms (command wall minus server answering time), CPU {cpu:.2f} ms; start-up apart: a "
-            f"one-episode command takes {small.wall_s:.2f} s wall, {small.cpu_s:.2f} s CPU ({small.calls} calls)"
+            f"cost pass (latency 0, concurrency 1, 1 process, {full.calls} calls; median [min, max] of "
+            f"{args.cost_passes} pass(es)): harness per call, user's view {spread(users)} ms (command wall minus "
+            f"server answering time), CPU {spread(cpus)} ms; start-up apart: a one-episode command takes "
+            f"{spread([m.wall_s for m in smalls])} s wall, {spread([m.cpu_s for m in smalls])} s CPU "
+            f"({small.calls} calls)"
         )
     print(f"load average after: {load()}")
 
