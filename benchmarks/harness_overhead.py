@@ -193,6 +193,8 @@ def main() -> None:
         help="--no-store: the runs without the trace store.",
     )
     args = parser.parse_args()
+    if args.cost_passes < 1:
+        parser.error(f"--cost-passes {args.cost_passes}: give 1 or more (or --no-cost to skip the pass)")
     levels = [int(c) for c in args.concurrency.split(",") if c]
     print(f"machine: {platform.platform()} | cpus={os.cpu_count()} | python {platform.python_version()}")
     print(f"load average before: {load()}")
