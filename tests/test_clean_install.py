@@ -37,7 +37,14 @@ VERSION = str(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"
 NAME = f"contextdelta-{VERSION}"
 TASK_IDS = "order-grinder-refund,cal-design-review,cfg-search-ramp"
 SKIP = {".venv", ".git", "results", "build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
-DOCUMENTS = ("LICENSE", "README.md")
+DOCUMENTS = (
+    "LICENSE",
+    "README.md",
+    "ARCHITECTURE.md",
+    "docs/decisions.md",
+    "docs/task-format.md",
+    "docs/run-directory.md",
+)
 
 pytestmark = pytest.mark.slow
 

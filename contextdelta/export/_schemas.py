@@ -81,7 +81,7 @@ DOCUMENTED_RECORDS: tuple[type[BaseModel], ...] = (
     AggregateMetrics,
 )
 """The records whose every field (and every nested record's field) must carry a description (tested). Task files
-are documented by the annotated example in ARCHITECTURE.md."""
+are documented by the annotated example in docs/task-format.md."""
 
 
 def json_schema(record: RecordFile) -> dict[str, Any]:

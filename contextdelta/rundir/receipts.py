@@ -14,7 +14,7 @@ seals the rest:
 
 A changed byte therefore shows as a line whose SHA-256 is not its receipt's, and the part digests say which field
 changed (``trace.steps[3].response.latency_s``, ``started_at``). There is no secret key: this is tamper-evidence
-against edits, not proof against a forger who recomputes every digest (ARCHITECTURE.md says why).
+against edits, not proof against a forger who recomputes every digest (docs/decisions.md says why).
 """
 
 from __future__ import annotations

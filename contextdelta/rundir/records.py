@@ -209,7 +209,7 @@ class Seal(BaseModel):
     """Tamper-evidence of a run directory, computed at each manifest write (``contextdelta.rundir.receipts``).
 
     Digests without a secret key: an edit of any recorded byte is named by ``verify``; a forger who recomputes every
-    digest is out of scope (see ARCHITECTURE.md)."""
+    digest is out of scope (see docs/decisions.md)."""
 
     model_config = ConfigDict(extra="forbid")
 
