@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import sys
 from collections.abc import Callable
 from enum import StrEnum
@@ -202,6 +203,10 @@ def _describe_range(low: float | None, low_open: bool, high: float | None, high_
 
 
 def _refuse_outside(value: Any, low: float | None, low_open: bool, high: float | None, high_open: bool) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):  # nan passes every comparison, inf an open end
+        raise typer.BadParameter(
+            f"{value} is not a finite number; allowed: {_describe_range(low, low_open, high, high_open)}"
+        )
     below = low is not None and (value <= low if low_open else value < low)
     above = high is not None and (value >= high if high_open else value > high)
     if value is not None and (below or above):
@@ -312,11 +317,11 @@ def generate_tasks_command(
         return
     if family is None or out is None:
         raise _fail("give --family and --out (or --list to see the families)", 2)
-    names = sorted(FAMILIES) if family.strip() == "all" else _csv(family) or []
+    names = sorted(FAMILIES) if family.strip() == "all" else _csv(family, "--family") or []
     unknown = [n for n in names if n not in FAMILIES]
     if unknown:
         raise _fail(f"--family: unknown family {unknown[0]!r}; known: {', '.join(sorted(FAMILIES))}", 2)
-    words = _csv(horizons) or []
+    words = _csv(horizons, "--horizons") or []
     bad = next((w for w in words if not w.isdigit()), None)
     if bad is not None or not words:
         raise _fail(f"--horizons: {bad!r} is not a whole number; give e.g. 1,2,4,8,16", 2)
@@ -348,8 +353,15 @@ def _given(**values: Any) -> dict[str, Any]:
     return {name: value for name, value in values.items() if value is not None}
 
 
-def _csv(value: str | None) -> list[str] | None:
-    return [v.strip() for v in value.split(",") if v.strip()] if value is not None else None
+def _csv(value: str | None, flag: str) -> list[str] | None:
+    """The names of a comma-separated option (None when it was not given); a value that names nothing (``""``,
+    ``","``) is refused, never read as "the default"."""
+    if value is None:
+        return None
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    if not names:
+        raise _fail(f"{flag} {value!r} names nothing: give a comma-separated list, or leave {flag} out", 2)
+    return names
 
 
 # Options shared by the commands that write a run directory (run-benchmark, run-external, serve-world).
@@ -435,8 +447,8 @@ def run_benchmark_command(
     max_failed_share: Annotated[
         float | None,
         typer.Option(
-            help="Circuit breaker: stop once failed trials pass this share of a session's finished episodes "
-            "(default 0.5; 1: never).",
+            help="Circuit breaker: stop once failed trials pass this share of a session's finished episodes, "
+            "counted from its 20th finished episode (default 0.5; 1: never).",
             callback=_request_range("max_failed_share"),
         ),
     ] = None,
@@ -567,9 +579,9 @@ def run_benchmark_command(
         raise _fail(str(exc), 2) from None
     request = BenchmarkRequest(
         **_suite_request(tasks),
-        task_ids=_csv(task_ids),
-        strategies=_csv(strategies),
-        protection_modes=_csv(protection_modes),
+        task_ids=_csv(task_ids, "--task-ids"),
+        strategies=_csv(strategies, "--strategies"),
+        protection_modes=_csv(protection_modes, "--protection-modes"),
         repeats=repeats,
         limit=limit,
         max_steps=max_steps,
@@ -595,7 +607,7 @@ def run_benchmark_command(
         resume=resume,
         retry_failed=retry_failed,
         shard=shard,
-        controls=_csv(controls),
+        controls=_csv(controls, "--controls"),
         executor=executor,
         workers=workers,
         ray_address=ray_address,
@@ -837,8 +849,8 @@ def run_external_command(
     _agent_or_fail(agent)
     request = BenchmarkRequest(
         **_suite_request(tasks),
-        task_ids=_csv(task_ids),
-        protection_modes=_csv(protection_modes),
+        task_ids=_csv(task_ids, "--task-ids"),
+        protection_modes=_csv(protection_modes, "--protection-modes"),
         repeats=repeats,
         limit=limit,
         max_steps=max_steps,
@@ -1072,6 +1084,8 @@ def report_command(
     params = params.model_copy(update=changed)
     report = build_report(manifest, episodes, params, attempts.superseded)
     err = Console(stderr=True)
+    if manifest.status is RunStatus.COMPLETE:
+        _warn_if_changed(directory.path, manifest.run_group_id, err, refuse_write=write or bool(changed))
     if manifest.status is not RunStatus.COMPLETE:
         err.print(
             f"[yellow]note:[/yellow] run {manifest.run_group_id} is {manifest.status.value}: {len(episodes)} of "
@@ -1093,6 +1107,33 @@ def report_command(
                 f"seed {params.seed} (verify uses them)",
                 highlight=False,
             )
+
+
+def _warn_if_changed(path: Path, run_id: str, err: Console, *, refuse_write: bool) -> None:
+    """Warn when the seal of a complete run finds a change since the run (the report is then computed from the
+    changed files), and refuse to rewrite and reseal such a directory (exit 2)."""
+    from contextdelta.rundir import RunDirectoryError
+    from contextdelta.verify import seal_problems
+
+    try:
+        problems = seal_problems(path, derived_files=False)  # --write rebuilds those
+    except (RunDirectoryError, OSError, ValueError) as exc:
+        problems = [str(exc)]
+    if not problems:
+        return
+    err.print(
+        f"[yellow]warning:[/yellow] run {run_id} was changed after its run ({len(problems)} change(s) found by its "
+        f"seal; first: {problems[0]}); the numbers below come from the changed files. `contextdelta verify {run_id}` "
+        "names every change.",
+        highlight=False,
+        soft_wrap=True,
+    )
+    if refuse_write:
+        raise _fail(
+            f"report would rewrite and reseal the files of {run_id}, which was changed after its run: restore the "
+            "run directory as the run wrote it (or run again), then write its report",
+            2,
+        )
 
 
 @app.command("power")
@@ -1132,7 +1173,7 @@ def power_command(
     if output_format not in ("markdown", "json"):
         raise _fail(f"--format must be markdown or json, not {output_format!r}", 2)
     try:
-        planned = [int(r) for r in _csv(repeats) or []]
+        planned = [int(r) for r in _csv(repeats, "--repeats") or []]
     except ValueError:
         raise _fail(f"--repeats must be comma-separated whole numbers, not {repeats!r}", 2) from None
     if not planned or min(planned) < 1:
@@ -1193,10 +1234,11 @@ def merge_command(
     files and reports; refuses (exit 2, naming the field) shards that differ or episodes missing or twice."""
     from contextdelta.runner import MergeError, merge_shards
     from contextdelta.settings import Settings
+    from contextdelta.verify import seal_problems
 
     folder = results_dir or Path(Settings().results_dir)
     try:
-        directory = merge_shards(folder, run_ids, out)
+        directory = merge_shards(folder, run_ids, out, changed_since_run=seal_problems)
     except MergeError as exc:
         raise _fail(str(exc), exc.exit_code) from None
     manifest = directory.read_manifest()
@@ -1238,6 +1280,8 @@ def export_command(
         written = export_run(path, output_format.value, out, overwrite=overwrite)
     except ExportError as exc:
         raise _fail(str(exc), 2) from None
+    except OSError as exc:  # --out under a file, in a folder that cannot be written, a full disk
+        raise _fail(f"--out {out}: {exc.strerror or exc}; give a path in a folder you can write to", 2) from None
     for file in written:
         typer.echo(str(file))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -43,3 +44,15 @@ def test_unknown_world_is_a_clear_error() -> None:
     result = runner.invoke(app, ["tools", "--world", "warehouse"])
     assert result.exit_code == 2
     assert "unknown world 'warehouse'" in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize("flag", ["--strategies", "--protection-modes", "--task-ids", "--controls"])
+@pytest.mark.parametrize("value", ["", " , "])
+def test_a_list_option_that_names_nothing_is_refused_not_read_as_the_default(
+    flag: str, value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["run-benchmark", flag, value, "--results-dir", str(tmp_path), "--no-store"])
+    assert result.exit_code == 2, result.output
+    assert f"{flag} {value!r} names nothing" in " ".join(result.stderr.split())
+    assert list(tmp_path.iterdir()) == []

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from contextdelta.cli import app
+from contextdelta.providers import EndpointLimits
 from contextdelta.rundir import RunDirectory, RunManifest, StrategyParams
 from contextdelta.runner import BenchmarkRequest
 from contextdelta.testing import serve_scripted
@@ -158,3 +159,47 @@ def test_zero_reaches_the_run_and_last_n_0_keeps_no_tool_group(tmp_path: Path) -
     sent = [step.messages for step in last_n.trace.steps]
     assert len(sent) >= 3
     assert all(not any(m.get("role") == "tool" for m in messages) for messages in sent)
+
+
+FLOAT_OPTIONS = [option for option in OPTIONS if option[3].type_descriptor.annotation is float]
+
+
+def test_the_enumeration_sees_the_float_flags() -> None:
+    flags = {flag for _, words, flag, _ in FLOAT_OPTIONS if words == ["run-benchmark"]}
+    assert {"--temperature", "--timeout-s", "--requests-per-minute", "--max-cost-usd"} <= flags
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("value", ["nan", "inf"])
+@pytest.mark.parametrize(
+    ("application", "words", "flag", "param"),
+    FLOAT_OPTIONS,
+    ids=[f"{' '.join(w) or 'scripted-server'} {f}" for _, w, f, _ in FLOAT_OPTIONS],
+)
+def test_every_float_option_refuses_a_value_that_is_not_finite(
+    application: typer.Typer,
+    words: list[str],
+    flag: str,
+    param: Any,
+    value: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """nan passes every comparison and inf every open end, so a range alone lets them through (nan reached the
+    request model as a traceback, inf a rate limiter as a division by zero)."""
+    name = " ".join(words) or "scripted-server"
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(application, [*words, *REQUIRED.get(name, []), flag, value])
+    assert result.exit_code == 2, f"{name} {flag} {value} was accepted: {result.output}"
+    message = " ".join(result.stderr.replace("│", " ").split())
+    # ours: "nan is not a finite number; allowed: ..."; typer's min refuses nan itself ("greater than or equal")
+    assert flag in message and any(w in message for w in (f"{value} is not a finite number", "greater than")), message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_request_models_refuse_values_that_are_not_finite() -> None:
+    for field in ("temperature", "timeout_s", "max_cost_usd"):
+        with pytest.raises(ValidationError):
+            BenchmarkRequest.model_validate({field: float("nan")})
+    with pytest.raises(ValidationError):
+        EndpointLimits(requests_per_minute=float("inf"))

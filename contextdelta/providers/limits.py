@@ -40,7 +40,7 @@ WAIT_THRESHOLD_S = 0.001
 class EndpointLimits(BaseModel):
     """The limits of one endpoint, as configured (recorded in the manifest)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     max_concurrent_requests: int | None = Field(default=None, ge=1, description="Attempts in flight at once.")
     requests_per_minute: float | None = Field(default=None, gt=0, description="Attempts per minute, evenly spaced.")

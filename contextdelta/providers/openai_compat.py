@@ -562,9 +562,16 @@ CACHE_WRITE_FIELDS: tuple[tuple[str, ...], ...] = (
 (``prompt_tokens_details.cache_write_tokens``), LiteLLM (``cache_creation_input_tokens``)."""
 
 
+MAX_TOKEN_COUNT = 2**53
+"""A reported token count above this is not a count (the trace store's integers and JSON's exact ones end near it)."""
+
+
 def _count(value: Any) -> int | None:
-    """A reported token count: a non-negative integer, else None (not reported)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    """A reported token count: a whole number from 0 to `MAX_TOKEN_COUNT` (``1158.0`` is 1158), else None (not
+    reported, or not a count)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_COUNT else None
 
 
 def _reported(usage: dict[str, Any], paths: tuple[tuple[str, ...], ...]) -> int | None:
@@ -584,9 +591,12 @@ def usage_of(completion: dict[str, Any]) -> Usage | None:
     usage = completion.get("usage")
     if not isinstance(usage, dict):
         return None
+    prompt, completion_tokens = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+    if prompt is None or completion_tokens is None:  # missing or not a count (negative, a string): unknown, not 0
+        return None
     return Usage(
-        prompt_tokens=_count(usage.get("prompt_tokens")) or 0,
-        completion_tokens=_count(usage.get("completion_tokens")) or 0,
+        prompt_tokens=prompt,
+        completion_tokens=completion_tokens,
         cached_tokens=_reported(usage, CACHED_TOKEN_FIELDS),
         cache_write_tokens=_reported(usage, CACHE_WRITE_FIELDS),
     )

@@ -884,6 +884,14 @@ def render_report(manifest: RunManifest, facts: RunFacts, metrics: AggregateMetr
             + "`.",
             "",
         ]
+    elif metrics.episodes.finished < metrics.episodes.planned:  # sealed complete, yet records are missing
+        lines += [
+            f"**Episodes missing**: the run is recorded as complete, but `raw_runs.jsonl` holds "
+            f"{metrics.episodes.finished} of its {metrics.episodes.planned} episodes. The directory was changed after "
+            f"the run: `contextdelta verify {manifest.run_group_id}` names what changed. The numbers cover the "
+            "episodes present only.",
+            "",
+        ]
     if manifest.unlocked is not None:
         lines += [
             "**Unlocked suite** (`--allow-unlocked`): the tasks did not match a `SUITE.lock` when the run was planned "

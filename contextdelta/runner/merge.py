@@ -188,10 +188,13 @@ def merge_shards(
     run_ids: Sequence[str],
     out_id: str,
     recorders: Sequence[Recorder] = (),
+    changed_since_run: Callable[[Path], Sequence[str]] | None = None,
 ) -> RunDirectory:
     """Join the shard directories ``run_ids`` (under ``results_dir``) into the new run group ``out_id``.
 
-    Raises MergeError (nothing written) when the shards disagree or an episode is missing or present twice.
+    Raises MergeError (nothing written) when the shards disagree, an episode is missing or present twice, or
+    ``changed_since_run`` (a shard's path -> what its seal finds changed since its run: ``verify``'s
+    ``seal_problems``, which the CLI passes) names a change: the merged run would seal the changed bytes as its own.
     ``recorders`` get the merged episodes after the run directory and the report files (e.g. the trace store).
     """
     from contextdelta.report import ReportFiles, recorded_params  # numpy/scipy: loaded only when a merge runs
@@ -208,6 +211,14 @@ def merge_shards(
         raise MergeError(f"--out {out_id}: {target} already exists; choose a new run group id")
     shards = [_read(results_dir, run_id) for run_id in run_ids]
     ordered = check_shards(shards)
+    for shard in shards:
+        problems = list(changed_since_run(shard.directory.path)) if changed_since_run is not None else []
+        if problems:
+            shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+            raise MergeError(
+                f"cannot merge: shard {shard.run_id} was changed after its run ({shown}); `contextdelta verify "
+                f"{shard.run_id}` names every change: merge the shards as their runs wrote them"
+            )
     first = shards[0]
     now = utc_now()
     every = EpisodeAttempts.of(r.model_copy(update={"run_group_id": out_id}) for r in ordered)

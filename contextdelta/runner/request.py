@@ -38,7 +38,7 @@ class BenchmarkRequest(BaseModel):
     out-of-range value from them (naming the range) before anything runs. Zero, where allowed, is a value.
     """
 
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, allow_inf_nan=False)
 
     tasks_dir: Path | None = None
     """The folder of task files. None: on ``--resume`` the suite the manifest records, otherwise the default

@@ -18,6 +18,7 @@ server then runs until SIGTERM or SIGINT. Fault flags take a request selector (`
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import sys
 from types import FrameType
@@ -33,6 +34,13 @@ from contextdelta.testing.policies import PolicyName
 SELECTOR = "SELECTOR"
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+
+def _finite(value: float) -> float:
+    """A typer callback refusing nan and inf, which pass typer's ``min`` (nan passes every comparison)."""
+    if not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number; allowed: at least 0")
+    return value
 
 
 @app.command()
@@ -56,7 +64,9 @@ def main(
         typer.Option(help="Report prompt caching: off, reads (cached prefix tokens), reads_and_writes (and writes)."),
     ] = PromptCacheMode.OFF,
     fail_429: Annotated[str | None, typer.Option(metavar=SELECTOR, help="Answer 429 with Retry-After.")] = None,
-    retry_after: Annotated[float, typer.Option(min=0, help="Retry-After seconds sent with each 429.")] = 1.0,
+    retry_after: Annotated[
+        float, typer.Option(min=0, callback=_finite, help="Retry-After seconds sent with each 429.")
+    ] = 1.0,
     retry_after_http_date: Annotated[bool, typer.Option(help="Send Retry-After as an HTTP date.")] = False,
     no_retry_after: Annotated[bool, typer.Option(help="Send 429s without a Retry-After header.")] = False,
     fail_500: Annotated[str | None, typer.Option(metavar=SELECTOR, help="Answer 500.")] = None,
@@ -88,7 +98,9 @@ def main(
     outage_after: Annotated[
         int | None, typer.Option(min=1, help="Start an outage (every request 503) at this chat request number.")
     ] = None,
-    outage_s: Annotated[float, typer.Option(min=0, help="How long the outage lasts, in seconds.")] = 0.0,
+    outage_s: Annotated[
+        float, typer.Option(min=0, callback=_finite, help="How long the outage lasts, in seconds.")
+    ] = 0.0,
     verbose: Annotated[bool, typer.Option(help="Log every request to stderr.")] = False,
 ) -> None:
     """Serve a deterministic scripted policy as an OpenAI-compatible chat-completions endpoint."""

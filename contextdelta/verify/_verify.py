@@ -694,6 +694,28 @@ def _load_attempts(
     return directory, manifest, attempts
 
 
+def seal_problems(path: Path, *, derived_files: bool = True) -> list[str]:
+    """What the seal of the run directory at ``path`` finds changed since the run wrote it: verify's first check
+    (manifest, receipts chain, every line against its receipt, every other file), without re-executing anything.
+    One ``run_id: field: detail`` line per change, as ``verify`` prints it; empty when every sealed byte is as
+    written. A directory without a seal (written before receipts) gets one line saying it cannot be checked.
+    ``derived_files=False`` leaves out the files derived from the records (``report --write`` rebuilds them).
+
+    Raises:
+        RunDirectoryError: no readable manifest.
+    """
+    directory = RunDirectory(path)
+    manifest = directory.read_manifest()
+    if manifest.seal is None:
+        return [f"{manifest.run_group_id}: seal: none (written before receipts): its records cannot be checked"]
+    found = check_seal(directory, manifest)
+    return [
+        Divergence(run_id=run_id, field=name, detail=detail).render()
+        for run_id, name, detail, _ in found.divergences
+        if derived_files or name not in DERIVED_FILES
+    ]
+
+
 def verify_run(path: Path, *, allow_incomplete: bool = False) -> VerifyResult:
     """Re-derive everything in the run directory at ``path`` (see the module docstring).
 

@@ -213,3 +213,13 @@ def test_parquet_without_pyarrow_names_the_extra(tmp_path: Path, monkeypatch: py
     monkeypatch.setitem(__import__("sys").modules, "pyarrow", None)
     with pytest.raises(ExportError, match=r"contextdelta\[parquet\]"):
         export_run(runs.cached_run(), "parquet", tmp_path / "t")
+
+
+def test_export_to_a_path_that_cannot_be_written_is_refused_naming_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    out = blocker / "log.json"
+    result = CliRunner().invoke(app, ["export", str(runs.cached_run()), "--format", "inspect", "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert f"--out {out}:" in " ".join(result.stderr.split()) and "Traceback" not in result.output
+    assert blocker.read_text() == "x"

@@ -15,7 +15,7 @@ from typing import Any
 import openai
 import pytest
 
-from contextdelta.providers import OpenAIProvider, ProviderFailure, ProviderResponse, RetryPolicy
+from contextdelta.providers import OpenAIProvider, ProviderFailure, ProviderResponse, RetryPolicy, usage_of
 from contextdelta.testing import CallId, Phase, fetch_stats
 from contextdelta.worlds import ProtectionMode, get_world
 from tests.providers.conftest import RecordingSleep, ScriptedFactory
@@ -468,3 +468,25 @@ def test_a_malformed_200_body_is_a_provider_error(sleep: RecordingSleep, body: b
         server.server_close()
     assert failure.reason == "provider_error"
     assert why in failure.message
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {},
+        {"prompt_tokens": -100, "completion_tokens": -5},
+        {"prompt_tokens": "12", "completion_tokens": 3},
+        {"prompt_tokens": 10**30, "completion_tokens": 1},
+        {"prompt_tokens": 1.5, "completion_tokens": 1},
+        {"prompt_tokens": True, "completion_tokens": 1},
+        {"prompt_tokens": 5},
+    ],
+)
+def test_usage_that_is_not_a_count_is_unknown_never_zero(usage: dict[str, Any]) -> None:
+    """Unknown usage leaves the episode's totals incomplete (an unknown cost); 0 would understate them silently."""
+    assert usage_of({"usage": usage}) is None
+
+
+def test_a_whole_number_written_as_a_float_is_a_count() -> None:
+    usage = usage_of({"usage": {"prompt_tokens": 1158.0, "completion_tokens": 7}})
+    assert usage is not None and usage.prompt_tokens == 1158 and type(usage.prompt_tokens) is int

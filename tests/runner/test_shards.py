@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from contextdelta.canonical import canonical_json
 from contextdelta.cli import app
 from contextdelta.rundir import AGGREGATE_METRICS, MANIFEST, RAW_RUNS, RunDirectory, RunStatus
 from contextdelta.runner import (
@@ -210,3 +211,25 @@ def test_run_benchmark_refuses_a_bad_shard_flag(tmp_path: Path) -> None:
     assert out.exit_code == 2
     assert "--shard '4/3': expected I/N" in out.output
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_merge_refuses_a_shard_changed_after_its_run(sharded: tuple[Path, list[str], str], tmp_path: Path) -> None:
+    """A value verify cannot re-derive (the endpoint's usage) edited in a shard: merging would seal the edit as the
+    merged run's own, and verify of the merged run would say MATCH."""
+    results, shards, _ = sharded
+    for name in shards:
+        shutil.copytree(results / name, tmp_path / name)
+    raw = tmp_path / shards[1] / RAW_RUNS
+    lines = raw.read_text().splitlines(keepends=True)
+    record = json.loads(lines[0])
+    record["trace"]["totals"]["agent_usage"]["prompt_tokens"] += 100000
+    lines[0] = canonical_json(record) + "\n"
+    raw.write_text("".join(lines))
+    out = CliRunner().invoke(app, ["merge", *shards, "--out", "merged", "--results-dir", str(tmp_path)])
+    assert out.exit_code == 2, out.output
+    message = " ".join(out.stderr.split())
+    assert f"shard {shards[1]} was changed after its run" in message
+    assert "trace.totals.agent_usage.prompt_tokens: raw_runs.jsonl line 1: edited after the run" in message
+    assert f"contextdelta verify {shards[1]}" in message
+    assert not (tmp_path / "merged").exists()
