@@ -1084,7 +1084,7 @@ def report_command(
     params = params.model_copy(update=changed)
     report = build_report(manifest, episodes, params, attempts.superseded)
     err = Console(stderr=True)
-    if manifest.status is RunStatus.COMPLETE:
+    if manifest.status is RunStatus.COMPLETE and manifest.seal is not None:  # one from before receipts has none
         _warn_if_changed(directory.path, manifest.run_group_id, err, refuse_write=write or bool(changed))
     if manifest.status is not RunStatus.COMPLETE:
         err.print(
