@@ -280,6 +280,22 @@ class RunDirectory:
             return []
         return manifest_edits(value) if isinstance(value, dict) else []
 
+    def snapshot_edits(self) -> list[str]:
+        """The files of the task snapshot changed, added or removed since the manifest sealed them (none for a
+        manifest without a seal): a session that resumes would seal them as the run's."""
+        try:
+            value = json.loads(self.file(MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        seal = value.get("seal") if isinstance(value, dict) else None
+        files = seal.get("files") if isinstance(seal, dict) else None
+        if not isinstance(files, dict):
+            return []
+        prefix = f"{TASKS_SNAPSHOT}/"
+        found = {n: d for n, d in file_digests(self.path, SEALED_APART).items() if n.startswith(prefix)}
+        sealed = {n: d for n, d in files.items() if isinstance(n, str) and n.startswith(prefix)}
+        return sorted(n for n in set(found) | set(sealed) if found.get(n) != sealed.get(n))
+
     def read_manifest(self) -> RunManifest:
         path = self.file(MANIFEST)
         try:

@@ -538,6 +538,12 @@ def _resume_target(results_dir: Path, run_id: str) -> tuple[RunDirectory, RunMan
             f"cannot resume {manifest.run_group_id}: run_manifest.json was edited after it was sealed "
             f"({', '.join(edited[:5])}); `contextdelta verify {manifest.run_group_id} --allow-incomplete` names it"
         )
+    snapshot = directory.snapshot_edits()
+    if snapshot:  # likewise: the next manifest write would seal the changed task files as the run's
+        raise BenchmarkError(
+            f"cannot resume {manifest.run_group_id}: the task snapshot was changed after it was sealed "
+            f"({', '.join(snapshot[:5])}); `contextdelta verify {manifest.run_group_id} --allow-incomplete` names it"
+        )
     return directory, manifest
 
 

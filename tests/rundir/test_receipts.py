@@ -205,3 +205,17 @@ def test_the_receipt_written_with_a_record_is_the_receipt_verify_derives_from_it
     for number, (line, receipt) in enumerate(zip(lines, written, strict=True), start=1):
         assert receipt == receipt_for(line, number, previous)
         previous = receipt.chain
+
+
+def test_a_task_snapshot_changed_after_its_seal_refuses_a_resume(tmp_path: Path) -> None:
+    """A comment added to a snapshot task file changes no replay; resuming would still seal it as the run's."""
+    with serve_scripted("oracle", TASKS, in_process=True) as url:
+        path = _small_run(url, tmp_path)
+        (task,) = sorted((path / "tasks").rglob("*.yaml"))[:1]
+        task.write_text(task.read_text() + "# added after the run\n")
+        name = task.relative_to(path).as_posix()
+        with pytest.raises(BenchmarkError, match=rf"task snapshot was changed after it was sealed \({name}\)"):
+            _resume(url, path)
+        extra = path / "tasks" / "order" / "extra.yaml"
+        extra.write_text("id: extra\n")
+        assert RunDirectory(path).snapshot_edits() == sorted([name, "tasks/order/extra.yaml"])
