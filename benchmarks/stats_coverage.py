@@ -7,12 +7,14 @@ Each dataset goes through the package's own functions, as a run's report calls t
 - a rate: `bootstrap_rate` (hierarchical task-cluster bootstrap; an exact Clopper-Pearson bound over tasks when it
   degenerates) on condition b; the true value is the population mean of a task's success probability;
 - a paired difference: `paired_comparison(a, b).difference` (task-bootstrap interval of the mean per-task
-  difference); the true value is the population mean of the per-task difference of probabilities.
+  difference, expanded percentile levels unless ``--task-interval percentile``); the true value is the population
+  mean of the per-task difference of probabilities.
 
 Coverage is the share of datasets whose interval holds the true value, with its Monte-Carlo standard error;
 ``low``/``high`` count the misses on each side (the interval wholly below, or above, the true value).
 
     .venv/bin/python benchmarks/stats_coverage.py [--datasets 1000] [--resamples 2000] [--repeats 3] [--seed 7]
+        [--task-interval expanded_percentile|percentile]
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import math
 import platform
 import time
 from dataclasses import dataclass
+from typing import get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +35,7 @@ from contextdelta.stats import (
     ClusteredSample,
     EstimateStatus,
     RandomEffectsModel,
+    TaskInterval,
     bootstrap_rate,
     cluster_by_task,
     paired_comparison,
@@ -82,6 +86,12 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--task-interval",
+        choices=get_args(TaskInterval),
+        default=AnalysisParams().task_interval,
+        help="interval of the task-level statistics (the paired difference); `percentile`: as before 0.6.0",
+    )
     args = parser.parse_args()
     for name in ("datasets", "resamples", "repeats"):
         if getattr(args, name) < 1:
@@ -91,7 +101,8 @@ def main() -> None:
     print(f"machine: {platform.platform()} | python {platform.python_version()}")
     print(
         f"{args.repeats} repeats per task and condition, {args.datasets} datasets per row, {args.resamples} bootstrap "
-        f"resamples per interval (the report's default is 10,000), seed {args.seed}; nominal {LEVEL:.2f}, "
+        f"resamples per interval (the report's default is 10,000), seed {args.seed}, task-level intervals "
+        f"{args.task_interval}; nominal {LEVEL:.2f}, "
         f"Monte-Carlo sd of a coverage near it {se:.4f}"
     )
     header = (
@@ -110,7 +121,7 @@ def main() -> None:
             rate = {"in": 0, "low": 0, "high": 0, "exact": 0}
             diff = {"in": 0, "low": 0, "high": 0}
             for index in range(args.datasets):
-                params = AnalysisParams(resamples=args.resamples, seed=index)
+                params = AnalysisParams(resamples=args.resamples, seed=index, task_interval=args.task_interval)
                 found = bootstrap_rate(sample(b[index]), params)
                 difference = paired_comparison(sample(a[index]), sample(b[index]), params).difference
                 rate["exact"] += found.status == EstimateStatus.EXACT_BOUND

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, get_args
 
 import typer
 from pydantic import BaseModel
@@ -1065,14 +1065,26 @@ def report_command(
             callback=_within(_analysis_params_model, "seed"),
         ),
     ] = None,
+    task_interval: Annotated[
+        str | None,
+        typer.Option(
+            "--task-interval",
+            help="Interval of the task-level statistics (paired differences, pass^k, flip rate): "
+            "expanded_percentile (default since 0.6.0) or percentile (the plain percentile interval of earlier "
+            "reports); default: the run's recorded method. Recorded like --resamples.",
+        ),
+    ] = None,
 ) -> None:
     """Recompute and print the report of a run directory from the directory alone (no database, no model)."""
     from contextdelta.report import build_report, recorded_params, write_report_files
     from contextdelta.rundir import RunDirectory, RunDirectoryError, RunStatus
-    from contextdelta.stats import DEFAULT_PARAMS
+    from contextdelta.stats import DEFAULT_PARAMS, TaskInterval
 
     if output_format not in ("markdown", "json"):
         raise _fail(f"--format must be markdown or json, not {output_format!r}", 2)
+    methods = get_args(TaskInterval)
+    if task_interval is not None and task_interval not in methods:
+        raise _fail(f"--task-interval must be one of {', '.join(methods)}, not {task_interval!r}", 2)
     directory = RunDirectory(_run_directory(run_id, results_dir))
     try:  # each episode's current record, and the superseded attempts of retried failed trials
         manifest, attempts = directory.read_manifest(), directory.read_attempts()
@@ -1080,7 +1092,8 @@ def report_command(
         raise _fail(str(exc), 2) from None
     episodes = list(attempts.current)
     params = recorded_params(directory) or DEFAULT_PARAMS
-    changed = {k: v for k, v in (("resamples", resamples), ("seed", bootstrap_seed)) if v is not None}
+    given = (("resamples", resamples), ("seed", bootstrap_seed), ("task_interval", task_interval))
+    changed = {k: v for k, v in given if v is not None}
     params = params.model_copy(update=changed)
     report = build_report(manifest, episodes, params, attempts.superseded)
     err = Console(stderr=True)
@@ -1104,7 +1117,7 @@ def report_command(
         if changed:
             err.print(
                 f"recorded in {directory.path.name}/aggregate_metrics.json: {params.resamples} resamples, bootstrap "
-                f"seed {params.seed} (verify uses them)",
+                f"seed {params.seed}, task-level intervals {params.task_interval} (verify uses them)",
                 highlight=False,
             )
 

@@ -70,7 +70,8 @@ def build_report(
 
 def params_of(analysis: Any) -> AnalysisParams:
     """The analysis parameters in the ``analysis`` object of an ``aggregate_metrics.json`` (fields a file written
-    before they existed lacks take their defaults).
+    before they existed lacks take their defaults, except ``task_interval``: such a file's intervals are plain
+    percentile intervals).
 
     Raises:
         ValueError, KeyError, TypeError: when the object does not hold them.
@@ -80,6 +81,8 @@ def params_of(analysis: Any) -> AnalysisParams:
     fields = {name: analysis[name] for name in AnalysisParams.model_fields if name in analysis}
     for required in ("resamples", "seed", "confidence"):
         fields[required] = analysis[required]
+    if fields.get("task_interval") is None:  # written before 0.6.0: plain percentile intervals throughout
+        fields["task_interval"] = "percentile"
     return AnalysisParams(**fields)
 
 

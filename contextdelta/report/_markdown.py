@@ -28,6 +28,7 @@ from contextdelta.report._format import (
 )
 from contextdelta.report._models import (
     AggregateMetrics,
+    AnalysisInfo,
     Breakdown,
     CachingCondition,
     Comparison,
@@ -39,7 +40,7 @@ from contextdelta.report._models import (
 )
 from contextdelta.report._table import FAILED_TERMINATION_ORDER, FAILURE_MODE_ROWS
 from contextdelta.rundir import EpisodeRecord, RunManifest, RunStatus, SeedRule, horizons_recorded
-from contextdelta.stats import Estimate
+from contextdelta.stats import AnalysisParams, Estimate
 
 _SAFETY_COLUMNS = (
     "stale_action",
@@ -210,10 +211,28 @@ def _methods(metrics: AggregateMetrics) -> list[str]:
         "difference; a difference is a share of tasks that switch entirely, as a strategy that breaks or fixes "
         "whole tasks does). `contextdelta power` plans a run from this one.",
         "- **Flip rate**: share of tasks (with at least two repeats) whose repeats disagree.",
+        *_task_interval_line(a),
         f"- **Precision**: percentages are printed to {unit}: {precision}. Exact bounds and point estimates carry "
         "no resampling error.",
         "",
     ]
+
+
+def _task_interval_line(a: AnalysisInfo) -> list[str]:
+    """The method line of the task-level intervals (none for a report written before they were expanded)."""
+    if a.task_interval is None:
+        return []
+    tail = (1.0 - a.confidence) / 2.0
+    return [
+        "- **Task-level intervals** (paired differences, pass^k, flip rate): the bootstrap resamples tasks alone, "
+        "and the percentile interval of a mean over few tasks is too narrow, so its levels are expanded for the "
+        f"number of tasks n (Hesterberg's expanded percentile interval): the tail is Phi(-sqrt(n/(n-1)) t(n-1)) "
+        f"instead of {100 * tail:g}%, {_tail(a.confidence, 24)} at 24 tasks and {_tail(a.confidence, 96)} at 96."
+    ]
+
+
+def _tail(confidence: float, n_tasks: int) -> str:
+    return f"{AnalysisParams(confidence=confidence).task_percentiles(n_tasks)[0]:.2f}%"
 
 
 def _conditions(metrics: AggregateMetrics) -> list[str]:

@@ -145,6 +145,7 @@ def aggregate(manifest: RunManifest, table: EpisodeTable, params: AnalysisParams
             confidence=params.confidence,
             alpha=params.alpha,
             power_datasets=params.power_datasets,
+            task_interval=None if params.task_interval == "percentile" else params.task_interval,
             target_power=TARGET_POWER,
             sign_flip_enumeration_limit=ENUMERATION_LIMIT,
             sign_flip_monte_carlo_patterns=MONTE_CARLO_PATTERNS,
@@ -211,6 +212,9 @@ they existed recomputes to the same document."""
 
 
 def metrics_json(metrics: AggregateMetrics) -> dict[str, Any]:
-    """The JSON document of ``aggregate_metrics.json`` (absent optional sections left out)."""
-    absent = {name for name in OPTIONAL_SECTIONS if getattr(metrics, name) is None}
-    return metrics.model_dump(mode="json", exclude=absent or None)
+    """The JSON document of ``aggregate_metrics.json`` (absent optional sections left out, and the analysis's
+    ``task_interval`` when it is the plain percentile interval of a report written before the field existed)."""
+    exclude: dict[str, Any] = {name: True for name in OPTIONAL_SECTIONS if getattr(metrics, name) is None}
+    if metrics.analysis.task_interval is None:
+        exclude["analysis"] = {"task_interval"}
+    return metrics.model_dump(mode="json", exclude=exclude or None)

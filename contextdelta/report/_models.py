@@ -16,6 +16,7 @@ from contextdelta.stats import (
     PairTable,
     PassK,
     SignFlipTest,
+    TaskInterval,
 )
 
 METRICS_SCHEMA_VERSION = 2
@@ -154,6 +155,12 @@ class AnalysisInfo(BaseModel):
     confidence: float = Field(description="Confidence level of the intervals.")
     alpha: float = Field(description="Family-wise level of the Holm-adjusted tests.")
     power_datasets: int = Field(description="Simulated datasets per evaluated difference (power figures).")
+    task_interval: TaskInterval | None = Field(
+        default=None,
+        description="Interval of the statistics with one value per task (paired differences, pass^k, flip rate): "
+        "`expanded_percentile` (percentile levels widened for the number of tasks, Hesterberg 2015). Absent in a "
+        "report written before 0.6.0, whose intervals are plain percentile intervals.",
+    )
     target_power: float = Field(description="Power the detectable differences are computed for.")
     sign_flip_enumeration_limit: int = Field(
         description="Discordant tasks up to which non-integer sign-flip tests enumerate every pattern."

@@ -30,7 +30,7 @@ from contextdelta.stats._exact import exact_bound
 from contextdelta.stats._flip import flip_rates
 from contextdelta.stats._horizon import DoseCurve, DoseInput, dose_curves, horizon_params, logistic_slopes
 from contextdelta.stats._paired import paired_comparison, paired_comparisons
-from contextdelta.stats._params import DEFAULT_PARAMS, AnalysisParams
+from contextdelta.stats._params import DEFAULT_PARAMS, AnalysisParams, TaskInterval
 from contextdelta.stats._passk import pass_hat_k, pass_hat_k_many
 from contextdelta.stats._power import (
     DEFAULT_DATASETS,
@@ -97,6 +97,7 @@ __all__ = [
     "SignFlipMethod",
     "SignFlipTest",
     "SlopeStatus",
+    "TaskInterval",
     "TaskPairs",
     "TaskValues",
     "analysis_sha256",

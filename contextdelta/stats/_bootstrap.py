@@ -141,13 +141,14 @@ def _order_statistic_levels(resamples: int, level: float) -> tuple[float, float]
     return 100.0 * float(low), 100.0 * float(high)
 
 
-def _percentile_interval(finite: FloatVector, params: AnalysisParams) -> tuple[float, float, float]:
-    """``(low, high, mc_se)``: the percentile interval and the Monte-Carlo standard error of its ends (the larger).
+def _percentile_interval(finite: FloatVector, percentiles: tuple[float, float]) -> tuple[float, float, float]:
+    """``(low, high, mc_se)``: the interval between the ``percentiles`` (0-100) of the replicates, and the Monte-Carlo
+    standard error of its ends (the larger).
 
     The six quantiles (both ends and one standard error either side of each) interpolate linearly between order
     statistics, as `np.percentile` does by default, from one partial sort.
     """
-    q_low, q_high = params.percentiles
+    q_low, q_high = percentiles
     levels = np.array(
         [q_low, q_high, *_order_statistic_levels(finite.size, q_low), *_order_statistic_levels(finite.size, q_high)]
     )
@@ -175,12 +176,14 @@ def _interval(
     n_missing: int = 0,
     n_unpaired: int = 0,
     undefined_note: str = "the statistic is undefined on this data",
+    percentiles: tuple[float, float] | None = None,
 ) -> Estimate:
     """Turn a point estimate and bootstrap replicates into an `Estimate`, applying the degenerate-case rules.
 
-    ``constant``: every value the bootstrap resamples is equal, so every replicate equals the point. ``bounds``:
-    the range of a task's value for a bounded quantity (a rate: (0, 1)); then a degenerate case (constant, or a
-    single task) gets the exact bound of `exact_bound` instead of a zero-width interval.
+    ``percentiles``: the levels (0-100) bounding the interval; None: ``params.percentiles``. ``constant``: every
+    value the bootstrap resamples is equal, so every replicate equals the point. ``bounds``: the range of a task's
+    value for a bounded quantity (a rate: (0, 1)); then a degenerate case (constant, or a single task) gets the
+    exact bound of `exact_bound` instead of a zero-width interval.
     """
     common = {
         "confidence": params.confidence,
@@ -233,7 +236,7 @@ def _interval(
     if finite.size == 0:
         note = "every resample had a zero denominator"
         return Estimate(estimate=None, low=None, high=None, status=EstimateStatus.UNDEFINED, note=note, **common)
-    low, high, mc_se = _percentile_interval(finite, params)
+    low, high, mc_se = _percentile_interval(finite, percentiles or params.percentiles)
     return Estimate(estimate=point, low=low, high=high, status=EstimateStatus.OK, note=note, mc_se=mc_se, **common)
 
 
@@ -364,7 +367,8 @@ def task_level_estimates(jobs: Sequence[TaskValues], params: AnalysisParams = DE
 
     Used for statistics defined per task (pass^k, flip rate, the paired difference of task means): resampling
     repeats inside a task would change what the per-task value means. Jobs with the same number of tasks share
-    one draw of task indices.
+    one draw of task indices. The interval is bounded by ``params.task_percentiles(n_tasks)``: a one-level
+    percentile interval of a mean is too narrow with few tasks, and the expanded levels correct it.
     """
     results = _run(
         (_Columns(np.ones(job.values.size, dtype=np.int64), job.values[:, None, None]) for job in jobs), params
@@ -383,6 +387,7 @@ def task_level_estimates(jobs: Sequence[TaskValues], params: AnalysisParams = DE
                 bounds=job.bounds,
                 n_missing=job.n_missing,
                 n_unpaired=job.n_unpaired,
+                percentiles=params.task_percentiles(n),
             )
         )
     return out

@@ -3,7 +3,14 @@
 
 from __future__ import annotations
 
+import math
+from functools import lru_cache
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
+from scipy.stats import norm, t
+
+TaskInterval = Literal["expanded_percentile", "percentile"]
 
 
 class AnalysisParams(BaseModel):
@@ -22,12 +29,38 @@ class AnalysisParams(BaseModel):
     power_datasets: int = Field(
         default=2_000, ge=100, description="Simulated datasets per evaluated difference in the power figures."
     )
+    task_interval: TaskInterval = Field(
+        default="expanded_percentile",
+        description="Interval of a statistic with one value per task (paired difference, pass^k, flip rate): "
+        "`expanded_percentile` widens the percentile levels for the number of tasks (`task_percentiles`); "
+        "`percentile` (reports written before 0.6.0) uses the plain levels.",
+    )
 
     @property
     def percentiles(self) -> tuple[float, float]:
         """The lower and upper percentiles (0-100) of the bootstrap distribution that bound the interval."""
         tail = (1.0 - self.confidence) / 2.0
         return 100.0 * tail, 100.0 * (1.0 - tail)
+
+    def task_percentiles(self, n_tasks: int) -> tuple[float, float]:
+        """The percentiles bounding the interval of a mean over ``n_tasks`` task values resampled alone.
+
+        The plain percentile interval of such a mean is too narrow with few tasks: the bootstrap's spread is the
+        standard error with divisor n instead of n - 1, and its tails are normal instead of Student's. The expanded
+        percentile interval (Hesterberg 2015, "What teachers should know about the bootstrap", The American
+        Statistician 69(4)) corrects both by taking the tail ``Phi(-sqrt(n / (n - 1)) * t_{n-1, 1 - tail})``
+        instead of ``tail``: 1.73% instead of 2.5% for 24 tasks at 95%, 2.30% for 96.
+        """
+        if self.task_interval == "percentile" or n_tasks < 2:
+            return self.percentiles
+        return _expanded_percentiles(self.confidence, n_tasks)
+
+
+@lru_cache(maxsize=256)
+def _expanded_percentiles(confidence: float, n_tasks: int) -> tuple[float, float]:
+    tail = (1.0 - confidence) / 2.0
+    expanded = float(norm.cdf(-math.sqrt(n_tasks / (n_tasks - 1)) * t.ppf(1.0 - tail, n_tasks - 1)))
+    return 100.0 * expanded, 100.0 * (1.0 - expanded)
 
 
 DEFAULT_PARAMS = AnalysisParams()

@@ -72,7 +72,8 @@ def test_power_refuses_bad_flags(args: list[str], message: str) -> None:
 def test_report_resamples_and_seed_are_recorded_and_verify_uses_them(tmp_path: Path) -> None:
     path = runs.copy_run(runs.oracle_pair_run(), tmp_path)
     code, out, err = invoke("report", path.name, "--resamples", "2000", "--bootstrap-seed", "5", results=tmp_path)
-    assert code == 0 and "2000 resamples, bootstrap seed 5 (verify uses them)" in " ".join(err.split())
+    recorded = "2000 resamples, bootstrap seed 5, task-level intervals expanded_percentile (verify uses them)"
+    assert code == 0 and recorded in " ".join(err.split())
     analysis = json.loads((path / AGGREGATE_METRICS).read_text())["analysis"]
     assert (analysis["resamples"], analysis["seed"]) == (2000, 5)
     assert out == (path / BENCHMARK_REPORT).read_text() and "2000 resamples, bootstrap seed 5" in out
@@ -80,3 +81,18 @@ def test_report_resamples_and_seed_are_recorded_and_verify_uses_them(tmp_path: P
     # without the flags, report uses the recorded values again
     code, again, _ = invoke("report", path.name, results=tmp_path)
     assert code == 0 and again == out
+
+
+def test_report_task_interval_switches_the_method_both_ways_and_verify_follows(tmp_path: Path) -> None:
+    path = runs.copy_run(runs.oracle_pair_run(), tmp_path)
+    code, plain, err = invoke("report", path.name, "--task-interval", "percentile", results=tmp_path)
+    assert code == 0 and "task-level intervals percentile (verify uses them)" in " ".join(err.split())
+    assert "task_interval" not in json.loads((path / AGGREGATE_METRICS).read_text())["analysis"]
+    assert "**Task-level intervals**" not in plain and verify_run(path).ok
+    code, again, _ = invoke("report", path.name, results=tmp_path)  # the recorded method stays
+    assert code == 0 and again == plain
+    code, expanded, _ = invoke("report", path.name, "--task-interval", "expanded_percentile", results=tmp_path)
+    assert code == 0 and "**Task-level intervals**" in expanded and verify_run(path).ok
+    assert json.loads((path / AGGREGATE_METRICS).read_text())["analysis"]["task_interval"] == "expanded_percentile"
+    code, _, err = invoke("report", path.name, "--task-interval", "bca", results=tmp_path)
+    assert code == 2 and "--task-interval must be one of expanded_percentile, percentile, not 'bca'" in err

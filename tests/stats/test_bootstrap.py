@@ -153,13 +153,44 @@ def test_paired_difference_is_the_mean_of_task_differences_resampling_tasks_only
     result = paired_comparison(cluster_by_task(tasks, repeats, a), cluster_by_task(tasks, repeats, b), PARAMS)
     task_differences = a.reshape(15, 3).mean(axis=1) - b.reshape(15, 3).mean(axis=1)
     assert result.difference.estimate == pytest.approx(task_differences.mean())
+    # The expanded percentile interval: scipy's percentile bootstrap at the level whose tails are the expanded ones.
+    tail = scipy_stats.norm.cdf(-np.sqrt(15 / 14) * scipy_stats.t.ppf(0.975, 14))
+    assert tail == pytest.approx(0.01321, abs=1e-5)
     theirs = scipy_stats.bootstrap(
-        (task_differences,), np.mean, n_resamples=PARAMS.resamples, method="percentile", rng=np.random.default_rng(4)
+        (task_differences,),
+        np.mean,
+        n_resamples=PARAMS.resamples,
+        method="percentile",
+        confidence_level=1 - 2 * tail,
+        rng=np.random.default_rng(4),
     ).confidence_interval
-    tolerance = 0.25 * task_differences.std(ddof=1) / np.sqrt(15)
+    tolerance = 0.1 * task_differences.std(ddof=1) / np.sqrt(15)
     assert result.difference.low == pytest.approx(theirs.low, abs=tolerance)
     assert result.difference.high == pytest.approx(theirs.high, abs=tolerance)
     assert (result.difference.n_tasks, result.difference.n_episodes) == (15, 90)
+    plain = paired_comparison(
+        cluster_by_task(tasks, repeats, a),
+        cluster_by_task(tasks, repeats, b),
+        PARAMS.model_copy(update={"task_interval": "percentile"}),
+    ).difference
+    theirs = scipy_stats.bootstrap(
+        (task_differences,), np.mean, n_resamples=PARAMS.resamples, method="percentile", rng=np.random.default_rng(4)
+    ).confidence_interval
+    assert plain.low == pytest.approx(theirs.low, abs=tolerance)
+    assert plain.high == pytest.approx(theirs.high, abs=tolerance)
+    assert result.difference.low < plain.low and plain.high < result.difference.high
+
+
+@pytest.mark.parametrize(
+    ("n_tasks", "tail"), [(2, 1.695e-70), (3, 6.834e-6), (24, 1.7294), (96, 2.2985), (10_000, 2.4980)]
+)
+def test_task_level_intervals_take_the_expanded_percentile_levels(n_tasks: int, tail: float) -> None:
+    """Hesterberg's expanded percentile levels, Phi(-sqrt(n/(n-1)) t_{n-1, 0.975}), approach 2.5% as n grows."""
+    low, high = AnalysisParams().task_percentiles(n_tasks)
+    assert low == pytest.approx(tail, rel=1e-3) and high == pytest.approx(100 - tail, rel=1e-6)
+    plain = AnalysisParams(task_interval="percentile")
+    assert plain.task_percentiles(n_tasks) == plain.percentiles == pytest.approx((2.5, 97.5))
+    assert AnalysisParams().task_percentiles(1) == pytest.approx((2.5, 97.5))  # one task never reaches a bootstrap
 
 
 def test_paired_difference_of_identical_conditions_is_zero_with_an_exact_bound() -> None:

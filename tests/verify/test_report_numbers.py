@@ -10,7 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from contextdelta.cli import app
+from contextdelta.report import build_report
+from contextdelta.report._build import params_of, write_report_files
+from contextdelta.rundir import RunDirectory
 from contextdelta.rundir.layout import AGGREGATE_METRICS, BENCHMARK_REPORT
 from contextdelta.verify import verify_run
 from tests.report import runs
@@ -101,3 +106,36 @@ def test_a_changed_interval_in_the_markdown_is_named(tmp_path: Path) -> None:
     found = verify_run(path).divergences
     assert [d.field for d in found] == [BENCHMARK_REPORT, BENCHMARK_REPORT]  # the seal, then the rebuilt report
     assert found[0].detail.startswith("edited after the run") and "rebuilt" in found[1].detail
+
+
+def _differences(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every paired difference of the research questions with a bootstrap interval (status ok)."""
+    found = [c["difference"] for q in data["research_questions"] for c in q["comparisons"]]
+    return [d for d in found if d["status"] == "ok"]
+
+
+def test_a_report_written_with_plain_percentile_intervals_still_verifies_and_keeps_its_method(tmp_path: Path) -> None:
+    """Reports written before 0.6.0 have no `task_interval` and plain percentile task-level intervals: verify
+    recomputes them with that method (MATCH), and `report --write` does not switch the method under them."""
+    path = runs.copy_run(runs.faulted_run(), tmp_path)
+    current = json.loads((path / AGGREGATE_METRICS).read_text())
+    assert current["analysis"]["task_interval"] == "expanded_percentile"
+    assert "**Task-level intervals**" in (path / BENCHMARK_REPORT).read_text()
+    directory = RunDirectory(path)
+    old = {k: v for k, v in current["analysis"].items() if k != "task_interval"}
+    params = params_of(old)
+    assert params.task_interval == "percentile"
+    write_report_files(directory, build_report(directory.read_manifest(), directory.read_episodes(), params))
+    assert directory.reseal_files()  # as if 0.5.0 had written these reports
+    written = json.loads((path / AGGREGATE_METRICS).read_text())
+    assert "task_interval" not in written["analysis"]
+    assert "Task-level intervals" not in (path / BENCHMARK_REPORT).read_text()
+    plain, expanded = _differences(written), _differences(current)
+    assert plain and len(plain) == len(expanded)
+    assert all(p["estimate"] == e["estimate"] for p, e in zip(plain, expanded, strict=True))
+    assert all(e["low"] <= p["low"] and p["high"] <= e["high"] for p, e in zip(plain, expanded, strict=True))
+    result = verify_run(path)
+    assert result.divergences == [], result.divergences
+    result = CliRunner().invoke(app, ["report", path.name, "--results-dir", str(path.parent), "--write"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((path / AGGREGATE_METRICS).read_text()) == written
