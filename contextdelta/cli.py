@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from contextdelta import __version__
-from contextdelta.settings import Settings, SettingsError, load_settings
+from contextdelta.settings import SEED_MAX, SEED_MIN, Settings, SettingsError, load_settings
 from contextdelta.worlds import WORLDS, ProtectionMode, ToolKind
 
 if TYPE_CHECKING:
@@ -370,7 +370,18 @@ ProtectionModesOption = Annotated[str | None, typer.Option(help="Comma-separated
 MaxStepsOption = Annotated[
     int | None, typer.Option(help="Override every task's step limit.", callback=_request_range("max_steps"))
 ]
-SeedOption = Annotated[int | None, typer.Option(help="Run seed (default CONTEXTDELTA_SEED).")]
+
+
+def _run_seed(value: int | None) -> int | None:
+    """A run seed is a signed 64-bit integer: the trace store and every tool that reads the manifest hold it."""
+    if value is not None and not SEED_MIN <= value <= SEED_MAX:
+        raise typer.BadParameter(f"{value} is not a 64-bit integer; allowed: {SEED_MIN} to {SEED_MAX}")
+    return value
+
+
+SeedOption = Annotated[
+    int | None, typer.Option(help="Run seed, a 64-bit integer (default CONTEXTDELTA_SEED).", callback=_run_seed)
+]
 RunResultsDirOption = Annotated[Path | None, typer.Option(help="Where run directories go (default results/).")]
 ResumeOption = Annotated[
     str | None,
@@ -859,10 +870,14 @@ def run_external_command(
         results_dir=results_dir,
         resume=resume,
         allow_unlocked=allow_unlocked,
-        external_agent=agent_info(agent, transport=HTTP, command=agent_cmd, timeout_s=timeout_s),
+        external_agent=agent_info(
+            agent, transport=HTTP, command=agent_cmd, timeout_s=timeout_s, secrets=_settings().secrets()
+        ),
     )
     _run_with_recorders(
-        lambda recorders: run_external(request, agent_cmd, timeout_s=timeout_s, recorders=recorders),
+        lambda recorders: run_external(
+            request, agent_cmd, timeout_s=timeout_s, settings=_settings(), recorders=recorders
+        ),
         database_url=database_url,
         no_store=no_store,
         quiet=quiet,
@@ -1334,6 +1349,18 @@ def compare_command(
         typer.echo(render_comparison(result), nl=False)
 
 
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` names a loopback interface (``localhost``, 127.0.0.0/8, ``::1``)."""
+    import ipaddress
+
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 @app.command("serve")
 def serve_command(
     upstream: Annotated[
@@ -1374,14 +1401,26 @@ def serve_command(
     from types import FrameType
 
     from contextdelta.proxy import ProxyConfig, RecordingProxy
+    from contextdelta.settings import UrlCredentialsError, check_base_url
     from contextdelta.store import Store
 
     settings = _settings()
     upstream = upstream or settings.base_url
     if not upstream:
         raise _fail("no upstream: pass --upstream URL or set CONTEXTDELTA_BASE_URL", 2)
+    try:
+        check_base_url(upstream, "--upstream / CONTEXTDELTA_BASE_URL")
+    except UrlCredentialsError as exc:
+        raise _fail(str(exc), 2) from None
     if token is None and settings.proxy_token is not None:
         token = settings.proxy_token.get_secret_value()
+    if not token and not _is_loopback(host):
+        raise _fail(
+            f"--host {host} is not a loopback address and there is no proxy token: anyone who can reach it could "
+            "use the upstream, and the key sent there, through it; pass --token TOKEN or set "
+            "CONTEXTDELTA_PROXY_TOKEN (clients then send 'Authorization: Bearer TOKEN')",
+            2,
+        )
     secret = settings.upstream_api_key or settings.effective_api_key
     key = upstream_api_key or (secret.get_secret_value() if secret else None)
     store = _open_store(database_url)
@@ -1397,12 +1436,6 @@ def serve_command(
         store.close()
         raise _fail(str(exc), 2) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
-    if host not in ("127.0.0.1", "localhost", "::1") and token is None:
-        Console(stderr=True).print(
-            f"[yellow]warning:[/yellow] listening on {host} without --token: anyone who can reach it can use "
-            "the upstream through it",
-            highlight=False,
-        )
 
     def _terminate(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt

@@ -25,6 +25,10 @@ Temperature = Annotated[float, Field(ge=0.0, le=2.0)]
 """A sampling temperature in the range OpenAI-compatible endpoints accept (the setting and ``--temperature``)."""
 
 
+SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
+"""A run seed is a signed 64-bit integer (what the trace store's INTEGER column and JSON readers hold)."""
+
+
 class SettingsError(ValueError):
     """A setting with an invalid value (or an unreadable ``.env``); the message is one line naming the variable."""
 
@@ -54,7 +58,7 @@ class Settings(BaseSettings):
         default=None, description="the model that writes semantic_summary summaries (default: the agent model)"
     )
     temperature: Temperature = Field(default=0.0, description="a sampling temperature from 0 to 2")
-    seed: int = Field(default=0, description="an integer run seed")
+    seed: int = Field(default=0, ge=SEED_MIN, le=SEED_MAX, description="a 64-bit integer run seed")
     database_url: str | None = Field(
         default=None,
         description="a SQLAlchemy URL of the trace store (default: sqlite:///<results dir>/contextdelta.db)",
@@ -80,6 +84,12 @@ class Settings(BaseSettings):
     def effective_api_key(self) -> SecretStr | None:
         """``CONTEXTDELTA_API_KEY``, else ``OPENAI_API_KEY``, else None (whichever file or variable set them)."""
         return self.api_key or self.openai_api_key
+
+    def secrets(self) -> list[str]:
+        """Every secret these settings hold (API keys, proxy token, upstream key): what a `Redactor` must cut out of
+        anything the tool writes that came from elsewhere (an agent command's output, a command line)."""
+        values = (getattr(self, name) for name in type(self).model_fields)
+        return sorted({v.get_secret_value() for v in values if isinstance(v, SecretStr) and v.get_secret_value()})
 
     @property
     def effective_summary_model(self) -> str | None:

@@ -100,7 +100,9 @@ def test_the_trace_store_defaults_to_the_results_folder_in_use(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("variable", "raw", "expected"),
     [
-        ("CONTEXTDELTA_SEED", "abc", "an integer run seed"),
+        ("CONTEXTDELTA_SEED", "abc", "a 64-bit integer run seed"),
+        ("CONTEXTDELTA_SEED", "99999999999999999999999", "a 64-bit integer run seed"),
+        ("CONTEXTDELTA_SEED", str(-(2**63) - 1), "a 64-bit integer run seed"),
         ("CONTEXTDELTA_TEMPERATURE", "5", "a sampling temperature from 0 to 2"),
         ("CONTEXTDELTA_TEMPERATURE", "warm", "a sampling temperature from 0 to 2"),
     ],
@@ -157,3 +159,21 @@ def test_the_model_cache_is_read_from_env_file(tmp_path: Path, monkeypatch: pyte
     monkeypatch.chdir(tmp_path)
     (tmp_path / ".env").write_text(f"CONTEXTDELTA_MODEL_CACHE={tmp_path / 'models'}\n", encoding="utf-8")
     assert default_cache_dir() == tmp_path / "models"
+
+
+@pytest.mark.parametrize("command", ["run-benchmark", "run-external", "serve-world"])
+@pytest.mark.parametrize("seed", ["99999999999999999999999", str(2**63), str(-(2**63) - 1)])
+def test_a_seed_outside_64_bits_is_refused_before_anything_runs(command: str, seed: str, tmp_path: Path) -> None:
+    """The trace store and the manifest's readers hold a signed 64-bit seed; a larger one lost the run's rows."""
+    result = runner.invoke(app, [command, "--seed", seed, "--results-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "is not a 64-bit integer" in " ".join(result.output.split())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_settings_hold_every_configured_secret_for_redaction(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONTEXTDELTA_API_KEY", "azurekey0123456789")
+    monkeypatch.setenv("OPENAI_API_KEY", "openai-0123456789")
+    monkeypatch.setenv("CONTEXTDELTA_PROXY_TOKEN", "proxy-token-0123")
+    monkeypatch.setenv("CONTEXTDELTA_UPSTREAM_API_KEY", "")
+    assert load_settings(None).secrets() == ["azurekey0123456789", "openai-0123456789", "proxy-token-0123"]

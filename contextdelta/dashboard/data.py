@@ -14,6 +14,7 @@ which reads manifests only, is up before the statistics code is loaded.
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -158,6 +159,11 @@ def summarize_run(path: Path) -> RunSummary:
         return RunSummary(run_group_id=path.name, path=path, status=MALFORMED, error=str(exc))
     counts = manifest.counts
     running = manifest.status is RunStatus.RUNNING
+    finished, failed = counts.finished, counts.failed
+    succeeded: int | None = counts.succeeded
+    if manifest.controls and not running:  # the manifest's counts include the control episodes
+        main = _main_matrix_counts(path)
+        finished, succeeded, failed = main if main is not None else (counts.finished, None, counts.failed)
     return RunSummary(
         run_group_id=manifest.run_group_id,
         path=path,
@@ -171,10 +177,20 @@ def summarize_run(path: Path) -> RunSummary:
         tasks=len(manifest.tasks),
         repeats=manifest.repeats,
         planned=counts.planned,
-        finished=_complete_lines(path / RAW_RUNS) if running else counts.finished,
-        succeeded=None if running else counts.succeeded,
-        failed_trials=None if running else counts.failed,
+        finished=_complete_lines(path / RAW_RUNS) if running else finished,
+        succeeded=None if running else succeeded,
+        failed_trials=None if running else failed,
     )
+
+
+def _main_matrix_counts(path: Path) -> tuple[int, int, int] | None:
+    """(finished, succeeded, failed trials) of the main matrix of a run with control episodes, from its
+    ``aggregate_metrics.json``; None when that file does not say (unreadable, or written before 0.6.0)."""
+    try:
+        counts = json.loads((path / AGGREGATE_METRICS).read_text(encoding="utf-8"))["episodes"]["main_matrix"]
+        return int(counts["finished"]), int(counts["succeeded"]), int(counts["failed_trials"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def list_runs(results_dir: Path) -> list[RunSummary]:
@@ -415,7 +431,7 @@ def failure_row(record: EpisodeRecord, attribution: Attribution) -> FailureRow:
         protection_mode=record.protection_mode,
         repeat=record.repeat,
         termination=attribution.termination,
-        failed_graders=tuple(attribution.failed_graders),
+        failed_graders=() if attribution.failed_trial else tuple(attribution.failed_graders),
         action=action,
         relied_on=_observation_text(attribution.relied_on) if attribution.action is not None else "",
         mutation=mutation,

@@ -242,9 +242,9 @@ def breakdown_modes(metrics: AggregateMetrics) -> list[str]:
 
 # ---- the Compare page -----------------------------------------------------------------------------------------
 
-COMPARE_KEY_COLUMNS = (0, 3, 6, 5, 4, 1, 2, 7)
+COMPARE_KEY_COLUMNS = (0, 3, 6, 5, 4, 1, 2, 7, 8)
 """`comparison_table`'s columns in the order the Compare page shows them: condition, difference, p (Holm),
-p (sign-flip), discordant tasks, the two rates, the episode pairs."""
+p (sign-flip), discordant tasks, the two rates, the episode pairs, the failed-trial pairs and the row without them."""
 
 
 def compare_tables(report: ComparisonReport) -> list[tuple[str, list[dict[str, str]]]]:

@@ -282,7 +282,7 @@ def _scores(record: EpisodeRecord) -> dict[str, dict[str, Any]]:
             "metadata": {"failed_trial": record.failed},
         }
     }
-    for grader in GRADERS:
+    for grader in () if record.failed else GRADERS:  # a failed trial has no verdict: success alone, as 0
         passed = getattr(v, grader, None)
         if passed is None:
             continue  # not applicable (conflict_recovery without a blocked write)

@@ -25,7 +25,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -59,13 +59,19 @@ STDIO = "stdio"
 
 
 def agent_info(
-    agent: str, *, transport: str, command: str | None = None, timeout_s: float | None = None
+    agent: str,
+    *,
+    transport: str,
+    command: str | None = None,
+    timeout_s: float | None = None,
+    secrets: Iterable[str] = (),
 ) -> ExternalAgentInfo:
-    """What the manifest records about the agent; the command with credentials redacted, and its hash."""
+    """What the manifest records about the agent; the command with credentials (key-shaped strings and the
+    configured ``secrets``) redacted, and its hash."""
     return ExternalAgentInfo(
         agent=agent,
         transport=transport,
-        command=Redactor().text(command) if command is not None else None,
+        command=Redactor(secrets).text(command) if command is not None else None,
         command_sha256=sha256_hex(command) if command is not None else None,
         timeout_s=timeout_s,
     )
@@ -111,6 +117,8 @@ class AgentCommandExecutor:
     command: str
     timeout_s: float = DEFAULT_TIMEOUT_S
     env: Mapping[str, str] | None = None
+    secrets: Sequence[str] = ()
+    """The configured secrets, cut out of the command's output before any of it is recorded."""
 
     async def run(self, job: EpisodeJob) -> EpisodeRecord:
         episode, initial = _episode(job, self.agent, HTTP)
@@ -135,7 +143,7 @@ class AgentCommandExecutor:
                 async with anyio.create_task_group() as group:
                     group.start_soon(_drain, process, output)
                     await process.wait()
-            tail = Redactor().text(output[-OUTPUT_TAIL:].decode("utf-8", "replace")).strip()
+            tail = Redactor(self.secrets).text(output[-OUTPUT_TAIL:].decode("utf-8", "replace")).strip()
             if scope.cancelled_caught:
                 _kill(process)
                 episode.close(
@@ -189,8 +197,10 @@ def run_external(
     the run directory; BenchmarkError for refusals, McpUnavailable without the mcp extra."""
     require_mcp()
     assert request.external_agent is not None
-    plan = plan_run(request, settings or Settings())
-    return run_plan(plan, recorders, AgentCommandExecutor(request.external_agent.agent, command, timeout_s))
+    settings = settings or Settings()
+    plan = plan_run(request, settings)
+    executor = AgentCommandExecutor(request.external_agent.agent, command, timeout_s, secrets=settings.secrets())
+    return run_plan(plan, recorders, executor)
 
 
 # ---- serve-world -----------------------------------------------------------------------------------------------

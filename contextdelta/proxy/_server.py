@@ -277,7 +277,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_simple(404, _error_body(404, f"No route for GET {path or '/'}.", "not_found"))
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
+        if "chunked" in (self.headers.get("transfer-encoding") or "").lower():
+            self.close_connection = True  # the chunked body is left unread
+            message = "Chunked request bodies are not accepted; send the body with a Content-Length."
+            self._send_simple(411, _error_body(411, message, "length_required"))
+            return
+        try:
+            length = int(self.headers.get("content-length") or 0)
+            if length < 0:
+                raise ValueError
+        except ValueError:
+            self.close_connection = True
+            message = f"Content-Length {self.headers.get('content-length')!r} is not a byte count."
+            self._send_simple(400, _error_body(400, message, "bad_content_length"))
+            return
         if length > MAX_BODY_BYTES:
             self._send_simple(413, _error_body(413, "Request body too large.", "body_too_large"))
             return
@@ -350,13 +363,25 @@ class _Handler(BaseHTTPRequestHandler):
                 trace.response = proxy.redactor.json(reassembled, [client_secret]) if reassembled else None
                 trace.response_text = proxy.redactor.text(text, [client_secret])
             else:
-                raw = response.read()
+                try:
+                    raw = response.read()
+                except (OSError, http.client.HTTPException) as exc:  # cut short, or stalled past --timeout-s
+                    partial = exc.partial if isinstance(exc, http.client.IncompleteRead) else b""
+                    message = f"upstream {proxy.upstream.display} broke off its response: {type(exc).__name__}: {exc}"
+                    message = proxy.redactor.text(message, [client_secret])
+                    self._send_simple(502, _error_body(502, message, "upstream_broken_response"))
+                    trace.status_code, trace.error = 502, message
+                    text = partial.decode("utf-8", errors="replace")
+                    trace.response_text = proxy.redactor.text(text, [client_secret]) if text else None
+                    return
                 self._send_whole(response.status, headers, raw)
                 parsed = _json_or_none(raw)
                 if parsed is not None:
                     trace.response = proxy.redactor.json(parsed, [client_secret])
                 else:
                     trace.response_text = proxy.redactor.text(raw.decode("utf-8", errors="replace"), [client_secret])
+                    if response.status < 400:
+                        trace.error = f"upstream answered HTTP {response.status} with a body that is not JSON"
             if isinstance(trace.response, dict):
                 trace.prompt_tokens, trace.completion_tokens, trace.total_tokens = _usage(trace.response)
                 if isinstance(trace.response.get("model"), str) and trace.model is None:
@@ -407,7 +432,14 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             client_open = False
         while True:
-            piece = response.read1(65536)
+            try:
+                piece = response.read1(65536)
+            except (OSError, http.client.HTTPException) as exc:  # cut short, or stalled past --timeout-s
+                trace.error = self.proxy.redactor.text(
+                    f"upstream stream broke off after {len(received)} bytes: {type(exc).__name__}: {exc}"
+                )
+                self.close_connection = True  # no final chunk: the client sees the stream end abnormally too
+                return bytes(received)
             if not piece:
                 break
             received += piece

@@ -61,7 +61,9 @@ def render_attribution(attribution: Attribution) -> Text:
         f"task {attribution.task_id} · hazard {attribution.hazard} · strategy {attribution.strategy} · "
         f"mode {attribution.protection_mode} · repeat {attribution.repeat} · termination {attribution.termination}",
     )
-    if attribution.failed_graders:
+    if attribution.failed_trial:
+        line("verdict", "none: a failed trial (its graders' findings on the partial trajectory are not counted)")
+    elif attribution.failed_graders:
         line("failed graders", ", ".join(attribution.failed_graders))
     if attribution.action is not None:
         line("decisive action", _action(attribution.action), "yellow")

@@ -338,15 +338,15 @@ def render_episode(record: EpisodeRecord, *, full: bool = False) -> Text:
             None,
         ),
     )
-    failed = [g.value for g in GraderName if verdict.grader(g) is False]
-    outcome = ("SUCCESS", "ok") if verdict.success else ("FAIL", "bad")
+    failed = [] if record.failed else [g.value for g in GraderName if verdict.grader(g) is False]
+    outcome = ("SUCCESS", "ok") if verdict.success and not record.failed else ("FAIL", "bad")
     w.line(
         ("result ", "label"),
         outcome,
         (
             f" · termination {trace.termination.value} · {trace.step_count} steps"
             + (f" · failed graders: {', '.join(failed)}" if failed else "")
-            + (" · failed trial" if record.failed else ""),
+            + (" · failed trial: no verdict" if record.failed else ""),
             None,
         ),
     )

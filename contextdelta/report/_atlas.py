@@ -26,8 +26,11 @@ def render_episode(a: Attribution) -> list[str]:
         f"- run group: `{a.run_group_id}`; task `{a.task_id}` ({a.hazard}); strategy `{a.strategy}`; "
         f"mode `{a.protection_mode}`; repeat {a.repeat}",
         f"- termination: {a.termination}"
-        + (" (failed trial)" if a.failed_trial else "")
-        + f"; failed graders: {', '.join(a.failed_graders) or 'none'}",
+        + (
+            " (failed trial: no verdict)"
+            if a.failed_trial
+            else f"; failed graders: {', '.join(a.failed_graders) or 'none'}"
+        ),
     ]
     if a.action is not None:
         x = a.action

@@ -5,12 +5,14 @@ schemas. Tool schemas are checked per (world, protection mode) both runs used, f
 ``tools_sha256``, so two runs that chose different protection modes are still comparable on the modes they
 share. Within each condition both runs have, the comparison is task-level, as in the report: per task the mean of
 each run over its repeats, the difference of task means with a task-cluster bootstrap interval, and the exact
-sign-flip test over tasks; Holm's adjustment runs over the testable conditions of each metric.
+sign-flip test over tasks; Holm's adjustment runs over the testable conditions of each metric. As in the report,
+each comparison counts its (task, repeat) pairs in which either run's episode is a failed trial and, when there
+are any, has a sensitivity row without those pairs (Holm-adjusted within a family of its own).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,6 +24,7 @@ from contextdelta.rundir import EpisodeRecord, RunManifest, RunStatus
 from contextdelta.stats import (
     DEFAULT_PARAMS,
     AnalysisParams,
+    ClusteredSample,
     Estimate,
     PairedComparison,
     bootstrap_rates,
@@ -50,6 +53,14 @@ class ConditionComparison(BaseModel):
     rate_a: Estimate
     rate_b: Estimate
     comparison: PairedComparison = Field(description="Task-level, a - b; pvalue_holm within the metric's family.")
+    failed_pairs: int = Field(
+        default=0, ge=0, description="(task, repeat) pairs in which either run's episode is a failed trial."
+    )
+    sensitivity: PairedComparison | None = Field(
+        default=None,
+        description="The comparison without the failed-trial pairs (when there are any), Holm-adjusted within the "
+        "metric's sensitivity family.",
+    )
 
 
 class ComparisonFamily(BaseModel):
@@ -133,15 +144,13 @@ def compare_runs(
     shared = sorted(
         (c for c in conditions["a"] if c in set(conditions["b"])), key=lambda c: (order.get(c, len(order)), c)
     )
-    samples = {}
+    failed = _failed_pairs(runs, shared)
+    rows = [(side, r) for side, recs in runs.items() for r in recs]
+    kept = [(side, r) for side, r in rows if (r.strategy, r.protection_mode, r.task_id, r.repeat) not in failed]
+    samples, sensitivity_samples = {}, {}
     for metric in COMPARED_METRICS:
-        rows = [(side, r) for side, recs in runs.items() for r in recs]
-        samples[metric] = split_by_condition(
-            [(side, r.strategy, r.protection_mode) for side, r in rows],
-            [r.task_id for _, r in rows],
-            [r.repeat for _, r in rows],
-            [episode_values(r)[metric] for _, r in rows],
-        )
+        samples[metric] = _split(rows, metric)
+        sensitivity_samples[metric] = _split(kept, metric)
     families = []
     for metric in COMPARED_METRICS:
         rates = bootstrap_rates(samples[metric], params)
@@ -149,30 +158,30 @@ def compare_runs(
             {c: (samples[metric][("a", *c)], samples[metric][("b", *c)]) for c in shared}, params
         )
         tests = holm_family({c: found[c].test for c in shared})
+        involved = {c: sum(1 for key in failed if key[:2] == c) for c in shared}
+        again = paired_comparisons(
+            {
+                c: (sensitivity_samples[metric][("a", *c)], sensitivity_samples[metric][("b", *c)])
+                for c in shared
+                if involved[c] and ("a", *c) in sensitivity_samples[metric] and ("b", *c) in sensitivity_samples[metric]
+            },
+            params,
+        )
+        again_tests = holm_family({c: found.test for c, found in again.items()})
         comparisons = [
             ConditionComparison(
                 condition=ConditionKey(strategy=c[0], protection_mode=c[1]),
                 rate_a=rates[("a", *c)],
                 rate_b=rates[("b", *c)],
                 comparison=found[c].model_copy(update={"test": tests[c]}),
+                failed_pairs=involved[c],
+                sensitivity=again[c].model_copy(update={"test": again_tests[c]}) if c in again else None,
             )
             for c in shared
         ]
         family_size = sum(1 for c in shared if tests[c].testable)
         families.append(ComparisonFamily(metric=metric, family_size=family_size, comparisons=comparisons))
-    notes = []
-    for manifest in (a, b):
-        if manifest.status is not RunStatus.COMPLETE:
-            notes.append(
-                f"run {manifest.run_group_id} is {manifest.status.value} ({manifest.counts.finished} of "
-                f"{manifest.counts.planned} episodes): only the pairs both runs have are compared"
-            )
-    if a.strategy_params != b.strategy_params:
-        notes.append(
-            f"strategy parameters differ ({a.strategy_params.model_dump()} vs {b.strategy_params.model_dump()})"
-        )
-    if a.provider.temperature != b.provider.temperature:
-        notes.append(f"temperature differs ({a.provider.temperature} vs {b.provider.temperature})")
+    notes = _notes(a, b, runs, failed)
     return ComparisonReport(
         run_a=a.run_group_id,
         run_b=b.run_group_id,
@@ -192,6 +201,72 @@ def compare_runs(
         notes=notes,
         families=families,
     )
+
+
+PairKey = tuple[str, str, str, int]
+"""(strategy, protection mode, task, repeat): one episode pair of the two runs."""
+
+
+def _split(rows: Sequence[tuple[str, EpisodeRecord]], metric: str) -> dict[Hashable, ClusteredSample]:
+    return split_by_condition(
+        [(side, r.strategy, r.protection_mode) for side, r in rows],
+        [r.task_id for _, r in rows],
+        [r.repeat for _, r in rows],
+        [episode_values(r)[metric] for _, r in rows],
+    )
+
+
+def _failed_pairs(runs: dict[str, list[EpisodeRecord]], shared: Sequence[tuple[str, str]]) -> set[PairKey]:
+    """The pairs of the shared conditions that both runs have and in which either episode is a failed trial."""
+    keys = {
+        side: {(r.strategy, r.protection_mode, r.task_id, r.repeat): r.failed for r in recs}
+        for side, recs in runs.items()
+    }
+    conditions = set(shared)
+    return {
+        key
+        for key, failed in keys["a"].items()
+        if key[:2] in conditions and key in keys["b"] and (failed or keys["b"][key])
+    }
+
+
+def _notes(a: RunManifest, b: RunManifest, runs: dict[str, list[EpisodeRecord]], failed: set[PairKey]) -> list[str]:
+    """What a reader must know before reading the numbers: the same run twice, incomplete runs, failed trials, and
+    every setting that differs between the runs and changes what an episode is."""
+    notes = []
+    if a.run_group_id == b.run_group_id:
+        notes.append("a and b are the same run: every difference is 0 by construction")
+    for manifest in (a, b):
+        if manifest.status is not RunStatus.COMPLETE:
+            notes.append(
+                f"run {manifest.run_group_id} is {manifest.status.value} ({manifest.counts.finished} of "
+                f"{manifest.counts.planned} episodes): only the pairs both runs have are compared"
+            )
+    trials = {side: sum(r.failed for r in recs) for side, recs in runs.items()}
+    if trials["a"] or trials["b"]:
+        notes.append(
+            f"failed trials: {trials['a']} in a, {trials['b']} in b; they count as failures in success and have no "
+            f"safety verdict; {len(failed)} compared pairs involve one, and each comparison with such pairs has a "
+            "sensitivity row without them"
+        )
+    if a.strategy_params != b.strategy_params:
+        notes.append(
+            f"strategy parameters differ ({a.strategy_params.model_dump()} vs {b.strategy_params.model_dump()})"
+        )
+    if a.provider.temperature != b.provider.temperature:
+        notes.append(f"temperature differs ({a.provider.temperature} vs {b.provider.temperature})")
+    if a.max_steps != b.max_steps:
+        limit = {m.run_group_id: "each task's own" if m.max_steps is None else str(m.max_steps) for m in (a, b)}
+        notes.append(f"step limit differs ({limit[a.run_group_id]} vs {limit[b.run_group_id]})")
+    if a.repeats != b.repeats:
+        notes.append(f"repeats differ ({a.repeats} vs {b.repeats}): task means average different numbers of repeats")
+    if (a.seed, a.seed_rule) != (b.seed, b.seed_rule) and a.run_group_id != b.run_group_id:
+        notes.append(
+            f"run seeds differ ({a.seed} vs {b.seed}"
+            + ("" if a.seed_rule == b.seed_rule else f", seed rules {a.seed_rule.value} vs {b.seed_rule.value}")
+            + "): paired episodes were sampled with different seeds"
+        )
+    return notes
 
 
 def render_comparison(report: ComparisonReport) -> str:
@@ -234,10 +309,11 @@ def comparison_table(family: ComparisonFamily) -> tuple[list[str], list[list[str
         "p (sign-flip over tasks)",
         f"p (Holm, m={family.family_size})",
         "episode pairs a-only / b-only (description)",
+        "failed-trial pairs; without them: difference, p (Holm)",
     ]
     rows = []
     for row in family.comparisons:
-        c = row.comparison
+        c, s = row.comparison, row.sensitivity
         rows.append(
             [
                 row.condition.label,
@@ -248,6 +324,7 @@ def comparison_table(family: ComparisonFamily) -> tuple[list[str], list[list[str
                 primary_pvalue(c.test),
                 pvalue(c.test.pvalue_holm),
                 f"{c.episodes.only_a} / {c.episodes.only_b} of {c.episodes.n_pairs}",
+                str(row.failed_pairs) + ("" if s is None else f"; {pp(s.difference)}, {pvalue(s.test.pvalue_holm)}"),
             ]
         )
     return headers, rows

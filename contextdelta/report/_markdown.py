@@ -36,6 +36,7 @@ from contextdelta.report._models import (
     ConditionMetrics,
     DoseResponse,
     HorizonCurve,
+    MainMatrixCounts,
     ResearchQuestion,
 )
 from contextdelta.report._table import FAILED_TERMINATION_ORDER, FAILURE_MODE_ROWS
@@ -154,7 +155,8 @@ def _setup(manifest: RunManifest, facts: RunFacts, metrics: AggregateMetrics) ->
         (
             "episodes",
             f"{metrics.episodes.finished} finished of {metrics.episodes.planned} planned; "
-            f"{metrics.episodes.succeeded} succeeded; {metrics.episodes.failed_trials} failed trials",
+            f"{metrics.episodes.succeeded} succeeded; {metrics.episodes.failed_trials} failed trials"
+            + _main_matrix(metrics.episodes.main_matrix),
         ),
         ("terminations", ", ".join(f"{k} {v}" for k, v in metrics.episodes.by_termination.items()) or "-"),
     ]
@@ -216,6 +218,16 @@ def _methods(metrics: AggregateMetrics) -> list[str]:
         "no resampling error.",
         "",
     ]
+
+
+def _main_matrix(counts: MainMatrixCounts | None) -> str:
+    """The main matrix's own counts, in a run whose episode counts include control episodes."""
+    if counts is None:
+        return ""
+    return (
+        f" (control episodes included); main matrix: {counts.succeeded} of {counts.finished} succeeded, "
+        f"{counts.failed_trials} failed trials"
+    )
 
 
 def _task_interval_line(a: AnalysisInfo) -> list[str]:

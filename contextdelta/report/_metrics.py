@@ -37,6 +37,7 @@ from contextdelta.report._models import (
     ConditionMetrics,
     DoseResponse,
     EpisodeCounts,
+    MainMatrixCounts,
     ReportWarning,
     ResearchQuestion,
 )
@@ -194,8 +195,14 @@ def compute_metrics(
         return metrics
     every = EpisodeTable.from_records(records, [])
     failed = int(every.failed.sum())
+    main_counts = metrics.episodes
     episodes = metrics.episodes.model_copy(
         update={
+            "main_matrix": MainMatrixCounts(
+                finished=main_counts.finished,
+                succeeded=main_counts.succeeded,
+                failed_trials=main_counts.failed_trials,
+            ),
             "finished": len(every),
             "succeeded": int((every.values["success"] == 1.0).sum()),
             "failed_trials": failed,
@@ -217,4 +224,6 @@ def metrics_json(metrics: AggregateMetrics) -> dict[str, Any]:
     exclude: dict[str, Any] = {name: True for name in OPTIONAL_SECTIONS if getattr(metrics, name) is None}
     if metrics.analysis.task_interval is None:
         exclude["analysis"] = {"task_interval"}
+    if metrics.episodes.main_matrix is None:
+        exclude["episodes"] = {"main_matrix"}
     return metrics.model_dump(mode="json", exclude=exclude or None)

@@ -175,6 +175,16 @@ class AnalysisInfo(BaseModel):
     analysis_sha256: str = Field(description="SHA-256 of the statistics code (verify notes a difference).")
 
 
+class MainMatrixCounts(BaseModel):
+    """The episodes of the main matrix alone, in a run with control episodes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    finished: int = Field(description="Main-matrix episodes finished.")
+    succeeded: int = Field(description="Main-matrix episodes that succeeded.")
+    failed_trials: int = Field(description="Main-matrix episodes that are failed trials.")
+
+
 class EpisodeCounts(BaseModel):
     """How many episodes were planned, finished, succeeded and failed, and how each ended."""
 
@@ -186,6 +196,11 @@ class EpisodeCounts(BaseModel):
     failed_trials: int = Field(description="Finished episodes that are failed trials.")
     with_verdict: int = Field(description="Finished episodes that are not failed trials.")
     by_termination: dict[str, int] = Field(description="Finished episodes per termination reason.")
+    main_matrix: MainMatrixCounts | None = Field(
+        default=None,
+        description="In a run with control episodes (--controls), whose counts above include them: the main "
+        "matrix's own (the control episodes ran with the hidden mutations off). Absent otherwise.",
+    )
 
 
 class ReportWarning(BaseModel):

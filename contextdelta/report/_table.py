@@ -40,7 +40,9 @@ RATE_METRICS: dict[str, str] = {
 }
 """Per-episode 0/1 metrics, reported as rates with hierarchical bootstrap intervals (or exact bounds)."""
 
-VERDICT_METRICS = frozenset(set(RATE_METRICS) - {"success", "failed_trial"} | {"harmful_action_count"})
+VERDICT_METRICS = frozenset(
+    set(RATE_METRICS) - {"success", "failed_trial"} | {"harmful_action_count", "stale_action_count"}
+)
 """Metrics defined only for episodes with a verdict: None for failed trials."""
 
 MEAN_METRICS: dict[str, str] = {

@@ -37,6 +37,7 @@ from contextdelta.rundir.records import (
     ATTEMPT_COLUMN,
     CONTROL_COLUMN,
     TASK_RESULT_COLUMNS,
+    VERDICT_COLUMNS,
     EpisodeRecord,
     RunManifest,
     ToolEventRecord,
@@ -106,8 +107,11 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def task_result_values(record: EpisodeRecord) -> dict[str, Any]:
-    """One ``task_results.csv`` row as typed values (None: N/A or unknown), control and attempt columns included."""
+def task_result_values(record: EpisodeRecord, *, verdict_of_failed: bool = False) -> dict[str, Any]:
+    """One ``task_results.csv`` row as typed values (None: N/A or unknown), control and attempt columns included.
+
+    A failed trial has no verdict: its `VERDICT_COLUMNS` are None unless ``verdict_of_failed`` (the layout of files
+    written before 0.6.0, which `verify` still accepts)."""
     v, totals = record.verdict, record.trace.totals
     values: dict[str, Any] = {
         "run_id": record.run_id,
@@ -145,12 +149,15 @@ def task_result_values(record: EpisodeRecord) -> dict[str, Any]:
         CONTROL_COLUMN: record.control,
         ATTEMPT_COLUMN: record.attempt,
     }
+    if record.failed and not verdict_of_failed:
+        values.update(dict.fromkeys(VERDICT_COLUMNS))
     return values
 
 
-def task_result_row(record: EpisodeRecord) -> dict[str, str]:
-    """One ``task_results.csv`` row: booleans ``true``/``false``, empty for N/A or unknown."""
-    values = task_result_values(record)
+def task_result_row(record: EpisodeRecord, *, verdict_of_failed: bool = False) -> dict[str, str]:
+    """One ``task_results.csv`` row: booleans ``true``/``false``, empty for N/A or unknown (see
+    `task_result_values`)."""
+    values = task_result_values(record, verdict_of_failed=verdict_of_failed)
     return {column: _cell(values[column]) for column in (*TASK_RESULT_COLUMNS, CONTROL_COLUMN, ATTEMPT_COLUMN)}
 
 

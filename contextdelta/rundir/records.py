@@ -538,7 +538,11 @@ TASK_RESULT_COLUMN_DOCS: dict[str, tuple[ColumnType, str]] = {
         "USD at the run's prices, cached prompt tokens at the cached rate; empty when the price "
         "or the usage is unknown.",
     ),
-    "failed": ("bool", "A failed trial (provider, context-window, budget or harness error): no verdict."),
+    "failed": (
+        "bool",
+        "A failed trial (provider, context-window, budget or harness error): no verdict, so the grader, count, "
+        "final-answer and harmful_action columns are empty.",
+    ),
     "final_answer_facts_ok": ("bool", "The final answer names the task's facts (a secondary signal, never success)."),
     "episode_seed": ("int", "The sampling seed sent to the provider (run_manifest.json seed_rule)."),
     "harmful_action": (
@@ -550,6 +554,25 @@ TASK_RESULT_COLUMN_DOCS: dict[str, tuple[ColumnType, str]] = {
 from this)."""
 
 TASK_RESULT_COLUMNS: tuple[str, ...] = tuple(TASK_RESULT_COLUMN_DOCS)
+
+VERDICT_COLUMNS: tuple[str, ...] = (
+    "end_state",
+    "no_stale_action",
+    "no_duplicate_action",
+    "refresh_before_write",
+    "conflict_recovery",
+    "authorized",
+    "no_prohibited_action",
+    "stale_action_count",
+    "duplicate_action_count",
+    "prohibited_action_count",
+    "blocked_write_count",
+    "final_answer_facts_ok",
+    "harmful_action",
+)
+"""The ``task_results.csv`` columns of the graders' verdict: empty for a failed trial, which has none (its
+``success`` is ``false``). ``raw_runs.jsonl`` keeps what the graders found on the partial trajectory, and
+``tool_events.jsonl`` each call's flags. Files written before 0.6.0 filled them; ``verify`` accepts both."""
 """``task_results.csv`` columns: SPEC section 9's, then ``failed``, the final-answer signal, the seed and the
 harmful-action indicator (so every headline rate can be recomputed from the file)."""
 

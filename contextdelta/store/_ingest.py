@@ -18,6 +18,7 @@ from sqlalchemy import CursorResult, Table, delete, insert, select
 from sqlalchemy.orm import Session
 
 from contextdelta.canonical import sha256_hex
+from contextdelta.rundir import VERDICT_COLUMNS as TASK_RESULT_VERDICT_COLUMNS
 from contextdelta.rundir import EpisodeRecord, RunManifest
 from contextdelta.settings import redact_url
 from contextdelta.store._models import EpisodeRow, MutationRow, RunGroupRow, StepRow, ToolEventRow
@@ -33,6 +34,9 @@ class FailureAttribution:
 
 Attributor = Callable[[EpisodeRecord], FailureAttribution]
 """Classifies one episode (the failure-atlas classifier); None-mode for a success."""
+
+VERDICT_COLUMNS = tuple(name for name in TASK_RESULT_VERDICT_COLUMNS if name in EpisodeRow.__table__.columns)
+"""The episodes' verdict columns: null for a failed trial (migration 0005)."""
 
 
 def failure_attribution(record: EpisodeRecord) -> FailureAttribution:
@@ -174,6 +178,8 @@ def episode_values(
         attempt=record.attempt,
         superseded_attempts=[attempt_summary(r) for r in superseded] or None,
     )
+    if record.failed:  # no verdict: the graders' findings on the partial trajectory stay in `verdict` only
+        episode.update(dict.fromkeys(VERDICT_COLUMNS))
     steps: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []
     mutations: list[dict[str, Any]] = []

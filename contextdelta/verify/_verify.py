@@ -522,6 +522,8 @@ class _Verifier:
                 self.diverge(rid, TASK_RESULTS, f"line {number}: a second row for this episode")
             rows[rid] = row
         expected = {r.run_id: task_result_row(r) for r in self.records}
+        # a file written before 0.6.0 filled a failed trial's verdict columns, which are empty now
+        earlier = {r.run_id: task_result_row(r, verdict_of_failed=True) for r in self.records if r.failed}
         for rid in sorted(set(expected) - set(rows)):
             self.diverge(rid, TASK_RESULTS, "row missing (the episode is in raw_runs.jsonl)")
         for rid in sorted(set(rows) - set(expected)):
@@ -529,7 +531,7 @@ class _Verifier:
         for rid in sorted(set(rows) & set(expected)):
             for column in columns:  # a file of an earlier layout is checked on the columns it has
                 found, wanted = rows[rid].get(column), expected[rid][column]
-                if found != wanted:
+                if found != wanted and (rid not in earlier or found != earlier[rid][column]):
                     self.diverge(rid, f"{TASK_RESULTS} {column}", f"file {found!r}, episode gives {wanted!r}")
 
     def check_tool_events(self) -> None:

@@ -168,3 +168,34 @@ def test_an_interrupted_run_resumes_and_a_changed_agent_command_is_refused(tmp_p
     manifest = RunDirectory(raw).read_manifest()
     assert manifest.status is RunStatus.COMPLETE and manifest.counts.finished == 3 == manifest.counts.succeeded
     assert cli("verify", raw.name, "--results-dir", str(tmp_path)).stdout.strip() == "MATCH"
+
+
+def test_the_configured_secrets_never_reach_a_file_from_the_agent_command_or_its_output(tmp_path: Path) -> None:
+    """An agent that prints the key it was given, and a command line that carries it: neither is key-shaped, so
+    only the configured secrets can catch them; nothing the run writes (files, trace store) holds them."""
+    key, token = "azurekey0123456789abcdef", "proxy-token-secret-987"
+    leaky = f"sh -c 'echo using $CONTEXTDELTA_API_KEY and {token}; exit 3' {key}"
+    results = tmp_path / "results"
+    found = subprocess.run(
+        [
+            *[c for c in command(results, "--task-ids", "cfg-search-ramp", "--protection-modes", "unprotected",
+                                 agent_cmd=leaky) if c != "--no-store"],
+            "--database-url", f"sqlite:///{tmp_path / 'store.db'}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env(CONTEXTDELTA_API_KEY=key, CONTEXTDELTA_PROXY_TOKEN=token),
+        timeout=600,
+    )  # fmt: skip
+    assert found.returncode == 0, found.stderr
+    path = Path(found.stdout.strip().splitlines()[-1])
+    (record,) = RunDirectory(path).read_episodes()
+    assert record.failed and "using [REDACTED] and [REDACTED]" in (record.trace.error or "")
+    manifest = RunDirectory(path).read_manifest()
+    assert manifest.external_agent is not None and key not in (manifest.external_agent.command or "")
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(p.name == "store.db" for p in written)
+    for file in written:
+        data = file.read_bytes()
+        assert key.encode() not in data and token.encode() not in data, file
+    assert key not in found.stdout + found.stderr and token not in found.stdout + found.stderr

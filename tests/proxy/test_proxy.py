@@ -298,3 +298,159 @@ def test_cli_serve_prints_ready_records_and_stops_on_sigterm(oracle_url: str, tm
     assert "GET /v1/models -> 200" in err and "cli-token-0123456789" not in err
     with Store.open(url) as opened:
         assert [t.path for t in opened.proxy_traces()] == ["/v1/models"]
+
+
+# ---- upstreams that break off, and requests the proxy cannot frame ----------------------------------------------
+
+
+class _BrokenHandler(BaseHTTPRequestHandler):
+    """An upstream that fails after its headers: ``/v1/short/...`` sends fewer bytes than its Content-Length,
+    ``/v1/stall/...`` sends half its body and stalls, ``/v1/cut/...`` cuts an SSE stream after two events,
+    ``/v1/html/...`` answers 200 with HTML."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["content-length"]))
+        kind = self.path.split("/")[2]
+        if kind == "cut":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+            for piece in ("partial ", "answer"):
+                data = f"data: {json.dumps({**chunk, 'choices': [{'index': 0, 'delta': {'content': piece}}]})}\n\n"
+                self.wfile.write(f"{len(data):x}\r\n{data}\r\n".encode())
+            self.wfile.flush()
+        elif kind == "html":
+            body = b"<html>not json</html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        else:
+            body = b'{"id": "chatcmpl-short", "choices": ['
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body) + 100))
+            self.end_headers()
+            self.wfile.write(body)
+            self.wfile.flush()
+            if kind == "stall":
+                time.sleep(3)
+        self.close_connection = True
+
+
+@pytest.fixture
+def broken_root() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _BrokenHandler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("kind", ["short", "stall"])
+def test_an_upstream_that_breaks_off_its_body_is_a_502_recorded_as_failed(
+    kind: str, broken_root: str, store: Store
+) -> None:
+    config = ProxyConfig(upstream=f"{broken_root}/v1/{kind}", timeout_s=1.0)
+    with RecordingProxy(config, store) as proxy, pytest.raises(openai.APIStatusError) as raised:
+        _client(proxy).chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert raised.value.status_code == 502 and "broke off its response" in str(raised.value)
+    (trace,) = store.proxy_traces()
+    assert trace.status_code == 502 and "broke off its response" in (trace.error or "")
+    if kind == "short":
+        assert trace.response_text == '{"id": "chatcmpl-short", "choices": ['  # the part that arrived is kept
+
+
+def test_a_stream_cut_mid_way_ends_abnormally_for_the_client_and_is_recorded_with_its_part(
+    broken_root: str, store: Store
+) -> None:
+    with RecordingProxy(ProxyConfig(upstream=f"{broken_root}/v1/cut"), store) as proxy:
+        stream = _client(proxy).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        pieces = []
+        with pytest.raises(openai.APIConnectionError):  # the client sees the stream torn, as it was
+            for chunk in stream:
+                pieces.append(chunk.choices[0].delta.content)
+    assert pieces == ["partial ", "answer"]
+    (trace,) = store.proxy_traces()
+    assert trace.error is not None and trace.error.startswith("upstream stream broke off after")
+    assert trace.response is not None and trace.response["choices"][0]["message"]["content"] == "partial answer"
+
+
+def test_a_200_that_is_not_json_is_recorded_as_an_error(broken_root: str, store: Store) -> None:
+    import urllib.request
+
+    with RecordingProxy(ProxyConfig(upstream=f"{broken_root}/v1/html"), store) as proxy:
+        request = urllib.request.Request(
+            f"{proxy.base_url}/chat/completions", data=b'{"model": "m", "messages": []}', method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200 and response.read() == b"<html>not json</html>"  # passed on as it came
+    (trace,) = store.proxy_traces()
+    assert trace.status_code == 200 and trace.error == "upstream answered HTTP 200 with a body that is not JSON"
+    assert trace.response_text == "<html>not json</html>"
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "code"),
+    [
+        ({"Content-Length": "abc"}, 400, "bad_content_length"),
+        ({"Content-Length": "-5"}, 400, "bad_content_length"),
+        ({"Transfer-Encoding": "chunked"}, 411, "length_required"),
+    ],
+)
+def test_a_request_the_proxy_cannot_frame_is_refused(
+    headers: dict[str, str], status: int, code: str, oracle_url: str, store: Store
+) -> None:
+    import http.client
+
+    with RecordingProxy(ProxyConfig(upstream=oracle_url), store) as proxy:
+        connection = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        connection.putrequest("POST", "/v1/chat/completions")
+        for name, value in {"Content-Type": "application/json", **headers}.items():
+            connection.putheader(name, value)
+        connection.endheaders()
+        if "Transfer-Encoding" in headers:
+            connection.send(b"2\r\n{}\r\n0\r\n\r\n")
+        response = connection.getresponse()
+        body = json.loads(response.read())
+        connection.close()
+    assert response.status == status and body["error"]["code"] == code
+    assert store.proxy_traces() == []  # never forwarded
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--host", "0.0.0.0"], "--host 0.0.0.0 is not a loopback address and there is no proxy token"),
+        (["--host", "192.168.1.5"], "--host 192.168.1.5 is not a loopback address"),
+        (["--upstream", "http://u:pw@127.0.0.1:9/v1"], "--upstream / CONTEXTDELTA_BASE_URL: credentials in the URL"),
+        (["--upstream", "http://127.0.0.1:9/v1?key=abcd1234"], "a query string or fragment in the URL"),
+    ],
+)
+def test_serve_refuses_an_open_host_without_a_token_and_credentials_in_the_upstream(
+    args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from contextdelta.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CONTEXTDELTA_PROXY_TOKEN", raising=False)
+    base = ["serve", "--upstream", "http://127.0.0.1:9/v1", "--database-url", f"sqlite:///{tmp_path / 'p.db'}"]
+    result = CliRunner().invoke(app, [*base, *args])
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+    assert "abcd1234" not in result.output and "pw@" not in result.output

@@ -4,13 +4,25 @@ of the safety rates, counted per comparison with a sensitivity row, warned about
 from __future__ import annotations
 
 import csv
+import json
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
-from contextdelta.report import AggregateMetrics
-from contextdelta.rundir.layout import AGGREGATE_METRICS, BENCHMARK_REPORT, TASK_RESULTS
+from contextdelta.cli import app
+from contextdelta.report import AggregateMetrics, compare_runs
+from contextdelta.report._compare import comparison_table
+from contextdelta.rundir import VERDICT_COLUMNS, RunDirectory
+from contextdelta.rundir.layout import (
+    AGGREGATE_METRICS,
+    BENCHMARK_REPORT,
+    FAILURE_ATLAS,
+    TASK_RESULTS,
+    render_task_results,
+    task_result_row,
+)
 from contextdelta.verify import verify_run
 from tests.report import runs
 
@@ -95,3 +107,111 @@ def test_each_comparison_counts_its_failed_pairs_and_has_a_sensitivity_row(fault
     for c in compared:
         majority = c.test.n_discordant > 0 and 2 * c.failed_discordant_tasks > c.test.n_discordant
         assert majority == any(c.name in w.message for w in warned)
+
+
+def test_a_failed_trial_has_no_verdict_in_any_per_episode_view(faulted: Path, tmp_path: Path) -> None:
+    """task_results.csv, the per-episode means, the atlas and the inspect log give a failed trial no verdict: no
+    grader passes or fails, no count is 0 (raw_runs.jsonl keeps what the graders found on the partial trajectory)."""
+    failed = [r for r in rows(faulted) if r["failed"] == "true"]
+    assert failed and all(r["success"] == "false" for r in failed)
+    assert all(r[c] == "" for r in failed for c in VERDICT_COLUMNS), failed[0]
+    kept = [r for r in rows(faulted) if r["failed"] == "false"]
+    assert all(r[c] != "" for r in kept for c in VERDICT_COLUMNS if c not in ("conflict_recovery",))
+    for c in metrics(faulted).conditions:
+        stale = c.means["stale_action_count"]
+        assert (stale.n_episodes, stale.n_missing) == (c.episodes_with_verdict, c.failed_trials)
+    atlas = (faulted / FAILURE_ATLAS).read_text()
+    assert "(failed trial: no verdict)" in atlas and "(failed trial); failed graders" not in atlas
+    log = tmp_path / "run.json"
+    assert (
+        CliRunner()
+        .invoke(
+            app,
+            ["export", faulted.name, "--results-dir", str(faulted.parent), "--out", str(log), "--format", "inspect"],
+        )
+        .exit_code
+        == 0
+    )
+    samples = json.loads(log.read_text())["samples"]
+    failed_ids = {r["run_id"] for r in failed}
+    scored = [s for s in samples if s["metadata"]["run_id"] in failed_ids]
+    assert len(scored) == len(failed) and all(set(s["scores"]) == {"success"} for s in scored)
+    assert all(s["scores"]["success"]["value"] == 0.0 for s in scored)
+
+
+def test_verify_accepts_the_earlier_task_results_of_a_failed_trial_and_nothing_else(
+    faulted: Path, tmp_path: Path
+) -> None:
+    """Files written before 0.6.0 filled a failed trial's verdict columns: verify accepts exactly those values."""
+    path = runs.copy_run(faulted, tmp_path)
+    directory = RunDirectory(path)
+    records = directory.read_episodes()
+    earlier = sorted(records, key=lambda r: r.run_id)
+    text = render_task_results(earlier).splitlines(keepends=True)
+    header, body = text[0], text[1:]
+    columns = header.strip().split(",")
+    old_rows = [task_result_row(r, verdict_of_failed=True) for r in earlier]
+    rendered = header + "".join(",".join(row[c] for c in columns) + "\n" for row in old_rows)
+    assert rendered != "".join(text) and len(body) == len(old_rows)
+    (path / TASK_RESULTS).write_text(rendered)
+    assert directory.reseal_files()
+    result = verify_run(path)
+    assert result.ok, result.divergences
+    failed = next(r for r in old_rows if r["failed"] == "true")
+    wrong = rendered.replace(
+        ",".join(failed[c] for c in columns),
+        ",".join(
+            ("false" if failed[c] == "true" else "true") if c == "no_stale_action" else failed[c] for c in columns
+        ),
+        1,
+    )
+    (path / TASK_RESULTS).write_text(wrong)
+    assert directory.reseal_files()
+    fields = [d.field for d in verify_run(path).divergences]
+    assert f"{TASK_RESULTS} no_stale_action" in fields, fields
+
+
+def test_compare_counts_failed_pairs_and_has_a_sensitivity_row_without_them(faulted: Path) -> None:
+    """The faulted run against the same deterministic policy without faults: the failed trials alone make the
+    success difference; without their pairs it is exactly 0."""
+    clean = runs.trusting_run()
+    a, b = RunDirectory(faulted), RunDirectory(clean)
+    report = compare_runs(a.read_manifest(), a.read_episodes(), b.read_manifest(), b.read_episodes())
+    failed = {
+        (r["strategy"], r["protection_mode"], r["task_id"], r["repeat"]) for r in rows(faulted) if r["failed"] == "true"
+    }
+    assert any(note.startswith(f"failed trials: {len(failed)} in a, 0 in b") for note in report.notes), report.notes
+    success = next(f for f in report.families if f.metric == "success")
+    counted = 0
+    for row in success.comparisons:
+        mine = sum(1 for key in failed if key[:2] == (row.condition.strategy, row.condition.protection_mode))
+        assert row.failed_pairs == mine
+        counted += mine
+        if mine:
+            assert row.sensitivity is not None and row.sensitivity.difference.estimate == 0.0
+            assert row.comparison.difference.estimate is not None and row.comparison.difference.estimate <= 0
+        else:
+            assert row.sensitivity is None
+    assert counted == len(failed) > 0
+    headers, cells = comparison_table(success)
+    assert headers[-1] == "failed-trial pairs; without them: difference, p (Holm)"
+    assert any(
+        cell[-1].startswith(f"{r.failed_pairs}; +0.0") or cell[-1].startswith(f"{r.failed_pairs}; 0")
+        for cell, r in zip(cells, success.comparisons, strict=True)
+        if r.failed_pairs
+    )
+
+
+def test_compare_notes_every_setting_that_changes_what_an_episode_is() -> None:
+    directory = RunDirectory(runs.oracle_pair_run())
+    manifest, records = directory.read_manifest(), directory.read_episodes()
+    same = compare_runs(manifest, records, manifest, records)
+    assert same.notes[0] == "a and b are the same run: every difference is 0 by construction"
+    other = manifest.model_copy(
+        update={"run_group_id": "other", "max_steps": 4, "repeats": 1, "seed": manifest.seed + 1}
+    )
+    notes = compare_runs(manifest, records, other, records).notes
+    assert "step limit differs (each task's own vs 4)" in notes
+    assert "repeats differ (2 vs 1): task means average different numbers of repeats" in notes
+    assert any(n.startswith(f"run seeds differ ({manifest.seed} vs {manifest.seed + 1}") for n in notes), notes
+    assert not any("same run" in n for n in notes)

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from contextdelta.cli import app
+from contextdelta.dashboard.data import summarize_run
 from contextdelta.report import build_report
 from contextdelta.rundir.layout import AGGREGATE_METRICS, BENCHMARK_REPORT, TASK_RESULTS, RunDirectory
 from contextdelta.runner import BenchmarkError, BenchmarkRequest, EpisodeSpec, episode_seed, run_benchmark
@@ -69,6 +70,11 @@ def test_the_control_runs_every_episode_without_mutations_and_is_reported_apart(
 
     metrics = json.loads((outcome.path / AGGREGATE_METRICS).read_text())
     assert metrics["episodes"]["finished"] == 16
+    main_succeeded = sum(1 for r in main if r.verdict.success and not r.failed)
+    assert main_succeeded < 8 and metrics["episodes"]["succeeded"] == main_succeeded + 8  # every control passes
+    assert metrics["episodes"]["main_matrix"] == {"finished": 8, "succeeded": main_succeeded, "failed_trials": 0}
+    summary = summarize_run(outcome.path)  # the dashboard's Runs page: the main matrix's success
+    assert (summary.finished, summary.succeeded) == (8, main_succeeded)
     assert all(c["episodes"] == 2 for c in metrics["conditions"])  # main conditions hold main episodes only
     by_condition = {(c["condition"]["strategy"], c["condition"]["protection_mode"]): c for c in metrics["controls"]}
     assert set(by_condition) == {
@@ -87,6 +93,10 @@ def test_the_control_runs_every_episode_without_mutations_and_is_reported_apart(
 
     report = (outcome.path / BENCHMARK_REPORT).read_text()
     assert "## Control condition: nothing changes" in report
+    assert (
+        f"| episodes | 16 finished of 16 planned; {main_succeeded + 8} succeeded; 0 failed trials (control episodes "
+        f"included); main matrix: {main_succeeded} of 8 succeeded, 0 failed trials |"
+    ) in report
     verify = runner.invoke(app, ["verify", outcome.path.name, "--results-dir", str(tmp_path)])
     assert verify.exit_code == 0, verify.output
     assert verify.stdout.splitlines()[0] == "MATCH"

@@ -178,7 +178,8 @@ def test_paired_difference_is_the_mean_of_task_differences_resampling_tasks_only
     ).confidence_interval
     assert plain.low == pytest.approx(theirs.low, abs=tolerance)
     assert plain.high == pytest.approx(theirs.high, abs=tolerance)
-    assert result.difference.low < plain.low and plain.high < result.difference.high
+    assert None not in (result.difference.low, result.difference.high, plain.low, plain.high)
+    assert result.difference.low < plain.low and plain.high < result.difference.high  # type: ignore[operator]
 
 
 @pytest.mark.parametrize(

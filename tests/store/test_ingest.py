@@ -26,6 +26,7 @@ from contextdelta.store import (
     StoreWriter,
     ToolEventRow,
 )
+from contextdelta.store._ingest import VERDICT_COLUMNS
 from contextdelta.testing import serve_scripted
 from examples.smoke.mock_pipeline import Fixture
 
@@ -78,6 +79,25 @@ def test_import_is_idempotent_and_complete(sqlite_url: str, mock_run: Path, mock
     store.close()
 
 
+def test_a_failed_trial_is_stored_without_a_verdict(sqlite_url: str, mock_run: Path, mock_fixture: Fixture) -> None:
+    store = Store.open(sqlite_url)
+    store.import_run(RunDirectory(mock_run))
+    failed = {e.record.run_id for e in mock_fixture.episodes if e.record.failed}
+    assert failed
+    with store.read_session() as session:
+        rows = session.execute(select(EpisodeRow)).scalars().all()
+        for row in rows:
+            verdict = [getattr(row, name) for name in VERDICT_COLUMNS]
+            if row.run_id in failed:
+                assert row.failed and not row.success and verdict == [None] * len(VERDICT_COLUMNS)
+                assert row.verdict["end_state"] is not None  # the graders' findings stay in the verdict document
+            else:
+                assert None not in [
+                    v for n, v in zip(VERDICT_COLUMNS, verdict, strict=True) if n != "conflict_recovery"
+                ]
+    store.close()
+
+
 def test_a_changed_episode_replaces_the_stored_one_whole(sqlite_url: str, mock_run: Path) -> None:
     store = Store.open(sqlite_url)
     store.import_run(mock_run)
@@ -102,8 +122,8 @@ def test_a_changed_episode_replaces_the_stored_one_whole(sqlite_url: str, mock_r
 def test_cli_db_upgrade_and_import(sqlite_url: str, mock_run: Path) -> None:
     upgraded = runner.invoke(app, ["db", "upgrade", "--database-url", sqlite_url])
     assert upgraded.exit_code == 0, upgraded.output
-    assert "fresh database upgraded from empty to 0004" in upgraded.stdout
-    assert "already at 0004" in runner.invoke(app, ["db", "upgrade", "--database-url", sqlite_url]).stdout
+    assert "fresh database upgraded from empty to 0005" in upgraded.stdout
+    assert "already at 0005" in runner.invoke(app, ["db", "upgrade", "--database-url", sqlite_url]).stdout
 
     args = ["db", "import", "mock-pipeline", "--results-dir", str(mock_run.parent), "--database-url", sqlite_url]
     first = runner.invoke(app, args)

@@ -24,7 +24,7 @@ from contextdelta.store import (
     revisions,
     upgrade_database,
 )
-from contextdelta.store._ingest import episode_row
+from contextdelta.store._ingest import VERDICT_COLUMNS, episode_row
 from examples.smoke.mock_pipeline import Fixture
 
 
@@ -92,6 +92,8 @@ def _insert_rows(connection: Connection, fixture: Fixture) -> int:
     for labelled in fixture.episodes:
         row = episode_row(labelled.record, None)
         values = {c.key: getattr(row, c.key) for c in Base.metadata.tables["episodes"].columns if c.key != "id"}
+        # as the versions before migration 0005 stored it: a failed trial with its graders' findings
+        values.update({name: getattr(labelled.record.verdict, name) for name in VERDICT_COLUMNS})
         episode_id = insert("episodes", values)
         children: list[tuple[list[Any], str]] = [
             (row.steps, "steps"),
@@ -108,13 +110,13 @@ def _insert_rows(connection: Connection, fixture: Fixture) -> int:
 
 def test_migrations_ship_with_the_package() -> None:
     assert (migrations_dir() / "env.py").is_file()
-    assert revisions() == ["0001", "0002", "0003", "0004"]
-    assert head_revision() == "0004"
+    assert revisions() == ["0001", "0002", "0003", "0004", "0005"]
+    assert head_revision() == "0005"
 
 
 def test_fresh_database_is_created_at_head_with_sqlite_tuning(sqlite_url: str) -> None:
     report = upgrade_database(sqlite_url)
-    assert (report.found, report.before, report.after) == ("fresh", None, "0004")
+    assert (report.found, report.before, report.after) == ("fresh", None, "0005")
     assert Path(sqlite_url.removeprefix("sqlite:///")).is_file()
     store = Store.open(sqlite_url)
     assert store.upgrade is not None and not store.upgrade.changed  # already at head: nothing replayed
@@ -125,7 +127,7 @@ def test_fresh_database_is_created_at_head_with_sqlite_tuning(sqlite_url: str) -
         tables = set(inspect(connection).get_table_names())
     store.close()
     assert {"run_groups", "episodes", "steps", "tool_events", "hidden_mutations", "proxy_traces"} <= tables
-    assert current_revision(create_engine(sqlite_url)) == "0004"
+    assert current_revision(create_engine(sqlite_url)) == "0005"
 
 
 def test_the_orm_models_match_the_migrations(sqlite_url: str) -> None:
@@ -150,15 +152,18 @@ def test_alembic_less_database_from_the_first_revision_keeps_its_rows(sqlite_url
 
     report = upgrade_database(sqlite_url)
 
-    assert (report.found, report.before, report.after) == ("unversioned", "0001", "0004")
+    assert (report.found, report.before, report.after) == ("unversioned", "0001", "0005")
     assert _count(sqlite_url, "episodes") == inserted
     assert (_count(sqlite_url, "steps"), _count(sqlite_url, "tool_events")) == (steps_before, events_before)
     assert _count(sqlite_url, "hidden_mutations") == mutations_before > 0
     with create_engine(sqlite_url).connect() as connection:
         columns = {c["name"] for c in inspect(connection).get_columns("episodes")}
         assert {"failure_mode", "failure_cause"} <= columns
+        # migration 0005: a failed trial's verdict columns are null, every other episode keeps its verdict
+        rows = connection.execute(text("SELECT failed, end_state, stale_action_count FROM episodes")).all()
+        assert {(bool(f), e is None, c is None) for f, e, c in rows} == {(True, True, True), (False, False, False)}
         assert "ix_episodes_failure_mode" in {i["name"] for i in inspect(connection).get_indexes("episodes")}
-        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == "0004"
+        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == "0005"
     assert upgrade_database(sqlite_url).found == "versioned"  # and a second start is a no-op
 
 
@@ -190,7 +195,7 @@ def test_database_at_the_first_revision_is_upgraded_to_head(sqlite_url: str, moc
 
     report = upgrade_database(sqlite_url)
 
-    assert (report.found, report.before, report.after) == ("versioned", "0001", "0004")
+    assert (report.found, report.before, report.after) == ("versioned", "0001", "0005")
     assert _count(sqlite_url, "episodes") == inserted
     with create_engine(sqlite_url).connect() as connection:
         assert "first_byte_s" in {c["name"] for c in inspect(connection).get_columns("proxy_traces")}
@@ -204,7 +209,7 @@ def test_head_tables_made_without_alembic_are_stamped_not_replayed(sqlite_url: s
     store.import_run(RunDirectory(mock_run))
     store.close()
     report = upgrade_database(sqlite_url)
-    assert (report.found, report.before, report.after) == ("unversioned", "0004", "0004")
+    assert (report.found, report.before, report.after) == ("unversioned", "0005", "0005")
     assert _count(sqlite_url, "episodes") == 10
 
 

@@ -58,7 +58,7 @@ def _unavailable(reason: str) -> None:
 
 def test_migrations_and_import_on_postgres(postgres_url: str, mock_run: Path) -> None:
     report = upgrade_database(postgres_url)
-    assert (report.found, report.before, report.after) == ("fresh", None, "0004")
+    assert (report.found, report.before, report.after) == ("fresh", None, "0005")
     assert upgrade_database(postgres_url).found == "versioned"
     engine = create_engine(postgres_url)
     with engine.connect() as connection:

@@ -134,8 +134,8 @@ def test_a_report_written_with_plain_percentile_intervals_still_verifies_and_kee
     assert plain and len(plain) == len(expanded)
     assert all(p["estimate"] == e["estimate"] for p, e in zip(plain, expanded, strict=True))
     assert all(e["low"] <= p["low"] and p["high"] <= e["high"] for p, e in zip(plain, expanded, strict=True))
-    result = verify_run(path)
-    assert result.divergences == [], result.divergences
+    verified = verify_run(path)
+    assert verified.divergences == [], verified.divergences
     result = CliRunner().invoke(app, ["report", path.name, "--results-dir", str(path.parent), "--write"])
     assert result.exit_code == 0, result.output
     assert json.loads((path / AGGREGATE_METRICS).read_text()) == written

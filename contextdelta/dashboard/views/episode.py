@@ -64,7 +64,12 @@ termination_col.metric("termination", timeline.termination)
 
 st.markdown("**Verdict**")
 st.dataframe(
-    [{name: ("N/A" if passed is None else ("pass" if passed else "FAIL")) for name, passed in timeline.graders}],
+    [
+        {
+            name: "no verdict" if timeline.failed_trial else "N/A" if passed is None else "pass" if passed else "FAIL"
+            for name, passed in timeline.graders
+        }
+    ],
     hide_index=True,
 )
 if timeline.details:

@@ -20,7 +20,11 @@ if rows:
         hide_index=True,
         column_order=["run group", "open", *[k for k in rows[0] if k not in ("run group", "open")]],
         column_config={
-            "success": st.column_config.NumberColumn("success", format="%.1f%%", help="succeeded / finished"),
+            "success": st.column_config.NumberColumn(
+                "success",
+                format="%.1f%%",
+                help="succeeded / finished episodes of the main matrix (control episodes left out)",
+            ),
             "open": st.column_config.LinkColumn("conditions", display_text="open"),
         },
     )
