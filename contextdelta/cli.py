@@ -657,6 +657,27 @@ def _resume_lines(outcome: RunOutcome, resume_hint: str, retry_hint: bool) -> li
     return []
 
 
+def _check_database_url(url: str | None, flag: str | None) -> None:
+    """Refuse (exit 2, before anything runs) a trace store URL that is not one: a store that cannot be reached is a
+    warning during the run, but a malformed setting is an error like every other invalid setting."""
+    if not url:
+        return
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    where = flag or "CONTEXTDELTA_DATABASE_URL"
+    try:
+        make_url(url).get_dialect()
+    except (ArgumentError, NoSuchModuleError, ValueError):
+        raise _fail(
+            f"{where} is not a database URL SQLAlchemy knows; give e.g. sqlite:///results/contextdelta.db or "
+            "postgresql+psycopg://user@host/db (pip install 'contextdelta[postgres]'), or pass --no-store",
+            2,
+        ) from None
+    except ImportError as exc:
+        raise _fail(f"{where}: the database driver is not installed ({exc}); or pass --no-store", 2) from None
+
+
 def _run_with_recorders(
     run: Callable[[list[Recorder]], RunOutcome],
     *,
@@ -688,6 +709,7 @@ def _run_with_recorders(
         return store
 
     if not no_store:  # the run directory stays the source of truth; the store gets a copy of each episode
+        _check_database_url(database_url or settings.database_url, "--database-url" if database_url else None)
         # opened when the run opens: a run refused by its checks opens (and creates) no database
         recorders.append(OpenedLater(open_store))
     display = None if quiet else ProgressDisplay(err)
@@ -1137,7 +1159,9 @@ def report_command(
             )
 
 
-def _warn_if_changed(path: Path, run_id: str, err: Console, *, refuse_write: bool) -> None:
+def _warn_if_changed(
+    path: Path, run_id: str, err: Console, *, refuse_write: bool, what: str = "the numbers below come"
+) -> None:
     """Warn when the seal of a complete run finds a change since the run (the report is then computed from the
     changed files), and refuse to rewrite and reseal such a directory (exit 2)."""
     from contextdelta.rundir import RunDirectoryError
@@ -1151,8 +1175,8 @@ def _warn_if_changed(path: Path, run_id: str, err: Console, *, refuse_write: boo
         return
     err.print(
         f"[yellow]warning:[/yellow] run {run_id} was changed after its run ({len(problems)} change(s) found by its "
-        f"seal; first: {problems[0]}); the numbers below come from the changed files. `contextdelta verify {run_id}` "
-        "names every change.",
+        f"seal; first: {problems[0]}); {what} from the changed files. `contextdelta verify {run_id}` names every "
+        "change.",
         highlight=False,
         soft_wrap=True,
     )
@@ -1252,21 +1276,53 @@ def verify_command(
         raise typer.Exit(1)
 
 
+def _shard_folder(run_ids: list[str], results_dir: Path | None) -> tuple[Path, list[str]]:
+    """The results folder of the shards and their names: a shard given by its path (as run-benchmark printed it)
+    must lie in that folder, where the merged run is written too."""
+    from contextdelta.rundir import RunIdError, run_dir
+
+    folder = results_dir or Path(_settings().results_dir)
+    paths = [rid for rid in run_ids if "/" in rid or "\\" in rid or Path(rid).is_absolute()]
+    parents = set()
+    for rid in paths:
+        try:
+            parents.add(run_dir(folder, rid).resolve().parent)
+        except RunIdError as exc:
+            raise _fail(f"cannot merge {rid}: {exc}", 2) from None
+    if parents:
+        if len(parents) > 1 or (results_dir is not None and parents != {results_dir.resolve()}):
+            where = ", ".join(sorted(str(p) for p in parents))
+            raise _fail(
+                f"cannot merge: the shards lie in {where}, not in one results folder"
+                + (f" (--results-dir {results_dir})" if results_dir is not None else "")
+                + "; the merged run is written beside them: give shards of one folder, or that folder as --results-dir",
+                2,
+            )
+        folder = parents.pop()
+    return folder, [Path(rid).name if rid in paths else rid for rid in run_ids]
+
+
 @app.command("merge")
 def merge_command(
-    run_ids: Annotated[list[str], typer.Argument(help="The shard run directories (names under --results-dir).")],
-    out: Annotated[str, typer.Option("--out", help="Run group id of the merged run directory (must not exist).")],
+    run_ids: Annotated[
+        list[str],
+        typer.Argument(
+            help="The shard run directories: names under --results-dir, or the paths run-benchmark printed."
+        ),
+    ],
+    out: Annotated[
+        str, typer.Option("--out", help="Run group id of the merged run directory, written beside the shards.")
+    ],
     results_dir: ResultsDirOption = None,
 ) -> None:
     """Join the shard directories of one plan (`run-benchmark --shard I/N`) into one run group with its derived
     files and reports; refuses (exit 2, naming the field) shards that differ or episodes missing or twice."""
     from contextdelta.runner import MergeError, merge_shards
-    from contextdelta.settings import Settings
     from contextdelta.verify import seal_problems
 
-    folder = results_dir or Path(Settings().results_dir)
+    folder, names = _shard_folder(run_ids, results_dir)
     try:
-        directory = merge_shards(folder, run_ids, out, changed_since_run=seal_problems)
+        directory = merge_shards(folder, names, out, changed_since_run=seal_problems)
     except MergeError as exc:
         raise _fail(str(exc), exc.exit_code) from None
     manifest = directory.read_manifest()
@@ -1302,8 +1358,15 @@ def export_command(
     or as parquet tables, one per record type (DuckDB, pandas); prints the files written. The run directory is
     only read."""
     from contextdelta.export import ExportError, export_run
+    from contextdelta.rundir import RunDirectory, RunDirectoryError, RunStatus
 
     path = _run_directory(run_id, results_dir)
+    try:
+        manifest = RunDirectory(path).read_manifest()
+    except RunDirectoryError:
+        manifest = None  # export_run names what is wrong with it
+    if manifest is not None and manifest.status is RunStatus.COMPLETE and manifest.seal is not None:
+        _warn_if_changed(path, manifest.run_group_id, Console(stderr=True), refuse_write=False, what="the export comes")
     try:
         written = export_run(path, output_format.value, out, overwrite=overwrite)
     except ExportError as exc:
@@ -1325,13 +1388,14 @@ def compare_command(
     means a - b with a task-bootstrap interval, Holm);
     NOT COMPARABLE (exit 2) when the task set, system prompt or tool schemas differ."""
     from contextdelta.report import NotComparable, compare_runs, render_comparison
-    from contextdelta.rundir import EpisodeRecord, RunManifest
+    from contextdelta.rundir import EpisodeRecord, RunDirectory, RunManifest, RunStatus
 
     if output_format not in ("markdown", "json"):
         raise _fail(f"--format must be markdown or json, not {output_format!r}", 2)
-    _, manifest_a, records_a = _load_run(run_a, results_dir)
-    _, manifest_b, records_b = _load_run(run_b, results_dir)
+    directory_a, manifest_a, records_a = _load_run(run_a, results_dir)
+    directory_b, manifest_b, records_b = _load_run(run_b, results_dir)
     assert isinstance(manifest_a, RunManifest) and isinstance(manifest_b, RunManifest)
+    assert isinstance(directory_a, RunDirectory) and isinstance(directory_b, RunDirectory)
     try:
         result = compare_runs(
             manifest_a,
@@ -1343,6 +1407,15 @@ def compare_command(
         # a refusal, like every other: on stderr, so stdout holds a comparison or nothing
         typer.echo(f"NOT COMPARABLE: {'; '.join(exc.reasons)}", err=True)
         raise typer.Exit(2) from None
+    for directory, manifest in ((directory_a, manifest_a), (directory_b, manifest_b)):
+        if manifest.status is RunStatus.COMPLETE and manifest.seal is not None:
+            _warn_if_changed(
+                directory.path,
+                manifest.run_group_id,
+                Console(stderr=True),
+                refuse_write=False,
+                what="the comparison comes",
+            )
     if output_format == "json":
         typer.echo(json.dumps(result.model_dump(mode="json"), indent=2, sort_keys=True))
     else:

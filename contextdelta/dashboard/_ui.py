@@ -285,6 +285,12 @@ def run_data_or_stop(summary: RunSummary) -> RunData:
         malformed(summary.run_group_id, str(exc))
     if data.in_progress:
         in_progress(data)
+    if data.changed:
+        st.warning(
+            f"Run `{data.run_group_id}` was changed after its run ({len(data.changed)} change(s) found by its seal; "
+            f"first: {data.changed[0]}). The numbers here are recomputed from its episodes as they now stand; "
+            f"`contextdelta verify {data.run_group_id}` names every change."
+        )
     return data
 
 

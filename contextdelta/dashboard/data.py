@@ -390,6 +390,9 @@ class RunData:
     attributions: Mapping[str, Attribution] = field(default_factory=dict)
     search: SearchIndex = field(default_factory=dict)
     """The searchable text of every episode (`episode_search_fields`), by run id."""
+    changed: tuple[str, ...] = ()
+    """What the seal of a complete run finds changed since its run (`contextdelta.verify.seal_problems`); the
+    numbers are then recomputed from the episodes as they now stand, never read from the changed files."""
 
     @property
     def run_group_id(self) -> str:
@@ -456,6 +459,15 @@ def _recorded_metrics(directory: RunDirectory, manifest: RunManifest, finished: 
     return metrics
 
 
+def _seal_problems(path: Path) -> tuple[str, ...]:
+    from contextdelta.verify import seal_problems
+
+    try:
+        return tuple(seal_problems(path, derived_files=True))
+    except (RunDirectoryError, OSError, ValueError) as exc:
+        return (str(exc),)
+
+
 def load_run(path: Path) -> RunData:
     """Read a run directory: manifest, episodes, metrics and the attribution of every failure.
 
@@ -475,9 +487,10 @@ def load_run(path: Path) -> RunData:
         records = sorted(every.current, key=lambda r: r.run_id)
     except (RunDirectoryError, OSError, ValueError) as exc:
         raise RunLoadError(str(exc)) from exc
+    changed = _seal_problems(path) if manifest.status is RunStatus.COMPLETE and manifest.seal is not None else ()
     try:
         running = manifest.status is RunStatus.RUNNING
-        recorded = None if running else _recorded_metrics(directory, manifest, len(records))
+        recorded = None if running or changed else _recorded_metrics(directory, manifest, len(records))
         if recorded is not None:
             metrics, source = recorded, AGGREGATE_METRICS
             attributions = attribute_run(records)
@@ -518,6 +531,7 @@ def load_run(path: Path) -> RunData:
         failures=failures,
         attributions=by_run,
         search={r.run_id: episode_search_fields(r) for r in records},
+        changed=changed,
     )
 
 

@@ -433,9 +433,19 @@ def eval_log(
                 usage[name] = usage.get(name, Usage()) + r.trace.totals.summary_usage
     git = manifest.environment.git
     status = {RunStatus.COMPLETE: "success", RunStatus.RUNNING: "started"}.get(manifest.status, "cancelled")
+    missing: dict[str, Any] = {}
+    if manifest.status is RunStatus.COMPLETE and len(samples) < manifest.counts.planned:
+        # a complete run whose directory holds fewer episodes than it finished: lost or cut after the run
+        status = "error"
+        message = (
+            f"the run directory holds {len(samples)} of the {manifest.counts.planned} episodes its complete run "
+            f"finished; `contextdelta verify {manifest.run_group_id}` names what changed"
+        )
+        missing = {"error": {"message": message, "traceback": "", "traceback_ansi": ""}}
     return {
         "version": LOG_FORMAT_VERSION,
         "status": status,
+        **missing,
         "eval": {
             "eval_id": manifest.run_group_id,
             "run_id": manifest.run_group_id,

@@ -251,7 +251,10 @@ async def _serve_one(
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for _ in signals:
                     episode.close("session_closed")
-                    group.cancel_scope.cancel()
+                    if sock is None:  # stdio: nothing else ends the read of stdin
+                        group.cancel_scope.cancel()
+                    # HTTP: the episode is over, so the server below shuts down gracefully (cancelling it would
+                    # tear its lifespan task and print a traceback)
                     return
 
         group.start_soon(closed_by_signal)

@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import numpy.typing as npt
 
-from contextdelta.report._context import ALL, MetricsContext, Subset
+from contextdelta.report._context import ALL, WITH_VERDICT, MetricsContext, Subset
 from contextdelta.report._models import (
     Breakdown,
     BreakdownCell,
@@ -172,7 +172,8 @@ def paired_reductions(
 ) -> list[tuple[ConditionKey, ConditionKey, dict[str, Estimate]]]:
     """For each strategy other than full_history whose mode has a full_history condition: (condition, baseline,
     the relative reduction ``1 - sum(strategy) / sum(full_history)`` of each of ``metrics`` on episodes paired by
-    task and repeat). One bootstrap batch: one draw per paired layout."""
+    task and repeat). A pair with a failed trial is left out (counted as unpaired): that episode stopped early, and
+    its tokens would pass for a saving. One bootstrap batch: one draw per paired layout."""
     planned: list[tuple[ConditionKey, ConditionKey]] = []
     for k in ctx.keys:
         baseline = ConditionKey(strategy=BASELINE_STRATEGY, protection_mode=k.protection_mode)
@@ -180,7 +181,7 @@ def paired_reductions(
             planned.append((k, baseline))
     pairs: dict[tuple[str, int], PairedSample] = {}
     for metric in metrics:
-        samples = ctx.samples(metric)
+        samples = ctx.samples(metric, WITH_VERDICT)
         for i, (k, baseline) in enumerate(planned):
             a = samples.get((k.strategy, k.protection_mode))
             b = samples.get((baseline.strategy, baseline.protection_mode))

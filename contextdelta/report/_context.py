@@ -14,8 +14,10 @@ from contextdelta.rundir import RunManifest
 from contextdelta.stats import AnalysisParams, ClusteredSample
 
 Subset = tuple[str, str]
-"""A restriction of the episodes: ``("", "")`` for all, ``("hazard", h)``, ``("world", w)``."""
+"""A restriction of the episodes: ``("", "")`` for all, ``("hazard", h)``, ``("world", w)``, ``("verdict", "")``
+for the episodes that are not failed trials."""
 ALL: Subset = ("", "")
+WITH_VERDICT: Subset = ("verdict", "")
 
 
 @dataclass
@@ -44,6 +46,8 @@ class MetricsContext:
         rows = self.table.rows(condition)
         if subset == ALL:
             return rows
+        if subset == WITH_VERDICT:
+            return np.asarray(rows[~self.table.failed[rows]], dtype=np.int64)
         column = self.table.hazard if subset[0] == "hazard" else self.table.world
         return np.asarray(rows[column[rows] == subset[1]], dtype=np.int64)
 

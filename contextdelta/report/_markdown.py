@@ -613,6 +613,7 @@ def _question(rq: ResearchQuestion, title: str, metrics: AggregateMetrics) -> li
 
 def _tokens(metrics: AggregateMetrics) -> list[str]:
     d = metrics.analysis.rate_decimals
+    failed = metrics.episodes.failed_trials > 0
 
     def cost(c: ConditionMetrics) -> str:
         total = c.totals["cost_usd"]
@@ -662,6 +663,7 @@ def _tokens(metrics: AggregateMetrics) -> list[str]:
         lines += [
             "Token reduction versus `full_history` on paired episodes (same mode, task and repeat): "
             "1 - sum(strategy) / sum(full_history); negative means more tokens."
+            + (" A pair with a failed trial is left out (that episode stopped early)." if failed else "")
             + (
                 " The cost columns do the same for the cost at the run's prices, without and with the provider's "
                 "prompt cache (see *Prompt caching and cost*)."

@@ -100,8 +100,11 @@ class Comparison(BaseModel):
     metric: str = Field(description="The 0/1 metric compared (RATE_METRICS key).")
     a: ConditionKey = Field(description="Condition a.")
     b: ConditionKey = Field(description="Condition b.")
-    rate_a: Estimate = Field(description="Condition a's rate on the paired tasks.")
-    rate_b: Estimate = Field(description="Condition b's rate on the paired tasks.")
+    rate_a: Estimate = Field(
+        description="Condition a's rate over all its episodes (its row of the conditions table; the difference and "
+        "the test are over the paired tasks, whose count the test states)."
+    )
+    rate_b: Estimate = Field(description="Condition b's rate over all its episodes, likewise.")
     difference: Estimate = Field(description="Mean over tasks of the per-task difference of means, a - b.")
     test: SignFlipTest = Field(description="The primary test; pvalue_holm is adjusted within the family.")
     episodes: PairTable = Field(description="Episode-level 2x2 table on (task, repeat) pairs: description only.")

@@ -55,9 +55,21 @@ def sqlite_path(url: str | URL) -> Path | None:
     return Path(parsed.database)
 
 
-json_dumps = json_dumps_function()
-"""``json.dumps(value)`` (what SQLAlchemy writes a JSON column with), with the C encoder built once instead of on
-every value: a step's messages, tool calls and arguments are several JSON values per row."""
+_encode = json_dumps_function()
+
+
+def json_dumps(value: Any) -> str:
+    """``json.dumps(value)`` (what SQLAlchemy writes a JSON column with), with the C encoder built once instead of on
+    every value: a step's messages, tool calls and arguments are several JSON values per row. A module function,
+    not the closure `json_dumps_function` returns: psycopg warns about closures ("may cause a resource leak")."""
+    return _encode(value)
+
+
+def database_problem(exc: BaseException) -> str:
+    """One line saying what is wrong with a database, without SQLAlchemy's statement and parameters."""
+    original = getattr(exc, "orig", None)
+    text = str(original if original is not None else exc).strip().splitlines()
+    return f"{type(original if original is not None else exc).__name__}: {text[0] if text else 'no detail'}"
 
 
 def create_store_engine(url: str | URL, *, foreign_keys: bool = True, **kwargs: Any) -> Engine:
@@ -82,7 +94,13 @@ def create_store_engine(url: str | URL, *, foreign_keys: bool = True, **kwargs: 
             ) from None
     path = sqlite_path(parsed)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the folder of the trace store {redact_database_url(parsed)}: {exc}; set "
+                "CONTEXTDELTA_DATABASE_URL (or --database-url) or CONTEXTDELTA_RESULTS_DIR to a usable place"
+            ) from None
     connect_args = dict(kwargs.pop("connect_args", {}))
     connect_args.setdefault("timeout", BUSY_TIMEOUT_MS / 1000)
     connect_args.setdefault("check_same_thread", False)

@@ -29,9 +29,16 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
 from sqlalchemy import Connection, Engine, create_engine, inspect, text
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
-from contextdelta.store._engine import StoreError, create_store_engine, redact_database_url, sqlite_path
+from contextdelta.store._engine import (
+    StoreError,
+    create_store_engine,
+    database_problem,
+    redact_database_url,
+    sqlite_path,
+)
 from contextdelta.store._models import Base
 
 VERSION_TABLE = "alembic_version"
@@ -202,6 +209,8 @@ def upgrade_database(target: Engine | str) -> UpgradeReport:
             return UpgradeReport(found=found, before=before, after=head)
     except CommandError as exc:
         raise StoreError(f"migrating {where} failed: {exc}") from exc
+    except (SQLAlchemyError, OSError) as exc:  # not a database, unreadable, or the server is down
+        raise StoreError(f"cannot open the trace store {where}: {database_problem(exc)}") from None
     finally:
         if engine is not target:
             engine.dispose()

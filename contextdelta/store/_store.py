@@ -13,12 +13,18 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, func, select
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from contextdelta.rundir import EpisodeRecord, RunDirectory, RunEnd, RunManifest, RunStart
 from contextdelta.settings import load_settings
-from contextdelta.store._engine import READ_ONLY, create_store_engine, redact_database_url
+from contextdelta.store._engine import (
+    READ_ONLY,
+    StoreError,
+    create_store_engine,
+    database_problem,
+    redact_database_url,
+)
 from contextdelta.store._ingest import (
     Attributor,
     failure_attribution,
@@ -88,7 +94,12 @@ class Store:
         """Open the store at ``url`` (default: ``CONTEXTDELTA_DATABASE_URL``), migrated to head unless told not to."""
         url = url or load_settings().database_url_for()
         report = upgrade_database(url) if upgrade else None
-        store = cls(create_store_engine(url), attributor=attributor)
+        try:
+            store = cls(create_store_engine(url), attributor=attributor)
+        except SQLAlchemyError as exc:
+            raise StoreError(
+                f"cannot open the trace store {redact_database_url(url)}: {database_problem(exc)}"
+            ) from None
         store.upgrade = report
         return store
 

@@ -500,3 +500,18 @@ def test_the_app_reads_its_results_dir_from_its_arguments_then_the_environment(t
         "/y"
     )
     assert launch.resolve_results_dir(["pytest"], {}) == Path(os.environ["CONTEXTDELTA_RESULTS_DIR"])
+
+
+def test_a_run_changed_after_its_run_is_flagged_and_its_numbers_recomputed(trusting_run: Path, tmp_path: Path) -> None:
+    """An edited aggregate_metrics.json is never shown: the seal names the change, and the numbers come from the
+    episodes (as `report` and `verify` do)."""
+    assert load_run(trusting_run).changed == ()
+    path = runs.copy_run(trusting_run, tmp_path)
+    data = json.loads((path / AGGREGATE_METRICS).read_text())
+    truth = data["conditions"][0]["rates"]["success"]["estimate"]
+    data["conditions"][0]["rates"]["success"]["estimate"] = 0.99
+    (path / AGGREGATE_METRICS).write_text(json.dumps(data))
+    loaded = load_run(path)
+    assert loaded.changed and AGGREGATE_METRICS in loaded.changed[0]
+    assert loaded.metrics.conditions[0].rates["success"].estimate == truth != 0.99
+    assert loaded.metrics_source.startswith("recomputed from")

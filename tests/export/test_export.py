@@ -223,3 +223,23 @@ def test_export_to_a_path_that_cannot_be_written_is_refused_naming_it(tmp_path: 
     assert result.exit_code == 2, result.output
     assert f"--out {out}:" in " ".join(result.stderr.split()) and "Traceback" not in result.output
     assert blocker.read_text() == "x"
+
+
+def test_export_of_a_run_changed_after_its_run_warns_and_a_cut_run_is_an_error_log(tmp_path: Path) -> None:
+    from tests.report import runs as report_runs
+
+    path = report_runs.copy_run(report_runs.oracle_pair_run(), tmp_path)
+    raw = path / "raw_runs.jsonl"
+    lines = raw.read_text().splitlines(keepends=True)
+    raw.write_text("".join(lines[: len(lines) // 2]))  # the second half of a complete run cut away
+    out = tmp_path / "cut.json"
+    result = CliRunner().invoke(
+        app, ["export", path.name, "--results-dir", str(tmp_path), "--format", "inspect", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"warning: run {path.name} was changed after its run" in " ".join(result.stderr.split())
+    assert "the export comes from the changed files" in " ".join(result.stderr.split())
+    log = json.loads(out.read_text())
+    assert log["status"] == "error" and len(log["samples"]) == len(lines) // 2
+    assert f"holds {len(lines) // 2} of the {len(lines)} episodes" in log["error"]["message"]
+    assert read_eval_log(str(out)).status == "error"  # inspect_ai's own reader takes it

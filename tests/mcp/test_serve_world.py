@@ -186,6 +186,7 @@ def test_serve_world_over_http_ends_on_ctrl_c_as_a_closed_session(tmp_path: Path
         if server.poll() is None:
             server.kill()
     assert server.returncode == 0, err
+    assert "Traceback" not in err and "CancelledError" not in err, err  # a clean shutdown, as the README says
     (record,) = RunDirectory(Path(out.strip().splitlines()[-1])).read_episodes()
     assert record.trace.external is not None and record.trace.external.ended_by == "session_closed"
     assert len(record.trace.steps) == 1 and not record.verdict.success and not record.failed

@@ -215,3 +215,30 @@ def test_compare_notes_every_setting_that_changes_what_an_episode_is() -> None:
     assert "repeats differ (2 vs 1): task means average different numbers of repeats" in notes
     assert any(n.startswith(f"run seeds differ ({manifest.seed} vs {manifest.seed + 1}") for n in notes), notes
     assert not any("same run" in n for n in notes)
+
+
+def tokens(row: Row) -> int:
+    return int(row["agent_prompt_tokens"]) + int(row["agent_completion_tokens"])
+
+
+def test_token_reduction_leaves_out_the_pairs_with_a_failed_trial(faulted: Path) -> None:
+    """A failed trial stops early: its few tokens would pass for a saving of the strategy."""
+    found = rows(faulted)
+    failed_keys = {(r["task_id"], r["repeat"], r["protection_mode"]) for r in found if r["failed"] == "true"}
+    for reduction in metrics(faulted).token_reduction:
+        mode = reduction.condition.protection_mode
+        mine = {
+            (r["task_id"], r["repeat"]): r
+            for r in found
+            if (r["strategy"], r["protection_mode"]) == (reduction.condition.strategy, mode)
+        }
+        base = {
+            (r["task_id"], r["repeat"]): r
+            for r in found
+            if (r["strategy"], r["protection_mode"]) == ("full_history", mode)
+        }
+        kept = [k for k in mine if k in base and (*k, mode) not in failed_keys]
+        expected = 1 - sum(tokens(mine[k]) for k in kept) / sum(tokens(base[k]) for k in kept)
+        assert reduction.agent_tokens.estimate == pytest.approx(expected)
+        assert reduction.agent_tokens.n_episodes == len(kept)
+    assert failed_keys

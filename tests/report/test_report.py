@@ -259,3 +259,16 @@ def test_report_of_a_run_changed_after_it_warns_and_will_not_reseal_it(tmp_path:
     assert result.exit_code == 2
     assert "restore the run directory as the run wrote it" in " ".join(result.stderr.split())
     assert {name: (path / name).read_bytes() for name in before} == before
+
+
+def test_compare_warns_when_a_run_was_changed_after_its_run(tmp_path: Path, trusting: Path) -> None:
+    base = runs.copy_run(trusting, tmp_path)
+    edited = runs.copy_run(runs.oracle_pair_run(), tmp_path)
+    raw = edited / RAW_RUNS
+    lines = raw.read_text().splitlines(keepends=True)
+    raw.write_text("".join(lines[:-1]))  # the last episode cut away
+    result = cli.invoke(app, ["compare", edited.name, base.name, "--results-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    message = " ".join(result.stderr.split())
+    assert f"warning: run {edited.name} was changed after its run" in message
+    assert "the comparison comes from the changed files" in message and f"run {base.name} was" not in message

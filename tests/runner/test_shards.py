@@ -233,3 +233,27 @@ def test_merge_refuses_a_shard_changed_after_its_run(sharded: tuple[Path, list[s
     assert "trace.totals.agent_usage.prompt_tokens: raw_runs.jsonl line 1: edited after the run" in message
     assert f"contextdelta verify {shards[1]}" in message
     assert not (tmp_path / "merged").exists()
+
+
+def test_merge_takes_the_paths_run_benchmark_printed_and_writes_beside_them(
+    sharded: tuple[Path, list[str], str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    results, shards, _ = sharded
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    for name in shards:
+        shutil.copytree(results / name, folder / name)
+    monkeypatch.chdir(tmp_path)  # no --results-dir: the shards' own folder, not results/ here
+    out = CliRunner().invoke(app, ["merge", *(str(folder / s) for s in shards), "--out", "by-path"])
+    assert out.exit_code == 0, out.output
+    assert out.stdout.strip().splitlines()[-1] == str(folder / "by-path") and not (tmp_path / "results").exists()
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.move(str(folder / shards[0]), other / shards[0])
+    mixed = [str(other / shards[0]), *(str(folder / s) for s in shards[1:])]
+    out = CliRunner().invoke(app, ["merge", *mixed, "--out", "mixed"])
+    assert out.exit_code == 2 and "not in one results folder" in " ".join(out.stderr.split())
+    out = CliRunner().invoke(
+        app, ["merge", *(str(folder / s) for s in shards[1:]), "--out", "x", "--results-dir", str(other)]
+    )
+    assert out.exit_code == 2 and "not in one results folder (--results-dir" in " ".join(out.stderr.split())

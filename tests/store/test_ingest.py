@@ -275,3 +275,29 @@ def test_the_writer_stores_queued_episodes_a_batch_at_a_time_and_a_bad_one_loses
         else:
             assert len(errors) == 1 and "IntegrityError" in errors[0]  # the batch failed, then one by one
         store.close()
+
+
+@pytest.mark.parametrize("content", [b"\x00garbage" * 500, b"hello\n", None])
+def test_a_file_that_is_not_a_trace_store_is_a_one_line_error(content: bytes | None, tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    for args in (["db", "upgrade"], ["serve", "--upstream", "http://127.0.0.1:9/v1"]):
+        result = runner.invoke(app, [*args, "--database-url", f"sqlite:///{path}"])
+        assert result.exit_code == 1, result.output
+        message = result.stderr.strip()
+        assert message.startswith(f"error: cannot open the trace store sqlite:///{path}: ") and "\n" not in message
+
+
+@pytest.mark.parametrize("url", ["garbage", "postgresql+nodriver://u@h/d"])
+def test_run_benchmark_refuses_a_malformed_database_url_before_anything_runs(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONTEXTDELTA_DATABASE_URL", url)
+    result = runner.invoke(app, ["run-benchmark", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
+                                 "--results-dir", str(tmp_path / "results")])  # fmt: skip
+    assert result.exit_code == 2
+    assert "CONTEXTDELTA_DATABASE_URL is not a database URL SQLAlchemy knows" in " ".join(result.stderr.split())
+    assert not (tmp_path / "results").exists()
