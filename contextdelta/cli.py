@@ -328,13 +328,17 @@ def generate_tasks_command(
     numbers = [int(w) for w in words]
     try:
         arguments = SuiteArguments(families=tuple(names), horizons=tuple(numbers), per_cell=per_cell, seed=seed)
-    except ValidationError as exc:  # the horizons' range and repeats (the other flags are checked while parsing)
-        raise _fail(f"--horizons: {exc.errors(include_url=False)[0]['msg']}", 2) from None
+    except ValidationError as exc:  # the horizons' range and repeats, families given twice
+        error = exc.errors(include_url=False)[0]
+        flag = {"families": "--family", "horizons": "--horizons"}.get(str(error["loc"][0]) if error["loc"] else "")
+        raise _fail(f"{flag or '--horizons'}: {error['msg']}", 2) from None
     suite = generate_suite(arguments, [FAMILIES[n] for n in names])
     try:
         write_suite(suite, out)
     except SuiteFolderError as exc:
         raise _fail(f"--out: {exc}", 2) from None
+    except OSError as exc:  # under a file, in a folder that cannot be written
+        raise _fail(f"--out {out}: {exc.strerror or exc}; give a folder you can write to", 2) from None
     report = validate_suite(out)
     if not report.ok:
         for problem in report.problems[:20]:
@@ -685,6 +689,7 @@ def _run_with_recorders(
     no_store: bool,
     quiet: bool,
     resume_hint: str = "run-benchmark --resume",
+    restart_hint: str | None = None,
     retry_hint: bool = False,
     out: Callable[[str], None] = typer.echo,
 ) -> None:
@@ -747,7 +752,11 @@ def _run_with_recorders(
             highlight=False,
             soft_wrap=True,
         )
-    for line in _resume_lines(outcome, resume_hint, retry_hint):
+    if restart_hint is not None and outcome.manifest.stop_reason:
+        lines = [restart_hint]
+    else:
+        lines = _resume_lines(outcome, resume_hint, retry_hint)
+    for line in lines:
         err.print(escape(line), highlight=False, soft_wrap=True)
     out(str(outcome.path))
     if outcome.interrupted:
@@ -832,6 +841,8 @@ def serve_world_command(
         no_store=no_store,
         quiet=True,
         out=out,
+        # one episode, nothing to resume: it is served again in a run directory of its own
+        restart_hint=f"Serve the episode again with: contextdelta serve-world --task {task} --mode {mode}",
     )
 
 
@@ -880,6 +891,8 @@ def run_external_command(
 
     _mcp_or_fail()
     _agent_or_fail(agent)
+    if not agent_cmd.strip():
+        raise _fail("--agent-cmd is empty: give the command that runs your agent against $CONTEXTDELTA_MCP_URL", 2)
     request = BenchmarkRequest(
         **_suite_request(tasks),
         task_ids=_csv(task_ids, "--task-ids"),
@@ -903,7 +916,7 @@ def run_external_command(
         database_url=database_url,
         no_store=no_store,
         quiet=quiet,
-        resume_hint="run-external --agent-cmd ... --resume",
+        resume_hint=f"run-external --agent {agent} --agent-cmd ... --resume",
     )
 
 

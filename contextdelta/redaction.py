@@ -4,7 +4,8 @@ before a response reaches the agent loop, and so before any run file, report, lo
 
 Three layers: values under credential-like keys are replaced whole; every known secret (the proxy token, the
 upstream key, the bearer token a client sent, a password in the upstream URL) is cut out of every string; and
-strings that look like API keys or bearer headers are masked even when nobody declared them.
+strings that look like API keys, bearer headers or a URL's ``user:password@`` are masked even when nobody declared
+them.
 """
 
 from __future__ import annotations
@@ -24,11 +25,14 @@ _SECRET_KEY = re.compile(
 _KEY_LIKE = re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{12,}")
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,}")
 _KEY_HEADER = re.compile(r"""(?i)\b((?:x-)?api[_\-]?key["']?\s*[:=]\s*["']?)([^\s"',;]{8,})""")
-# any of the three above, in one search: most strings hold none, and one search costs a third of three subs
+_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s:@'\"]+:[^/\s@'\"]+@")
+"""``scheme://user:password@``: the user and password go (the host stays, as `redact_url` keeps it)."""
+# any of the four above, in one search: most strings hold none, and one search costs a fraction of four subs
 _ANY_PATTERN = re.compile(
     r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{12,}"
     r"|(?i:\b(?:bearer|basic)\s+[A-Za-z0-9._~+/=\-]{8,})"
     r"""|(?i:\b(?:x-)?api[_\-]?key["']?\s*[:=]\s*["']?[^\s"',;]{8,})"""
+    r"""|(?i:\b[a-z][a-z0-9+.\-]*://[^/\s:@'"]+:[^/\s@'"]+@)"""
 )
 
 
@@ -62,6 +66,7 @@ class Redactor:
             value = value.replace(secret, REDACTED)
         value = _KEY_LIKE.sub(REDACTED, value)
         value = _KEY_HEADER.sub(lambda m: f"{m.group(1)}{REDACTED}", value)
+        value = _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{REDACTED}@", value)
         return _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", value)
 
     def json(self, value: Any, extra: Iterable[str] = ()) -> Any:

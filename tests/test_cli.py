@@ -56,3 +56,24 @@ def test_a_list_option_that_names_nothing_is_refused_not_read_as_the_default(
     assert result.exit_code == 2, result.output
     assert f"{flag} {value!r} names nothing" in " ".join(result.stderr.split())
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--seed", "99999999999999999999"], "Invalid value for '--seed'"),
+        (["--out", "/etc/passwd"], "--out /etc/passwd: Not a directory"),
+        (
+            ["--family", "order-address-shipped,order-address-shipped"],
+            "--family: Value error, families must not repeat",
+        ),
+    ],
+)
+def test_generate_tasks_refuses_what_it_cannot_write_by_name(args: list[str], message: str, tmp_path: Path) -> None:
+    command = ["generate-tasks", "--family", "order-address-shipped", "--horizons", "1", "--per-cell", "1"]
+    if "--out" not in args:
+        command += ["--out", str(tmp_path / "suite")]
+    result = runner.invoke(app, [*command, *args])
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+    assert not (tmp_path / "suite").exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -45,3 +46,18 @@ def test_a_string_with_nothing_to_mask_is_returned_as_is() -> None:
     text = "order A-1042 refunded 8900 cents"
     assert Redactor([SECRET]).text(text) is text
     assert re.search(re.escape(REDACTED), Redactor([SECRET]).text(f"key {SECRET}"))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "AGENT_BASE_URL=https://bob:hunter2secret@proxy.example/v1 run",
+            "AGENT_BASE_URL=https://[REDACTED]@proxy.example/v1 run",
+        ),
+        ("postgresql+psycopg://u:pw@127.0.0.1:5432/x", "postgresql+psycopg://[REDACTED]@127.0.0.1:5432/x"),
+        ("http://host:8000/v1 and user@example.com", "http://host:8000/v1 and user@example.com"),
+    ],
+)
+def test_credentials_in_a_url_are_masked_without_being_declared(text: str, expected: str) -> None:
+    assert Redactor().text(text) == expected

@@ -150,8 +150,17 @@ def compaction(history: Sequence[Message], trigger: int, keep: int) -> Compactio
     return Compaction(evicted=evicted, start=start)
 
 
+def check_count(name: str, value: object) -> None:
+    """Reject a tool-group count that is not a whole number (``2.5``, ``true``, ``"3"``): it would pass here and
+    fail every episode as a harness error."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be a whole number of tool groups, got {value!r}")
+
+
 def check_window(trigger: int, keep: int) -> None:
-    """Reject a compaction window that makes no sense (``0 <= keep <= trigger``)."""
+    """Reject a compaction window that makes no sense (whole numbers, ``0 <= keep <= trigger``)."""
+    check_count("trigger", trigger)
+    check_count("keep", keep)
     if keep < 0 or trigger < keep:
         raise ValueError(f"need 0 <= keep <= trigger, got trigger={trigger}, keep={keep}")
 

@@ -15,6 +15,7 @@ from contextdelta.context.base import (
     Message,
     StrategyBase,
     TransformResult,
+    check_count,
     group_segments,
     parse_history,
     tail_from,
@@ -29,6 +30,7 @@ class LastN(StrategyBase):
 
     def __init__(self, n: int = 3) -> None:
         super().__init__()
+        check_count("last_n: n", n)
         if n < 0:
             raise ValueError(f"last_n: n must be >= 0, got {n}")
         self.n = n

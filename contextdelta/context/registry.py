@@ -299,15 +299,17 @@ def build_strategy(
             raise StrategyError(f"strategy {name!r} has no parameter {unknown[0]!r} (it takes: {takes})")
         if "services" in signature.parameters:
             kwargs["services"] = services or StrategyServices()
-    try:
-        strategy = registered.factory(**kwargs)
-    except StrategyError:
-        raise
-    except (TypeError, ValueError) as exc:
-        raise StrategyError(f"strategy {name!r} rejected its parameters {dict(params)}: {exc}") from exc
-    except Exception as exc:  # a plug-in's own failure, reported on one line
-        raise StrategyError(f"strategy {name!r}: its factory failed: {type(exc).__name__}: {exc}") from exc
+    strategy = _call_factory(registered, kwargs, params)
     _check_strategy(name, strategy)
+    again = _call_factory(registered, kwargs, params)
+    _check_strategy(name, again)
+    if again.config_hash != strategy.config_hash:
+        # workers, resume and verify rebuild the strategy from its recorded parameters: it must come out the same
+        raise StrategyError(
+            f"strategy {name!r}: its factory built it twice from the same parameters with different params "
+            f"({strategy.params} and {again.params}); a factory must be a pure function of its parameters (draw "
+            "nothing at random in it, and read no clock or file that changes)"
+        )
     description = StrategyDescription(
         name=name,
         factory_params=dict(params),
@@ -319,11 +321,27 @@ def build_strategy(
     return strategy, description
 
 
+def _call_factory(registered: RegisteredStrategy, kwargs: dict[str, Any], params: Mapping[str, Any]) -> Any:
+    name = registered.name
+    try:
+        return registered.factory(**kwargs)
+    except StrategyError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise StrategyError(f"strategy {name!r} rejected its parameters {dict(params)}: {exc}") from exc
+    except Exception as exc:  # a plug-in's own failure, reported on one line
+        raise StrategyError(f"strategy {name!r}: its factory failed: {type(exc).__name__}: {exc}") from exc
+
+
+_ABSENT = object()
+
+
 def _check_strategy(name: str, strategy: object) -> None:
+    # looked up without running a property (config_hash hashes params, which may not be JSON: named below)
     missing = [
         member
         for member in ("name", "params", "config_hash", "for_episode", "transform")
-        if not hasattr(strategy, member)
+        if inspect.getattr_static(strategy, member, _ABSENT) is _ABSENT
     ]
     if missing:
         raise StrategyError(
@@ -344,6 +362,8 @@ def _check_strategy(name: str, strategy: object) -> None:
         json.dumps(params, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise StrategyError(f"strategy {name!r}: its params are not plain JSON data: {exc}") from exc
+    except Exception as exc:  # a plug-in's params property that fails
+        raise StrategyError(f"strategy {name!r}: reading its params failed: {type(exc).__name__}: {exc}") from exc
 
 
 def create_strategy(
@@ -455,6 +475,14 @@ def rebuild_strategy(description: StrategyDescription, services: StrategyService
 # ---- parameters and changes -------------------------------------------------------------------------------
 
 
+class _NotANumber(Exception):
+    """``NaN``, ``Infinity`` or ``-Infinity`` in a JSON value (Python's reader takes them; JSON has none)."""
+
+
+def _not_a_number(constant: str) -> Any:
+    raise _NotANumber(constant)
+
+
 def parse_strategy_params(items: Sequence[str]) -> dict[str, dict[str, Any]]:
     """``--strategy-param NAME.KEY=VALUE`` values as ``{name: {key: value}}``.
 
@@ -468,7 +496,12 @@ def parse_strategy_params(items: Sequence[str]) -> dict[str, dict[str, Any]]:
         if not sep or not dot or not name or not key.isidentifier():
             raise StrategyError(f"--strategy-param {item!r}: write NAME.KEY=VALUE, e.g. last_n.n=5")
         try:
-            value: Any = json.loads(raw)
+            value: Any = json.loads(raw, parse_constant=_not_a_number)
+        except _NotANumber:
+            raise StrategyError(
+                f"--strategy-param {item!r}: {raw.strip()} is not a finite number; give a number, true/false, a "
+                "string or a JSON list/object"
+            ) from None
         except ValueError:
             value = raw
         if key in out.setdefault(name, {}):

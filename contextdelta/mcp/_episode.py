@@ -169,12 +169,16 @@ class WorldEpisode:
             return '{"finished": true}'
 
     def close(self, ended_by: str, *, failed: str | None = None, exit_code: int | None = None) -> None:
-        """The agent is gone (session closed, command exited, crashed or timed out). A finished episode keeps its
-        ending; otherwise it ends here: a failure (``failed``: why) is a failed trial (``provider_error``: the
-        agent is this episode's model), a clean end without ``finish`` ends it as the agent left it."""
+        """The agent is gone (session closed, command exited, crashed or timed out). A failure (``failed``: why) is
+        a failed trial (``provider_error``: the agent is this episode's model), even after ``finish``: the agent
+        did not end cleanly, so its run is not counted as a success. Otherwise a finished episode keeps its ending,
+        and a clean end without ``finish`` ends it as the agent left it."""
         with self._lock:
             if exit_code is not None:
                 self.exit_code = exit_code
+            if self.over and failed is not None and self.termination is TerminationReason.FINAL_ANSWER:
+                self._end(TerminationReason.PROVIDER_ERROR, ended_by, f"{failed} (after it called finish)")
+                return
             if self.over:
                 return
             if failed is not None:

@@ -52,6 +52,8 @@ from contextdelta.runner import (
 from contextdelta.settings import Settings
 
 DEFAULT_TIMEOUT_S = 600.0
+DRAIN_GRACE_S = 1.0
+"""How long the command's output is still read once the command has exited (a background child may keep it open)."""
 OUTPUT_TAIL = 2000
 """Characters of the agent command's output kept (redacted) in a failed episode's error."""
 HTTP = "streamable-http"
@@ -139,10 +141,16 @@ class AgentCommandExecutor:
             start_new_session=True,
         )
         try:
+            drained = anyio.Event()
             with anyio.move_on_after(self.timeout_s) as scope:
                 async with anyio.create_task_group() as group:
-                    group.start_soon(_drain, process, output)
+                    group.start_soon(_drain, process, output, drained)
                     await process.wait()
+                    # the command is what ends the episode, not its output: a child it left in the background may
+                    # hold the pipe open for good; take what is left for a moment, then stop reading
+                    with anyio.move_on_after(DRAIN_GRACE_S):
+                        await drained.wait()
+                    group.cancel_scope.cancel()
             tail = Redactor(self.secrets).text(output[-OUTPUT_TAIL:].decode("utf-8", "replace")).strip()
             if scope.cancelled_caught:
                 _kill(process)
@@ -158,8 +166,8 @@ class AgentCommandExecutor:
             else:
                 episode.close("agent_exited", exit_code=0)
         finally:
+            _kill(process)  # the command and anything it left behind in its session
             if process.returncode is None:
-                _kill(process)
                 with anyio.CancelScope(shield=True):
                     await process.wait()
 
@@ -167,13 +175,16 @@ class AgentCommandExecutor:
         return None
 
 
-async def _drain(process: Process, into: bytearray) -> None:
-    if process.stdout is None:
-        return
-    async for chunk in process.stdout:
-        into.extend(chunk)
-        if len(into) > 4 * OUTPUT_TAIL:
-            del into[: len(into) - OUTPUT_TAIL]
+async def _drain(process: Process, into: bytearray, done: anyio.Event) -> None:
+    try:
+        if process.stdout is None:
+            return
+        async for chunk in process.stdout:
+            into.extend(chunk)
+            if len(into) > 4 * OUTPUT_TAIL:
+                del into[: len(into) - OUTPUT_TAIL]
+    finally:
+        done.set()
 
 
 def _kill(process: Process) -> None:

@@ -14,10 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from contextdelta.attribution import attribute_run
 from contextdelta.report._context import MetricsContext
+from contextdelta.report._controls import main_records
 from contextdelta.report._format import table
 from contextdelta.report._questions import comparisons_run
 from contextdelta.report._table import EpisodeTable
-from contextdelta.rundir import EpisodeRecord, RunManifest
+from contextdelta.rundir import EpisodeRecord, RunManifest, RunStatus
 from contextdelta.stats import TARGET_POWER, AnalysisParams, PilotModel, pair_by_task, tasks_needed
 
 DEFAULT_REPEATS = (1, 2, 3, 5)
@@ -72,7 +73,7 @@ def plan_run(
 ) -> PowerPlan:
     """Tasks needed per comparison and number of repeats to detect ``difference`` (rate scale, e.g. 0.10)."""
     params = params or AnalysisParams()
-    ordered = sorted(records, key=lambda r: r.run_id)
+    ordered = sorted(main_records(records), key=lambda r: r.run_id)  # control episodes are no condition's
     ctx = MetricsContext.build(manifest, EpisodeTable.from_records(ordered, attribute_run(ordered)), params)
     rows = []
     for qid, (kept, _, inputs) in comparisons_run(ctx).items():
@@ -107,6 +108,24 @@ def plan_run(
                 )
             )
     notes = []
+    if manifest.status is not RunStatus.COMPLETE:
+        notes.append(
+            f"the pilot is {manifest.status.value} ({manifest.counts.finished} of {manifest.counts.planned} episodes): "
+            "its per-task rates come from the episodes it finished, and tasks it did not reach are not in the plan"
+        )
+    failed = sum(r.failed for r in ordered)
+    if failed:
+        notes.append(
+            f"the pilot has {failed} failed trials: they count as failures in success and have no safety verdict, so "
+            "the per-task rates of the safety metrics rest on fewer episodes, and a task whose pairs all failed "
+            "leaves the comparison"
+        )
+    tasks = len({r.task_id for r in ordered})
+    if 0 < tasks < 5:
+        notes.append(
+            f"the pilot has {tasks} task{'s' if tasks > 1 else ''}: its per-task rates say little about the "
+            "population of tasks a planned run draws from"
+        )
     if manifest.repeats < 2:
         notes.append(
             "the pilot has one repeat per task, so it cannot show how repeats of a task vary: the model takes them "

@@ -509,7 +509,7 @@ class _Verifier:
     # ---- 5. derived per-episode files ---------------------------------------------------------------------------
 
     def check_task_results(self) -> None:
-        text = self.directory.file(TASK_RESULTS).read_text(encoding="utf-8")
+        text = self.directory.file(TASK_RESULTS).read_bytes().decode("utf-8")  # no newline translation: "\r" in a cell
         reader = csv.DictReader(io.StringIO(text))
         columns = tuple(reader.fieldnames or ())
         if columns != task_result_columns(self.records) and columns not in LEGACY_TASK_RESULT_COLUMNS:
@@ -536,7 +536,7 @@ class _Verifier:
 
     def check_tool_events(self) -> None:
         path = self.directory.file(TOOL_EVENTS)
-        actual = path.read_text(encoding="utf-8")
+        actual = path.read_bytes().decode("utf-8")  # byte for byte: read_text would turn a "\r" into "\n"
         expected = render_tool_events(self.records)
         if actual == expected:
             return
@@ -627,7 +627,7 @@ class _Verifier:
             return False
 
     def _check_text(self, name: str, text: str) -> None:
-        actual = self.directory.file(name).read_text(encoding="utf-8")
+        actual = self.directory.file(name).read_bytes().decode("utf-8")  # "\r" in an error text stays "\r"
         if actual != text:
             line = _first_differing_line(actual, text)
             self.diverge(self.group, name, f"differs from the one rebuilt from the episodes (first at line {line})")

@@ -63,3 +63,24 @@ def not_a_strategy() -> object:
 
 
 not_a_strategy.name = "not_a_strategy"  # type: ignore[attr-defined]
+
+
+class RandomParams(KeepFirstGroups):
+    """Draws a parameter at random in its factory: built twice, it differs from itself."""
+
+    name = "random_params"
+
+    def __init__(self) -> None:
+        import random
+
+        super().__init__(count=random.randint(0, 10**9))
+
+
+class NanParams(KeepFirstGroups):
+    """Its params hold a float that JSON has no form for."""
+
+    name = "nan_params"
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"ratio": float("nan")}

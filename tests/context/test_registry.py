@@ -106,3 +106,29 @@ def test_source_changes_names_a_changed_or_missing_plugin_and_ignores_builtins()
 def test_resolving_does_not_build() -> None:
     registered = resolve_strategy("typed_state_digest")
     assert registered.name == "typed_state_digest" and registered.source.kind == "builtin"
+
+
+@pytest.mark.parametrize(
+    ("spec", "params", "message"),
+    [
+        ("last_n", {"n": 2.5}, "last_n: n must be a whole number of tool groups, got 2.5"),
+        ("last_n", {"n": True}, "last_n: n must be a whole number of tool groups, got True"),
+        ("last_n", {"n": "abc"}, "last_n: n must be a whole number of tool groups, got 'abc'"),
+        ("tool_result_clearing", {"keep": 2.5}, "keep must be a whole number of tool groups, got 2.5"),
+        ("typed_state_digest", {"trigger": 1.5}, "trigger must be a whole number of tool groups, got 1.5"),
+        (f"{FIXTURE}:RandomParams", {}, "its factory built it twice from the same parameters with different params"),
+        (f"{FIXTURE}:NanParams", {}, "its params are not plain JSON data"),
+    ],
+)
+def test_a_strategy_that_would_fail_every_episode_is_refused_when_built(
+    spec: str, params: dict[str, object], message: str
+) -> None:
+    """Each of these passed before and then failed (or crashed) the run once its directory existed."""
+    with pytest.raises(StrategyError, match=re.escape(message)):
+        describe_strategy(spec, params=params)
+
+
+@pytest.mark.parametrize("raw", ["NaN", "Infinity", "-Infinity"])
+def test_a_strategy_param_that_is_not_a_finite_number_is_refused(raw: str) -> None:
+    with pytest.raises(StrategyError, match=re.escape(f"{raw} is not a finite number")):
+        parse_strategy_params([f"last_n.n={raw}"])

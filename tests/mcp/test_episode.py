@@ -113,11 +113,18 @@ def test_how_the_agent_left_decides_the_ending(
     trace = ep.trace()
     assert trace.termination is termination and trace.error == failed
     assert trace.external is not None and trace.external.ended_by == ended_by
-    # a finished episode keeps its ending whatever happens to the agent afterwards
+    # a finished episode keeps its ending when the agent then leaves cleanly ...
     done = episode(tasks["cfg-search-ramp"])
     done.finish("ok")
-    done.close("agent_failed", failed="exit 1", exit_code=1)
-    assert done.trace().termination is TerminationReason.FINAL_ANSWER and done.trace().external.exit_code == 1  # type: ignore[union-attr]
+    done.close("agent_exited", exit_code=0)
+    assert done.trace().termination is TerminationReason.FINAL_ANSWER
+    # ... and is a failed trial when it then crashes or hangs: an agent that did not end cleanly is no success
+    crashed = episode(tasks["cfg-search-ramp"])
+    crashed.finish("ok")
+    crashed.close("agent_failed", failed="exit 1", exit_code=1)
+    trace = crashed.trace()
+    assert trace.termination is TerminationReason.PROVIDER_ERROR and trace.error == "exit 1 (after it called finish)"
+    assert trace.external is not None and trace.external.exit_code == 1 and trace.external.ended_by == "agent_failed"
 
 
 def test_invalid_calls_are_recorded_like_the_builtin_loop(tasks: dict[str, Task]) -> None:

@@ -199,3 +199,47 @@ def test_the_configured_secrets_never_reach_a_file_from_the_agent_command_or_its
         data = file.read_bytes()
         assert key.encode() not in data and token.encode() not in data, file
     assert key not in found.stdout + found.stderr and token not in found.stdout + found.stderr
+
+
+def test_an_agent_that_crashes_after_finish_is_a_failed_trial_and_a_background_child_does_not_hold_the_episode(
+    tmp_path: Path,
+) -> None:
+    crashed = run_external(
+        tmp_path, "--task-ids", "cfg-search-ramp", "--protection-modes", "unprotected", REPLAY_EXIT="3"
+    )  # the reference solution, finish, then exit 3
+    assert crashed.returncode == 0, crashed.stderr
+    (record,) = RunDirectory(Path(crashed.stdout.strip().splitlines()[-1])).read_episodes()
+    assert record.failed and not record.verdict.success and record.trace.termination.value == "provider_error"
+    assert "exited with code 3" in (record.trace.error or "") and "(after it called finish)" in (
+        record.trace.error or ""
+    )
+    started = time.perf_counter()
+    background = run_external(
+        tmp_path,
+        "--task-ids", "cfg-search-ramp",
+        "--protection-modes", "unprotected",
+        "--timeout-s", "30",
+        agent_cmd="sleep 300 & exit 0",
+    )  # fmt: skip
+    assert background.returncode == 0, background.stderr
+    assert time.perf_counter() - started < 25  # ended when the command exited, not at --timeout-s
+    (record,) = RunDirectory(Path(background.stdout.strip().splitlines()[-1])).read_episodes()
+    assert record.trace.external is not None and record.trace.external.ended_by == "agent_exited"
+    assert not record.failed
+
+
+def test_a_carriage_return_in_an_agents_output_verifies(tmp_path: Path) -> None:
+    """The error text keeps the agent's "\\r" (and "\\r\\n"); verify compares the rebuilt reports byte for byte."""
+    done = run_external(
+        tmp_path,
+        "--task-ids", "cfg-search-ramp",
+        "--protection-modes", "unprotected",
+        agent_cmd="printf 'oops\\rfailed\\r\\nagain'; exit 1",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    path = Path(done.stdout.strip().splitlines()[-1])
+    (record,) = RunDirectory(path).read_episodes()
+    assert "oops\rfailed\r\nagain" in (record.trace.error or "")
+    verified = cli("verify", str(path))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert verified.stdout.splitlines()[0] == "MATCH"

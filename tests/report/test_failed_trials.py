@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from contextdelta.cli import app
-from contextdelta.report import AggregateMetrics, compare_runs
+from contextdelta.report import AggregateMetrics, compare_runs, plan_run
 from contextdelta.report._compare import comparison_table
 from contextdelta.rundir import VERDICT_COLUMNS, RunDirectory
 from contextdelta.rundir.layout import (
@@ -242,3 +242,11 @@ def test_token_reduction_leaves_out_the_pairs_with_a_failed_trial(faulted: Path)
         assert reduction.agent_tokens.estimate == pytest.approx(expected)
         assert reduction.agent_tokens.n_episodes == len(kept)
     assert failed_keys
+
+
+def test_a_power_plan_from_a_pilot_with_failed_trials_and_few_tasks_says_so(faulted: Path) -> None:
+    directory = RunDirectory(faulted)
+    plan = plan_run(directory.read_manifest(), directory.read_episodes(), 0.3, repeats=[2], max_tasks=64)
+    failed = sum(1 for r in rows(faulted) if r["failed"] == "true")
+    assert any(note.startswith(f"the pilot has {failed} failed trials") for note in plan.notes), plan.notes
+    assert any(note.startswith("the pilot has 3 tasks") for note in plan.notes), plan.notes

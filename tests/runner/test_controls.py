@@ -102,6 +102,11 @@ def test_the_control_runs_every_episode_without_mutations_and_is_reported_apart(
     assert verify.stdout.splitlines()[0] == "MATCH"
     rebuilt = build_report(manifest, RunDirectory(outcome.path).read_episodes())
     assert rebuilt.metrics.controls is not None and len(rebuilt.metrics.controls) == 4
+    power = runner.invoke(
+        app, ["power", "--pilot", outcome.path.name, "--difference", "0.2", "--results-dir", str(tmp_path)]
+    )  # the control episodes are no condition's: a pilot with controls plans from its main matrix
+    assert power.exit_code == 0, power.output
+    assert f"# Power plan from pilot {outcome.path.name}" in power.stdout
 
 
 @pytest.mark.slow

@@ -33,7 +33,7 @@ class SuiteArguments(BaseModel):
     families: tuple[str, ...] = Field(min_length=1)
     horizons: tuple[int, ...] = Field(min_length=1)
     per_cell: int = Field(ge=1, le=MAX_PER_CELL)
-    seed: int = Field(ge=0)
+    seed: int = Field(ge=0, le=2**63 - 1)
 
     @field_validator("horizons")
     @classmethod
