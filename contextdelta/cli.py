@@ -814,6 +814,9 @@ def serve_world_command(
     _agent_or_fail(agent)
     if transport not in (HTTP, STDIO):
         raise _fail(f"--transport {transport!r}: use {HTTP} or {STDIO}", 2)
+    modes = [m.value for m in ProtectionMode]
+    if mode not in modes:
+        raise _fail(f"--mode {mode!r}: use {' or '.join(modes)}", 2)
     err = Console(stderr=True)
     out: Callable[[str], None] = typer.echo if transport == HTTP else (lambda text: err.print(text, highlight=False))
 

@@ -252,7 +252,7 @@ def compare_tables(report: ComparisonReport) -> list[tuple[str, list[dict[str, s
     compare`` prints), the columns in `COMPARE_KEY_COLUMNS` order."""
     out = []
     for family in report.families:
-        headers, rows = comparison_table(family)
+        headers, rows = comparison_table(family, report.rate_decimals)
         out.append((family.metric, [{headers[i]: row[i] for i in COMPARE_KEY_COLUMNS} for row in rows]))
     return out
 
@@ -265,7 +265,12 @@ def compare_difference_points(report: ComparisonReport) -> list[dict[str, Any]]:
             c = row.comparison
             metric = METRIC_LABELS.get(family.metric, family.metric)
             point = _difference_point(
-                row.condition.strategy, row.condition.protection_mode, metric, c.difference, c.test.pvalue_holm, 1
+                row.condition.strategy,
+                row.condition.protection_mode,
+                metric,
+                c.difference,
+                c.test.pvalue_holm,
+                report.rate_decimals,
             )
             points.append({**point, "comparison": row.condition.label})
     return points

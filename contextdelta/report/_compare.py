@@ -30,6 +30,7 @@ from contextdelta.stats import (
     bootstrap_rates,
     holm_family,
     paired_comparisons,
+    printed_decimals,
     split_by_condition,
 )
 
@@ -91,6 +92,11 @@ class ComparisonReport(BaseModel):
     only_in_b: list[ConditionKey]
     notes: list[str] = Field(default_factory=list)
     families: list[ComparisonFamily]
+    rate_decimals: int = Field(
+        default=1,
+        description="Decimals of the printed percentages: the finest unit not below the largest Monte-Carlo "
+        "standard error of an interval end, as in the report.",
+    )
 
 
 def _tool_hashes(records: Sequence[EpisodeRecord]) -> dict[tuple[str, str], set[str]]:
@@ -182,7 +188,15 @@ def compare_runs(
         family_size = sum(1 for c in shared if tests[c].testable)
         families.append(ComparisonFamily(metric=metric, family_size=family_size, comparisons=comparisons))
     notes = _notes(a, b, runs, failed)
+    errors = [
+        e.mc_se
+        for family in families
+        for row in family.comparisons
+        for e in (row.rate_a, row.rate_b, row.comparison.difference)
+        if e.mc_se is not None
+    ]
     return ComparisonReport(
+        rate_decimals=printed_decimals(max(errors) if errors else None),
         run_a=a.run_group_id,
         run_b=b.run_group_id,
         model_a=a.provider.model,
@@ -291,13 +305,13 @@ def render_comparison(report: ComparisonReport) -> str:
         if not family.comparisons:
             lines += ["No shared condition.", ""]
             continue
-        headers, rows = comparison_table(family)
+        headers, rows = comparison_table(family, report.rate_decimals)
         lines += table(headers, rows)
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def comparison_table(family: ComparisonFamily) -> tuple[list[str], list[list[str]]]:
+def comparison_table(family: ComparisonFamily, decimals: int = 1) -> tuple[list[str], list[list[str]]]:
     """One metric's table of the comparison (headers, one row per shared condition), as `render_comparison`
     prints it and the dashboard's Compare page shows it: one definition of each cell."""
     headers = [
@@ -317,14 +331,15 @@ def comparison_table(family: ComparisonFamily) -> tuple[list[str], list[list[str
         rows.append(
             [
                 row.condition.label,
-                pct(row.rate_a),
-                pct(row.rate_b),
-                pp(c.difference),
+                pct(row.rate_a, decimals),
+                pct(row.rate_b, decimals),
+                pp(c.difference, decimals),
                 f"{c.test.n_discordant} of {c.test.n_tasks} ({c.test.n_positive} / {c.test.n_negative})",
                 primary_pvalue(c.test),
                 pvalue(c.test.pvalue_holm),
                 f"{c.episodes.only_a} / {c.episodes.only_b} of {c.episodes.n_pairs}",
-                str(row.failed_pairs) + ("" if s is None else f"; {pp(s.difference)}, {pvalue(s.test.pvalue_holm)}"),
+                str(row.failed_pairs)
+                + ("" if s is None else f"; {pp(s.difference, decimals)}, {pvalue(s.test.pvalue_holm)}"),
             ]
         )
     return headers, rows

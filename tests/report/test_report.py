@@ -272,3 +272,25 @@ def test_compare_warns_when_a_run_was_changed_after_its_run(tmp_path: Path, trus
     message = " ".join(result.stderr.split())
     assert f"warning: run {edited.name} was changed after its run" in message
     assert "the comparison comes from the changed files" in message and f"run {base.name} was" not in message
+
+
+def test_compare_prints_percentages_at_the_precision_its_resampling_justifies(trusting: Path) -> None:
+    from contextdelta.report._compare import comparison_table
+    from contextdelta.stats import printed_decimals
+
+    a, b = RunDirectory(runs.oracle_pair_run()), RunDirectory(trusting)
+    report = compare_runs(a.read_manifest(), a.read_episodes(), b.read_manifest(), b.read_episodes())
+    errors = [
+        e.mc_se
+        for f in report.families
+        for r in f.comparisons
+        for e in (r.rate_a, r.rate_b, r.comparison.difference)
+        if e.mc_se is not None
+    ]
+    assert report.rate_decimals == printed_decimals(max(errors) if errors else None)
+    _, cells = comparison_table(report.families[0], report.rate_decimals)
+    for cell in cells:
+        numbers = re.findall(r"[-+]?\d+(?:\.\d+)?", cell[1] + cell[3])
+        assert all(
+            len(n.split(".")[1]) == report.rate_decimals if "." in n else report.rate_decimals == 0 for n in numbers
+        )
