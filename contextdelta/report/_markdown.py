@@ -212,7 +212,13 @@ def _methods(metrics: AggregateMetrics) -> list[str]:
         f"step (alpha / family size), by simulation under the primary test ({a.power_datasets:,} datasets per "
         "difference; a difference is a share of tasks that switch entirely, as a strategy that breaks or fixes "
         "whole tasks does). `contextdelta power` plans a run from this one.",
-        "- **Flip rate**: share of tasks (with at least two repeats) whose repeats disagree.",
+        "- **Flip rate**: share of tasks (with at least two repeats) whose repeats disagree."
+        + (
+            " Failed trials count as failures in the flip rate of success, as in success itself, so a task flips "
+            "when a repeat failed on the endpoint; the safety outcomes' flip rates leave them out."
+            if metrics.episodes.failed_trials
+            else ""
+        ),
         *_task_interval_line(a),
         f"- **Precision**: percentages are printed to {unit}: {precision}. Exact bounds and point estimates carry "
         "no resampling error.",

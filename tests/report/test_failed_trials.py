@@ -250,3 +250,10 @@ def test_a_power_plan_from_a_pilot_with_failed_trials_and_few_tasks_says_so(faul
     failed = sum(1 for r in rows(faulted) if r["failed"] == "true")
     assert any(note.startswith(f"the pilot has {failed} failed trials") for note in plan.notes), plan.notes
     assert any(note.startswith("the pilot has 3 tasks") for note in plan.notes), plan.notes
+
+
+def test_the_report_says_how_failed_trials_enter_the_flip_rate(faulted: Path) -> None:
+    text = " ".join((faulted / BENCHMARK_REPORT).read_text().split())
+    assert "Failed trials count as failures in the flip rate of success" in text
+    clean = " ".join((runs.trusting_run() / BENCHMARK_REPORT).read_text().split())
+    assert "Failed trials count as failures in the flip rate" not in clean
