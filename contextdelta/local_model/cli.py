@@ -52,6 +52,19 @@ CacheOption = Annotated[
 ]
 
 
+def _cache(cache_dir: Path | None) -> Path:
+    """The model cache folder in use; exit 2 when that path is something other than a folder."""
+    cache = cache_dir or default_cache_dir()
+    if cache.exists() and not cache.is_dir():
+        typer.echo(
+            f"error: the model cache {cache} is not a folder; point CONTEXTDELTA_MODEL_CACHE (or --cache-dir) at a "
+            "folder",
+            err=True,
+        )
+        raise typer.Exit(2)
+    return cache
+
+
 def _spec(key: str) -> LocalModelSpec:
     try:
         return get_model_spec(key)
@@ -86,7 +99,7 @@ def info_command(
 ) -> None:
     """Show the pinned models, whether their parts are installed and cached, and the runtime packages."""
     specs = [_spec(model)] if model else list(LOCAL_MODELS.values())
-    cache = cache_dir or default_cache_dir()
+    cache = _cache(cache_dir)
     report: dict[str, Any] = {
         "cache_dir": str(cache),
         "runtime": {name: _installed_version(name) for name in RUNTIME_PACKAGES},
@@ -174,7 +187,7 @@ def serve_command(
         )
         raise typer.Exit(2)
     try:
-        path = ensure_model_file(spec, cache_dir, progress=_progress_printer(spec))
+        path = ensure_model_file(spec, _cache(cache_dir), progress=_progress_printer(spec))
     except LocalModelError as exc:
         typer.echo(f"\nerror: {exc}", err=True)
         raise typer.Exit(2) from None

