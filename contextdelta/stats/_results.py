@@ -14,6 +14,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 
+def _unsigned_zero(text: str) -> str:
+    """``"-0"`` / ``"-0.0"`` as ``"0"`` / ``"0.0"``: a value that rounds to zero prints without a sign."""
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
 class EstimateStatus(StrEnum):
     """Why an interval looks the way it does.
 
@@ -76,7 +81,9 @@ class Estimate(BaseModel):
         """Render as ``"0.625 [0.500, 0.750]"`` (values times ``scale``), or ``"no data"`` / ``"undefined"``."""
         if self.estimate is None or self.low is None or self.high is None:
             return self.status.value.replace("_", " ")
-        point, low, high = (f"{scale * v:.{digits}f}{suffix}" for v in (self.estimate, self.low, self.high))
+        point, low, high = (
+            f"{_unsigned_zero(f'{scale * v:.{digits}f}')}{suffix}" for v in (self.estimate, self.low, self.high)
+        )
         return f"{point} [{low}, {high}]"
 
 

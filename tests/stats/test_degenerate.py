@@ -151,3 +151,13 @@ def test_an_estimate_cannot_hold_nan() -> None:
             n_episodes=2,
             status=EstimateStatus.OK,
         )
+
+
+def test_a_value_that_rounds_to_zero_prints_without_a_sign() -> None:
+    from contextdelta.stats import Estimate
+
+    found = Estimate(
+        estimate=0.12, low=-0.002, high=0.22, confidence=0.95, n_tasks=3, n_episodes=6, status=EstimateStatus.OK
+    )
+    assert found.format(digits=0, scale=100.0, suffix="%") == "12% [0%, 22%]"
+    assert found.format(digits=3) == "0.120 [-0.002, 0.220]"
