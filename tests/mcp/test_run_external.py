@@ -18,7 +18,7 @@ import pytest
 from contextdelta.attribution import attribute_run
 from contextdelta.dashboard import load_episode, load_run
 from contextdelta.dashboard.timeline import episode_timeline
-from contextdelta.rundir import RunDirectory, RunStatus
+from contextdelta.rundir import EpisodeRecord, RunDirectory, RunStatus
 from contextdelta.store import open_store
 
 pytest.importorskip("mcp")
@@ -57,6 +57,24 @@ def run_external(results: Path, *args: str, agent_cmd: str = AGENT, **extra: str
     return subprocess.run(
         command(results, *args, agent_cmd=agent_cmd), capture_output=True, text=True, env=env(**extra), timeout=600
     )
+
+
+def one_episode(tmp_path: Path, *args: str, agent_cmd: str = AGENT, **extra: str) -> tuple[Path, EpisodeRecord]:
+    """run-external of cfg-search-ramp, unprotected, once: the run directory and its one episode."""
+    done = run_external(
+        tmp_path,
+        "--task-ids",
+        "cfg-search-ramp",
+        "--protection-modes",
+        "unprotected",
+        *args,
+        agent_cmd=agent_cmd,
+        **extra,
+    )
+    assert done.returncode == 0, done.stderr
+    path = Path(done.stdout.strip().splitlines()[-1])
+    (record,) = RunDirectory(path).read_episodes()
+    return path, record
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -115,16 +133,7 @@ def test_a_crashed_or_timed_out_agent_is_a_failed_trial_never_a_success(tmp_path
     (record,) = RunDirectory(Path(crashed.stdout.strip().splitlines()[-1])).read_episodes()
     assert record.trace.error is not None and "exited with code 3" in record.trace.error
     assert record.trace.external is not None and record.trace.external.exit_code == 3
-    slow = run_external(
-        tmp_path,
-        "--task-ids", "cfg-search-ramp",
-        "--protection-modes", "unprotected",
-        "--timeout-s", "1",
-        agent_cmd="sleep 30",
-    )  # fmt: skip
-    assert slow.returncode == 0, slow.stderr
-    path = Path(slow.stdout.strip().splitlines()[-1])
-    (record,) = RunDirectory(path).read_episodes()
+    path, record = one_episode(tmp_path, "--timeout-s", "1", agent_cmd="sleep 30")
     assert record.failed and not record.verdict.success and record.trace.termination.value == "provider_error"
     assert record.trace.external is not None and record.trace.external.ended_by == "timeout"
     assert "--timeout-s 1" in (record.trace.error or "")
@@ -204,41 +213,21 @@ def test_the_configured_secrets_never_reach_a_file_from_the_agent_command_or_its
 def test_an_agent_that_crashes_after_finish_is_a_failed_trial_and_a_background_child_does_not_hold_the_episode(
     tmp_path: Path,
 ) -> None:
-    crashed = run_external(
-        tmp_path, "--task-ids", "cfg-search-ramp", "--protection-modes", "unprotected", REPLAY_EXIT="3"
-    )  # the reference solution, finish, then exit 3
-    assert crashed.returncode == 0, crashed.stderr
-    (record,) = RunDirectory(Path(crashed.stdout.strip().splitlines()[-1])).read_episodes()
+    _, record = one_episode(tmp_path, REPLAY_EXIT="3")  # the reference solution, finish, then exit 3
     assert record.failed and not record.verdict.success and record.trace.termination.value == "provider_error"
     assert "exited with code 3" in (record.trace.error or "") and "(after it called finish)" in (
         record.trace.error or ""
     )
     started = time.perf_counter()
-    background = run_external(
-        tmp_path,
-        "--task-ids", "cfg-search-ramp",
-        "--protection-modes", "unprotected",
-        "--timeout-s", "30",
-        agent_cmd="sleep 300 & exit 0",
-    )  # fmt: skip
-    assert background.returncode == 0, background.stderr
+    _, record = one_episode(tmp_path, "--timeout-s", "30", agent_cmd="sleep 300 & exit 0")
     assert time.perf_counter() - started < 25  # ended when the command exited, not at --timeout-s
-    (record,) = RunDirectory(Path(background.stdout.strip().splitlines()[-1])).read_episodes()
     assert record.trace.external is not None and record.trace.external.ended_by == "agent_exited"
     assert not record.failed
 
 
 def test_a_carriage_return_in_an_agents_output_verifies(tmp_path: Path) -> None:
     """The error text keeps the agent's "\\r" (and "\\r\\n"); verify compares the rebuilt reports byte for byte."""
-    done = run_external(
-        tmp_path,
-        "--task-ids", "cfg-search-ramp",
-        "--protection-modes", "unprotected",
-        agent_cmd="printf 'oops\\rfailed\\r\\nagain'; exit 1",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    path = Path(done.stdout.strip().splitlines()[-1])
-    (record,) = RunDirectory(path).read_episodes()
+    path, record = one_episode(tmp_path, agent_cmd="printf 'oops\\rfailed\\r\\nagain'; exit 1")
     assert "oops\rfailed\r\nagain" in (record.trace.error or "")
     verified = cli("verify", str(path))
     assert verified.returncode == 0, verified.stdout + verified.stderr

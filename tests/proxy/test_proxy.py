@@ -3,6 +3,7 @@ upstream: recorded pairs, redaction, streaming passthrough, upstream errors, the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import socket
@@ -176,15 +177,24 @@ class _SSEHandler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-@pytest.fixture
-def sse_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _SSEHandler)
+@contextlib.contextmanager
+def serve_handler(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A loopback HTTP server with ``handler`` in a thread; yields its root URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def sse_url() -> Iterator[str]:
+    with serve_handler(_SSEHandler) as root:
+        yield f"{root}/v1"
 
 
 @pytest.mark.slow
@@ -349,13 +359,8 @@ class _BrokenHandler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def broken_root() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _BrokenHandler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serve_handler(_BrokenHandler) as root:
+        yield root
 
 
 @pytest.mark.parametrize("kind", ["short", "stall"])
