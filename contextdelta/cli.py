@@ -193,13 +193,18 @@ def _schema_bounds(model: type[BaseModel], field: str) -> tuple[float | None, bo
     raise ValueError(f"{model.__name__}.{field} declares no numeric range")
 
 
+def _number(value: float) -> str:
+    """A bound or a value as written: integers in full (a 64-bit seed's bound is not 9.22337e+18), floats short."""
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
 def _describe_range(low: float | None, low_open: bool, high: float | None, high_open: bool) -> str:
     if low is not None and high is not None:
-        return f"from {low:g} to {high:g}"
+        return f"from {_number(low)} to {_number(high)}"
     if low is not None:
-        return f"greater than {low:g}" if low_open else f"at least {low:g}"
+        return f"greater than {_number(low)}" if low_open else f"at least {_number(low)}"
     assert high is not None
-    return f"less than {high:g}" if high_open else f"at most {high:g}"
+    return f"less than {_number(high)}" if high_open else f"at most {_number(high)}"
 
 
 def _refuse_outside(value: Any, low: float | None, low_open: bool, high: float | None, high_open: bool) -> Any:
@@ -211,7 +216,7 @@ def _refuse_outside(value: Any, low: float | None, low_open: bool, high: float |
     above = high is not None and (value >= high if high_open else value > high)
     if value is not None and (below or above):
         raise typer.BadParameter(
-            f"{value:g} is out of range; allowed: {_describe_range(low, low_open, high, high_open)}"
+            f"{_number(value)} is out of range; allowed: {_describe_range(low, low_open, high, high_open)}"
         )
     return value
 
@@ -663,23 +668,18 @@ def _resume_lines(outcome: RunOutcome, resume_hint: str, retry_hint: bool) -> li
 
 def _check_database_url(url: str | None, flag: str | None) -> None:
     """Refuse (exit 2, before anything runs) a trace store URL that is not one: a store that cannot be reached is a
-    warning during the run, but a malformed setting is an error like every other invalid setting."""
+    warning during the run, but a malformed setting is an error like every other invalid setting. A check of the
+    form only (``dialect[+driver]://...``), so that a run refused for another reason never loads SQLAlchemy."""
     if not url:
         return
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+    import re
 
-    where = flag or "CONTEXTDELTA_DATABASE_URL"
-    try:
-        make_url(url).get_dialect()
-    except (ArgumentError, NoSuchModuleError, ValueError):
+    if re.match(r"^[A-Za-z][A-Za-z0-9]*(\+[A-Za-z0-9_]+)?://", url) is None:
         raise _fail(
-            f"{where} is not a database URL SQLAlchemy knows; give e.g. sqlite:///results/contextdelta.db or "
-            "postgresql+psycopg://user@host/db (pip install 'contextdelta[postgres]'), or pass --no-store",
+            f"{flag or 'CONTEXTDELTA_DATABASE_URL'} is not a database URL; give e.g. sqlite:///results/contextdelta.db "
+            "or postgresql+psycopg://user@host/db (pip install 'contextdelta[postgres]'), or pass --no-store",
             2,
-        ) from None
-    except ImportError as exc:
-        raise _fail(f"{where}: the database driver is not installed ({exc}); or pass --no-store", 2) from None
+        )
 
 
 def _run_with_recorders(
@@ -1306,12 +1306,17 @@ def _shard_folder(run_ids: list[str], results_dir: Path | None) -> tuple[Path, l
         except RunIdError as exc:
             raise _fail(f"cannot merge {rid}: {exc}", 2) from None
     if parents:
-        if len(parents) > 1 or (results_dir is not None and parents != {results_dir.resolve()}):
-            where = ", ".join(sorted(str(p) for p in parents))
+        where = ", ".join(sorted(str(p) for p in parents))
+        if len(parents) > 1:
             raise _fail(
-                f"cannot merge: the shards lie in {where}, not in one results folder"
-                + (f" (--results-dir {results_dir})" if results_dir is not None else "")
-                + "; the merged run is written beside them: give shards of one folder, or that folder as --results-dir",
+                f"cannot merge: the shards lie in {where}, not in one results folder; the merged run is written "
+                "beside them: give shards of one folder",
+                2,
+            )
+        if results_dir is not None and parents != {results_dir.resolve()}:
+            raise _fail(
+                f"cannot merge: the shards lie in {where}, not in --results-dir {results_dir}; the merged run is "
+                "written beside them: leave --results-dir out, or give that folder",
                 2,
             )
         folder = parents.pop()
@@ -1374,21 +1379,18 @@ def export_command(
     or as parquet tables, one per record type (DuckDB, pandas); prints the files written. The run directory is
     only read."""
     from contextdelta.export import ExportError, export_run
-    from contextdelta.rundir import RunDirectory, RunDirectoryError, RunStatus
+    from contextdelta.rundir import RunDirectory, RunStatus
 
     path = _run_directory(run_id, results_dir)
-    try:
-        manifest = RunDirectory(path).read_manifest()
-    except RunDirectoryError:
-        manifest = None  # export_run names what is wrong with it
-    if manifest is not None and manifest.status is RunStatus.COMPLETE and manifest.seal is not None:
-        _warn_if_changed(path, manifest.run_group_id, Console(stderr=True), refuse_write=False, what="the export comes")
     try:
         written = export_run(path, output_format.value, out, overwrite=overwrite)
     except ExportError as exc:
         raise _fail(str(exc), 2) from None
     except OSError as exc:  # --out under a file, in a folder that cannot be written, a full disk
         raise _fail(f"--out {out}: {exc.strerror or exc}; give a path in a folder you can write to", 2) from None
+    manifest = RunDirectory(path).read_manifest()  # export_run read it
+    if manifest.status is RunStatus.COMPLETE and manifest.seal is not None:  # the seal walk after cheap refusals
+        _warn_if_changed(path, manifest.run_group_id, Console(stderr=True), refuse_write=False, what="the export comes")
     for file in written:
         typer.echo(str(file))
 
@@ -1423,7 +1425,11 @@ def compare_command(
         # a refusal, like every other: on stderr, so stdout holds a comparison or nothing
         typer.echo(f"NOT COMPARABLE: {'; '.join(exc.reasons)}", err=True)
         raise typer.Exit(2) from None
-    for directory, manifest in ((directory_a, manifest_a), (directory_b, manifest_b)):
+    runs = {
+        directory_a.path.resolve(): (directory_a, manifest_a),
+        directory_b.path.resolve(): (directory_b, manifest_b),
+    }
+    for directory, manifest in runs.values():  # a run given twice is checked (and warned about) once
         if manifest.status is RunStatus.COMPLETE and manifest.seal is not None:
             _warn_if_changed(
                 directory.path,

@@ -24,10 +24,20 @@ ROOT = Path(__file__).resolve().parents[1]
 TASKS = ROOT / "tasks"
 runner = CliRunner()
 
+SEED_REASON = "a run seed may be negative: any signed 64-bit integer (tests/test_settings.py checks the bounds)"
 UNBOUNDED = {
-    ("run-benchmark", "--seed"): "any integer is a run seed",
-    ("run-external", "--seed"): "any integer is a run seed",
-    ("serve-world", "--seed"): "any integer is a run seed",
+    (
+        "run-benchmark",
+        "--seed",
+    ): SEED_REASON,
+    (
+        "run-external",
+        "--seed",
+    ): SEED_REASON,
+    (
+        "serve-world",
+        "--seed",
+    ): SEED_REASON,
 }
 """Numeric options that accept every value, with the reason."""
 REQUIRED = {

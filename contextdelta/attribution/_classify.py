@@ -537,7 +537,7 @@ def attribute_episode(record: EpisodeRecord) -> Attribution | None:
         termination=trace.termination.value,
         failed_trial=failed_trial,
         mode=mode,
-        failed_graders=[g.value for g in record.verdict.failed_graders],
+        failed_graders=[] if failed_trial else [g.value for g in record.verdict.failed_graders],  # no verdict
         action=action,
         relied_on=cause.relied_on,
         latest_observation=cause.latest,

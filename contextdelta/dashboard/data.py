@@ -159,11 +159,15 @@ def summarize_run(path: Path) -> RunSummary:
         return RunSummary(run_group_id=path.name, path=path, status=MALFORMED, error=str(exc))
     counts = manifest.counts
     running = manifest.status is RunStatus.RUNNING
-    finished, failed = counts.finished, counts.failed
+    planned, finished, failed = counts.planned, counts.finished, counts.failed
     succeeded: int | None = counts.succeeded
     if manifest.controls and not running:  # the manifest's counts include the control episodes
         main = _main_matrix_counts(path)
-        finished, succeeded, failed = main if main is not None else (counts.finished, None, counts.failed)
+        if main is not None:  # every control condition repeats the whole main matrix
+            planned = counts.planned // (1 + len(manifest.controls))
+            finished, succeeded, failed = main
+        else:  # written before 0.6.0: the counts stay whole, and success (which would pool them) unknown
+            succeeded = None
     return RunSummary(
         run_group_id=manifest.run_group_id,
         path=path,
@@ -176,7 +180,7 @@ def summarize_run(path: Path) -> RunSummary:
         protection_modes=tuple(manifest.protection_modes),
         tasks=len(manifest.tasks),
         repeats=manifest.repeats,
-        planned=counts.planned,
+        planned=planned,
         finished=_complete_lines(path / RAW_RUNS) if running else finished,
         succeeded=None if running else succeeded,
         failed_trials=None if running else failed,

@@ -7,7 +7,8 @@ inspect_ai is not a dependency of the package (the tests read the log back with 
 - one sample per episode: ``id`` = the episode's condition (``task.strategy.mode``, plus the control), ``epoch`` =
   its repeat; ``input`` = the system prompt and the task instruction; ``target`` = the task's expected end state;
 - the verdict as scores: ``success`` and each grader (1.0 pass, 0.0 fail; a grader that does not apply is left
-  out), with the grader's reasons as the explanation and its structured details as metadata;
+  out), with the grader's reasons as the explanation and its structured details as metadata; a failed trial has
+  no verdict and is scored on ``success`` alone (0);
 - metadata: strategy, protection mode, hazard, world, failure mode (the attribution), termination, cost and the
   episode's ids;
 - ``messages``: the canonical (full) history; each step's model call is a ``model`` event whose ``input`` is the

@@ -350,7 +350,7 @@ def render_episode(record: EpisodeRecord, *, full: bool = False) -> Text:
             None,
         ),
     )
-    for detail in verdict.details_for():
+    for detail in () if record.failed else verdict.details_for():  # a failed trial has no verdict to explain
         w.line(("why: ", "dim"), (describe(detail), None), indent=2)
     if trace.error:
         w.line(("error: ", "bad"), (trace.error, None), indent=2)

@@ -43,8 +43,14 @@ def pp(estimate: Estimate, decimals: int = 1) -> str:
     """A difference of rates in percentage points, ``"-8 [-21, +0] pp"`` (``exact`` for an exact bound)."""
     if estimate.estimate is None or estimate.low is None or estimate.high is None:
         return estimate.format()
-    point, low, high = (f"{100 * v:+.{decimals}f}" for v in (estimate.estimate, estimate.low, estimate.high))
+    point, low, high = (_signed(100 * v, decimals) for v in (estimate.estimate, estimate.low, estimate.high))
     return f"{point} [{low}, {high}] pp" + (" exact" if estimate.is_exact else "")
+
+
+def _signed(value: float, decimals: int) -> str:
+    """``value`` with its sign; one that rounds to zero is ``+0`` whichever side of zero it lies on."""
+    text = f"{value:+.{decimals}f}"
+    return "+" + text[1:] if float(text) == 0 else text
 
 
 def num(estimate: Estimate, digits: int = 0) -> str:

@@ -580,7 +580,9 @@ class _Verifier:
         if recorded_hash != analysis_sha256():
             self.result.notes.append(
                 f"the statistics code differs from the run's (analysis_sha256 {recorded_hash[:16]} recorded, "
-                f"{analysis_sha256()[:16]} installed): aggregates may legitimately differ"
+                f"{analysis_sha256()[:16]} installed): aggregates may legitimately differ (in a run with failed trials "
+                "also the atlas, the token reductions and the report: see CHANGELOG.md); `contextdelta report "
+                f"{self.group} --write` rebuilds them with the installed code"
             )
         try:
             report = build_report(self.manifest, self.records, params, self.superseded)

@@ -257,3 +257,26 @@ def test_the_report_says_how_failed_trials_enter_the_flip_rate(faulted: Path) ->
     assert "Failed trials count as failures in the flip rate of success" in text
     clean = " ".join((runs.trusting_run() / BENCHMARK_REPORT).read_text().split())
     assert "Failed trials count as failures in the flip rate" not in clean
+
+
+def test_replay_and_attribute_give_a_failed_trial_no_grader_findings(faulted: Path) -> None:
+    from contextdelta.attribution import attribute_run
+    from contextdelta.replay import render_episode
+
+    records = RunDirectory(faulted).read_episodes()
+    failed = [r for r in records if r.failed]
+    assert failed
+    for attribution in attribute_run([r for r in records if r.failed]):
+        assert attribution.failed_trial and attribution.failed_graders == []
+    text = render_episode(failed[0]).plain
+    assert "failed trial: no verdict" in text and "why: " not in text
+
+
+def test_a_difference_that_rounds_to_zero_prints_as_plus_zero() -> None:
+    from contextdelta.report._format import pp
+    from contextdelta.stats import Estimate, EstimateStatus
+
+    tiny = Estimate(
+        estimate=-0.001, low=-0.2, high=-0.0004, confidence=0.95, n_tasks=3, n_episodes=6, status=EstimateStatus.OK
+    )
+    assert pp(tiny, 0) == "+0 [-20, +0] pp"

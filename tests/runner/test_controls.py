@@ -74,7 +74,7 @@ def test_the_control_runs_every_episode_without_mutations_and_is_reported_apart(
     assert main_succeeded < 8 and metrics["episodes"]["succeeded"] == main_succeeded + 8  # every control passes
     assert metrics["episodes"]["main_matrix"] == {"finished": 8, "succeeded": main_succeeded, "failed_trials": 0}
     summary = summarize_run(outcome.path)  # the dashboard's Runs page: the main matrix's success
-    assert (summary.finished, summary.succeeded) == (8, main_succeeded)
+    assert (summary.planned, summary.finished, summary.succeeded) == (8, 8, main_succeeded)
     assert all(c["episodes"] == 2 for c in metrics["conditions"])  # main conditions hold main episodes only
     by_condition = {(c["condition"]["strategy"], c["condition"]["protection_mode"]): c for c in metrics["controls"]}
     assert set(by_condition) == {

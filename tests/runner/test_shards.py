@@ -256,4 +256,4 @@ def test_merge_takes_the_paths_run_benchmark_printed_and_writes_beside_them(
     out = CliRunner().invoke(
         app, ["merge", *(str(folder / s) for s in shards[1:]), "--out", "x", "--results-dir", str(other)]
     )
-    assert out.exit_code == 2 and "not in one results folder (--results-dir" in " ".join(out.stderr.split())
+    assert out.exit_code == 2 and f"not in --results-dir {other}" in " ".join(out.stderr.split())

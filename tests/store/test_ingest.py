@@ -291,7 +291,7 @@ def test_a_file_that_is_not_a_trace_store_is_a_one_line_error(content: bytes | N
         assert message.startswith(f"error: cannot open the trace store sqlite:///{path}: ") and "\n" not in message
 
 
-@pytest.mark.parametrize("url", ["garbage", "postgresql+nodriver://u@h/d"])
+@pytest.mark.parametrize("url", ["garbage", "sqlite:/results.db", "postgresql psycopg://u@h/d"])
 def test_run_benchmark_refuses_a_malformed_database_url_before_anything_runs(
     url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -299,5 +299,5 @@ def test_run_benchmark_refuses_a_malformed_database_url_before_anything_runs(
     result = runner.invoke(app, ["run-benchmark", "--model", "m", "--base-url", "http://127.0.0.1:9/v1",
                                  "--results-dir", str(tmp_path / "results")])  # fmt: skip
     assert result.exit_code == 2
-    assert "CONTEXTDELTA_DATABASE_URL is not a database URL SQLAlchemy knows" in " ".join(result.stderr.split())
+    assert "CONTEXTDELTA_DATABASE_URL is not a database URL; give e.g." in " ".join(result.stderr.split())
     assert not (tmp_path / "results").exists()

@@ -33,7 +33,8 @@ class SuiteArguments(BaseModel):
     families: tuple[str, ...] = Field(min_length=1)
     horizons: tuple[int, ...] = Field(min_length=1)
     per_cell: int = Field(ge=1, le=MAX_PER_CELL)
-    seed: int = Field(ge=0, le=2**63 - 1)
+    seed: int = Field(ge=0, le=(2**63 - 1 - 999) // 1000)
+    """Each task's content seed is ``seed * 1000 + index``, which a task file holds as a 64-bit integer."""
 
     @field_validator("horizons")
     @classmethod
