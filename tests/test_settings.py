@@ -177,3 +177,16 @@ def test_the_settings_hold_every_configured_secret_for_redaction(monkeypatch: py
     monkeypatch.setenv("CONTEXTDELTA_PROXY_TOKEN", "proxy-token-0123")
     monkeypatch.setenv("CONTEXTDELTA_UPSTREAM_API_KEY", "")
     assert load_settings(None).secrets() == ["azurekey0123456789", "openai-0123456789", "proxy-token-0123"]
+
+
+@pytest.mark.parametrize("seed", [2**63, -(2**63) - 1])
+def test_the_python_api_refuses_a_seed_outside_64_bits_as_the_command_line_does(seed: int) -> None:
+    """``BenchmarkRequest(seed=...)`` is the Python API's ``--seed``: the same bounds, so a run made from Python
+    cannot lose its trace-store rows to a seed the store cannot hold."""
+    from pydantic import ValidationError
+
+    from contextdelta.runner.request import BenchmarkRequest
+
+    with pytest.raises(ValidationError, match="seed"):
+        BenchmarkRequest(seed=seed)
+    assert BenchmarkRequest(seed=seed - 1 if seed > 0 else seed + 1).seed == (seed - 1 if seed > 0 else seed + 1)

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from contextdelta.rundir import ExternalAgentInfo
-from contextdelta.settings import Temperature
+from contextdelta.settings import SEED_MAX, SEED_MIN, Temperature
 
 DEFAULT_REPEATS = 3
 DEFAULT_CONCURRENCY = 4
@@ -53,7 +53,8 @@ class BenchmarkRequest(BaseModel):
     limit: int | None = Field(default=None, ge=1)
     max_steps: int | None = Field(default=None, ge=1)
     concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1)
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=SEED_MIN, le=SEED_MAX)
+    """A signed 64-bit integer, as ``--seed`` and ``CONTEXTDELTA_SEED`` (the trace store keeps it in a BIGINT)."""
     provider: str = "openai"
     model: str | None = None
     base_url: str | None = None
