@@ -281,8 +281,9 @@ class OpenAIProvider:
 
     async def _check_tools(self, where: str, wait: float) -> str | None:
         messages, tools = endpoint_check_request()
+        request = self._body(messages, tools)
         try:
-            body, _, _ = await self._send("POST", self._chat_url, _encode(self._body(messages, tools)), wait)
+            body, _, _ = await self._send("POST", self._chat_url, _encode(request), wait)
         except EndpointTimeout:
             return (
                 f"{where} answered GET /models but not a chat completion within {wait:g} s (--timeout-s); "
@@ -297,6 +298,9 @@ class OpenAIProvider:
             if exc.status_code == 404:
                 return f"{where}/chat/completions answered {detail}; check --base-url and --model {self.model!r}"
             if exc.status_code in (400, 422):
+                refused = _refused_parameter(exc, request)
+                if refused is not None:
+                    return f"{where} rejected the request's `{refused}` ({detail}); {_PARAMETER_FIX[refused]}"
                 return (
                     f"{where} rejected a minimal chat completion that carries `tools` ({detail}); the benchmark "
                     f"sends tools on every call, so model {self.model!r} must be served with tool calling enabled"
@@ -613,6 +617,26 @@ def is_context_length_error(exc: BaseException) -> bool:
     message = body.get("message")
     text = f"{exc.message} {message if isinstance(message, str) else ''}"
     return bool(_CONTEXT_MESSAGE.search(text))
+
+
+_PARAMETER_FIX = {
+    "temperature": "set --temperature (or CONTEXTDELTA_TEMPERATURE) to a value this model accepts: reasoning models "
+    "(OpenAI's o-series and gpt-5) accept only 1",
+    "max_tokens": "leave out --max-tokens: this model does not take a completion token cap under that name",
+    "seed": "this endpoint does not take the run's `seed`; serve the model behind an endpoint that accepts it",
+}
+"""The settings a run sends on every call that a model may refuse, and what the user can do about each."""
+
+
+def _refused_parameter(exc: EndpointStatusError, request: dict[str, Any]) -> str | None:
+    """The request setting a 400/422 names as refused: the error's ``param`` field (OpenAI's form), else the first
+    sent setting its message quotes (``'temperature'``, as OpenAI and vLLM word it). None when it names none."""
+    sent = [name for name in _PARAMETER_FIX if name in request]
+    body = exc.body if isinstance(exc.body, dict) else {}
+    if body.get("param") in sent:
+        return str(body["param"])
+    text = str(body.get("message", "") if body else exc.body or "")
+    return next((name for name in sent if f"'{name}'" in text or f'"{name}"' in text or f"`{name}`" in text), None)
 
 
 def describe_error(exc: BaseException) -> str:

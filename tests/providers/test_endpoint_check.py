@@ -115,3 +115,61 @@ def test_latency_is_the_attempt_on_the_wire_and_the_wait_is_apart(scripted: Scri
 
         latency, queued, elapsed = asyncio.run(one())
     assert latency >= 0.05 and queued >= 0.0 and elapsed >= latency + queued
+
+
+REASONING_400 = {
+    "temperature": {
+        "message": "Unsupported value: 'temperature' does not support 0.0 with this model. Only the default (1) value "
+        "is supported.",
+        "type": "invalid_request_error",
+        "param": "temperature",
+        "code": "unsupported_value",
+    },
+    "max_tokens": {  # no `param`: the message alone names it
+        "message": "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+        "'max_completion_tokens' instead.",
+        "type": "invalid_request_error",
+        "code": "unsupported_parameter",
+    },
+}
+
+
+@pytest.mark.parametrize(("refused", "fix"), [("temperature", "--temperature"), ("max_tokens", "--max-tokens")])
+def test_a_refused_request_setting_is_named_with_its_flag_not_blamed_on_tools(refused: str, fix: str) -> None:
+    """A reasoning model answers 400 to ``temperature: 0`` or ``max_tokens``: the check names that setting and the
+    flag that changes it, instead of telling the user to enable tool calling."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Reasoning(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _reply(self, status: int, payload: dict[str, Any]) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            self._reply(200, {"object": "list", "data": [{"id": "scripted-oracle", "object": "model"}]})
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self._reply(400, {"error": REASONING_400[refused]})
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Reasoning)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        problem = check(f"http://127.0.0.1:{server.server_address[1]}/v1", temperature=0.0, max_tokens=64)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert problem is not None
+    assert f"rejected the request's `{refused}` (HTTP 400" in problem and fix in problem, problem
+    assert "tool calling" not in problem
