@@ -146,7 +146,7 @@ def token_reduction_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
 def comparison_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
     """Every comparison of every research question: the task-level effect and test first, then the rates, the
     failed-trial pairs, the design's detectable difference, and the episode-level 2x2 counts (a description)."""
-    d = metrics.analysis.rate_decimals
+    d, alpha = metrics.analysis.rate_decimals, metrics.analysis.alpha
     rows = []
     for q in metrics.research_questions:
         for c in q.comparisons:
@@ -157,8 +157,8 @@ def comparison_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
                     "question": q.id,
                     "comparison": c.name,
                     "difference a - b (task means)": pp(c.difference, d),
-                    "p (Holm)": pvalue(t.pvalue_holm),
-                    "p (sign-flip)": primary_pvalue(t),
+                    "p (Holm)": pvalue(t.pvalue_holm, alpha),
+                    "p (sign-flip)": primary_pvalue(t, alpha),
                     "discordant tasks": t.n_discordant,
                     "a higher": t.n_positive,
                     "b higher": t.n_negative,
@@ -167,7 +167,7 @@ def comparison_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
                     "rate b": pct(c.rate_b, d),
                     "metric": c.metric,
                     "pairs with a failed trial": c.failed_pairs,
-                    "p without them (Holm)": pvalue(c.sensitivity.test.pvalue_holm) if c.sensitivity else "-",
+                    "p without them (Holm)": pvalue(c.sensitivity.test.pvalue_holm, alpha) if c.sensitivity else "-",
                     "detectable (80% power)": "none" if found is None else f"{100 * found:.0f} pp",
                     "episode pairs": e.n_pairs,
                     "both": e.both,
@@ -180,7 +180,7 @@ def comparison_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
 
 
 def _difference_point(
-    label: str, group: str, metric: str, difference: Estimate, holm: float | None, decimals: int
+    label: str, group: str, metric: str, difference: Estimate, holm: float | None, decimals: int, alpha: float
 ) -> dict[str, Any]:
     return {
         "label": label,
@@ -190,7 +190,7 @@ def _difference_point(
         "low": difference.low,
         "high": difference.high,
         "interval": pp(difference, decimals),
-        "p (Holm)": pvalue(holm),
+        "p (Holm)": pvalue(holm, alpha),
         "tasks": difference.n_tasks,
         "status": difference.status.value,
     }
@@ -208,7 +208,9 @@ def baseline_difference_points(metrics: AggregateMetrics) -> list[dict[str, Any]
             if c.b.strategy != BASELINE_STRATEGY or c.a.protection_mode != c.b.protection_mode:
                 continue
             metric = METRIC_LABELS.get(c.metric, c.metric)
-            point = _difference_point(c.a.strategy, c.a.protection_mode, metric, c.difference, c.test.pvalue_holm, d)
+            point = _difference_point(
+                c.a.strategy, c.a.protection_mode, metric, c.difference, c.test.pvalue_holm, d, metrics.analysis.alpha
+            )
             points.append({**point, "question": q.id, "comparison": c.name})
     return points
 
@@ -252,7 +254,7 @@ def compare_tables(report: ComparisonReport) -> list[tuple[str, list[dict[str, s
     compare`` prints), the columns in `COMPARE_KEY_COLUMNS` order."""
     out = []
     for family in report.families:
-        headers, rows = comparison_table(family, report.rate_decimals)
+        headers, rows = comparison_table(family, report.rate_decimals, report.alpha)
         out.append((family.metric, [{headers[i]: row[i] for i in COMPARE_KEY_COLUMNS} for row in rows]))
     return out
 
@@ -271,6 +273,7 @@ def compare_difference_points(report: ComparisonReport) -> list[dict[str, Any]]:
                 c.difference,
                 c.test.pvalue_holm,
                 report.rate_decimals,
+                report.alpha,
             )
             points.append({**point, "comparison": row.condition.label})
     return points

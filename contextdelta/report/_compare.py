@@ -87,6 +87,7 @@ class ComparisonReport(BaseModel):
     resamples: int
     seed: int
     confidence: float
+    alpha: float = Field(description="Family-wise level of the Holm-adjusted tests (p-values print on its side).")
     shared_conditions: list[ConditionKey]
     only_in_a: list[ConditionKey]
     only_in_b: list[ConditionKey]
@@ -205,6 +206,7 @@ def compare_runs(
         resamples=params.resamples,
         seed=params.seed,
         confidence=params.confidence,
+        alpha=params.alpha,
         shared_conditions=[ConditionKey(strategy=s, protection_mode=m) for s, m in shared],
         only_in_a=[ConditionKey(strategy=s, protection_mode=m) for s, m in conditions["a"] if (s, m) not in shared],
         only_in_b=[
@@ -305,13 +307,15 @@ def render_comparison(report: ComparisonReport) -> str:
         if not family.comparisons:
             lines += ["No shared condition.", ""]
             continue
-        headers, rows = comparison_table(family, report.rate_decimals)
+        headers, rows = comparison_table(family, report.rate_decimals, report.alpha)
         lines += table(headers, rows)
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def comparison_table(family: ComparisonFamily, decimals: int = 1) -> tuple[list[str], list[list[str]]]:
+def comparison_table(
+    family: ComparisonFamily, decimals: int = 1, alpha: float = DEFAULT_PARAMS.alpha
+) -> tuple[list[str], list[list[str]]]:
     """One metric's table of the comparison (headers, one row per shared condition), as `render_comparison`
     prints it and the dashboard's Compare page shows it: one definition of each cell."""
     headers = [
@@ -335,11 +339,11 @@ def comparison_table(family: ComparisonFamily, decimals: int = 1) -> tuple[list[
                 pct(row.rate_b, decimals),
                 pp(c.difference, decimals),
                 f"{c.test.n_discordant} of {c.test.n_tasks} ({c.test.n_positive} / {c.test.n_negative})",
-                primary_pvalue(c.test),
-                pvalue(c.test.pvalue_holm),
+                primary_pvalue(c.test, alpha),
+                pvalue(c.test.pvalue_holm, alpha),
                 f"{c.episodes.only_a} / {c.episodes.only_b} of {c.episodes.n_pairs}",
                 str(row.failed_pairs)
-                + ("" if s is None else f"; {pp(s.difference, decimals)}, {pvalue(s.test.pvalue_holm)}"),
+                + ("" if s is None else f"; {pp(s.difference, decimals)}, {pvalue(s.test.pvalue_holm, alpha)}"),
             ]
         )
     return headers, rows

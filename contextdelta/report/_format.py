@@ -105,24 +105,40 @@ def crossing_text(crossing: HorizonCrossing) -> str:
     return text
 
 
-def pvalue(value: float | None) -> str:
-    """``"0.0156"``, ``"<0.0001"``, ``"1"``, or ``"-"`` for none."""
+def pvalue(value: float | None, alpha: float) -> str:
+    """A p-value with as many significant digits (at least two) as it takes for the printed number to lie on the
+    same side of ``alpha`` as the exact one, and to read as 0 or 1 only when it is exactly that: ``"0.016"``,
+    ``"0.0496"`` (never ``"0.05"`` at alpha 0.05), ``"0.00012"``, ``"3.1e-07"``, ``"0.99997"``; ``"-"`` for none.
+
+    The one formatter of every printed p-value (the report, ``compare``, the dashboard), so a reader who compares
+    a printed p with alpha reaches the verdict the report states.
+    """
     if value is None:
         return "-"
-    if value >= 0.99995:
-        return "1"
-    if value < 0.0001:
-        return "<0.0001"
-    return f"{value:.4f}"
+    if value in (0.0, 1.0):
+        return f"{value:g}"
+    side = _side(value, alpha)
+    for digits in range(2, 18):
+        text = f"{value:.{digits}g}"
+        printed = float(text)
+        if printed not in (0.0, 1.0) and _side(printed, alpha) == side:
+            return text
+    return repr(value)  # 17 significant digits always round-trip; kept for the type checker
 
 
-def primary_pvalue(test: SignFlipTest) -> str:
-    """The primary test's p-value with its method: ``"0.0156"``, ``"0.012 (MC +-0.0003)"``, ``"not testable"``."""
+def _side(value: float, alpha: float) -> int:
+    """-1 below ``alpha``, 0 at it, +1 above it."""
+    return (value > alpha) - (value < alpha)
+
+
+def primary_pvalue(test: SignFlipTest, alpha: float) -> str:
+    """The primary test's p-value (`pvalue`) with its method: ``"0.016"``, ``"0.012 (Monte Carlo, +-0.00031)"``,
+    ``"not testable"``."""
     if not test.testable:
         return "not testable"
     if test.method is SignFlipMethod.MONTE_CARLO and test.pvalue_mc_se is not None:
-        return f"{pvalue(test.pvalue)} (Monte Carlo, +-{test.pvalue_mc_se:.4f})"
-    return pvalue(test.pvalue)
+        return f"{pvalue(test.pvalue, alpha)} (Monte Carlo, +-{test.pvalue_mc_se:.2g})"
+    return pvalue(test.pvalue, alpha)
 
 
 def cell(text: object) -> str:

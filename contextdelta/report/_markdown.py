@@ -497,7 +497,7 @@ def _reach(c: Comparison) -> str:
     return f"this design detects a difference of {100 * found.difference:.0f} pp with {power}"
 
 
-def _row(c: Comparison, decimals: int) -> list[object]:
+def _row(c: Comparison, decimals: int, alpha: float) -> list[object]:
     t, e = c.test, c.episodes
     return [
         c.name,
@@ -505,15 +505,15 @@ def _row(c: Comparison, decimals: int) -> list[object]:
         pct(c.rate_b, decimals),
         pp(c.difference, decimals),
         f"{t.n_discordant} of {t.n_tasks} ({t.n_positive} / {t.n_negative})",
-        primary_pvalue(t),
-        pvalue(t.pvalue_holm),
+        primary_pvalue(t, alpha),
+        pvalue(t.pvalue_holm, alpha),
         c.failed_pairs,
         f"{e.only_a} / {e.only_b} of {e.n_pairs}",
         _detectable(c),
     ]
 
 
-def _sensitivity_row(c: Comparison, decimals: int) -> list[object] | None:
+def _sensitivity_row(c: Comparison, decimals: int, alpha: float) -> list[object] | None:
     s = c.sensitivity
     if s is None:
         return None
@@ -524,8 +524,8 @@ def _sensitivity_row(c: Comparison, decimals: int) -> list[object] | None:
         "",
         pp(s.difference, decimals),
         f"{t.n_discordant} of {t.n_tasks} ({t.n_positive} / {t.n_negative})",
-        primary_pvalue(t),
-        pvalue(t.pvalue_holm),
+        primary_pvalue(t, alpha),
+        pvalue(t.pvalue_holm, alpha),
         0,
         f"{e.only_a} / {e.only_b} of {e.n_pairs}",
         "",
@@ -561,8 +561,8 @@ def _statement(c: Comparison, family_size: int, alpha: float, decimals: int) -> 
     sentence = (
         f"- {c.name}: {size} (mean over {plural(t.n_tasks, 'task')} of the per-task difference; {interval} "
         f"{pp(d, decimals)}). Sign-flip test over tasks: {t.n_discordant} of {t.n_tasks} tasks discordant "
-        f"({t.n_positive} higher under a, {t.n_negative} under b), p = {primary_pvalue(t)}, Holm-adjusted "
-        f"p = {pvalue(holm)} over {family_size} comparison{'s' if family_size != 1 else ''}: {verdict}."
+        f"({t.n_positive} higher under a, {t.n_negative} under b), p = {primary_pvalue(t, alpha)}, Holm-adjusted "
+        f"p = {pvalue(holm, alpha)} over {family_size} comparison{'s' if family_size != 1 else ''}: {verdict}."
     )
     if holm is not None and holm >= alpha:
         sentence += (
@@ -575,7 +575,7 @@ def _statement(c: Comparison, family_size: int, alpha: float, decimals: int) -> 
         holds = "the conclusion holds" if again == (holm is not None and holm < alpha) else "the conclusion changes"
         sentence += (
             f" Without the {c.failed_pairs} pairs that involve a failed trial: {pp(s.difference, decimals)}, "
-            f"p = {primary_pvalue(s.test)}, Holm-adjusted p = {pvalue(s.test.pvalue_holm)}: {holds}."
+            f"p = {primary_pvalue(s.test, alpha)}, Holm-adjusted p = {pvalue(s.test.pvalue_holm, alpha)}: {holds}."
         )
     return sentence
 
@@ -599,8 +599,8 @@ def _question(rq: ResearchQuestion, title: str, metrics: AggregateMetrics) -> li
     ]
     rows: list[list[object]] = []
     for c in rq.comparisons:
-        rows.append(_row(c, d))
-        sensitivity = _sensitivity_row(c, d)
+        rows.append(_row(c, d, alpha))
+        sensitivity = _sensitivity_row(c, d, alpha)
         if sensitivity is not None:
             rows.append(sensitivity)
     lines += [*table(header, rows), ""]
