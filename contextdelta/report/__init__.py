@@ -35,6 +35,7 @@ from contextdelta.report._conditions import BASELINE_STRATEGY
 from contextdelta.report._format import (
     counted,
     crossing_text,
+    holm_pvalue,
     num,
     pct,
     plural,
@@ -128,6 +129,7 @@ __all__ = [
     "counted",
     "crossing_text",
     "episode_values",
+    "holm_pvalue",
     "metrics_json",
     "num",
     "params_of",

@@ -17,7 +17,7 @@ from collections.abc import Hashable, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from contextdelta.report._controls import main_records
-from contextdelta.report._format import pct, pp, primary_pvalue, pvalue, table
+from contextdelta.report._format import holm_pvalue, pct, pp, primary_pvalue, pvalue, table
 from contextdelta.report._models import ConditionKey
 from contextdelta.report._table import episode_values
 from contextdelta.rundir import EpisodeRecord, RunManifest, RunStatus
@@ -327,7 +327,7 @@ def comparison_table(
         "p (sign-flip over tasks)",
         f"p (Holm, m={family.family_size})",
         "episode pairs a-only / b-only (description)",
-        "failed-trial pairs; without them: difference, p (Holm)",
+        "failed-trial pairs; without them: difference, p (Holm, m of their own family)",
     ]
     rows = []
     for row in family.comparisons:
@@ -343,7 +343,7 @@ def comparison_table(
                 pvalue(c.test.pvalue_holm, alpha),
                 f"{c.episodes.only_a} / {c.episodes.only_b} of {c.episodes.n_pairs}",
                 str(row.failed_pairs)
-                + ("" if s is None else f"; {pp(s.difference, decimals)}, {pvalue(s.test.pvalue_holm, alpha)}"),
+                + ("" if s is None else f"; {pp(s.difference, decimals)}, {holm_pvalue(s.test, alpha)}"),
             ]
         )
     return headers, rows

@@ -141,6 +141,14 @@ def primary_pvalue(test: SignFlipTest, alpha: float) -> str:
     return pvalue(test.pvalue, alpha)
 
 
+def holm_pvalue(test: SignFlipTest, alpha: float) -> str:
+    """A Holm-adjusted p-value with the size of the family it was adjusted in: ``"0.031 (m=3)"``, ``"-"`` when the
+    test left its family. For a row whose family differs from its column's (a sensitivity row)."""
+    if test.pvalue_holm is None:
+        return "-"
+    return f"{pvalue(test.pvalue_holm, alpha)} (m={test.family_size})"
+
+
 def cell(text: object) -> str:
     """A Markdown table cell: pipes escaped, newlines flattened."""
     return str(text).replace("|", "\\|").replace("\n", " ")

@@ -17,6 +17,7 @@ from contextdelta.providers import Price
 from contextdelta.report._format import (
     counted,
     crossing_text,
+    holm_pvalue,
     num,
     pct,
     plural,
@@ -525,7 +526,7 @@ def _sensitivity_row(c: Comparison, decimals: int, alpha: float) -> list[object]
         pp(s.difference, decimals),
         f"{t.n_discordant} of {t.n_tasks} ({t.n_positive} / {t.n_negative})",
         primary_pvalue(t, alpha),
-        pvalue(t.pvalue_holm, alpha),
+        holm_pvalue(t, alpha),
         0,
         f"{e.only_a} / {e.only_b} of {e.n_pairs}",
         "",
@@ -573,9 +574,12 @@ def _statement(c: Comparison, family_size: int, alpha: float, decimals: int) -> 
     if s is not None:
         again = s.test.pvalue_holm is not None and s.test.pvalue_holm < alpha
         holds = "the conclusion holds" if again == (holm is not None and holm < alpha) else "the conclusion changes"
+        m = s.test.family_size
+        within = "" if m is None else f" over the {plural(m, 'comparison')} of the sensitivity family"
         sentence += (
             f" Without the {c.failed_pairs} pairs that involve a failed trial: {pp(s.difference, decimals)}, "
-            f"p = {primary_pvalue(s.test, alpha)}, Holm-adjusted p = {pvalue(s.test.pvalue_holm, alpha)}: {holds}."
+            f"p = {primary_pvalue(s.test, alpha)}, Holm-adjusted p = {pvalue(s.test.pvalue_holm, alpha)}{within}: "
+            f"{holds}."
         )
     return sentence
 
@@ -611,7 +615,11 @@ def _question(rq: ResearchQuestion, title: str, metrics: AggregateMetrics) -> li
     if rq.not_testable:
         lines.append(f"- Not testable (no discordant task; left out of the family): {'; '.join(rq.not_testable)}.")
     if rq.sensitivity_family:
-        lines.append(f"- Sensitivity family (rows without failed-trial pairs): {'; '.join(rq.sensitivity_family)}.")
+        lines.append(
+            f"- Sensitivity family (rows without failed-trial pairs; Holm over its own "
+            f"{plural(len(rq.sensitivity_family), 'testable comparison')}, m={len(rq.sensitivity_family)}): "
+            f"{'; '.join(rq.sensitivity_family)}."
+        )
     if rq.not_run:
         lines.append(f"- Not run (a condition is missing): {'; '.join(rq.not_run)}.")
     return [*lines, ""]

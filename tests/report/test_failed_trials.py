@@ -109,6 +109,28 @@ def test_each_comparison_counts_its_failed_pairs_and_has_a_sensitivity_row(fault
         assert majority == any(c.name in w.message for w in warned)
 
 
+def test_a_sensitivity_row_shows_the_size_of_its_own_holm_family(faulted: Path) -> None:
+    """The rows without failed-trial pairs are Holm-adjusted in a family of their own: the report prints that
+    family's m next to their adjusted p-value, not the primary family's m of the column header."""
+    m = metrics(faulted)
+    text = (faulted / BENCHMARK_REPORT).read_text()
+    shown = 0
+    for q in m.research_questions:
+        for c in q.comparisons:
+            s = c.sensitivity
+            if s is None or s.test.pvalue_holm is None:
+                continue
+            assert s.test.family_size == len(q.sensitivity_family)
+            row = next(line for line in text.splitlines() if line.startswith(f"| ... {c.name} without the "))
+            assert f"(m={len(q.sensitivity_family)})" in row.split(" | ")[6]
+            assert "of the sensitivity family: " in text
+            shown += 1
+        if q.sensitivity_family:
+            assert f"own {len(q.sensitivity_family)} testable comparison" in text
+            assert f"m={len(q.sensitivity_family)}): {'; '.join(q.sensitivity_family)}." in text
+    assert shown
+
+
 def test_a_failed_trial_has_no_verdict_in_any_per_episode_view(faulted: Path, tmp_path: Path) -> None:
     """task_results.csv, the per-episode means, the atlas and the inspect log give a failed trial no verdict: no
     grader passes or fails, no count is 0 (raw_runs.jsonl keeps what the graders found on the partial trajectory)."""
@@ -194,7 +216,10 @@ def test_compare_counts_failed_pairs_and_has_a_sensitivity_row_without_them(faul
             assert row.sensitivity is None
     assert counted == len(failed) > 0
     headers, cells = comparison_table(success)
-    assert headers[-1] == "failed-trial pairs; without them: difference, p (Holm)"
+    assert headers[-1] == "failed-trial pairs; without them: difference, p (Holm, m of their own family)"
+    for cell, r in zip(cells, success.comparisons, strict=True):
+        if r.sensitivity is not None and r.sensitivity.test.testable:
+            assert cell[-1].endswith(f"(m={r.sensitivity.test.family_size})")
     assert any(
         cell[-1].startswith(f"{r.failed_pairs}; +0.0") or cell[-1].startswith(f"{r.failed_pairs}; 0")
         for cell, r in zip(cells, success.comparisons, strict=True)
