@@ -47,6 +47,19 @@ def pp(estimate: Estimate, decimals: int = 1) -> str:
     return f"{point} [{low}, {high}] pp" + (" exact" if estimate.is_exact else "")
 
 
+def pp_change(value: float, decimals: int) -> str:
+    """The size and direction of a difference of rates: ``"8 pp higher"``, ``"1.5 pp lower"``; one that is not 0
+    but rounds to it at ``decimals`` is ``"less than 0.5 pp higher"`` (never ``"0 pp higher"``); exactly 0 is
+    ``"no different"``."""
+    if value == 0:
+        return "no different"
+    direction = "higher" if value > 0 else "lower"
+    size = f"{abs(100 * value):.{decimals}f}"
+    if float(size) == 0:
+        return f"less than {0.5 * 10.0**-decimals:g} pp {direction}"
+    return f"{size} pp {direction}"
+
+
 def _signed(value: float, decimals: int) -> str:
     """``value`` with its sign; one that rounds to zero is ``+0`` whichever side of zero it lies on."""
     text = f"{value:+.{decimals}f}"

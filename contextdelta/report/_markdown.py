@@ -22,6 +22,7 @@ from contextdelta.report._format import (
     pct,
     plural,
     pp,
+    pp_change,
     primary_pvalue,
     pvalue,
     slope_text,
@@ -546,12 +547,9 @@ def _statement(c: Comparison, family_size: int, alpha: float, decimals: int) -> 
             f"means is {pp(d, decimals)} over {plural(t.n_tasks, 'task')}; {_reach(c)}."
         )
     if d.estimate == 0:
-        size = f"{words} is equal on average under {c.a.label} and {c.b.label}"
+        size = f"no difference: {words} is equal on average under {c.a.label} and {c.b.label}"
     else:
-        direction = "higher" if d.estimate > 0 else "lower"
-        size = (
-            f"{words} is {abs(100 * d.estimate):.{decimals}f} pp {direction} under {c.a.label} than under {c.b.label}"
-        )
+        size = f"{words} is {pp_change(d.estimate, decimals)} under {c.a.label} than under {c.b.label}"
     holm = t.pvalue_holm
     verdict = (
         f"significant at the {100 * alpha:g}% family-wise level"

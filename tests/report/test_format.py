@@ -6,7 +6,11 @@ import numpy as np
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from contextdelta.report import pvalue
+from contextdelta.report import AggregateMetrics, pvalue
+from contextdelta.report._format import pp_change
+from contextdelta.report._markdown import _METRIC_WORDS, _statement
+from contextdelta.rundir.layout import AGGREGATE_METRICS
+from tests.report import runs
 
 
 def _side(value: float, alpha: float) -> int:
@@ -45,3 +49,30 @@ def test_pvalue_side_of_alpha_holds_for_holm_adjusted_values_near_alpha() -> Non
                 text = pvalue(float(value), alpha)
                 assert _side(float(text), alpha) == _side(float(value), alpha), (value, text)
                 assert float(text) not in (0.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("value", "decimals", "printed"),
+    [
+        (0.004, 0, "less than 0.5 pp higher"),  # rounds to 0 at whole points, yet is not 0
+        (-0.004, 0, "less than 0.5 pp lower"),
+        (-0.0004, 1, "less than 0.05 pp lower"),
+        (0.006, 0, "1 pp higher"),
+        (-0.083, 0, "8 pp lower"),
+        (0.015, 1, "1.5 pp higher"),
+        (0.0, 0, "no different"),
+    ],
+)
+def test_a_difference_that_rounds_to_zero_is_less_than_half_a_unit(value: float, decimals: int, printed: str) -> None:
+    assert pp_change(value, decimals) == printed
+
+
+def test_the_statement_of_a_tiny_difference_never_says_zero_pp() -> None:
+    metrics = AggregateMetrics.model_validate_json((runs.trusting_run() / AGGREGATE_METRICS).read_text())
+    c = next(c for q in metrics.research_questions for c in q.comparisons if c.test.testable)
+    assert c.difference.low is not None and c.difference.high is not None
+    tiny = c.model_copy(update={"difference": c.difference.model_copy(update={"estimate": 0.002})})
+    text = _statement(tiny, 1, 0.05, 0)
+    assert "is less than 0.5 pp higher under" in text and " 0 pp " not in text
+    none = c.model_copy(update={"difference": c.difference.model_copy(update={"estimate": 0.0})})
+    assert f"no difference: {_METRIC_WORDS.get(c.metric, c.metric)} is equal on average" in _statement(none, 1, 0.05, 0)
