@@ -3,7 +3,8 @@
 For every comparison of the research questions that the pilot ran, the pilot's own per-task rates of the two
 conditions are the simulation model (`contextdelta.stats.PilotModel`); for each number of repeats, the fewest
 tasks with which the primary test (the exact sign-flip test over tasks) reaches the target power for a difference
-of ``D`` at the level of Holm's first step (alpha over the size of the question's family).
+of ``D`` at the level of Holm's first step (alpha over the size of the question's family), and keeps it for the next
+max(5, n/20) numbers of tasks (`contextdelta.stats.tasks_needed`).
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ class PlannedComparison(BaseModel):
     largest_difference: float = Field(description="The largest difference the model can produce (all tasks switch).")
     level: float = Field(description="alpha / the number of comparisons of the question that the pilot ran.")
     tasks_needed: dict[str, int | None] = Field(
-        description="Per number of repeats (keys): the fewest tasks with the target power; None: more than max_tasks "
-        "or beyond the largest difference."
+        description="Per number of repeats (keys): the fewest tasks n with the target power such that the next "
+        "max(5, n/20) numbers of tasks reach it too (power is a sawtooth in n); None: more than max_tasks or beyond "
+        "the largest difference."
     )
 
 
@@ -159,7 +161,10 @@ def render_power_plan(plan: PowerPlan) -> str:
         f"alpha {plan.alpha:g} over the comparisons of each research question (Holm's first step). Simulated from "
         f"the pilot's own per-task rates ({plan.pilot_repeats} repeat(s) per task; {plan.datasets:,} datasets per "
         f"evaluation, seed {plan.seed}); a difference is a share of tasks that switch entirely. The unit is the "
-        "task: repeats help only as far as the pilot's repeats of a task disagree.",
+        "task: repeats help only as far as the pilot's repeats of a task disagree. The power of an exact test is a "
+        "sawtooth in the number of tasks (one more task can lower it), so each cell is the first number of tasks n "
+        "from which the next max(5, n/20) numbers of tasks also reach the target power, not merely the first that "
+        "reaches it.",
         "",
     ]
     lines += [f"- note: {n}" for n in plan.notes]

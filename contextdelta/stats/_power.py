@@ -359,6 +359,12 @@ def minimum_detectable_difference(
     return DetectableDifference(power_at_largest=top, difference=high, **common)
 
 
+def stable_window(n_tasks: int) -> int:
+    """How many sizes after ``n_tasks`` must also reach the target power for `tasks_needed` to name it:
+    ``max(5, ceil(n_tasks / 20))``."""
+    return max(5, math.ceil(n_tasks / 20))
+
+
 def tasks_needed(
     pilot: PilotModel,
     difference: float,
@@ -370,15 +376,23 @@ def tasks_needed(
     seed: int = 0,
     max_tasks: int = 20_000,
 ) -> int | None:
-    """Fewest tasks with ``target_power`` for ``difference`` at ``level`` and ``repeats``; None above ``max_tasks``.
+    """Fewest tasks ``n`` with ``target_power`` for ``difference`` at ``level`` and ``repeats`` such that the next
+    `stable_window` (``max(5, n / 20)``) sizes reach it too; None above ``max_tasks``.
 
-    Doubling from 2 tasks, then bisection; the same seed at every evaluation.
+    The power of an exact test is a sawtooth in ``n`` (its attainable levels jump with ``n``; the simulation adds
+    noise of about a percent), so the first ``n`` that reaches the target can be followed by sizes that do not: a
+    plan should not land on such a tooth. Doubling from 2 tasks, then bisection, find the first crossing; from there
+    the sizes are checked upwards, and a size in the window that falls short moves the answer to the next size that
+    reaches the target. The same seed at every evaluation, so the answer is deterministic.
     """
     if difference > pilot.largest_difference + 1e-12:
         return None
+    known: dict[int, bool] = {}
 
     def enough(n: int) -> bool:
-        return pilot.power(difference, n, repeats, level, datasets, seed) >= target_power
+        if n not in known:
+            known[n] = pilot.power(difference, n, repeats, level, datasets, seed) >= target_power
+        return known[n]
 
     n = 2
     while not enough(n):
@@ -392,4 +406,12 @@ def tasks_needed(
             high = middle
         else:
             low = middle
-    return high
+    candidate = high
+    while candidate <= max_tasks:
+        short = next((m for m in range(candidate + 1, candidate + stable_window(candidate) + 1) if not enough(m)), None)
+        if short is None:
+            return candidate
+        candidate = short + 1
+        while candidate <= max_tasks and not enough(candidate):
+            candidate += 1
+    return None

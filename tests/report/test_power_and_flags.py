@@ -46,6 +46,7 @@ def test_power_plans_every_comparison_and_repeats_do_not_help_when_the_pilot_rep
     assert all(abs(r["tasks_needed"]["3"] - closed) <= max(3, closed // 10) for r in rq1)
     code, text, _ = invoke("power", "--pilot", pilot.name, "--difference", "0.10")
     assert code == 0 and f"# Power plan from pilot {pilot.name}" in text and "| RQ3 | freshness_contract" in text
+    assert "first number of tasks n from which the next max(5, n/20) numbers of tasks also reach" in text
 
 
 def test_power_says_when_a_difference_is_out_of_reach_and_notes_a_one_repeat_pilot() -> None:

@@ -12,6 +12,7 @@ from scipy.stats import binom
 import contextdelta.stats._power as power
 from contextdelta.stats import (
     SIMULATION_EXACT_LIMIT,
+    TARGET_POWER,
     PilotModel,
     RandomEffectsModel,
     histograms_of,
@@ -19,6 +20,7 @@ from contextdelta.stats import (
     rejections,
     tasks_needed,
 )
+from contextdelta.stats._power import stable_window
 from contextdelta.stats._signflip import lattice_pvalue
 
 N_TASKS, REPEATS, DATASETS, ALPHA = 24, 3, 2_000, 0.05
@@ -136,6 +138,23 @@ def test_planning_matches_the_closed_form_of_a_pilot_without_discordance() -> No
     closed_n = min(n for n in range(2, 400) if analytic_power(n, 0.10, level) >= 0.8)
     assert n is not None and abs(n - closed_n) <= max(3, closed_n // 10)
     assert tasks_needed(pilot, 0.10, 3, level, seed=3) == n  # seeded: the same answer every time
+
+
+def test_tasks_needed_is_the_first_size_whose_next_sizes_keep_the_power() -> None:
+    """Power is a sawtooth in the number of tasks: here it first reaches 80% at 140 tasks and falls short again at
+    141. The answer is the first n from which the next max(5, n/20) sizes also reach 80%, found by brute force."""
+    pilot = PilotModel(
+        rate_a=np.array([1, 0, 0, 1, 0, 0, 0, 0, 1, 1, 0, 1], dtype=np.float64),
+        rate_b=np.array([0, 0, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0], dtype=np.float64),
+    )
+    powers = {n: pilot.power(0.2, n, 1, 0.05) for n in range(1, 200)}
+    reaches = {n: p >= TARGET_POWER for n, p in powers.items()}
+    first_crossing = min(n for n, ok in reaches.items() if ok)
+    stable = min(n for n in range(1, 190) if all(reaches[m] for m in range(n, n + max(5, math.ceil(n / 20)) + 1)))
+    assert not all(reaches[m] for m in range(first_crossing, first_crossing + 6))  # the tooth
+    assert stable > first_crossing
+    assert tasks_needed(pilot, 0.2, 1, 0.05) == stable
+    assert stable_window(stable) == max(5, math.ceil(stable / 20))
 
 
 def test_unreachable_differences_say_so() -> None:
