@@ -877,6 +877,16 @@ def _limitations(manifest: RunManifest, metrics: AggregateMetrics) -> list[str]:
         "- Failure attribution is rule-based (see `failure_atlas.md`): it reads versions in tool results and "
         "summaries, so a summary that paraphrases a state without its version cannot be checked for distortion.",
     ]
+    dose = metrics.dose_response
+    if dose is not None and len(dose.horizons) > 1:
+        lines.append(
+            f"- Shared stories across horizons: {plural(dose.tasks, 'task')} of this run were generated at "
+            f"{len(dose.horizons)} horizons ({', '.join(f'h={h}' for h in dose.horizons)}) from the same stories (a "
+            "task family tells each story, with the same content seed, at every horizon and changes only the "
+            "distance from the observation to the write), so tasks at different horizons are not fully independent "
+            "units: the task-level intervals and tests treat them as independent and may overstate the evidence, "
+            "most of all for comparisons that pool horizons."
+        )
     if manifest.provider.model.startswith("scripted-"):
         lines.append(
             f"- The model `{manifest.provider.model}` is the scripted test server (a deterministic policy), not a "

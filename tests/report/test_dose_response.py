@@ -98,6 +98,20 @@ def test_the_report_prints_the_curves_and_verify_re_derives_them() -> None:
     assert verify_run(path).lines() == ["MATCH"]
 
 
+def test_the_limitations_say_that_tasks_at_different_horizons_share_stories() -> None:
+    path = runs.horizon_run()
+    dose = json.loads((path / AGGREGATE_METRICS).read_text())["dose_response"]
+    limitations = (path / BENCHMARK_REPORT).read_text().split("## Limitations\n")[1].split("\n## ")[0]
+    horizons = ", ".join(f"h={h}" for h in dose["horizons"])
+    assert (
+        f"- Shared stories across horizons: {dose['tasks']} tasks of this run were generated at "
+        f"{len(dose['horizons'])} horizons ({horizons}) from the same stories" in limitations
+    )
+    assert "are not fully independent units" in limitations
+    plain = (runs.trusting_run() / BENCHMARK_REPORT).read_text()
+    assert "Shared stories across horizons" not in plain
+
+
 def test_the_horizon_comes_from_the_task_snapshot_and_verify_names_a_changed_one(tmp_path: Path) -> None:
     path = runs.copy_run(runs.horizon_run(), tmp_path)
     snapshot, _ = load_directory(path / "tasks")
