@@ -81,21 +81,29 @@ def _end(value: float | str, decimals: int) -> str:
 
 
 def slope_text(slope: LogisticSlope) -> str:
-    """A logistic slope with its interval: ``"+1.23 [+0.80, +1.71]"``, ``"+inf [+inf, +inf] (separated)"``, or
-    ``"not estimable: ..."``."""
+    """A logistic slope with its interval: ``"+1.23 [+0.80, +1.71]"``, or ``"not estimable: ..."`` with the reason:
+    separated rates (``"not estimable (separation, rising): ..."``) have an infinite maximum-likelihood slope, which
+    is printed as the words that say why, never as ``+inf [+inf, +inf]``."""
     if slope.status is SlopeStatus.NO_DATA:
         return "no data"
     if slope.status is SlopeStatus.NOT_ESTIMABLE:
         return f"not estimable: {slope.note}"
+    if slope.status is SlopeStatus.SEPARATED:
+        rising = slope.estimate == "inf"
+        return (
+            f"not estimable (separation, {'rising' if rising else 'falling'}): the rate is {0 if rising else 1} at "
+            f"every horizon below a step and {1 if rising else 0} at every horizon above it, so no finite slope fits "
+            "(the maximum-likelihood slope is infinite), and every resample is separated too"
+            if slope.low == slope.high == slope.estimate
+            else f"not estimable (separation): {slope.note}"
+        )
     d = printed_decimals(slope.mc_se, scale=1.0, max_decimals=2)
-    assert slope.estimate is not None  # ok or separated
+    assert slope.estimate is not None  # ok
     text = _end(slope.estimate, d)
     if slope.low is not None and slope.high is not None:
         text += f" [{_end(slope.low, d)}, {_end(slope.high, d)}]"
     else:
         text += " (no interval: no resample had a slope)"
-    if slope.status is SlopeStatus.SEPARATED:
-        text += " (separated)"
     if slope.resamples_left_out:
         text += f" ({slope.resamples_left_out} resamples without a slope left out)"
     return text

@@ -462,8 +462,10 @@ def _dose_response(manifest: RunManifest, metrics: AggregateMetrics) -> list[str
         "logistic regression of the per-horizon rate on log2(horizon), each horizon weighted by its number of "
         "tasks (repeats add no weight): the change in log-odds per doubling of the horizon, with a "
         f"{level} percentile interval from the same bootstrap (tasks resampled within their horizon, then repeats "
-        "within a task). Separated rates (0 below a step and 1 above it, or the reverse) have no finite slope "
-        "(+inf / -inf); rates without variation (0 or 1 at every horizon) have none (not estimable). "
+        "within a task). Separated rates (0 below a step and 1 above it, or the reverse) have no finite slope: "
+        'the maximum-likelihood slope is infinite (`"inf"` / `"-inf"` in `aggregate_metrics.json`), printed as '
+        "not estimable (separation) with its direction; rates without variation (0 or 1 at every horizon) have none "
+        "either (not estimable). "
         f"**First h above {threshold}**: the smallest horizon whose stale-action rate exceeds {threshold}, with the "
         f"{level} quantiles of that horizon over the resamples (not reached: at most {threshold} at every horizon).",
         "",
