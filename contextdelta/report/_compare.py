@@ -17,7 +17,7 @@ from collections.abc import Hashable, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from contextdelta.report._controls import main_records
-from contextdelta.report._format import holm_pvalue, pct, pp, primary_pvalue, pvalue, table
+from contextdelta.report._format import holm_pvalue, pp, primary_pvalue, pvalue, rate_with_count, table
 from contextdelta.report._models import ConditionKey
 from contextdelta.report._table import episode_values
 from contextdelta.rundir import EpisodeRecord, RunManifest, RunStatus
@@ -335,8 +335,8 @@ def comparison_table(
         rows.append(
             [
                 row.condition.label,
-                pct(row.rate_a, decimals),
-                pct(row.rate_b, decimals),
+                rate_with_count(row.rate_a, decimals),
+                rate_with_count(row.rate_b, decimals),
                 pp(c.difference, decimals),
                 f"{c.test.n_discordant} of {c.test.n_tasks} ({c.test.n_positive} / {c.test.n_negative})",
                 primary_pvalue(c.test, alpha),

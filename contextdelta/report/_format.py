@@ -25,6 +25,15 @@ def pct(estimate: Estimate, decimals: int = 1) -> str:
     return f"{text} exact" if estimate.is_exact else text
 
 
+def rate_with_count(estimate: Estimate, decimals: int = 1) -> str:
+    """A rate with the episodes behind it: ``"2/7 = 28.6% [12.0%, 50.0%]"`` (k episodes with the outcome of the n
+    with a value), or `pct`'s ``"no data"`` / ``"undefined"``."""
+    if estimate.estimate is None or estimate.n_episodes == 0:
+        return pct(estimate, decimals)
+    k = round(estimate.estimate * estimate.n_episodes)
+    return f"{k}/{estimate.n_episodes} = {pct(estimate, decimals)}"
+
+
 def plural(count: int, word: str) -> str:
     """``"1 task"``, ``"3 tasks"``."""
     return f"{count} {word}" if count == 1 else f"{count} {word}s"

@@ -165,6 +165,8 @@ def test_compare_pairs_shared_conditions(trusting: Path) -> None:
     assert code == 0
     assert f"# Comparison: {oracle.name} (a) vs {trusting.name} (b)" in out
     assert "exact sign-flip test over tasks" in out
+    # success of full_history / unprotected: the oracle passes its 6 episodes, context_trusting none of its 6
+    assert "| full_history / unprotected | 6/6 = 100" in out and "exact | 0/6 = 0.0% [0.0%, 70.8%] exact |" in out
     code, out = invoke("compare", oracle.name, trusting.name, "--format", "json")
     report = json.loads(out)
     assert [c["strategy"] for c in report["shared_conditions"]] == ["full_history", "last_n"]
@@ -289,8 +291,13 @@ def test_compare_prints_percentages_at_the_precision_its_resampling_justifies(tr
     ]
     assert report.rate_decimals == printed_decimals(max(errors) if errors else None)
     _, cells = comparison_table(report.families[0], report.rate_decimals)
-    for cell in cells:
-        numbers = re.findall(r"[-+]?\d+(?:\.\d+)?", cell[1] + cell[3])
+    for cell, row in zip(cells, report.families[0].comparisons, strict=True):
+        # each rate with its counts: k of the n episodes with a value, then the percentage
+        for text, rate in ((cell[1], row.rate_a), (cell[2], row.rate_b)):
+            assert rate.estimate is not None
+            k = round(rate.estimate * rate.n_episodes)
+            assert text.startswith(f"{k}/{rate.n_episodes} = ") and k == pytest.approx(rate.estimate * rate.n_episodes)
+        numbers = re.findall(r"[-+]?\d+(?:\.\d+)?", cell[1].split(" = ")[1] + cell[3])
         assert all(
             len(n.split(".")[1]) == report.rate_decimals if "." in n else report.rate_decimals == 0 for n in numbers
         )
