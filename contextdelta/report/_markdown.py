@@ -560,7 +560,8 @@ def _statement(c: Comparison, family_size: int, alpha: float, decimals: int) -> 
     )
     interval = "exact bound" if d.is_exact else f"{100 * d.confidence:g}% task-bootstrap interval"
     sentence = (
-        f"- {c.name}: {size} (mean over {plural(t.n_tasks, 'task')} of the per-task difference; {interval} "
+        f"- {c.name}: {size} (mean over {plural(t.n_tasks, 'task')} of the per-task difference, from "
+        f"{plural(d.n_episodes, 'episode')} of the two conditions together; {interval} "
         f"{pp(d, decimals)}). Sign-flip test over tasks: {t.n_discordant} of {t.n_tasks} tasks discordant "
         f"({t.n_positive} higher under a, {t.n_negative} under b), p = {primary_pvalue(t, alpha)}, Holm-adjusted "
         f"p = {pvalue(holm, alpha)} over {family_size} comparison{'s' if family_size != 1 else ''}: {verdict}."

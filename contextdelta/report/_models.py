@@ -105,7 +105,10 @@ class Comparison(BaseModel):
         "the test are over the paired tasks, whose count the test states)."
     )
     rate_b: Estimate = Field(description="Condition b's rate over all its episodes, likewise.")
-    difference: Estimate = Field(description="Mean over tasks of the per-task difference of means, a - b.")
+    difference: Estimate = Field(
+        description="Mean over tasks of the per-task difference of means, a - b; its n_episodes counts the episodes "
+        "of both conditions together (a + b)."
+    )
     test: SignFlipTest = Field(description="The primary test; pvalue_holm is adjusted within the family.")
     episodes: PairTable = Field(description="Episode-level 2x2 table on (task, repeat) pairs: description only.")
     failed_pairs: int = Field(ge=0, description="(task, repeat) pairs in which either episode is a failed trial.")

@@ -55,7 +55,12 @@ class Estimate(BaseModel):
     high: float | None = Field(description="Upper bound of the interval.")
     confidence: float = Field(description="Two-sided level of the interval, e.g. 0.95.")
     n_tasks: int = Field(ge=0, description="Tasks (clusters) the estimate is based on.")
-    n_episodes: int = Field(ge=0, description="Episodes (or (task, repeat) pairs for paired statistics) used.")
+    n_episodes: int = Field(
+        ge=0,
+        description="Episodes with a value that the estimate uses. A paired difference of task means (a comparison's "
+        "`difference`) counts the episodes of both conditions together (a + b, in the tasks both have); a paired "
+        "token reduction counts its (task, repeat) pairs.",
+    )
     n_missing: int = Field(default=0, ge=0, description="Episodes left out because their value was missing.")
     n_unpaired: int = Field(default=0, ge=0, description="Episodes left out because the other condition lacks them.")
     status: EstimateStatus = Field(description="How to read the interval; see `EstimateStatus`.")
@@ -176,7 +181,8 @@ class PairedComparison(BaseModel):
 
     difference: Estimate = Field(
         description="Mean over tasks of (mean of a - mean of b over each task's repeats), with a task-cluster "
-        "bootstrap interval, or an exact bound when every task has the same difference."
+        "bootstrap interval, or an exact bound when every task has the same difference; its n_episodes counts the "
+        "episodes of both conditions together (a + b)."
     )
     test: SignFlipTest = Field(description="The primary test: the exact sign-flip test over tasks.")
     episodes: PairTable = Field(description="Episode-level 2x2 table on (task, repeat) pairs: description only.")

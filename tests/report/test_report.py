@@ -78,6 +78,13 @@ def test_report_sections_numbers_and_statements(trusting: Path) -> None:
     assert "not testable" in text and "leaves its Holm family" in text
     assert "Sign-flip test over tasks: 2 of 3 tasks discordant (0 higher under a, 2 under b), p = 0.5" in text
     assert "not significant at the 5% family-wise level" in text
+    # a paired difference counts the episodes of both conditions (3 tasks x 2 repeats in each), never as pairs
+    metrics = json.loads((trusting / AGGREGATE_METRICS).read_text())
+    tested = [
+        c for q in metrics["research_questions"] for c in q["comparisons"] if c["test"]["method"] != "not_testable"
+    ]
+    assert tested and all(c["difference"]["n_episodes"] == 2 * c["episodes"]["n_pairs"] == 12 for c in tested)
+    assert "mean over 3 tasks of the per-task difference, from 12 episodes of the two conditions together;" in text
     assert "the data do not show a difference" not in text
     assert "Holm family (4 testable comparisons): freshness_contract vs unprotected (full_history);" in text
     assert "not a language model" in text  # the scripted server is named for what it is
