@@ -963,7 +963,9 @@ def _run_directory(run_id: str, results_dir: Path | None) -> Path:
         raise _fail(str(exc), 2) from None
 
 
-def _episodes(run_id: str, results_dir: Path | None, run: str | None) -> list[object]:
+def _episodes(run_id: str, results_dir: Path | None, run: str | None, what: str) -> list[object]:
+    """The episodes of RUN_ID (or the one ``run`` names), exit 2 if malformed; a warning on stderr when the run was
+    changed after its run (``what`` is shown from the changed files)."""
     from contextdelta.replay import EpisodeNotFound, select_episodes
     from contextdelta.rundir import RunDirectory, RunDirectoryError
 
@@ -973,9 +975,15 @@ def _episodes(run_id: str, results_dir: Path | None, run: str | None) -> list[ob
     except RunDirectoryError as exc:
         raise _fail(str(exc), 2) from None
     try:
-        return list(select_episodes(records, run))
+        selected = list(select_episodes(records, run))
     except EpisodeNotFound as exc:
         raise _fail(str(exc), 2) from None
+    try:
+        manifest = directory.read_manifest()
+    except RunDirectoryError:  # the episodes alone are enough to show; there is no seal to check
+        return list(selected)
+    _warn_if_changed(directory.path, manifest, Console(stderr=True), refuse_write=False, what=what)
+    return list(selected)
 
 
 def _print_text(text: object, color: bool | None) -> None:
@@ -1020,8 +1028,20 @@ def db_import_command(
     """Load a run directory into the trace store (idempotent: importing twice changes nothing)."""
     from contextdelta.rundir import RunDirectory, RunDirectoryError
     from contextdelta.store import Store
+    from contextdelta.verify import seal_problems
 
     path = _run_directory(run_id, results_dir)
+    try:  # the store would hold the changed records as the run's
+        problems = seal_problems(path, unsealed_ok=True)
+    except (RunDirectoryError, OSError) as exc:
+        raise _fail(str(exc), 2) from None
+    if problems:
+        shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+        raise _fail(
+            f"cannot import {path}: it was changed after its run ({shown}); `contextdelta verify {run_id}` names "
+            "every change: import the run directory as its run wrote it",
+            2,
+        )
     store = _open_store(database_url, results_dir)
     assert isinstance(store, Store)
     try:
@@ -1048,7 +1068,7 @@ def replay_command(
     hidden mutations happened in between, and the versions at each write."""
     from contextdelta.replay import render_episodes
 
-    records = _episodes(run_id, results_dir, run)
+    records = _episodes(run_id, results_dir, run, what="the replay comes")
     _print_text(render_episodes(records, full=full), color)  # type: ignore[arg-type]
 
 
@@ -1065,7 +1085,7 @@ def attribute_command(
 
     if output_format not in ("text", "json"):
         raise _fail(f"--format must be text or json, not {output_format!r}", 2)
-    records = _episodes(run_id, results_dir, run)
+    records = _episodes(run_id, results_dir, run, what="the attribution comes")
     if output_format == "json":
         typer.echo(json.dumps(attributions_json(records), indent=2))  # type: ignore[arg-type]
     else:
@@ -1150,8 +1170,7 @@ def report_command(
     params = params.model_copy(update=changed)
     report = build_report(manifest, episodes, params, attempts.superseded)
     err = Console(stderr=True)
-    if manifest.status is RunStatus.COMPLETE and manifest.seal is not None:  # one from before receipts has none
-        _warn_if_changed(directory.path, manifest.run_group_id, err, refuse_write=write or bool(changed))
+    _warn_if_changed(directory.path, manifest, err, refuse_write=write or bool(changed))
     if manifest.status is not RunStatus.COMPLETE:
         err.print(
             f"[yellow]note:[/yellow] run {manifest.run_group_id} is {manifest.status.value}: {len(episodes)} of "
@@ -1176,15 +1195,20 @@ def report_command(
 
 
 def _warn_if_changed(
-    path: Path, run_id: str, err: Console, *, refuse_write: bool, what: str = "the numbers below come"
+    path: Path, manifest: object, err: Console, *, refuse_write: bool, what: str = "the numbers below come"
 ) -> None:
-    """Warn when the seal of a complete run finds a change since the run (the report is then computed from the
-    changed files), and refuse to rewrite and reseal such a directory (exit 2)."""
-    from contextdelta.rundir import RunDirectoryError
+    """Warn when the seal of a complete run finds a change since the run, or a seal the run must carry is gone
+    (what is shown then comes from files that may have changed), and refuse to rewrite and reseal such a directory
+    (exit 2). A run from before receipts (no seal to check) and one not complete are not warned about."""
+    from contextdelta.rundir import RunDirectoryError, RunManifest, RunStatus
     from contextdelta.verify import seal_problems
 
+    assert isinstance(manifest, RunManifest)
+    if manifest.status is not RunStatus.COMPLETE:
+        return
+    run_id = manifest.run_group_id
     try:
-        problems = seal_problems(path, derived_files=False)  # --write rebuilds those
+        problems = seal_problems(path, derived_files=False, unsealed_ok=True)  # report --write rebuilds those
     except (RunDirectoryError, OSError, ValueError) as exc:
         problems = [str(exc)]
     if not problems:
@@ -1379,7 +1403,7 @@ def export_command(
     or as parquet tables, one per record type (DuckDB, pandas); prints the files written. The run directory is
     only read."""
     from contextdelta.export import ExportError, export_run
-    from contextdelta.rundir import RunDirectory, RunStatus
+    from contextdelta.rundir import RunDirectory
 
     path = _run_directory(run_id, results_dir)
     try:
@@ -1388,9 +1412,8 @@ def export_command(
         raise _fail(str(exc), 2) from None
     except OSError as exc:  # --out under a file, in a folder that cannot be written, a full disk
         raise _fail(f"--out {out}: {exc.strerror or exc}; give a path in a folder you can write to", 2) from None
-    manifest = RunDirectory(path).read_manifest()  # export_run read it
-    if manifest.status is RunStatus.COMPLETE and manifest.seal is not None:  # the seal walk after cheap refusals
-        _warn_if_changed(path, manifest.run_group_id, Console(stderr=True), refuse_write=False, what="the export comes")
+    manifest = RunDirectory(path).read_manifest()  # export_run read it; the seal walk after cheap refusals
+    _warn_if_changed(path, manifest, Console(stderr=True), refuse_write=False, what="the export comes")
     for file in written:
         typer.echo(str(file))
 
@@ -1406,7 +1429,7 @@ def compare_command(
     means a - b with a task-bootstrap interval, Holm);
     NOT COMPARABLE (exit 2) when the task set, system prompt or tool schemas differ."""
     from contextdelta.report import NotComparable, compare_runs, render_comparison
-    from contextdelta.rundir import EpisodeRecord, RunDirectory, RunManifest, RunStatus
+    from contextdelta.rundir import EpisodeRecord, RunDirectory, RunManifest
 
     if output_format not in ("markdown", "json"):
         raise _fail(f"--format must be markdown or json, not {output_format!r}", 2)
@@ -1430,14 +1453,9 @@ def compare_command(
         directory_b.path.resolve(): (directory_b, manifest_b),
     }
     for directory, manifest in runs.values():  # a run given twice is checked (and warned about) once
-        if manifest.status is RunStatus.COMPLETE and manifest.seal is not None:
-            _warn_if_changed(
-                directory.path,
-                manifest.run_group_id,
-                Console(stderr=True),
-                refuse_write=False,
-                what="the comparison comes",
-            )
+        _warn_if_changed(
+            directory.path, manifest, Console(stderr=True), refuse_write=False, what="the comparison comes"
+        )
     if output_format == "json":
         typer.echo(json.dumps(result.model_dump(mode="json"), indent=2, sort_keys=True))
     else:

@@ -467,7 +467,7 @@ def _seal_problems(path: Path) -> tuple[str, ...]:
     from contextdelta.verify import seal_problems
 
     try:
-        return tuple(seal_problems(path, derived_files=True))
+        return tuple(seal_problems(path, derived_files=True, unsealed_ok=True))
     except (RunDirectoryError, OSError, ValueError) as exc:
         return (str(exc),)
 
@@ -491,7 +491,8 @@ def load_run(path: Path) -> RunData:
         records = sorted(every.current, key=lambda r: r.run_id)
     except (RunDirectoryError, OSError, ValueError) as exc:
         raise RunLoadError(str(exc)) from exc
-    changed = _seal_problems(path) if manifest.status is RunStatus.COMPLETE and manifest.seal is not None else ()
+    # a run from before receipts has no seal to check; one whose seal was removed is named as changed
+    changed = _seal_problems(path) if manifest.status is RunStatus.COMPLETE else ()
     try:
         running = manifest.status is RunStatus.RUNNING
         recorded = None if running or changed else _recorded_metrics(directory, manifest, len(records))

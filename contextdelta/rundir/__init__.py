@@ -43,6 +43,7 @@ from contextdelta.rundir.layout import (
 )
 from contextdelta.rundir.receipts import (
     SEAL_VERSION,
+    SEALED_SINCE,
     ReceiptsError,
     chain_next,
     chain_start,
@@ -54,6 +55,7 @@ from contextdelta.rundir.receipts import (
     receipt_line,
     seal_sha256,
     split_lines,
+    version_writes_seal,
 )
 from contextdelta.rundir.recorder import OpenedLater, Recorder, Recorders, RunDirectoryRecorder, RunEnd, RunStart
 from contextdelta.rundir.records import (
@@ -112,6 +114,7 @@ __all__ = [
     "REQUIRED_FILES",
     "RUN_GROUP_ID",
     "SEALED_APART",
+    "SEALED_SINCE",
     "SEAL_VERSION",
     "TASKS_SNAPSHOT",
     "TASK_RESULTS",
@@ -182,4 +185,5 @@ __all__ = [
     "task_result_values",
     "tool_event_records",
     "validate_run_id",
+    "version_writes_seal",
 ]

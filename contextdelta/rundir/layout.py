@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
@@ -32,6 +33,7 @@ from contextdelta.rundir.receipts import (
     reconcile_receipts,
     seal_directory,
     seal_sha256,
+    version_writes_seal,
 )
 from contextdelta.rundir.records import (
     ATTEMPT_COLUMN,
@@ -278,6 +280,17 @@ class RunDirectory:
             leftover.unlink(missing_ok=True)
 
     # ---- reading ------------------------------------------------------------------------------------------
+
+    def seal_expected(self, manifest: RunManifest) -> bool:
+        """Whether this run directory must carry a seal: it has one, it has receipts (``raw_runs.receipts.jsonl``;
+        only a sealing version writes them), or its manifest records a contextdelta version that seals every run
+        directory (:data:`contextdelta.rundir.receipts.SEALED_SINCE`). Without a seal it is then a run whose seal
+        was removed after the run, not one from before receipts."""
+        return (
+            manifest.seal is not None
+            or os.path.lexists(self.file(RAW_RUNS_RECEIPTS))
+            or version_writes_seal(manifest.environment.contextdelta)
+        )
 
     def manifest_edits(self) -> list[str]:
         """The fields of ``run_manifest.json`` edited since it was sealed (none for a manifest without a seal)."""

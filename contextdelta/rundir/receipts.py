@@ -20,6 +20,7 @@ against edits, not proof against a forger who recomputes every digest (docs/deci
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,18 @@ RECEIPTS = "raw_runs.receipts.jsonl"
 SEAL_VERSION = 1
 UNSEALED = (".tmp",)
 """File name endings a seal leaves out: temp files of an atomic write killed half way."""
+SEALED_SINCE = (0, 2, 0)
+"""The first contextdelta version that writes a seal into every run directory it writes (receipts: CHANGELOG
+0.2.0); a run that records this version or a later one and has no seal had it removed."""
+
+
+def version_writes_seal(version: str) -> bool:
+    """Whether contextdelta ``version`` (as a manifest's ``environment.contextdelta`` records it) seals every run
+    directory: 0.2.0 and later. A string that is not a version is not one an earlier release wrote: True."""
+    found = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version.strip())
+    if found is None:
+        return True
+    return tuple(int(part or 0) for part in found.groups()) >= SEALED_SINCE
 
 
 def chain_start(run_group_id: str) -> str:

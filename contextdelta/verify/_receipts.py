@@ -9,13 +9,16 @@ was sealed when it was written.
 - every other file (derived files, the task snapshot): the SHA-256 the seal recorded; none added.
 
 A run directory written before receipts existed has no seal: a note says so, and only a torn last line of
-``raw_runs.jsonl`` is looked for here (everything else is re-derived as before).
+``raw_runs.jsonl`` is looked for here (everything else is re-derived as before). A run that must carry a seal
+(``RunDirectory.seal_expected``: it has receipts, or its manifest records a version that seals every run) and has
+none had its seal removed: a divergence naming the directory, the field and the remedy.
 """
 
 from __future__ import annotations
 
 import bisect
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +29,7 @@ from contextdelta.rundir import (
     RAW_RUNS_RECEIPTS,
     SEAL_VERSION,
     SEALED_APART,
+    SEALED_SINCE,
     TASKS_SNAPSHOT,
     RecordReceipt,
     RunDirectory,
@@ -61,6 +65,9 @@ class SealFindings:
     without a receipt keep their own): the order the derived files were written in."""
     torn: set[str] = field(default_factory=set)
     """Episodes whose line is torn (named here, so not again as missing)."""
+    seal_expected: bool = True
+    """Whether the run must carry a seal (``RunDirectory.seal_expected``); False only for a run from before
+    receipts."""
 
 
 def _run_id_of(raw: bytes) -> str | None:
@@ -334,11 +341,32 @@ def _legacy_torn_tail(directory: RunDirectory, manifest: RunManifest, out: SealF
         out.notes.append(f"{RAW_RUNS} {what} (a killed writer; resume cuts it)")
 
 
+def missing_seal_detail(directory: RunDirectory, manifest: RunManifest) -> str:
+    """Why a run directory without a seal should have one, and what to do (the divergence's detail)."""
+    if os.path.lexists(directory.file(RAW_RUNS_RECEIPTS)):
+        why = f"it holds {RAW_RUNS_RECEIPTS}, which only a run that seals writes"
+    else:
+        version = manifest.environment.contextdelta
+        since = ".".join(str(part) for part in SEALED_SINCE)
+        why = f"it records contextdelta {version}, and every version since {since} seals each run directory"
+    return (
+        f"missing from {directory.file(MANIFEST)} ({why}): the seal was removed after the run, so edits to "
+        f"{directory.path} cannot be ruled out; restore {MANIFEST} as the run wrote it (from a backup or a copy of "
+        "the run directory), or run the benchmark again"
+    )
+
+
 def check_seal(directory: RunDirectory, manifest: RunManifest) -> SealFindings:
     """Everything the seal of ``manifest`` covers in ``directory`` (see the module docstring)."""
     seal = manifest.seal
     if seal is None:
-        out = SealFindings(notes=[NO_CHAIN_NOTE])
+        if directory.seal_expected(manifest):
+            out = SealFindings()
+            out.divergences.append(
+                (manifest.run_group_id, f"{MANIFEST} seal", missing_seal_detail(directory, manifest), None)
+            )
+        else:
+            out = SealFindings(notes=[NO_CHAIN_NOTE], seal_expected=False)
         _legacy_torn_tail(directory, manifest, out)
         return out
     check = _SealCheck(directory, manifest)

@@ -122,6 +122,10 @@ class VerifyResult:
     episodes: int
     divergences: list[Divergence] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    seal_expected: bool = True
+    """Whether the run must carry a seal (it has receipts, or its recorded contextdelta version seals every run
+    directory: ``RunDirectory.seal_expected``); one that must and has none is a divergence. False only for a run
+    written before receipts, whose seal-only facts cannot be checked (a note says so)."""
 
     @property
     def ok(self) -> bool:
@@ -672,8 +676,9 @@ def _load_attempts(
         raise VerifyError(f"malformed run directory: {exc}") from exc
     records = attempts.current
     complete = manifest.status is RunStatus.COMPLETE
-    # a status edited after the run is an edit to name (exit 1), not a run to resume
-    if not complete and not allow_incomplete and not directory.manifest_edits():
+    # a status edited after the run (or a seal removed) is an edit to name (exit 1), not a run to resume
+    seal_removed = manifest.seal is None and directory.seal_expected(manifest)
+    if not complete and not allow_incomplete and not directory.manifest_edits() and not seal_removed:
         raise VerifyError(
             f"incomplete: run {resume_command(manifest)} (status {manifest.status.value}, {len(records)} of "
             f"{manifest.counts.planned} episodes in raw_runs.jsonl"
@@ -698,19 +703,23 @@ def _load_attempts(
     return directory, manifest, attempts
 
 
-def seal_problems(path: Path, *, derived_files: bool = True) -> list[str]:
+def seal_problems(path: Path, *, derived_files: bool = True, unsealed_ok: bool = False) -> list[str]:
     """What the seal of the run directory at ``path`` finds changed since the run wrote it: verify's first check
     (manifest, receipts chain, every line against its receipt, every other file), without re-executing anything.
     One ``run_id: field: detail`` line per change, as ``verify`` prints it; empty when every sealed byte is as
-    written. A directory without a seal (written before receipts) gets one line saying it cannot be checked.
-    ``derived_files=False`` leaves out the files derived from the records (``report --write`` rebuilds them).
+    written. A run that must carry a seal and has none (``RunDirectory.seal_expected``) gets the line verify
+    prints for it. A directory from before receipts gets one line saying it cannot be checked, or none with
+    ``unsealed_ok`` (a reader that shows such a run as it is). ``derived_files=False`` leaves out the files derived
+    from the records (``report --write`` rebuilds them).
 
     Raises:
         RunDirectoryError: no readable manifest.
     """
     directory = RunDirectory(path)
     manifest = directory.read_manifest()
-    if manifest.seal is None:
+    if manifest.seal is None and not directory.seal_expected(manifest):
+        if unsealed_ok:
+            return []
         return [f"{manifest.run_group_id}: seal: none (written before receipts): its records cannot be checked"]
     found = check_seal(directory, manifest)
     return [
@@ -736,6 +745,7 @@ def verify_run(path: Path, *, allow_incomplete: bool = False) -> VerifyResult:
     verifier = _Verifier(directory, manifest, attempts)
     verifier.result.notes.extend(notes)
     verifier.result.notes.extend(sealed.notes)
+    verifier.result.seal_expected = sealed.seal_expected
     superseded = {(r.run_id, r.attempt) for r in attempts.superseded}
     for run_id, name, detail, attempt in sealed.divergences:
         if (run_id, attempt) in superseded:  # named as the re-execution names it
