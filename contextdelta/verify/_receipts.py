@@ -106,6 +106,20 @@ def _longest_increasing(values: list[int]) -> set[int]:
     return keep
 
 
+def _manifest_form(data: bytes, value: Any) -> str | None:
+    """How the bytes of ``run_manifest.json`` differ from the form the runner writes (None: they do not)."""
+    wanted = (json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+    if data == wanted:
+        return None
+    if data + b"\n" == wanted:
+        return "lost its final newline after the run (every other byte is as the runner wrote it)"
+    unix = data.replace(b"\r\n", b"\n")
+    if unix in (wanted, wanted[:-1]):
+        lost = " and lost its final newline" if unix != wanted else ""
+        return f"its line endings were converted to CRLF (\\r\\n){lost} after the run; the runner writes \\n"
+    return "its bytes are not the form the runner writes (reformatted after the run)"
+
+
 class _SealCheck:
     def __init__(self, directory: RunDirectory, manifest: RunManifest) -> None:
         self.directory = directory
@@ -120,10 +134,12 @@ class _SealCheck:
     # ---- the manifest -------------------------------------------------------------------------------------
 
     def check_manifest(self, seal: Seal) -> None:
-        text = self.directory.file(MANIFEST).read_text(encoding="utf-8")
-        value = json.loads(text)
-        if text != json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n":
-            self.diverge(None, MANIFEST, "its bytes are not the form the runner writes (reformatted after the run)")
+        # bytes, not text: read_text would turn "\r\n" back into "\n" and hide a converted file
+        data = self.directory.file(MANIFEST).read_bytes()
+        value = json.loads(data)
+        form = _manifest_form(data, value)
+        if form is not None:
+            self.diverge(None, MANIFEST, form)
         if seal_sha256(value["seal"]) != seal.sha256:
             self.diverge(None, f"{MANIFEST} seal", "edited after the run (its own digest does not match)")
         if seal.version != SEAL_VERSION:
