@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -407,6 +408,12 @@ def read_text_file(path: Path, root: Path | None = None, *, limit: int = MAX_FIL
         if not target.is_relative_to(root.resolve()):
             raise FileReadError(f"a symlink to {target}, outside the tasks folder (copy the file in instead)")
     try:
+        regular = stat.S_ISREG(path.stat().st_mode)
+    except OSError as exc:
+        raise FileReadError(f"cannot read: {exc.strerror or exc}") from None
+    if not regular:  # opening a FIFO would wait for a writer forever
+        raise FileReadError("not a regular file (a FIFO, socket or device): task files are plain files")
+    try:
         with path.open("rb") as handle:
             data = handle.read(limit + 1)
     except OSError as exc:
@@ -487,9 +494,11 @@ class LoadedTask:
 
 
 def display_path(path: Path) -> str:
-    """The path relative to the working directory when it lies below it."""
+    """The path relative to the working directory when it lies below it. A symlink is named by its own path in its
+    folder, never by its target: only the folders above it are resolved."""
+    absolute = path.resolve() if path.name in ("", ".", "..") else path.parent.resolve() / path.name
     try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
+        return str(absolute.relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,12 +118,20 @@ def read_lock(path: Path) -> SuiteLock:
     return lock
 
 
-def lock_problems(tasks: Sequence[LoadedTask], lock: SuiteLock, *, writing: bool) -> list[TaskProblem]:
+def lock_problems(
+    tasks: Sequence[LoadedTask],
+    lock: SuiteLock,
+    *,
+    writing: bool,
+    not_loaded: Mapping[str, TaskProblem] | None = None,
+) -> list[TaskProblem]:
     """Version and hash problems of ``tasks`` against ``lock``.
 
     When ``writing`` (``--write-lock``), only the version rules apply: new tasks, removed tasks and bumped
-    versions are what regenerating the lock records.
+    versions are what regenerating the lock records. ``not_loaded``: by task id (its file's name), the first
+    problem of each task file that did not load; a locked task among them is named as such, not as missing.
     """
+    not_loaded = not_loaded or {}
     problems: list[TaskProblem] = []
     file = display_path(lock.path)
     if not writing or lock.unreadable:  # never regenerate over a lock nobody could read
@@ -165,6 +173,12 @@ def lock_problems(tasks: Sequence[LoadedTask], lock: SuiteLock, *, writing: bool
             )
     if not writing:
         for entry in lock.entries.values():
-            if entry.id not in present:
+            if entry.id in present:
+                continue
+            failed = not_loaded.get(entry.id)
+            if failed is not None:
+                why = f"lists a task whose file did not load ({failed.render()}); fix the file"
+                problems.append(TaskProblem(file, "", why, entry.id, entry.line))
+            else:
                 problems.append(TaskProblem(file, "", "lists a task that does not exist", entry.id, entry.line))
     return problems

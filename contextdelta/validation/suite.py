@@ -390,7 +390,11 @@ def validate_suite(directory: Path, *, writing_lock: bool = False) -> SuiteRepor
     lock_path = directory / LOCK_NAME
     suite_level: list[TaskProblem] = []
     if lock_path.is_file():
-        suite_level = lock_problems(loaded, read_lock(lock_path), writing=writing_lock)
+        not_loaded: dict[str, TaskProblem] = {}
+        for problem in file_problems:  # the first problem of each task file that did not load, by its task id
+            if problem.file in failed_files:
+                not_loaded.setdefault(Path(problem.file).stem, problem)
+        suite_level = lock_problems(loaded, read_lock(lock_path), writing=writing_lock, not_loaded=not_loaded)
     problems = file_problems + [p for r in rows for p in r.problems] + suite_level
     return SuiteReport(
         directory=directory,

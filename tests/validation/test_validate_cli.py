@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -265,6 +266,38 @@ def test_new_and_removed_tasks_must_be_locked(locked: Path) -> None:
     assert_fails(result, "SUITE.lock", "lists a task that does not exist", "'cfg-change-request'")
     assert validate(locked, "--write-lock").exit_code == 0
     assert validate(locked).exit_code == 0
+
+
+def test_a_locked_task_whose_file_did_not_load_is_named_as_such(locked: Path) -> None:
+    path = locked / "config" / "cfg-change-request.yaml"
+    path.write_text(path.read_text(encoding="utf-8").replace("  max_steps:", "  max_steps: [", 1), encoding="utf-8")
+    result = validate(locked)
+    assert_fails(result, "SUITE.lock", "lists a task whose file did not load", "invalid YAML", "'cfg-change-request'")
+    assert "lists a task that does not exist" not in result.output
+
+
+def test_a_symlinked_task_file_is_named_by_its_path_in_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not by the file the link resolves to (inside the folder, so it is read); paths below the working directory
+    are shown relative to it."""
+    monkeypatch.chdir(tmp_path)
+    root = Path("suite")
+    write_task(root, edited(lambda d: d["evaluator"].update(max_steps="many")), world="order")
+    (root / "spare").mkdir()
+    link = root / "order" / f"{BASE_ID}.yaml"
+    os.replace(link, root / "spare" / "target.txt")
+    os.symlink((root / "spare" / "target.txt").resolve(), link)
+    result = validate(root)
+    assert_fails(result, f"{link}:", "evaluator.max_steps")
+    assert "target.txt" not in result.output
+
+
+def test_a_fifo_as_a_task_file_is_refused_without_opening_it(tmp_path: Path) -> None:
+    write_task(tmp_path, task_data())
+    os.mkfifo(tmp_path / "order" / "fifo-task.yaml")
+    result = validate(tmp_path)  # opening the FIFO would wait for a writer forever
+    assert_fails(result, "fifo-task.yaml", "not a regular file")
 
 
 def test_a_failing_suite_does_not_write_the_lock(tmp_path: Path) -> None:
