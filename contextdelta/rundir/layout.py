@@ -12,6 +12,7 @@ import io
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -29,6 +30,7 @@ from contextdelta.rundir.receipts import (
     RECEIPTS,
     chain_state,
     file_digests,
+    file_kind,
     manifest_edits,
     reconcile_receipts,
     seal_directory,
@@ -66,6 +68,20 @@ and the receipts by their chain."""
 
 class RunDirectoryError(ValueError):
     """A run directory that is malformed or incomplete; the message names the file and the problem."""
+
+
+def _refuse_special(path: Path) -> None:
+    """RunDirectoryError when ``path`` is (or links to) a FIFO, socket, device or folder: a run writes plain files,
+    and opening a FIFO would wait for a writer forever. A missing path is left to the caller."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return
+    if not stat.S_ISREG(mode):
+        raise RunDirectoryError(
+            f"{path}: {file_kind(mode)}, not a regular file (not read); a run directory holds the plain files its run "
+            "wrote: put that file in its place"
+        )
 
 
 MIN_FREE_BYTES = 32 * 1024 * 1024
@@ -318,6 +334,7 @@ class RunDirectory:
 
     def read_manifest(self) -> RunManifest:
         path = self.file(MANIFEST)
+        _refuse_special(path)
         try:
             return RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
@@ -341,6 +358,7 @@ class RunDirectory:
         path = self.file(RAW_RUNS)
         if not path.exists():
             raise RunDirectoryError(f"{path}: missing")
+        _refuse_special(path)
         if repair:
             repair_torn_tail(path)
         records: list[EpisodeRecord] = []
@@ -375,6 +393,7 @@ class RunDirectory:
         path = self.file(RAW_RUNS)
         if not path.exists():
             raise RunDirectoryError(f"{path}: missing")
+        _refuse_special(path)
         return self._upgraded([record for _, record in self._episode_lines(path, only=run_id)])
 
     def _episode_lines(self, path: Path, only: str | None = None) -> Iterator[tuple[int, EpisodeRecord]]:

@@ -20,7 +20,9 @@ against edits, not proof against a forger who recomputes every digest (docs/deci
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -183,14 +185,53 @@ def reconcile_receipts(raw_runs: Path, receipts: Path, run_group_id: str) -> int
     return len(added)
 
 
+def file_kind(mode: int) -> str:
+    """What a ``stat`` mode is, in words (for a message that names an entry that is not a plain file)."""
+    kinds = (
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    return next((what for test, what in kinds if test(mode)), "a special file")
+
+
+def odd_entries(root: Path) -> list[tuple[str, str]]:
+    """(path relative to ``root``, what it is) of every entry below ``root`` that a run does not leave there: a
+    temp file of an atomic write killed half way, a symbolic link (never followed: a folder it names is not
+    walked), a FIFO, socket or device (never opened: opening a FIFO waits for a writer). Sorted by path."""
+    found: list[tuple[str, str]] = []
+
+    def walk(folder: Path, prefix: str) -> None:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                name = f"{prefix}{entry.name}"
+                mode = entry.stat(follow_symlinks=False).st_mode
+                if stat.S_ISLNK(mode):
+                    found.append((name, f"a symbolic link to {os.readlink(entry.path)}"))
+                elif stat.S_ISDIR(mode):
+                    walk(Path(entry.path), f"{name}/")
+                elif not stat.S_ISREG(mode):
+                    found.append((name, file_kind(mode)))
+                elif entry.name.endswith(UNSEALED):
+                    found.append((name, "a temp file left by a write that was killed half way"))
+
+    walk(root, "")
+    return sorted(found)
+
+
 def sealed_files(root: Path, skip: Iterable[str]) -> Iterator[tuple[str, Path]]:
     """(path relative to ``root``, path) of every regular file a seal covers, sorted; ``skip`` names files sealed
-    otherwise (the manifest, raw_runs.jsonl and its receipts)."""
+    otherwise (the manifest, raw_runs.jsonl and its receipts). A symbolic link is never followed (nor sealed), a
+    FIFO or other special file never opened."""
     left_out = set(skip)
     found = []
     for path in root.rglob("*"):
         name = path.relative_to(root).as_posix()
-        if name in left_out or path.name.endswith(UNSEALED) or not path.is_file():
+        if name in left_out or path.name.endswith(UNSEALED) or path.is_symlink() or not path.is_file():
             continue
         found.append((name, path))
     yield from sorted(found)

@@ -24,6 +24,7 @@ from typing import Any
 
 from contextdelta.canonical import canonical_json, content_hash, sha256_hex
 from contextdelta.rundir import (
+    DERIVED_FILES,
     MANIFEST,
     RAW_RUNS,
     RAW_RUNS_RECEIPTS,
@@ -31,6 +32,7 @@ from contextdelta.rundir import (
     SEALED_APART,
     SEALED_SINCE,
     TASKS_SNAPSHOT,
+    UNSEALED,
     RecordReceipt,
     RunDirectory,
     RunManifest,
@@ -39,6 +41,7 @@ from contextdelta.rundir import (
     chain_next,
     chain_start,
     file_digests,
+    odd_entries,
     part_differences,
     parts_of,
     seal_sha256,
@@ -372,8 +375,43 @@ def missing_seal_detail(directory: RunDirectory, manifest: RunManifest) -> str:
     )
 
 
+READ_BY_VERIFY = (MANIFEST, RAW_RUNS, RAW_RUNS_RECEIPTS, TASKS_SNAPSHOT, *DERIVED_FILES)
+"""The entries verify reads: one that is a link or a special file is refused, never followed or opened."""
+
+
+def odd_entry_findings(directory: RunDirectory) -> tuple[list[tuple[str, str]], list[str]]:
+    """What verify says about the entries of ``directory`` a run does not leave there (``odd_entries``): (name,
+    detail) of each that stands where verify reads a file (refused: a malformed directory), and a note for each
+    other one (leftover temp files, links, FIFOs, ...; not sealed, not read, so not a divergence by itself)."""
+    refused: list[tuple[str, str]] = []
+    notes: list[str] = []
+    if not directory.path.is_dir():
+        return refused, notes
+    for name, what in odd_entries(directory.path):
+        if name in READ_BY_VERIFY:
+            refused.append(
+                (
+                    name,
+                    f"is {what}, not the file the run wrote: verify never follows a link or opens a special file; "
+                    "put the file the run wrote in its place",
+                )
+            )
+        elif name.endswith(UNSEALED):
+            notes.append(f"{name} is {what}: not sealed and not read; delete it")
+        else:
+            notes.append(
+                f"{name} is {what}: not a file a run writes, so neither read nor sealed (verify never follows a "
+                "link or opens a special file); remove it"
+            )
+    return refused, notes
+
+
 def check_seal(directory: RunDirectory, manifest: RunManifest) -> SealFindings:
-    """Everything the seal of ``manifest`` covers in ``directory`` (see the module docstring)."""
+    """Everything the seal of ``manifest`` covers in ``directory`` (see the module docstring). An entry verify
+    reads that is a link or a special file is named and nothing is read."""
+    refused, _ = odd_entry_findings(directory)
+    if refused:
+        return SealFindings(divergences=[(manifest.run_group_id, name, detail, None) for name, detail in refused])
     seal = manifest.seal
     if seal is None:
         if directory.seal_expected(manifest):

@@ -87,7 +87,7 @@ from contextdelta.verify._contexts import (
     external_divergences,
     rebuild_run_strategies,
 )
-from contextdelta.verify._receipts import check_seal
+from contextdelta.verify._receipts import check_seal, odd_entry_findings
 from contextdelta.worlds import ProtectionMode, get_world
 
 REL_TOL = 1e-9
@@ -669,6 +669,12 @@ def _load_attempts(
     first, whatever else it lacks (a run killed while finalising lacks its reports, and resuming it writes them);
     with ``allow_incomplete`` its missing derived files are noted in ``notes``."""
     directory = RunDirectory(path)
+    refused, odd = odd_entry_findings(directory)  # before anything is read: a FIFO would never answer
+    if refused:
+        listed = "; ".join(f"{name} {detail}" for name, detail in refused)
+        raise VerifyError(f"malformed run directory {path}: {listed}")
+    if notes is not None:
+        notes.extend(odd)
     try:
         manifest = directory.read_manifest()
         attempts = directory.read_attempts()
