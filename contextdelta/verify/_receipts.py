@@ -1,7 +1,8 @@
 """Checking a run directory's receipts (``contextdelta.rundir.receipts``): what cannot be re-derived must be what
 was sealed when it was written.
 
-- ``run_manifest.json``: in the form the runner writes it, and equal, part by part, to what its seal digested;
+- ``run_manifest.json``: in the form the runner writes it (compared as bytes: CRLF and a lost final newline are
+  named), and equal, part by part, to what its seal digested;
 - ``raw_runs.receipts.jsonl``: one unbroken hash chain whose head (at the sealed line count) is the seal's;
 - ``raw_runs.jsonl``: every line's SHA-256 is its receipt's. A line that differs is named with its record and
   the field(s) whose digests differ; a record on another line than sealed is named as out of order; a line cut

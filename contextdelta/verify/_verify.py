@@ -2,12 +2,15 @@
 
 Checks, in order:
 
-1. the directory: manifest and episodes readable, status ``complete`` (``running``/``incomplete`` is refused
-   first, with the resume command, unless ``allow_incomplete`` or the manifest's seal shows it was edited), every
-   file present; these are `VerifyError` (exit 2), not divergences;
-1b. the seal (``_receipts.py``): the manifest part by part, the receipts' hash chain, each line of
+1. the directory: no link or special file where a run file is read (refused before anything is opened; other
+   leftover temp files, links and FIFOs are noted, never followed or opened), manifest and episodes readable,
+   status ``complete`` (``running``/``incomplete`` is refused first, with the resume command, unless
+   ``allow_incomplete`` or the manifest's seal shows it was edited or removed), every file present; these are
+   `VerifyError` (exit 2), not divergences;
+1b. the seal (``_receipts.py``): the manifest's bytes and its parts, the receipts' hash chain, each line of
    ``raw_runs.jsonl`` against its receipt (an edit named by record and field; a line moved, torn, missing or not
-   in the chain named as such), every other file's SHA-256; a run directory from before receipts gets a note;
+   in the chain named as such), every other file's SHA-256; a run that must carry a seal and has none
+   (``seal_expected``) is a divergence; a run directory from before receipts gets a note;
 2. the task snapshot in ``tasks/``: each file loads, each task's version and content hash match the manifest,
    the suite hash, the public messages, the tool schemas and each task's horizon (the dose-response section's
    input; manifests written since horizons were recorded) re-derive;
