@@ -302,19 +302,29 @@ class RunDirectory:
         only a sealing version writes them), or its manifest records a contextdelta version that seals every run
         directory (:data:`contextdelta.rundir.receipts.SEALED_SINCE`). Without a seal it is then a run whose seal
         was removed after the run, not one from before receipts."""
+        return self._expects_seal(manifest.seal is not None, manifest.environment.contextdelta)
+
+    def _expects_seal(self, sealed: bool, version: object) -> bool:
         return (
-            manifest.seal is not None
+            sealed
             or os.path.lexists(self.file(RAW_RUNS_RECEIPTS))
-            or version_writes_seal(manifest.environment.contextdelta)
+            or version_writes_seal(version if isinstance(version, str) else "")
         )
 
     def manifest_edits(self) -> list[str]:
-        """The fields of ``run_manifest.json`` edited since it was sealed (none for a manifest without a seal)."""
+        """The fields of ``run_manifest.json`` edited since it was sealed (none for a manifest without a seal);
+        ``seal (removed)`` for a run that must carry a seal and has none (:meth:`seal_expected`)."""
         try:
             value = json.loads(self.file(MANIFEST).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return []
-        return manifest_edits(value) if isinstance(value, dict) else []
+        if not isinstance(value, dict):
+            return []
+        environment = value.get("environment")
+        version = environment.get("contextdelta") if isinstance(environment, dict) else None
+        if value.get("seal") is None and self._expects_seal(False, version):
+            return ["seal (removed)"]
+        return manifest_edits(value)
 
     def snapshot_edits(self) -> list[str]:
         """The files of the task snapshot changed, added or removed since the manifest sealed them (none for a

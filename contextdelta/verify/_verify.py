@@ -686,8 +686,7 @@ def _load_attempts(
     records = attempts.current
     complete = manifest.status is RunStatus.COMPLETE
     # a status edited after the run (or a seal removed) is an edit to name (exit 1), not a run to resume
-    seal_removed = manifest.seal is None and directory.seal_expected(manifest)
-    if not complete and not allow_incomplete and not directory.manifest_edits() and not seal_removed:
+    if not complete and not allow_incomplete and not directory.manifest_edits():
         raise VerifyError(
             f"incomplete: run {resume_command(manifest)} (status {manifest.status.value}, {len(records)} of "
             f"{manifest.counts.planned} episodes in raw_runs.jsonl"

@@ -146,6 +146,17 @@ def test_a_manifest_edited_after_its_seal_refuses_a_resume(tmp_path: Path) -> No
             _resume(url, path)
 
 
+def test_a_manifest_whose_seal_was_removed_refuses_a_resume(tmp_path: Path) -> None:
+    """Resuming would write a fresh seal over whatever was changed meanwhile."""
+    with serve_scripted("oracle", TASKS, in_process=True) as url:
+        path = _small_run(url, tmp_path)
+        manifest = json.loads((path / MANIFEST).read_text())
+        del manifest["seal"]
+        (path / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        with pytest.raises(BenchmarkError, match=r"edited after it was sealed \(seal \(removed\)\)"):
+            _resume(url, path)
+
+
 def test_receipt_lines_are_canonical_json() -> None:
     path = runs.single_task_run()
     for line in (path / RAW_RUNS_RECEIPTS).read_text().splitlines():
