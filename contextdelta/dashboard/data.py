@@ -451,7 +451,7 @@ def _recorded_metrics(directory: RunDirectory, manifest: RunManifest, finished: 
     from contextdelta.report import AggregateMetrics
 
     try:
-        metrics = AggregateMetrics.model_validate_json(directory.file(AGGREGATE_METRICS).read_text(encoding="utf-8"))
+        metrics = AggregateMetrics.model_validate_json(directory.read_text(AGGREGATE_METRICS))
     except (OSError, ValueError):
         return None
     if (

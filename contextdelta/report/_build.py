@@ -89,7 +89,7 @@ def params_of(analysis: Any) -> AnalysisParams:
 def recorded_params(directory: RunDirectory) -> AnalysisParams | None:
     """The analysis parameters recorded in the run's ``aggregate_metrics.json``; None when absent or unreadable."""
     try:
-        value = json.loads(directory.file(AGGREGATE_METRICS).read_text(encoding="utf-8"))
+        value = json.loads(directory.read_text(AGGREGATE_METRICS))
         return params_of(value["analysis"])
     except (OSError, ValueError, KeyError, TypeError, ValidationError):
         return None

@@ -236,6 +236,13 @@ class RunDirectory:
     def file(self, name: str) -> Path:
         return self.path / name
 
+    def read_text(self, name: str) -> str:
+        """The UTF-8 text of the file ``name``. RunDirectoryError (never a wait) when it is a FIFO or another
+        special file; OSError when it cannot be read."""
+        path = self.file(name)
+        _refuse_special(path)
+        return path.read_text(encoding="utf-8")
+
     # ---- writing ------------------------------------------------------------------------------------------
 
     def create(self, manifest: RunManifest, task_files: Sequence[tuple[str, str, Path]]) -> None:
@@ -315,7 +322,7 @@ class RunDirectory:
         """The fields of ``run_manifest.json`` edited since it was sealed (none for a manifest without a seal);
         ``seal (removed)`` for a run that must carry a seal and has none (:meth:`seal_expected`)."""
         try:
-            value = json.loads(self.file(MANIFEST).read_text(encoding="utf-8"))
+            value = json.loads(self.read_text(MANIFEST))
         except (OSError, ValueError):
             return []
         if not isinstance(value, dict):
@@ -330,7 +337,7 @@ class RunDirectory:
         """The files of the task snapshot changed, added or removed since the manifest sealed them (none for a
         manifest without a seal): a session that resumes would seal them as the run's."""
         try:
-            value = json.loads(self.file(MANIFEST).read_text(encoding="utf-8"))
+            value = json.loads(self.read_text(MANIFEST))
         except (OSError, ValueError):
             return []
         seal = value.get("seal") if isinstance(value, dict) else None

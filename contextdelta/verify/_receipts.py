@@ -409,10 +409,20 @@ def odd_entry_findings(directory: RunDirectory) -> tuple[list[tuple[str, str]], 
 
 def check_seal(directory: RunDirectory, manifest: RunManifest) -> SealFindings:
     """Everything the seal of ``manifest`` covers in ``directory`` (see the module docstring). An entry verify
-    reads that is a link or a special file is named and nothing is read."""
+    reads that is a link or a special file is named and never opened; when it is the manifest, ``raw_runs.jsonl``
+    or its receipts, nothing else is checked."""
     refused, _ = odd_entry_findings(directory)
-    if refused:
-        return SealFindings(divergences=[(manifest.run_group_id, name, detail, None) for name, detail in refused])
+    named: list[tuple[str, str, str, int | None]] = [
+        (manifest.run_group_id, name, detail, None) for name, detail in refused
+    ]
+    if any(name in SEALED_APART for name, _ in refused):
+        return SealFindings(divergences=named)
+    out = _check_seal(directory, manifest)
+    out.divergences[:0] = named
+    return out
+
+
+def _check_seal(directory: RunDirectory, manifest: RunManifest) -> SealFindings:
     seal = manifest.seal
     if seal is None:
         if directory.seal_expected(manifest):

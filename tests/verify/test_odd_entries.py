@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from contextdelta.cli import app
-from contextdelta.rundir import MANIFEST, RAW_RUNS, TASK_RESULTS
+from contextdelta.rundir import AGGREGATE_METRICS, MANIFEST, RAW_RUNS, TASK_RESULTS
 from contextdelta.verify import verify_run
 from tests.report import runs
 
@@ -108,3 +108,18 @@ def test_a_fifo_task_file_in_the_snapshot_is_named_without_opening_it(run: Path)
         result.lines()
     )
     assert "tasks/config/extra.yaml is a FIFO (named pipe)" in "\n".join(result.notes)
+
+
+@pytest.mark.slow
+def test_readers_of_a_derived_file_that_is_a_fifo_do_not_wait(run: Path) -> None:
+    """report and the dashboard read aggregate_metrics.json for its parameters and numbers: a FIFO there is
+    unreadable (the numbers are recomputed), never opened."""
+    from contextdelta.dashboard.data import load_run
+
+    (run / AGGREGATE_METRICS).unlink()
+    os.mkfifo(run / AGGREGATE_METRICS)
+    with no_hang():
+        report = cli.invoke(app, ["report", run.name, "--results-dir", str(run.parent)])
+        loaded = load_run(run)
+    assert report.exit_code == 0, report.output
+    assert loaded.metrics_source != AGGREGATE_METRICS
