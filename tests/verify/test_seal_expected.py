@@ -75,10 +75,13 @@ def test_without_receipts_too_the_recorded_version_expects_a_seal(tmp_path: Path
     assert result.seal_expected and not result.ok
     (missing,) = [d.detail for d in result.divergences if d.field == f"{MANIFEST} seal"]
     assert "every version since 0.2.0 seals each run directory" in missing
-    # pretending to be 0.1.0 changes the harness version the manifest records, but not the receipts' absence:
-    # that run is indistinguishable from one written before receipts (the limit of a seal without a key)
-    _strip_seal(runs.copy_run(runs.single_task_run(), tmp_path / "old"), version="0.1.0")
-    assert verify_run(tmp_path / "old" / path.name).seal_expected  # its receipts still say it sealed
+    # writing 0.1.0 into the manifest does not help while the receipts are there: only a sealing run writes them
+    old = runs.copy_run(runs.single_task_run(), tmp_path / "old")
+    _strip_seal(old, version="0.1.0")
+    assert RunDirectory(old).seal_expected(RunDirectory(old).read_manifest())
+    # without them too, the run reads as one from before receipts: the documented limit of a seal without a key
+    (old / RAW_RUNS_RECEIPTS).unlink()
+    assert not RunDirectory(old).seal_expected(RunDirectory(old).read_manifest())
 
 
 @pytest.mark.slow
