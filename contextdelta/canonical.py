@@ -6,6 +6,7 @@ import functools
 import hashlib
 import json
 import json.encoder
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -51,3 +52,74 @@ def sha256_hex(text: str | bytes) -> str:
 def content_hash(value: Any) -> str:
     """SHA-256 of the canonical JSON of ``value``."""
     return sha256_hex(canonical_json(value))
+
+
+def json_type(value: Any) -> str:
+    """A JSON value's type as JSON names it, with its article: ``a string``, ``an array``, ``null`` ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A UTF-16 surrogate code point: what a JSON ``\\ud800`` escape without its pair decodes to in Python. UTF-8 cannot
+encode it, so a string holding one can be neither hashed nor written."""
+
+
+def _without_surrogates(text: str) -> str:
+    # through UTF-16: an adjacent high+low pair becomes the character it encodes, a lone one U+FFFD
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def has_lone_surrogate(value: Any) -> bool:
+    """Whether a JSON value holds a string, or a key, with a surrogate code point (UTF-8 cannot encode it).
+
+    Walks the value without recursion, so any depth the JSON decoder produced is safe."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            if _SURROGATE.search(node):
+                return True
+        elif isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
+def replace_lone_surrogates(value: Any) -> Any:
+    """``value`` with every lone surrogate code point in its strings and keys replaced by U+FFFD (a surrogate pair
+    becomes the character it encodes). Dictionaries and lists are changed in place (a freshly decoded value is
+    its caller's own); a string comes back as a new string. Walks without recursion."""
+    if isinstance(value, str):
+        return _without_surrogates(value) if _SURROGATE.search(value) else value
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            for index, item in enumerate(node):
+                if isinstance(item, str):
+                    if _SURROGATE.search(item):
+                        node[index] = _without_surrogates(item)
+                elif isinstance(item, (dict, list)):
+                    stack.append(item)
+        elif isinstance(node, dict):
+            if any(isinstance(key, str) and _SURROGATE.search(key) for key in node):
+                items = list(node.items())
+                node.clear()
+                node.update((_without_surrogates(k) if isinstance(k, str) else k, v) for k, v in items)
+            for key, item in node.items():
+                if isinstance(item, str):
+                    if _SURROGATE.search(item):
+                        node[key] = _without_surrogates(item)
+                elif isinstance(item, (dict, list)):
+                    stack.append(item)
+    return value

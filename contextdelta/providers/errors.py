@@ -79,4 +79,18 @@ class EndpointTimeout(EndpointConnectionError):
         super().__init__(message)
 
 
-__all__ = ["STATUS_NAMES", "EndpointConnectionError", "EndpointError", "EndpointStatusError", "EndpointTimeout"]
+class EndpointResponseTooLarge(EndpointError):
+    """The response body is larger than a response may be (``MAX_RESPONSE_BYTES``); reading stopped there. Not
+    retried: an endpoint that sent it once sends it again."""
+
+    name = "ResponseTooLargeError"
+
+
+__all__ = [
+    "STATUS_NAMES",
+    "EndpointConnectionError",
+    "EndpointError",
+    "EndpointResponseTooLarge",
+    "EndpointStatusError",
+    "EndpointTimeout",
+]

@@ -38,7 +38,7 @@ from aiohttp.helpers import get_env_proxy_for_url
 from pydantic import SecretStr
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
-from contextdelta.canonical import json_dumps_function
+from contextdelta.canonical import json_dumps_function, json_type
 from contextdelta.providers.base import (
     ProviderFailure,
     ProviderResponse,
@@ -46,7 +46,14 @@ from contextdelta.providers.base import (
     Usage,
     endpoint_check_request,
 )
-from contextdelta.providers.errors import EndpointConnectionError, EndpointError, EndpointStatusError, EndpointTimeout
+from contextdelta.providers.bodies import CappedBody, NestedTooDeeply, load_json_body
+from contextdelta.providers.errors import (
+    EndpointConnectionError,
+    EndpointError,
+    EndpointResponseTooLarge,
+    EndpointStatusError,
+    EndpointTimeout,
+)
 from contextdelta.providers.limits import CallGate, estimate_tokens
 from contextdelta.providers.retry import RetryPolicy, is_retryable
 from contextdelta.redaction import Redactor
@@ -259,6 +266,8 @@ class OpenAIProvider:
             return f"cannot reach {where}: GET /models did not answer within {wait:g} s (--timeout-s)"
         except EndpointConnectionError as exc:
             return f"cannot reach {where}: {self._scrub(describe_error(exc))}"
+        except EndpointResponseTooLarge as exc:
+            return f"{where} answered GET /models with {exc.message}"
         except EndpointStatusError as exc:
             if exc.status_code in (401, 403):
                 return f"{where} refused the API key (HTTP {exc.status_code}); check CONTEXTDELTA_API_KEY"
@@ -291,6 +300,8 @@ class OpenAIProvider:
             )
         except EndpointConnectionError as exc:
             return f"cannot reach {where} for a chat completion: {self._scrub(describe_error(exc))}"
+        except EndpointResponseTooLarge as exc:
+            return f"{where} answered the endpoint check's chat completion with {exc.message}"
         except EndpointStatusError as exc:
             detail = self._scrub(describe_error(exc))
             if exc.status_code in (401, 403):
@@ -363,7 +374,8 @@ class OpenAIProvider:
         """One request, on the I/O loop: (response body, when the request went out, when its response was read).
 
         Raises EndpointStatusError for an HTTP error status, EndpointTimeout when no whole response came within
-        ``timeout`` seconds, EndpointConnectionError when the connection failed or closed early."""
+        ``timeout`` seconds, EndpointConnectionError when the connection failed or closed early,
+        EndpointResponseTooLarge for a body past MAX_RESPONSE_BYTES (reading stops there)."""
         session = self._http()
         proxy, proxy_auth = self._proxy_for(url)
         sent = time.perf_counter()
@@ -372,7 +384,11 @@ class OpenAIProvider:
             async with session.request(
                 method, url, data=body, timeout=limit, proxy=proxy, proxy_auth=proxy_auth
             ) as response:
-                content = await response.read()
+                # in chunks, so that a body past MAX_RESPONSE_BYTES is given up without being held whole
+                capped = CappedBody(response.headers.get("Content-Length"))
+                async for chunk in response.content.iter_any():
+                    capped.add(chunk)
+                content = capped.value()
                 read = time.perf_counter()
                 if response.status >= 400:
                     raise EndpointStatusError(response.status, response.headers, content.decode("utf-8", "replace"))
@@ -472,7 +488,9 @@ class OpenAIProvider:
             return ProviderFailure("provider_error", f"the endpoint returned {why}", retries, elapsed_s=elapsed)
 
         try:
-            completion = json.loads(body)
+            completion = load_json_body(body)  # lone surrogates are U+FFFD from here on
+        except NestedTooDeeply as exc:
+            raise fail(str(exc)) from None
         except ValueError:
             raise fail(f"a body that is not JSON: {self._scrub(body[:200].decode('utf-8', 'replace'))!r}") from None
         if not isinstance(completion, dict):
@@ -486,20 +504,25 @@ class OpenAIProvider:
             raise fail("a choice without a message")
         clean = self._redactor.text
         calls: list[ToolCallRequest] = []
-        for index, call in enumerate(message.get("tool_calls") or []):
+        tool_calls = message.get("tool_calls") or []
+        if not isinstance(tool_calls, list):
+            raise fail(f"tool_calls that is {json_type(tool_calls)}, not a list")
+        for index, call in enumerate(tool_calls):
             if not isinstance(call, dict):
                 raise fail(f"tool_calls[{index}] that is not an object")
-            if call.get("type") == "custom":  # a free-form tool call: its input is the raw argument text
-                spec = call.get("custom") or {}
-                name, arguments = spec.get("name"), spec.get("input")
-            else:
-                spec = call.get("function") or {}
-                name, arguments = spec.get("name"), spec.get("arguments")
+            # a free-form ("custom") tool call's input is the raw argument text
+            field, text = ("custom", "input") if call.get("type") == "custom" else ("function", "arguments")
+            spec = call.get(field)
+            if not isinstance(spec, dict):
+                raise fail(f"tool_calls[{index}].{field} that is {json_type(spec)}, not an object")
+            name, arguments = spec.get("name"), spec.get(text)
+            if not isinstance(arguments, str):
+                # a value sent as JSON rather than as text is kept as its JSON text: the world answers a value
+                # that is not an object as malformed arguments; only no arguments at all reads as none, {}
+                arguments = "{}" if text not in spec else json.dumps(arguments)
             calls.append(
                 ToolCallRequest(
-                    id=clean(str(call.get("id") or "")),
-                    name=clean(str(name or "")),
-                    arguments=clean(arguments if isinstance(arguments, str) else json.dumps(arguments or {})),
+                    id=clean(str(call.get("id") or "")), name=clean(str(name or "")), arguments=clean(arguments)
                 )
             )
         content = message.get("content")

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -38,3 +41,67 @@ def scripted() -> Iterator[ScriptedFactory]:
         return serve_scripted(policy, FIXTURES, in_process=True, **options)
 
     yield start
+
+
+class RawEndpoint:
+    """A loopback HTTP endpoint that answers each POST with the next of ``bodies`` (the last one again once they
+    run out), byte for byte: the misbehaving servers the scripted server cannot play. ``requests`` counts the
+    POSTs; a body given as an iterator of chunks is sent with chunked transfer encoding and no Content-Length."""
+
+    def __init__(self, bodies: list[bytes | Callable[[], Iterator[bytes]]]) -> None:
+        self.bodies = bodies
+        self.requests = 0
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                endpoint.requests += 1
+                body = endpoint.bodies[min(endpoint.requests, len(endpoint.bodies)) - 1]
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                if isinstance(body, bytes):
+                    self.send_header("Content-Length", str(len(body)))
+                else:
+                    self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                try:
+                    if isinstance(body, bytes):
+                        self.wfile.write(body)
+                        return
+                    for chunk in body():
+                        self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                    self.wfile.write(b"0\r\n\r\n")
+                except OSError:  # the client gave up reading: what a capped reader does
+                    self.close_connection = True
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> RawEndpoint:
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def completion(message: dict[str, Any]) -> bytes:
+    """A chat-completion body with one choice holding ``message``, as the raw bytes a server sends."""
+    choice = {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": "stop"}
+    usage = {"prompt_tokens": 10, "completion_tokens": 2}
+    body = {"id": "c-1", "object": "chat.completion", "model": "raw", "choices": [choice], "usage": usage}
+    return json.dumps(body).encode()
+
+
+def tool_call(arguments: Any, name: str = "get_order") -> bytes:
+    """A completion with one tool call whose ``function.arguments`` is ``arguments`` exactly as given."""
+    call = {"id": "call-1", "type": "function", "function": {"name": name, "arguments": arguments}}
+    return completion({"content": None, "tool_calls": [call]})

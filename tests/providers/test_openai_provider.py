@@ -18,7 +18,7 @@ import pytest
 from contextdelta.providers import OpenAIProvider, ProviderFailure, ProviderResponse, RetryPolicy, usage_of
 from contextdelta.testing import CallId, Phase, fetch_stats
 from contextdelta.worlds import ProtectionMode, get_world
-from tests.providers.conftest import RecordingSleep, ScriptedFactory
+from tests.providers.conftest import RawEndpoint, RecordingSleep, ScriptedFactory
 from tests.testing.episode_loop import first_messages, fixture_tasks
 
 KEY = "sk-test-SECRET-0123456789abcdef"
@@ -431,22 +431,6 @@ def _jitter(waits: list[float]) -> list[float]:
     return jitter
 
 
-class _Garbage(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    body = b""
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(self.body)))
-        self.end_headers()
-        self.wfile.write(self.body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.mark.parametrize(
     ("body", "why"),
     [
@@ -457,15 +441,8 @@ class _Garbage(BaseHTTPRequestHandler):
     ],
 )
 def test_a_malformed_200_body_is_a_provider_error(sleep: RecordingSleep, body: bytes, why: str) -> None:
-    handler = type("Garbage", (_Garbage,), {"body": body})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        failure = fail(provider(f"http://127.0.0.1:{server.server_address[1]}/v1", sleep))
-    finally:
-        server.shutdown()
-        server.server_close()
+    with RawEndpoint([body]) as endpoint:
+        failure = fail(provider(endpoint.base_url, sleep))
     assert failure.reason == "provider_error"
     assert why in failure.message
 

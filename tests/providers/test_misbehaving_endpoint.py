@@ -1,0 +1,204 @@
+"""Endpoints that misbehave in ways a conforming server never does, over real HTTP: each ends as a recorded failed
+trial (``provider_error``) or as an invalid tool call the world answers, never as a crash, a success or a hang."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+
+from contextdelta.agent import EpisodeTrace, TerminationReason, run_episode
+from contextdelta.canonical import content_hash
+from contextdelta.context import create_strategy
+from contextdelta.providers import MAX_JSON_DEPTH, MAX_RESPONSE_BYTES, OpenAIProvider, ProviderFailure, RetryPolicy
+from tests.agent.helpers import make_task, make_world
+from tests.providers.conftest import RawEndpoint, RecordingSleep, completion, tool_call
+
+RETRIES = RetryPolicy(max_attempts=3, max_total_s=60.0, initial_backoff_s=0.5, max_backoff_s=1.0, jitter_s=0.0)
+MESSAGES = [{"role": "user", "content": "Look up order A-1001."}]
+
+
+def complete(endpoint: RawEndpoint, sleep: RecordingSleep) -> Any:
+    """One call's ProviderResponse, or the ProviderFailure it raised."""
+
+    async def go() -> Any:
+        async with OpenAIProvider(
+            base_url=endpoint.base_url, model="raw", api_key="k", retry=RETRIES, sleep=sleep, timeout_s=30
+        ) as provider:
+            try:
+                return await provider.complete(MESSAGES, None)
+            except ProviderFailure as failure:
+                return failure
+
+    return asyncio.run(go())
+
+
+def episode(endpoint: RawEndpoint) -> EpisodeTrace:
+    """One episode of the built-in loop against the endpoint (no retry waits)."""
+    task = make_task()
+
+    async def go() -> EpisodeTrace:
+        async with OpenAIProvider(base_url=endpoint.base_url, model="raw", api_key="k", retry=RETRIES) as provider:
+            strategy = create_strategy("full_history")
+            return await run_episode(task.public_task, make_world(task), provider, strategy, max_steps=4, seed=1)
+
+    return anyio.run(go)
+
+
+def encodable(value: Any) -> None:
+    """What the run directory and the trace store do with a record: hash it and write it as UTF-8."""
+    content_hash(value)
+    json.dumps(value, ensure_ascii=False).encode("utf-8")
+
+
+# ---- lone surrogates --------------------------------------------------------------------------------------
+
+ESCAPED = completion({"content": "done \ud800 and \udfff", "tool_calls": None})
+"""``json.dumps`` writes a lone surrogate as its escape, ``\\ud800``, as a misbehaving server would."""
+RAW_BYTES = ESCAPED.replace(b"\\ud800", b"\xed\xa0\x80").replace(b"\\udfff", b"\xed\xbf\xbf")
+"""The same surrogates written as raw (CESU-8) bytes, which Python's JSON decoder also lets through."""
+
+
+@pytest.mark.parametrize("body", [ESCAPED, RAW_BYTES], ids=["escaped", "raw-bytes"])
+def test_lone_surrogates_in_content_become_replacement_characters(sleep: RecordingSleep, body: bytes) -> None:
+    with RawEndpoint([body]) as endpoint:
+        response = complete(endpoint, sleep)
+    assert response.content == "done \ufffd and \ufffd"
+    assert response.raw["choices"][0]["message"]["content"] == "done \ufffd and \ufffd"
+    encodable(response.model_dump(mode="json"))
+
+
+def test_a_surrogate_pair_written_as_raw_bytes_is_kept_as_its_character(sleep: RecordingSleep) -> None:
+    body = completion({"content": "ok \U0001f600"}).replace(b"\\ud83d\\ude00", b"\xed\xa0\xbd\xed\xb8\x80")
+    with RawEndpoint([body]) as endpoint:
+        response = complete(endpoint, sleep)
+    assert response.content == "ok \U0001f600"
+
+
+def test_lone_surrogates_in_tool_call_arguments_and_names_become_replacement_characters(
+    sleep: RecordingSleep,
+) -> None:
+    with RawEndpoint([tool_call('{"order_id": "A-1001\ud800"}', name="get_order\udc00")]) as endpoint:
+        response = complete(endpoint, sleep)
+    [call] = response.tool_calls
+    assert call.name == "get_order\ufffd"
+    assert json.loads(call.arguments) == {"order_id": "A-1001\ufffd"}
+    encodable(response.model_dump(mode="json"))
+
+
+def test_an_episode_whose_final_answer_has_a_lone_surrogate_is_recorded() -> None:
+    with RawEndpoint([completion({"content": "Refunded \ud800."})]) as endpoint:
+        trace = episode(endpoint)
+    assert trace.termination is TerminationReason.FINAL_ANSWER, trace.error
+    assert trace.final_answer == "Refunded \ufffd."
+    encodable(trace.model_dump(mode="json"))
+
+
+# ---- tool calls of the wrong shape ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sent", "recorded"),
+    [
+        ("0", "0"),
+        ("[]", "[]"),
+        ("false", "false"),
+        ('""', '""'),
+        ("null", "null"),
+        (0, "0"),
+        ([], "[]"),
+        (False, "false"),
+        (None, "null"),
+        ({"order_id": "A-1001"}, '{"order_id": "A-1001"}'),
+    ],
+)
+def test_arguments_that_are_not_an_object_are_kept_as_sent(sleep: RecordingSleep, sent: Any, recorded: str) -> None:
+    """Never coerced to {}: a no-argument call would then run as if the model had sent a valid one."""
+    with RawEndpoint([tool_call(sent)]) as endpoint:
+        response = complete(endpoint, sleep)
+    assert [call.arguments for call in response.tool_calls] == [recorded]
+
+
+@pytest.mark.parametrize("sent", ["0", "[]", "false", '""', "null", 0, [], False, None])
+def test_the_world_answers_arguments_that_are_not_an_object_as_malformed(sent: Any) -> None:
+    with RawEndpoint([tool_call(sent), completion({"content": "I could not look it up."})]) as endpoint:
+        trace = episode(endpoint)
+    assert trace.termination is TerminationReason.FINAL_ANSWER, trace.error
+    [event] = trace.tool_events()
+    assert (event.outcome.value, event.error_code) == ("invalid", "malformed_arguments")
+    assert event.arguments == (sent if isinstance(sent, str) else json.dumps(sent))
+    [call] = trace.steps[0].tool_calls
+    assert "The arguments must be a JSON object" in json.loads(call.result)["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("function", "what"),
+    [
+        ("get_order", "tool_calls[0].function that is a string, not an object"),
+        (["get_order", "{}"], "tool_calls[0].function that is an array, not an object"),
+        (None, "tool_calls[0].function that is null, not an object"),
+    ],
+)
+def test_a_tool_call_whose_function_is_not_an_object_is_a_provider_error(function: Any, what: str) -> None:
+    body = completion({"content": None, "tool_calls": [{"id": "c", "type": "function", "function": function}]})
+    with RawEndpoint([body]) as endpoint:
+        trace = episode(endpoint)
+        assert endpoint.requests == 1  # the endpoint's own answer: not retried
+    assert trace.termination is TerminationReason.PROVIDER_ERROR
+    assert trace.error == f"the endpoint returned {what}"
+
+
+def test_tool_calls_that_are_not_a_list_are_a_provider_error(sleep: RecordingSleep) -> None:
+    with RawEndpoint([completion({"content": None, "tool_calls": {"function": {"name": "get_order"}}})]) as e:
+        failure = complete(e, sleep)
+    assert isinstance(failure, ProviderFailure) and failure.reason == "provider_error"
+    assert failure.message == "the endpoint returned tool_calls that is an object, not a list"
+
+
+# ---- bodies too deep or too large ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("depth", "why"),
+    [
+        (100_000, "a JSON body nested too deeply to decode"),
+        (MAX_JSON_DEPTH + 50, f"a JSON body nested more than {MAX_JSON_DEPTH} levels deep"),
+    ],
+)
+def test_a_body_nested_too_deeply_is_a_provider_error(depth: int, why: str) -> None:
+    body = b'{"choices": [{"message": {"content": "x", "extra": ' + b"[" * depth + b"]" * depth + b"}}]}"
+    with RawEndpoint([body]) as endpoint:
+        trace = episode(endpoint)
+        assert endpoint.requests == 1
+    assert trace.termination is TerminationReason.PROVIDER_ERROR
+    assert trace.error is not None and trace.error.startswith(f"the endpoint returned {why}")
+    encodable(trace.model_dump(mode="json"))
+
+
+def _endless() -> Iterator[bytes]:
+    chunk = b" " * (1024 * 1024)  # whitespace: JSON that would parse, were it not too long
+    for _ in range(MAX_RESPONSE_BYTES // len(chunk) * 2):
+        yield chunk
+
+
+def test_a_body_declared_larger_than_the_cap_is_not_read_nor_retried(sleep: RecordingSleep) -> None:
+    with RawEndpoint([b" " * (MAX_RESPONSE_BYTES + 1)]) as endpoint:
+        failure = complete(endpoint, sleep)
+        assert endpoint.requests == 1
+    assert isinstance(failure, ProviderFailure) and failure.reason == "provider_error"
+    assert failure.retries == 0 and sleep.waits == []
+    assert "ResponseTooLargeError" in failure.message and "64 MiB" in failure.message
+    assert "MAX_RESPONSE_BYTES" in failure.message and "Content-Length" in failure.message
+
+
+def test_a_streamed_body_past_the_cap_stops_being_read_and_is_not_retried(sleep: RecordingSleep) -> None:
+    with RawEndpoint([_endless]) as endpoint:
+        failure = complete(endpoint, sleep)
+        assert endpoint.requests == 1
+    assert isinstance(failure, ProviderFailure) and failure.reason == "provider_error"
+    assert failure.retries == 0 and sleep.waits == []
+    assert "passed the 64 MiB a response may have (MAX_RESPONSE_BYTES)" in failure.message
