@@ -8,7 +8,9 @@ import json
 import json.encoder
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, cast
+
+J = TypeVar("J")
 
 
 def _not_serialisable(value: Any) -> Any:
@@ -67,6 +69,26 @@ def json_type(value: Any) -> str:
     return "an array" if isinstance(value, list) else "an object"
 
 
+MAX_JSON_DEPTH = 200
+"""The deepest nesting of arrays and objects a value from outside may have (a model endpoint's response, a tool
+call's arguments): a chat completion has about ten levels; much deeper breaks the JSON decoder or any recursive
+reader after it."""
+
+
+def json_depth(value: Any) -> int:
+    """How deeply arrays and objects nest in a JSON value (a scalar: 0), found without recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
+
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 """A UTF-16 surrogate code point: what a JSON ``\\ud800`` escape without its pair decodes to in Python. UTF-8 cannot
 encode it, so a string holding one can be neither hashed nor written."""
@@ -95,13 +117,13 @@ def has_lone_surrogate(value: Any) -> bool:
     return False
 
 
-def replace_lone_surrogates(value: Any) -> Any:
+def replace_lone_surrogates(value: J) -> J:
     """``value`` with every lone surrogate code point in its strings and keys replaced by U+FFFD (a surrogate pair
     becomes the character it encodes). Dictionaries and lists are changed in place (a freshly decoded value is
     its caller's own); a string comes back as a new string. Walks without recursion."""
     if isinstance(value, str):
-        return _without_surrogates(value) if _SURROGATE.search(value) else value
-    stack = [value]
+        return cast(J, _without_surrogates(value)) if _SURROGATE.search(value) else value
+    stack: list[Any] = [value]
     while stack:
         node = stack.pop()
         if isinstance(node, list):

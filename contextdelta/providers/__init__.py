@@ -17,11 +17,9 @@ from contextdelta.providers.base import (
     endpoint_check_request,
 )
 from contextdelta.providers.bodies import (
-    MAX_JSON_DEPTH,
     MAX_RESPONSE_BYTES,
     CappedBody,
     NestedTooDeeply,
-    json_depth,
     load_json_body,
     read_capped,
 )
@@ -67,7 +65,6 @@ def __getattr__(name: str) -> typing.Any:
 __all__ = [
     "DEFAULT_PRICES",
     "ENDPOINT_CHECK_TOOL",
-    "MAX_JSON_DEPTH",
     "MAX_RESPONSE_BYTES",
     "NO_RETRY",
     "PRICE_TABLE_FORMAT",
@@ -104,7 +101,6 @@ __all__ = [
     "estimate_tokens",
     "is_context_length_error",
     "is_retryable",
-    "json_depth",
     "load_json_body",
     "mock_response",
     "provider_kinds",

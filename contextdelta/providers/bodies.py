@@ -14,13 +14,11 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from contextdelta.canonical import replace_lone_surrogates
+from contextdelta.canonical import MAX_JSON_DEPTH, json_depth, replace_lone_surrogates
 from contextdelta.providers.errors import EndpointResponseTooLarge
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 """The largest response body read (64 MiB): a chat completion is kilobytes; an endpoint that sends more is broken."""
-MAX_JSON_DEPTH = 200
-"""The deepest nesting of arrays and objects a response body may have (a chat completion has about ten levels)."""
 READ_CHUNK_BYTES = 256 * 1024
 """How much of a body is read at a time."""
 
@@ -91,20 +89,6 @@ def load_json_body(body: bytes) -> Any:
     if body.count(b"[") + body.count(b"{") > MAX_JSON_DEPTH and json_depth(value) > MAX_JSON_DEPTH:
         raise NestedTooDeeply(f"a JSON body nested more than {MAX_JSON_DEPTH} levels deep")
     return replace_lone_surrogates(value) if _MAYBE_SURROGATE.search(body) else value
-
-
-def json_depth(value: Any) -> int:
-    """How deeply arrays and objects nest in a JSON value (a scalar: 0), found without recursion."""
-    deepest = 0
-    stack = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
-        if children is None:
-            continue
-        deepest = max(deepest, depth)
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return deepest
 
 
 def _mib(size: int) -> str:

@@ -10,6 +10,7 @@ Hidden mutations due after the call are applied before the next call runs.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +19,15 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from contextdelta.canonical import canonical_json, sha256_hex
+from contextdelta.canonical import (
+    MAX_JSON_DEPTH,
+    canonical_json,
+    has_lone_surrogate,
+    json_depth,
+    json_type,
+    replace_lone_surrogates,
+    sha256_hex,
+)
 from contextdelta.worlds.model import (
     MutationEvent,
     Outcome,
@@ -176,6 +185,7 @@ class World:
 
     def call(self, name: str, arguments: str | Mapping[str, Any] | None, call_id: str | None = None) -> ToolCallResult:
         """Run one tool call by the agent. Never raises: every failure is a JSON error result and an event."""
+        name = replace_lone_surrogates(name)  # no tool's name has U+FFFD, and the event must encode as UTF-8
         seq = len(self.events)
         index = self._index
         self._index += 1
@@ -186,7 +196,7 @@ class World:
             "index": index,
             "call_id": call_id,
             "tool": name,
-            "arguments": arguments if isinstance(arguments, str) else dict(arguments or {}),
+            "arguments": _recorded(arguments),
             "kind": None,
             "resource": None,
             "observed_version": None,
@@ -422,12 +432,26 @@ def _invalid(code: str) -> tuple[Outcome, str, list[str], list[str]]:
     return Outcome.INVALID, code, [], []
 
 
+_UNPAIRED_SURROGATE = (
+    "The arguments hold an unpaired UTF-16 surrogate (such as \\ud800), which is not a character; send a JSON "
+    "object of valid Unicode text."
+)
+_TOO_DEEP = f"The arguments are nested more than {MAX_JSON_DEPTH} levels deep; send a JSON object of the parameters."
+
+
 def _parse_arguments(arguments: str | Mapping[str, Any] | None) -> dict[str, Any] | str:
-    """The arguments as a dict, or a message saying why they are not a JSON object."""
+    """The arguments as a dict, or a message saying why they are not a JSON object.
+
+    Empty text and no arguments at all are ``{}``; a JSON value that is not an object (``0``, ``[]``, ``null``) is
+    never taken for one. A surrogate code point (text UTF-8 cannot encode, so neither recorded nor hashed), in the
+    text or in a string the text decodes to, makes the arguments malformed, as does nesting past MAX_JSON_DEPTH."""
     if arguments is None:
         return {}
     if isinstance(arguments, Mapping):
-        return dict(arguments)
+        given = dict(arguments)
+        return _UNPAIRED_SURROGATE if has_lone_surrogate(given) else given
+    if has_lone_surrogate(arguments):
+        return _UNPAIRED_SURROGATE
     text = arguments.strip()
     if not text:
         return {}
@@ -435,9 +459,26 @@ def _parse_arguments(arguments: str | Mapping[str, Any] | None) -> dict[str, Any
         parsed = json.loads(text)
     except json.JSONDecodeError as exc:
         return f"The arguments are not valid JSON ({exc.msg} at position {exc.pos}); send a JSON object."
+    except RecursionError:
+        return _TOO_DEEP
     if not isinstance(parsed, dict):
-        return f"The arguments must be a JSON object, not {type(parsed).__name__}."
+        shown = text if len(text) <= 40 else f"{text[:40]}..."
+        return (
+            f"The arguments must be a JSON object, not {json_type(parsed)} ({shown}); send an object of the parameters."
+        )
+    if text.count("{") + text.count("[") > MAX_JSON_DEPTH and json_depth(parsed) > MAX_JSON_DEPTH:
+        return _TOO_DEEP
+    if has_lone_surrogate(parsed):  # "\ud800" written as an escape in the text
+        return _UNPAIRED_SURROGATE
     return parsed
+
+
+def _recorded(arguments: str | Mapping[str, Any] | None) -> dict[str, Any] | str:
+    """The arguments as the event records them: as given, lone surrogates made U+FFFD (the record must encode)."""
+    if isinstance(arguments, str):
+        return replace_lone_surrogates(arguments)
+    given = dict(arguments or {})
+    return replace_lone_surrogates(copy.deepcopy(given)) if has_lone_surrogate(given) else given
 
 
 def _params(model: type[BaseModel]) -> dict[str, Any]:

@@ -12,9 +12,9 @@ import anyio
 import pytest
 
 from contextdelta.agent import EpisodeTrace, TerminationReason, run_episode
-from contextdelta.canonical import content_hash
+from contextdelta.canonical import MAX_JSON_DEPTH, content_hash
 from contextdelta.context import create_strategy
-from contextdelta.providers import MAX_JSON_DEPTH, MAX_RESPONSE_BYTES, OpenAIProvider, ProviderFailure, RetryPolicy
+from contextdelta.providers import MAX_RESPONSE_BYTES, OpenAIProvider, ProviderFailure, RetryPolicy
 from tests.agent.helpers import make_task, make_world
 from tests.providers.conftest import RawEndpoint, RecordingSleep, completion, tool_call
 

@@ -75,6 +75,63 @@ def test_bad_calls_are_invalid_json_errors_and_change_nothing(tool: str, argumen
     assert world.state_hash() == before == result.event.state_after
 
 
+@pytest.mark.parametrize(
+    ("arguments", "kind"),
+    [("0", "a number"), ("[]", "an array"), ("false", "a boolean"), ('""', "a string"), ("null", "null")],
+)
+def test_arguments_that_are_json_but_not_an_object_are_malformed_never_empty(arguments: str, kind: str) -> None:
+    """``null`` or ``[]`` taken for ``{}`` would run a call the model never validly made (here: a tool whose
+    parameters all have defaults would run)."""
+    world = make_world("order")
+    result = world.call("list_orders", arguments)
+    error = json.loads(result.content)["error"]
+    assert (result.event.outcome, error["code"]) == (Outcome.INVALID, "malformed_arguments")
+    assert error["message"].startswith(f"The arguments must be a JSON object, not {kind} ({arguments})")
+    assert result.event.arguments == arguments
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        '{"order_id": "A-1001\\ud800"}',  # the escape in the argument text: a surrogate once decoded
+        '{"order_id": "A-1001\\udc00\\ud800"}',  # low before high: no pair
+        '{"order_id": "A-1001\ud800"}',  # the surrogate itself in the text
+        {"order_id": "A-1001\ud800"},  # arguments given as a mapping (an MCP client's)
+        {"order_id\ud800": "A-1001"},
+    ],
+    ids=["escaped", "reversed-pair", "in-text", "mapping-value", "mapping-key"],
+)
+def test_arguments_holding_an_unpaired_surrogate_are_malformed_and_recorded_encodable(arguments: Any) -> None:
+    world = make_world("order")
+    before = world.state_hash()
+    result = world.call("get_order", arguments, call_id="c1")
+    error = json.loads(result.content)["error"]
+    assert (result.event.outcome, error["code"]) == (Outcome.INVALID, "malformed_arguments")
+    assert "unpaired UTF-16 surrogate" in error["message"]
+    assert world.state_hash() == before
+    content_hash(result.event.model_dump(mode="json"))  # hashing encodes UTF-8: a surrogate would fail here
+
+
+def test_a_surrogate_pair_written_as_escapes_is_its_character() -> None:
+    result = make_world("order").call("get_order", '{"order_id": "A-1001\\ud83d\\ude00"}')
+    assert error_code(result) == "unknown_resource"  # parsed fine: the id just does not exist
+
+
+def test_a_tool_name_holding_a_surrogate_is_an_unknown_tool_recorded_encodable() -> None:
+    result = make_world("order").call("get_order\ud800", "{}")
+    assert error_code(result) == "unknown_tool" and result.event.tool == "get_order\ufffd"
+    content_hash(result.event.model_dump(mode="json"))
+
+
+def test_arguments_nested_too_deeply_are_malformed() -> None:
+    for depth in (200_000, 300):
+        text = '{"order_id": ' + "[" * depth + "]" * depth + "}"
+        result = make_world("order").call("get_order", text)
+        error = json.loads(result.content)["error"]
+        assert error["code"] == "malformed_arguments", depth
+        assert "nested more than 200 levels deep" in error["message"], depth
+
+
 def test_invalid_arguments_say_what_is_allowed() -> None:
     body = json.loads(make_world("order").call("issue_refund", {"order_id": "A-1001"}).content)["error"]
     assert {p["field"] for p in body["problems"]} == {"amount_cents", "reason"}
