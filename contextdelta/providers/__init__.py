@@ -18,10 +18,10 @@ from contextdelta.providers.base import (
 )
 from contextdelta.providers.bodies import (
     MAX_RESPONSE_BYTES,
+    READ_CHUNK_BYTES,
     CappedBody,
     NestedTooDeeply,
     load_json_body,
-    read_capped,
 )
 from contextdelta.providers.errors import (
     EndpointConnectionError,
@@ -68,6 +68,7 @@ __all__ = [
     "MAX_RESPONSE_BYTES",
     "NO_RETRY",
     "PRICE_TABLE_FORMAT",
+    "READ_CHUNK_BYTES",
     "CallGate",
     "CappedBody",
     "ChatProvider",
@@ -104,7 +105,6 @@ __all__ = [
     "load_json_body",
     "mock_response",
     "provider_kinds",
-    "read_capped",
     "register_provider",
     "retry_after_seconds",
     "usage_of",

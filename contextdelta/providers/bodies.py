@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from typing import Any
 
 from contextdelta.canonical import MAX_JSON_DEPTH, json_depth, replace_lone_surrogates
@@ -54,7 +53,6 @@ class CappedBody:
         """Take the next chunk; raises EndpointResponseTooLarge when the body passes the limit."""
         self.size += len(chunk)
         if self.size > self.limit:
-            self._parts.clear()
             raise EndpointResponseTooLarge(
                 f"the response body passed the {_mib(self.limit)} a response may have (MAX_RESPONSE_BYTES); "
                 f"reading stopped after {self.size} bytes"
@@ -64,16 +62,6 @@ class CappedBody:
     def value(self) -> bytes:
         """The whole body read so far."""
         return self._parts[0] if len(self._parts) == 1 else b"".join(self._parts)
-
-
-def read_capped(
-    read: Callable[[int], bytes], content_length: str | int | None = None, limit: int = MAX_RESPONSE_BYTES
-) -> bytes:
-    """A whole body from a blocking ``read(n)`` (empty at the end), in chunks, under `CappedBody`'s limit."""
-    body = CappedBody(content_length, limit)
-    while chunk := read(READ_CHUNK_BYTES):
-        body.add(chunk)
-    return body.value()
 
 
 def load_json_body(body: bytes) -> Any:

@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from contextdelta._loopback import LoopbackService, ThreadedHTTPServer
+from contextdelta.providers import READ_CHUNK_BYTES, CappedBody, EndpointResponseTooLarge, load_json_body
 from contextdelta.redaction import Redactor
 from contextdelta.settings import redact_url
 from contextdelta.store import ProxyTrace, Store
@@ -172,10 +173,28 @@ def _error_body(status: int, message: str, code: str) -> bytes:
 
 
 def _json_or_none(raw: bytes) -> Any:
+    """The JSON value of a body, decoded as the provider decodes one (lone surrogates made U+FFFD, so that the
+    stored trace encodes; nesting past the provider's limit refused); None when it is not JSON."""
     try:
-        return json.loads(raw) if raw.strip() else None
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        return load_json_body(raw) if raw.strip() else None
+    except ValueError:  # not JSON, not UTF-8, or nested too deeply
         return None
+
+
+def _read_body(response: http.client.HTTPResponse) -> bytes:
+    """The whole upstream body, read in chunks and given up past the provider's cap (``MAX_RESPONSE_BYTES``).
+
+    Raises EndpointResponseTooLarge; IncompleteRead, with all that arrived as its ``partial``, when the body ends
+    short; OSError when the connection fails or stalls past the timeout."""
+    body = CappedBody(response.getheader("content-length"))
+    try:
+        while chunk := response.read(READ_CHUNK_BYTES):
+            body.add(chunk)
+    except http.client.IncompleteRead as exc:
+        raise http.client.IncompleteRead(body.value() + exc.partial, exc.expected) from None
+    if response.length:  # read(n) returns short, where read() raises, when a Content-Length is not met
+        raise http.client.IncompleteRead(body.value(), response.length)
+    return body.value()
 
 
 def _usage(value: Any) -> tuple[int | None, int | None, int | None]:
@@ -364,7 +383,12 @@ class _Handler(BaseHTTPRequestHandler):
                 trace.response_text = proxy.redactor.text(text, [client_secret])
             else:
                 try:
-                    raw = response.read()
+                    raw = _read_body(response)
+                except EndpointResponseTooLarge as exc:
+                    message = proxy.redactor.text(f"upstream {proxy.upstream.display} sent {exc.message}")
+                    self._send_simple(502, _error_body(502, message, "upstream_response_too_large"))
+                    trace.status_code, trace.error = 502, message
+                    return
                 except (OSError, http.client.HTTPException) as exc:  # cut short, or stalled past --timeout-s
                     partial = exc.partial if isinstance(exc, http.client.IncompleteRead) else b""
                     message = f"upstream {proxy.upstream.display} broke off its response: {type(exc).__name__}: {exc}"
@@ -423,8 +447,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _relay_stream(
         self, response: http.client.HTTPResponse, headers: list[tuple[str, str]], trace: ProxyTrace
     ) -> bytes:
-        """Pass an SSE stream on chunk by chunk (chunked transfer encoding); returns every byte relayed."""
-        received = bytearray()
+        """Pass an SSE stream on chunk by chunk (chunked transfer encoding); returns every byte relayed. A stream
+        past the provider's cap (``MAX_RESPONSE_BYTES``) is cut there, as one that broke off, and none of it is
+        returned to be recorded."""
+        received = CappedBody()
         client_open = True
         try:
             self.wfile.write(self._head(200, [*headers, ("Transfer-Encoding", "chunked")]) + b"\r\n")
@@ -436,13 +462,18 @@ class _Handler(BaseHTTPRequestHandler):
                 piece = response.read1(65536)
             except (OSError, http.client.HTTPException) as exc:  # cut short, or stalled past --timeout-s
                 trace.error = self.proxy.redactor.text(
-                    f"upstream stream broke off after {len(received)} bytes: {type(exc).__name__}: {exc}"
+                    f"upstream stream broke off after {received.size} bytes: {type(exc).__name__}: {exc}"
                 )
                 self.close_connection = True  # no final chunk: the client sees the stream end abnormally too
-                return bytes(received)
+                return received.value()
             if not piece:
                 break
-            received += piece
+            try:
+                received.add(piece)
+            except EndpointResponseTooLarge as exc:
+                trace.error = f"upstream stream {exc.message}"
+                self.close_connection = True  # no final chunk: the client sees the stream end abnormally
+                return b""
             if client_open:
                 try:
                     self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
@@ -455,4 +486,4 @@ class _Handler(BaseHTTPRequestHandler):
             with contextlib.suppress(OSError):
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
-        return bytes(received)
+        return received.value()

@@ -4,6 +4,7 @@ upstream: recorded pairs, redaction, streaming passthrough, upstream errors, the
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import logging
 import socket
@@ -18,6 +19,7 @@ import openai
 import pytest
 
 from contextdelta.agent import initial_messages
+from contextdelta.providers import MAX_RESPONSE_BYTES
 from contextdelta.proxy import REDACTED, ProxyConfig, RecordingProxy, Redactor, reassemble_stream
 from contextdelta.store import Store
 from contextdelta.tasks.loader import load_directory
@@ -316,7 +318,9 @@ def test_cli_serve_prints_ready_records_and_stops_on_sigterm(oracle_url: str, tm
 class _BrokenHandler(BaseHTTPRequestHandler):
     """An upstream that fails after its headers: ``/v1/short/...`` sends fewer bytes than its Content-Length,
     ``/v1/stall/...`` sends half its body and stalls, ``/v1/cut/...`` cuts an SSE stream after two events,
-    ``/v1/html/...`` answers 200 with HTML."""
+    ``/v1/html/...`` answers 200 with HTML; ``/v1/huge/...`` declares a body past the cap, ``/v1/endless/...``
+    sends one (chunked, no Content-Length), ``/v1/flood/...`` an SSE stream past it; ``/v1/surrogate/...``
+    answers JSON holding lone surrogates."""
 
     protocol_version = "HTTP/1.1"
 
@@ -326,6 +330,17 @@ class _BrokenHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers["content-length"]))
         kind = self.path.split("/")[2]
+        if kind in ("huge", "endless", "flood"):
+            self._send_too_much(kind)
+            return
+        if kind == "surrogate":
+            body = SURROGATE_COMPLETION
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         if kind == "cut":
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -355,6 +370,46 @@ class _BrokenHandler(BaseHTTPRequestHandler):
             if kind == "stall":
                 time.sleep(3)
         self.close_connection = True
+
+    def _send_too_much(self, kind: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream" if kind == "flood" else "application/json")
+        if kind == "huge":
+            self.send_header("Content-Length", str(MAX_RESPONSE_BYTES + 1))
+        else:
+            self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        piece = b": keep-alive " + b" " * (1024 * 1024) + b"\n\n"  # an SSE comment; whitespace for JSON
+        with contextlib.suppress(OSError):  # the proxy stops reading: what the cap is for
+            for _ in range(MAX_RESPONSE_BYTES // len(piece) + 2):
+                if kind == "huge":
+                    self.wfile.write(piece)
+                else:
+                    self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+        self.close_connection = True
+
+
+SURROGATE_COMPLETION = json.dumps(
+    {
+        "id": "c",
+        "object": "chat.completion",
+        "model": "m\udc00",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": "half \ud800 a pair",
+                    "tool_calls": [
+                        {"id": "t", "type": "function", "function": {"name": "f", "arguments": '{"a": "\udfff"}'}}
+                    ],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ],
+    }
+).encode()
+"""``json.dumps`` writes each lone surrogate as its ``\\ud800`` escape, as a misbehaving server would."""
 
 
 @pytest.fixture
@@ -406,6 +461,52 @@ def test_a_200_that_is_not_json_is_recorded_as_an_error(broken_root: str, store:
     (trace,) = store.proxy_traces()
     assert trace.status_code == 200 and trace.error == "upstream answered HTTP 200 with a body that is not JSON"
     assert trace.response_text == "<html>not json</html>"
+
+
+@pytest.mark.parametrize("kind", ["huge", "endless"])
+def test_an_upstream_body_past_the_cap_is_a_502_recorded_as_failed(kind: str, broken_root: str, store: Store) -> None:
+    config = ProxyConfig(upstream=f"{broken_root}/v1/{kind}")
+    with RecordingProxy(config, store) as proxy, pytest.raises(openai.APIStatusError) as raised:
+        _client(proxy).chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert raised.value.status_code == 502 and "MAX_RESPONSE_BYTES" in str(raised.value)
+    (trace,) = store.proxy_traces()
+    assert trace.status_code == 502 and trace.error is not None and "64 MiB" in trace.error
+    assert trace.response is None and trace.response_text is None
+
+
+def test_a_stream_past_the_cap_is_cut_for_the_client_and_recorded_as_failed(broken_root: str, store: Store) -> None:
+    import urllib.request
+
+    with RecordingProxy(ProxyConfig(upstream=f"{broken_root}/v1/flood"), store) as proxy:
+        request = urllib.request.Request(
+            f"{proxy.base_url}/chat/completions", data=b'{"model": "m", "messages": [], "stream": true}'
+        )
+        with urllib.request.urlopen(request, timeout=30) as response, pytest.raises(http.client.IncompleteRead):
+            while response.read(1024 * 1024):
+                pass
+    (trace,) = store.proxy_traces()
+    assert trace.error is not None and trace.error.startswith("upstream stream the response body passed the 64 MiB")
+    assert trace.response is None and not trace.response_text
+
+
+def test_lone_surrogates_are_relayed_as_sent_and_recorded_as_replacement_characters(
+    broken_root: str, store: Store
+) -> None:
+    import urllib.request
+
+    with RecordingProxy(ProxyConfig(upstream=f"{broken_root}/v1/surrogate"), store) as proxy:
+        request = urllib.request.Request(
+            f"{proxy.base_url}/chat/completions", data=b'{"model": "m", "messages": [{"content": "\\udbff"}]}'
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.read() == SURROGATE_COMPLETION  # the client gets the upstream's bytes
+    (trace,) = store.proxy_traces()
+    assert trace.error is None and trace.status_code == 200
+    assert trace.response is not None and trace.response["model"] == "m\ufffd" and trace.request is not None
+    assert trace.request["messages"][0]["content"] == "\ufffd"
+    message = trace.response["choices"][0]["message"]
+    assert message["content"] == "half \ufffd a pair"
+    assert json.loads(message["tool_calls"][0]["function"]["arguments"]) == {"a": "\ufffd"}
 
 
 @pytest.mark.parametrize(
