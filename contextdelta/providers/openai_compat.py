@@ -526,6 +526,8 @@ class OpenAIProvider:
                 )
             )
         content = message.get("content")
+        if isinstance(content, list):  # content parts, [{"type": "text", "text": ...}]: their text, joined
+            content = _text_of_parts(content)
         model = completion.get("model")
         finish = choice.get("finish_reason")
         return ProviderResponse(
@@ -660,6 +662,22 @@ def _refused_parameter(exc: EndpointStatusError, request: dict[str, Any]) -> str
         return str(body["param"])
     text = str(body.get("message", "") if body else exc.body or "")
     return next((name for name in sent if f"'{name}'" in text or f'"{name}"' in text or f"`{name}`" in text), None)
+
+
+TEXT_PART_TYPES = frozenset({"text", "output_text"})
+"""The content-part types whose ``text`` is the reply's text (chat completions' ``text``; ``output_text`` as
+gateways that speak the Responses API write it)."""
+
+
+def _text_of_parts(parts: list[Any]) -> str | None:
+    """The text of a content given as a list of parts, joined as the parts follow each other; None when no part
+    is text (a refusal, an image)."""
+    texts = [
+        part["text"]
+        for part in parts
+        if isinstance(part, dict) and part.get("type", "text") in TEXT_PART_TYPES and isinstance(part.get("text"), str)
+    ]
+    return "".join(texts) if texts else None
 
 
 def describe_error(exc: BaseException) -> str:

@@ -202,3 +202,30 @@ def test_a_streamed_body_past_the_cap_stops_being_read_and_is_not_retried(sleep:
     assert isinstance(failure, ProviderFailure) and failure.reason == "provider_error"
     assert failure.retries == 0 and sleep.waits == []
     assert "passed the 64 MiB a response may have (MAX_RESPONSE_BYTES)" in failure.message
+
+
+# ---- content as a list of parts -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("parts", "text"),
+    [
+        ([{"type": "text", "text": "Refunded "}, {"type": "text", "text": "in full."}], "Refunded in full."),
+        ([{"type": "output_text", "text": "Refunded."}, {"type": "image_url", "image_url": {"url": "x"}}], "Refunded."),
+        ([{"text": "Refunded \ud800."}], "Refunded \ufffd."),
+        ([{"type": "refusal", "refusal": "I cannot."}], None),
+        ([], None),
+    ],
+)
+def test_content_sent_as_parts_is_read_as_their_joined_text(sleep: RecordingSleep, parts: Any, text: Any) -> None:
+    with RawEndpoint([completion({"content": parts})]) as endpoint:
+        response = complete(endpoint, sleep)
+    assert response.content == text
+
+
+def test_an_episode_whose_final_answer_comes_as_parts_ends_with_that_answer() -> None:
+    parts = [{"type": "text", "text": "Order A-1001 "}, {"type": "text", "text": "is refunded."}]
+    with RawEndpoint([completion({"content": parts})]) as endpoint:
+        trace = episode(endpoint)
+    assert trace.termination is TerminationReason.FINAL_ANSWER, trace.error
+    assert trace.final_answer == "Order A-1001 is refunded."
