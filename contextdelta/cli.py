@@ -694,11 +694,12 @@ def _run_with_recorders(
     out: Callable[[str], None] = typer.echo,
 ) -> None:
     """Run a benchmark-shaped command with the trace store and the progress bar as recorders, print the summary
-    to stderr and the run directory (the last line) through ``out``; exit 2 for refusals, 130 if interrupted."""
+    to stderr and the run directory (the last line) through ``out``; exit 2 for refusals, 3 for a run that stopped
+    early, 4 for one whose every episode is a failed trial, 130 if interrupted."""
     from rich.markup import escape
 
     from contextdelta.rundir import OpenedLater, RunStart
-    from contextdelta.runner import EXIT_INCOMPLETE, BenchmarkError, ProgressDisplay
+    from contextdelta.runner import EXIT_ALL_FAILED, EXIT_INCOMPLETE, BenchmarkError, ProgressDisplay
 
     err = Console(stderr=True)
     settings = _settings()
@@ -752,6 +753,9 @@ def _run_with_recorders(
             highlight=False,
             soft_wrap=True,
         )
+    everything_failed = outcome.all_failed()
+    if everything_failed is not None:
+        err.print(f"[red]error:[/red] {escape(everything_failed)}.", highlight=False, soft_wrap=True)
     if restart_hint is not None and outcome.manifest.stop_reason:
         lines = [restart_hint]
     else:
@@ -763,6 +767,8 @@ def _run_with_recorders(
         raise typer.Exit(130)
     if outcome.manifest.stop_reason:
         raise typer.Exit(EXIT_INCOMPLETE)
+    if everything_failed is not None:
+        raise typer.Exit(EXIT_ALL_FAILED)
 
 
 # ---- external agents over MCP ----------------------------------------------------------------------------------

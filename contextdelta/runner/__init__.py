@@ -49,6 +49,7 @@ from contextdelta.runner.provenance import HARNESS_MODULES, environment, git_inf
 from contextdelta.runner.request import (
     DEFAULT_CONCURRENCY,
     DEFAULT_REPEATS,
+    EXIT_ALL_FAILED,
     EXIT_INCOMPLETE,
     BenchmarkError,
     BenchmarkRequest,
@@ -57,6 +58,7 @@ from contextdelta.runner.request import (
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "DEFAULT_REPEATS",
+    "EXIT_ALL_FAILED",
     "EXIT_INCOMPLETE",
     "HARNESS_MODULES",
     "MOCK_REFUSAL",

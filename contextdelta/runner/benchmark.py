@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,8 @@ import anyio
 from contextdelta._collector import tuned_for_episodes
 from contextdelta.providers import ChatProvider, EndpointLimiter, LimiterStats
 from contextdelta.rundir import (
+    RAW_RUNS,
+    TASK_RESULTS,
     Counts,
     EpisodeRecord,
     Recorder,
@@ -76,6 +79,22 @@ class RunOutcome:
     @property
     def interrupted(self) -> bool:
         return (self.manifest.stop_reason or "").startswith("interrupted")
+
+    def all_failed(self) -> str | None:
+        """Why a run that finished every planned episode has no result: each is a failed trial (their
+        terminations counted, the last error, where they are recorded). None when any episode has a verdict, or
+        the run stopped early (its stop reason says why)."""
+        counts = self.manifest.counts
+        if self.manifest.stop_reason or not counts.finished or counts.failed < counts.finished:
+            return None
+        tally = Counter(record.trace.termination.value for record in self.records if record.failed)
+        kinds = ", ".join(f"{count} {termination}" for termination, count in sorted(tally.items()))
+        last = next((record.trace.error for record in reversed(self.records) if record.trace.error), None)
+        return (
+            f"every episode of run {self.manifest.run_group_id} is a failed trial ({kinds}): no episode has a "
+            f"verdict{f'; last error: {last}' if last else ''}. Each is recorded in {self.path / RAW_RUNS} and "
+            f"{TASK_RESULTS} (column termination_reason)"
+        )
 
 
 @dataclass

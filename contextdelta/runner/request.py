@@ -20,6 +20,10 @@ DEFAULT_MAX_FAILED_SHARE = 0.5
 EXIT_INCOMPLETE = 3
 """Exit status of a run that stopped before every planned episode finished (circuit breaker, budget, a write
 error); its last lines say how to resume it. 2 is a refusal, 130 an interruption."""
+EXIT_ALL_FAILED = 4
+"""Exit status of a run that finished every planned episode, each of them a failed trial: a run directory with no
+verdict is no result (an endpoint that failed every call, below the circuit breaker's thresholds); its last lines
+name the failures and how to re-run them."""
 
 
 class BenchmarkError(Exception):

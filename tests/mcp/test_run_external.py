@@ -19,6 +19,7 @@ from contextdelta.attribution import attribute_run
 from contextdelta.dashboard import load_episode, load_run
 from contextdelta.dashboard.timeline import episode_timeline
 from contextdelta.rundir import EpisodeRecord, RunDirectory, RunStatus
+from contextdelta.runner import EXIT_ALL_FAILED
 from contextdelta.store import open_store
 
 pytest.importorskip("mcp")
@@ -71,9 +72,10 @@ def one_episode(tmp_path: Path, *args: str, agent_cmd: str = AGENT, **extra: str
         agent_cmd=agent_cmd,
         **extra,
     )
-    assert done.returncode == 0, done.stderr
     path = Path(done.stdout.strip().splitlines()[-1])
     (record,) = RunDirectory(path).read_episodes()
+    # the one episode a failed trial: every episode of the run is one, which is no result
+    assert done.returncode == (EXIT_ALL_FAILED if record.failed else 0), done.stderr
     return path, record
 
 
@@ -127,7 +129,8 @@ def test_a_crashed_or_timed_out_agent_is_a_failed_trial_never_a_success(tmp_path
         REPLAY_FINISH="0",
         REPLAY_EXIT="3",
     )
-    assert crashed.returncode == 0, crashed.stderr
+    assert crashed.returncode == EXIT_ALL_FAILED, crashed.stderr
+    assert "is a failed trial (1 provider_error)" in " ".join(crashed.stderr.split())
     (row,) = rows(Path(crashed.stdout.strip().splitlines()[-1]))
     assert (row["failed"], row["success"], row["termination_reason"]) == ("true", "false", "provider_error")
     (record,) = RunDirectory(Path(crashed.stdout.strip().splitlines()[-1])).read_episodes()
@@ -196,7 +199,8 @@ def test_the_configured_secrets_never_reach_a_file_from_the_agent_command_or_its
         env=env(CONTEXTDELTA_API_KEY=key, CONTEXTDELTA_PROXY_TOKEN=token),
         timeout=600,
     )  # fmt: skip
-    assert found.returncode == 0, found.stderr
+    assert found.returncode == EXIT_ALL_FAILED, found.stderr  # its one episode is a failed trial
+    assert "last error: " in found.stderr and key not in found.stderr and token not in found.stderr
     path = Path(found.stdout.strip().splitlines()[-1])
     (record,) = RunDirectory(path).read_episodes()
     assert record.failed and "using [REDACTED] and [REDACTED]" in (record.trace.error or "")

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from contextdelta.cli import app
 from contextdelta.rundir import RunDirectory, RunDirectoryError, check_results_dir
+from contextdelta.runner import EXIT_ALL_FAILED
 from contextdelta.testing import FaultPlan, ScriptedServer, fetch_stats, serve_scripted
 from tests.runner.conftest import TASKS
 
@@ -213,7 +214,7 @@ def test_the_printed_resume_line_works_as_printed_whatever_env_now_says(here: Pa
             app,
             [*run_args(url, tmp_path / "results", "--max-tokens", "512", "--max-retries", "0")],
         )
-        assert first.exit_code == 0, first.output
+        assert first.exit_code == EXIT_ALL_FAILED, first.output  # its one episode is a failed trial
         path = first.stdout.strip().splitlines()[-1]
         line = next(x for x in first.stderr.splitlines() if x.startswith("Re-run its 1 failed trial with: "))
         printed = line.removeprefix("Re-run its 1 failed trial with: contextdelta ").split()

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from contextdelta.cli import app
 from contextdelta.rundir import RunDirectory, RunEnd, RunStart, RunStatus
-from contextdelta.runner import EXIT_INCOMPLETE, CircuitBreaker, FinaliseInterrupted, run_benchmark
+from contextdelta.runner import EXIT_ALL_FAILED, EXIT_INCOMPLETE, CircuitBreaker, FinaliseInterrupted, run_benchmark
 from contextdelta.testing import serve_scripted
 from contextdelta.verify import verify_run
 from tests.runner.conftest import SMALL, TASKS, benchmark_request
@@ -96,6 +96,43 @@ def test_the_cli_exits_3_and_says_how_to_resume(tmp_path: Path) -> None:
     message = " ".join(result.stderr.split())
     assert "is incomplete: circuit breaker: 3 failed trials in a row" in message
     assert f"Resume it with: contextdelta run-benchmark --resume {path}" in message
+
+
+def test_a_run_whose_every_episode_is_a_failed_trial_exits_4_naming_them(tmp_path: Path) -> None:
+    """Below the breaker's thresholds every episode can fail and the run still finish: that is no result, and a
+    script that checks only the exit status must see it (as it sees the breaker's exit 3)."""
+    with serve_scripted("oracle", TASKS, in_process=True, fail_500="first:100000") as url:
+        args = ["run-benchmark", "--tasks", str(TASKS), "--base-url", url, "--model", "scripted-oracle"]
+        args += ["--results-dir", str(tmp_path), "--task-ids", ",".join(SMALL), "--repeats", "1", "--quiet"]
+        args += ["--no-store", "--max-retries", "0", "--concurrency", "1", "--strategies", "full_history"]
+        args += ["--protection-modes", "unprotected", "--max-consecutive-failures", "1000"]
+        result = runner.invoke(app, args)
+    assert result.exit_code == EXIT_ALL_FAILED == 4, result.output
+    path = Path(result.stdout.strip().splitlines()[-1])  # the run directory is still the last line
+    manifest = RunDirectory(path).read_manifest()
+    assert manifest.status is RunStatus.COMPLETE and manifest.counts.failed == manifest.counts.finished == len(SMALL)
+    message = " ".join(result.stderr.split())
+    assert f"error: every episode of run {manifest.run_group_id} is a failed trial ({len(SMALL)} provider_error)" in (
+        message
+    )
+    assert "no episode has a verdict; last error: HTTP 500" in message
+    assert f"Each is recorded in {path / 'raw_runs.jsonl'} and task_results.csv (column termination_reason)" in message
+    assert f"Re-run its {len(SMALL)} failed trials with: contextdelta run-benchmark --resume {path} --retry-failed" in (
+        message
+    )
+
+
+def test_a_run_with_a_verdict_beside_its_failed_trials_exits_0(tmp_path: Path) -> None:
+    with serve_scripted("oracle", TASKS, in_process=True, fail_500="first:1") as url:
+        args = ["run-benchmark", "--tasks", str(TASKS), "--base-url", url, "--model", "scripted-oracle"]
+        args += ["--results-dir", str(tmp_path), "--task-ids", ",".join(SMALL), "--repeats", "1", "--quiet"]
+        args += ["--no-store", "--max-retries", "0", "--concurrency", "1", "--strategies", "full_history"]
+        args += ["--protection-modes", "unprotected", "--max-consecutive-failures", "1000"]
+        result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    manifest = RunDirectory(Path(result.stdout.strip().splitlines()[-1])).read_manifest()
+    assert 0 < manifest.counts.failed < manifest.counts.finished
+    assert "every episode" not in result.stderr
 
 
 @pytest.mark.slow

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from contextdelta.cli import app
 from contextdelta.dashboard import load_attempts, load_episode, load_run
 from contextdelta.rundir import MANIFEST, RAW_RUNS, RAW_RUNS_RECEIPTS, TASK_RESULTS, RunDirectory, RunStatus
-from contextdelta.runner import EXIT_INCOMPLETE, BenchmarkError, merge_shards, run_benchmark
+from contextdelta.runner import EXIT_ALL_FAILED, EXIT_INCOMPLETE, BenchmarkError, merge_shards, run_benchmark
 from contextdelta.store import EpisodeRow, Store
 from contextdelta.testing import FaultPlan, ScriptedServer, serve_scripted
 from contextdelta.verify import verify_run
@@ -235,7 +235,7 @@ def test_a_retry_session_that_trips_the_breaker_ends_incomplete_and_says_retry_f
     with ScriptedServer("context_trusting", TASKS, faults=FaultPlan(fail_500="first:100000")) as server:
         url = server.base_url
         first = runner.invoke(app, [*new_run_args(url, tmp_path), "--max-consecutive-failures", "100"])
-        assert first.exit_code == 0, first.output  # every episode failed, none missing: complete, 12 failed
+        assert first.exit_code == EXIT_ALL_FAILED, first.output  # none missing: complete, all 12 failed trials
         path = printed_path(first.stdout)
         second = runner.invoke(
             app,
