@@ -212,7 +212,11 @@ def _usage(value: Any) -> tuple[int | None, int | None, int | None]:
 
 
 def reassemble_stream(sse: str) -> dict[str, Any] | None:
-    """A chat.completion built from the ``data:`` chunks of a chat-completions stream (None if none parse)."""
+    """A chat.completion built from the ``data:`` chunks of a chat-completions stream (None if none parse).
+
+    Whatever in a chunk is not of the shape a stream's chunks have (a choice or a tool call that is not an object,
+    an index that is not a small whole number, a name that is not text) is left out: a misbehaving upstream's
+    stream is still recorded, as far as it makes sense."""
     chunks = []
     for line in sse.splitlines():
         if line.startswith("data:"):
@@ -228,33 +232,31 @@ def reassemble_stream(sse: str) -> dict[str, Any] | None:
     for chunk in chunks:
         if isinstance(chunk.get("usage"), dict):
             usage = chunk["usage"]
-        for choice in chunk.get("choices") or []:
+        for choice in _objects(chunk.get("choices")):
+            index = _index(choice.get("index"), 0)
             slot = choices.setdefault(
-                int(choice.get("index", 0)),
-                {
-                    "index": int(choice.get("index", 0)),
-                    "message": {"role": "assistant", "content": None},
-                    "finish_reason": None,
-                },
+                index, {"index": index, "message": {"role": "assistant", "content": None}, "finish_reason": None}
             )
-            delta = choice.get("delta") or {}
+            delta = _object(choice.get("delta"))
             message = slot["message"]
-            if delta.get("role"):
+            if isinstance(delta.get("role"), str) and delta["role"]:
                 message["role"] = delta["role"]
-            if delta.get("content") is not None:
+            if isinstance(delta.get("content"), str):
                 message["content"] = (message["content"] or "") + delta["content"]
-            for call in delta.get("tool_calls") or []:
+            for call in _objects(delta.get("tool_calls")):
                 calls = message.setdefault("tool_calls", [])
-                index = int(call.get("index", len(calls)))
-                while len(calls) <= index:
+                # no gaps: an index past the next one (10**9) is the next one, so a wild index cannot allocate
+                position = min(_index(call.get("index"), len(calls)), len(calls))
+                if position == len(calls):
                     calls.append({"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
-                target = calls[index]
-                if call.get("id"):
+                target = calls[position]
+                if isinstance(call.get("id"), str) and call["id"]:
                     target["id"] = call["id"]
-                function = call.get("function") or {}
-                target["function"]["name"] += function.get("name") or ""
-                target["function"]["arguments"] += function.get("arguments") or ""
-            if choice.get("finish_reason"):
+                function = _object(call.get("function"))
+                for key in ("name", "arguments"):
+                    if isinstance(function.get(key), str):
+                        target["function"][key] += function[key]
+            if isinstance(choice.get("finish_reason"), str) and choice["finish_reason"]:
                 slot["finish_reason"] = choice["finish_reason"]
     first = chunks[0]
     return {
@@ -266,6 +268,21 @@ def reassemble_stream(sse: str) -> dict[str, Any] | None:
         "usage": usage,
         "reassembled_from_chunks": len(chunks),
     }
+
+
+def _objects(value: Any) -> list[dict[str, Any]]:
+    """The objects of a JSON array (nothing when it is not one)."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """A JSON object (an empty one when ``value`` is not one)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _index(value: Any, default: int) -> int:
+    """A stream's ``index``: a whole number from 0, else ``default``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
 
 
 class _Handler(BaseHTTPRequestHandler):

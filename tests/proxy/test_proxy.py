@@ -333,6 +333,13 @@ class _BrokenHandler(BaseHTTPRequestHandler):
         if kind in ("huge", "endless", "flood"):
             self._send_too_much(kind)
             return
+        if kind == "garbled":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(GARBLED_STREAM)))
+            self.end_headers()
+            self.wfile.write(GARBLED_STREAM)
+            return
         if kind == "surrogate":
             body = SURROGATE_COMPLETION
             self.send_response(200)
@@ -387,6 +394,19 @@ class _BrokenHandler(BaseHTTPRequestHandler):
                 else:
                     self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
         self.close_connection = True
+
+
+GARBLED_CHUNKS: list[Any] = [
+    {"id": "g", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Looking "}}]},
+    {"id": "g", "choices": ["not an object", {"index": "0", "delta": "not an object"}, {"index": True}]},
+    {"id": "g", "choices": [{"index": 0, "delta": {"content": ["a", "list"], "tool_calls": "not a list"}}]},
+    {"id": "g", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 10**9, "function": "get_order"}]}}]},
+    {"id": "g", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": -1, "function": {"name": 7}}]}}]},
+    {"id": "g", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"name": "get_order"}}]}}]},
+    {"id": "g", "choices": [{"index": 0, "delta": {"content": "it up."}, "finish_reason": ["stop"]}]},
+]
+"""Stream chunks of every wrong shape a misbehaving upstream can send, between well-formed ones."""
+GARBLED_STREAM = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in GARBLED_CHUNKS).encode() + b"data: [DONE]\n\n"
 
 
 SURROGATE_COMPLETION = json.dumps(
@@ -487,6 +507,27 @@ def test_a_stream_past_the_cap_is_cut_for_the_client_and_recorded_as_failed(brok
     (trace,) = store.proxy_traces()
     assert trace.error is not None and trace.error.startswith("upstream stream the response body passed the 64 MiB")
     assert trace.response is None and not trace.response_text
+
+
+def test_a_stream_of_garbled_chunks_is_relayed_and_recorded_as_far_as_it_makes_sense(
+    broken_root: str, store: Store
+) -> None:
+    import urllib.request
+
+    with RecordingProxy(ProxyConfig(upstream=f"{broken_root}/v1/garbled"), store) as proxy:
+        request = urllib.request.Request(
+            f"{proxy.base_url}/chat/completions", data=b'{"model": "m", "messages": [], "stream": true}'
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.read() == GARBLED_STREAM  # relayed as it came
+    (trace,) = store.proxy_traces()
+    assert trace.error is None and trace.status_code == 200 and trace.response is not None
+    assert trace.response["reassembled_from_chunks"] == len(GARBLED_CHUNKS)
+    (choice,) = trace.response["choices"]
+    assert choice["message"]["content"] == "Looking it up." and choice["finish_reason"] is None
+    # index 10**9 is the next call (the first: nothing allocated for a gap), -1 the next again (the second); the
+    # string function and the numeric name are left out; index 0 then names the first
+    assert [c["function"]["name"] for c in choice["message"]["tool_calls"]] == ["get_order", ""]
 
 
 def test_lone_surrogates_are_relayed_as_sent_and_recorded_as_replacement_characters(
