@@ -98,15 +98,19 @@ def test_the_cli_exits_3_and_says_how_to_resume(tmp_path: Path) -> None:
     assert f"Resume it with: contextdelta run-benchmark --resume {path}" in message
 
 
+def _one_small_pass(url: str, results: Path) -> list[str]:
+    """``run-benchmark`` over SMALL once, one condition, no retries, with a breaker that never trips."""
+    args = ["run-benchmark", "--tasks", str(TASKS), "--base-url", url, "--model", "scripted-oracle"]
+    args += ["--results-dir", str(results), "--task-ids", ",".join(SMALL), "--repeats", "1", "--quiet"]
+    args += ["--no-store", "--max-retries", "0", "--concurrency", "1", "--strategies", "full_history"]
+    return [*args, "--protection-modes", "unprotected", "--max-consecutive-failures", "1000"]
+
+
 def test_a_run_whose_every_episode_is_a_failed_trial_exits_4_naming_them(tmp_path: Path) -> None:
     """Below the breaker's thresholds every episode can fail and the run still finish: that is no result, and a
     script that checks only the exit status must see it (as it sees the breaker's exit 3)."""
     with serve_scripted("oracle", TASKS, in_process=True, fail_500="first:100000") as url:
-        args = ["run-benchmark", "--tasks", str(TASKS), "--base-url", url, "--model", "scripted-oracle"]
-        args += ["--results-dir", str(tmp_path), "--task-ids", ",".join(SMALL), "--repeats", "1", "--quiet"]
-        args += ["--no-store", "--max-retries", "0", "--concurrency", "1", "--strategies", "full_history"]
-        args += ["--protection-modes", "unprotected", "--max-consecutive-failures", "1000"]
-        result = runner.invoke(app, args)
+        result = runner.invoke(app, _one_small_pass(url, tmp_path))
     assert result.exit_code == EXIT_ALL_FAILED == 4, result.output
     path = Path(result.stdout.strip().splitlines()[-1])  # the run directory is still the last line
     manifest = RunDirectory(path).read_manifest()
@@ -124,11 +128,7 @@ def test_a_run_whose_every_episode_is_a_failed_trial_exits_4_naming_them(tmp_pat
 
 def test_a_run_with_a_verdict_beside_its_failed_trials_exits_0(tmp_path: Path) -> None:
     with serve_scripted("oracle", TASKS, in_process=True, fail_500="first:1") as url:
-        args = ["run-benchmark", "--tasks", str(TASKS), "--base-url", url, "--model", "scripted-oracle"]
-        args += ["--results-dir", str(tmp_path), "--task-ids", ",".join(SMALL), "--repeats", "1", "--quiet"]
-        args += ["--no-store", "--max-retries", "0", "--concurrency", "1", "--strategies", "full_history"]
-        args += ["--protection-modes", "unprotected", "--max-consecutive-failures", "1000"]
-        result = runner.invoke(app, args)
+        result = runner.invoke(app, _one_small_pass(url, tmp_path))
     assert result.exit_code == 0, result.output
     manifest = RunDirectory(Path(result.stdout.strip().splitlines()[-1])).read_manifest()
     assert 0 < manifest.counts.failed < manifest.counts.finished
