@@ -1510,7 +1510,11 @@ def serve_command(
     ] = None,
     database_url: DatabaseUrlOption = None,
     timeout_s: Annotated[
-        float, typer.Option(help="Upstream timeout per request, seconds.", callback=_positive)
+        float,
+        typer.Option(
+            help="Upstream timeout, seconds: for each read, and for the whole of a non-streamed response.",
+            callback=_positive,
+        ),
     ] = 600.0,
 ) -> None:
     """OpenAI-compatible recording proxy: forwards /v1/chat/completions (streaming too) and /v1/models to

@@ -181,15 +181,24 @@ def _json_or_none(raw: bytes) -> Any:
         return None
 
 
-def _read_body(response: http.client.HTTPResponse) -> bytes:
-    """The whole upstream body, read in chunks and given up past the provider's cap (``MAX_RESPONSE_BYTES``).
+def _read_body(response: http.client.HTTPResponse, deadline: float, timeout_s: float) -> bytes:
+    """The whole upstream body, read in chunks and given up past the provider's cap (``MAX_RESPONSE_BYTES``) or
+    past ``deadline`` (``time.perf_counter()``: the request's start plus ``--timeout-s``), as the provider gives up
+    an attempt: the socket's timeout bounds each read only, and an upstream that drips a byte now and then would
+    hold the request open for ever.
 
     Raises EndpointResponseTooLarge; IncompleteRead, with all that arrived as its ``partial``, when the body ends
-    short; OSError when the connection fails or stalls past the timeout."""
+    short; OSError when the connection fails, stalls past the timeout, or the body is still arriving at the
+    deadline (TimeoutError)."""
     body = CappedBody(response.getheader("content-length"))
     try:
-        while chunk := response.read(READ_CHUNK_BYTES):
+        while chunk := response.read1(READ_CHUNK_BYTES):  # what has arrived, so the deadline is checked as it comes
             body.add(chunk)
+            if time.perf_counter() > deadline:
+                raise TimeoutError(
+                    f"the body was still arriving {timeout_s:g} s after the request (--timeout-s); "
+                    f"{body.size} bytes had come"
+                )
     except http.client.IncompleteRead as exc:
         raise http.client.IncompleteRead(body.value() + exc.partial, exc.expected) from None
     if response.length:  # read(n) returns short, where read() raises, when a Content-Length is not met
@@ -400,7 +409,7 @@ class _Handler(BaseHTTPRequestHandler):
                 trace.response_text = proxy.redactor.text(text, [client_secret])
             else:
                 try:
-                    raw = _read_body(response)
+                    raw = _read_body(response, started + proxy.config.timeout_s, proxy.config.timeout_s)
                 except EndpointResponseTooLarge as exc:
                     message = proxy.redactor.text(f"upstream {proxy.upstream.display} sent {exc.message}")
                     self._send_simple(502, _error_body(502, message, "upstream_response_too_large"))

@@ -320,7 +320,7 @@ class _BrokenHandler(BaseHTTPRequestHandler):
     ``/v1/stall/...`` sends half its body and stalls, ``/v1/cut/...`` cuts an SSE stream after two events,
     ``/v1/html/...`` answers 200 with HTML; ``/v1/huge/...`` declares a body past the cap, ``/v1/endless/...``
     sends one (chunked, no Content-Length), ``/v1/flood/...`` an SSE stream past it; ``/v1/surrogate/...``
-    answers JSON holding lone surrogates."""
+    answers JSON holding lone surrogates; ``/v1/drip/...`` sends a whole body a byte at a time, for about 5 s."""
 
     protocol_version = "HTTP/1.1"
 
@@ -339,6 +339,18 @@ class _BrokenHandler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(GARBLED_STREAM)))
             self.end_headers()
             self.wfile.write(GARBLED_STREAM)
+            return
+        if kind == "drip":  # a whole, valid body, one byte every 50 ms: each read is quick, the body never ends
+            body = json.dumps({"id": "drip", "object": "chat.completion", "choices": [], "padding": " " * 60}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            with contextlib.suppress(OSError):  # the proxy stops reading at its deadline
+                for byte in body:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(0.05)
             return
         if kind == "surrogate":
             body = SURROGATE_COMPLETION
@@ -450,6 +462,16 @@ def test_an_upstream_that_breaks_off_its_body_is_a_502_recorded_as_failed(
     assert trace.status_code == 502 and "broke off its response" in (trace.error or "")
     if kind == "short":
         assert trace.response_text == '{"id": "chatcmpl-short", "choices": ['  # the part that arrived is kept
+
+
+def test_an_upstream_that_drips_its_body_is_cut_at_the_timeout_not_held_open(broken_root: str, store: Store) -> None:
+    """Every read returns within the socket's timeout, so only a deadline on the whole body ends the request."""
+    config = ProxyConfig(upstream=f"{broken_root}/v1/drip", timeout_s=1.0)
+    with RecordingProxy(config, store) as proxy, pytest.raises(openai.APIStatusError) as raised:
+        _client(proxy).chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert raised.value.status_code == 502 and "still arriving 1 s after the request (--timeout-s)" in str(raised.value)
+    (trace,) = store.proxy_traces()
+    assert trace.status_code == 502 and "still arriving" in (trace.error or "")
 
 
 def test_a_stream_cut_mid_way_ends_abnormally_for_the_client_and_is_recorded_with_its_part(
