@@ -4,7 +4,6 @@ loads and verifies (its reports of the older metrics schema get a note), and `re
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -15,15 +14,7 @@ from contextdelta.rundir import RAW_RUNS, RunDirectory, SeedRule
 from contextdelta.runner import EpisodeSpec, episode_seed
 from contextdelta.verify import verify_run
 from tests.report import runs
-
-LEGACY = Path(__file__).parent / "fixtures" / "20261201T084019Z-5ad6dd"
-
-
-@pytest.fixture
-def legacy(tmp_path: Path) -> Path:
-    target = tmp_path / LEGACY.name
-    shutil.copytree(LEGACY, target)
-    return target
+from tests.verify.conftest import LEGACY
 
 
 def test_the_fixture_is_what_it_says() -> None:

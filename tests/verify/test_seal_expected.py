@@ -17,7 +17,6 @@ from contextdelta.rundir import MANIFEST, RAW_RUNS, RAW_RUNS_RECEIPTS, RunDirect
 from contextdelta.verify import seal_problems, verify_run
 from tests.report import runs
 
-LEGACY = Path(__file__).parent / "fixtures" / "20261201T084019Z-5ad6dd"
 cli = CliRunner()
 
 
@@ -38,13 +37,6 @@ def stripped(tmp_path: Path) -> Path:
     path = runs.copy_run(runs.single_task_run(), tmp_path)
     _strip_seal(path)
     return path
-
-
-@pytest.fixture
-def legacy(tmp_path: Path) -> Path:
-    target = tmp_path / LEGACY.name
-    shutil.copytree(LEGACY, target)
-    return target
 
 
 def test_versions_that_seal_every_run_directory() -> None:

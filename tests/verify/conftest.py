@@ -1,0 +1,19 @@
+"""Fixtures for the verify tests: a copy of the run directory a 0.1 release wrote (no seal, no receipts)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+LEGACY = Path(__file__).parent / "fixtures" / "20261201T084019Z-5ad6dd"
+"""A run directory written before receipts and seals (and before `seed_rule`)."""
+
+
+@pytest.fixture
+def legacy(tmp_path: Path) -> Path:
+    """A copy of `LEGACY` to change."""
+    target = tmp_path / LEGACY.name
+    shutil.copytree(LEGACY, target)
+    return target
