@@ -148,6 +148,7 @@ def comparison_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
     """Every comparison of every research question: the task-level effect and test first, then the rates, the
     failed-trial pairs, the design's detectable difference, and the episode-level 2x2 counts (a description)."""
     d, alpha = metrics.analysis.rate_decimals, metrics.analysis.alpha
+    detectable = f"detectable ({100 * metrics.analysis.target_power:g}% power)"
     rows = []
     for q in metrics.research_questions:
         for c in q.comparisons:
@@ -169,7 +170,7 @@ def comparison_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
                     "metric": c.metric,
                     "pairs with a failed trial": c.failed_pairs,
                     "p without them (Holm)": holm_pvalue(c.sensitivity.test, alpha) if c.sensitivity else "-",
-                    "detectable (80% power)": "none" if found is None else f"{100 * found:.0f} pp",
+                    detectable: "none" if found is None else f"{100 * found:.0f} pp",
                     "episode pairs": e.n_pairs,
                     "both": e.both,
                     "only a": e.only_a,

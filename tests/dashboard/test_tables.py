@@ -106,6 +106,14 @@ def test_comparison_rows_are_the_task_level_tests_with_the_test_first(trusting_r
     ]
 
 
+def test_the_detectable_difference_column_names_the_power_it_was_computed_for(trusting_run: Path) -> None:
+    metrics = load_run(trusting_run).metrics
+    assert "detectable (80% power)" in comparison_rows(metrics)[0]
+    at_90 = metrics.model_copy(update={"analysis": metrics.analysis.model_copy(update={"target_power": 0.9})})
+    (row, *_) = comparison_rows(at_90)
+    assert "detectable (90% power)" in row and "detectable (80% power)" not in row
+
+
 def test_baseline_differences_are_the_report_comparisons_against_full_history(trusting_run: Path) -> None:
     metrics = load_run(trusting_run).metrics
     points = baseline_difference_points(metrics)
