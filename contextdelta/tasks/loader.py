@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from contextdelta.canonical import has_lone_surrogate
 from contextdelta.tasks.schema import Task
 
 TASK_SUFFIX = ".yaml"
@@ -245,14 +246,31 @@ def parse_yaml(text: str) -> Any:
         loader.dispose()
 
 
+_SURROGATE_FIX = (
+    "holds a lone UTF-16 surrogate (a \\uD800-\\uDFFF escape without its pair), which UTF-8 cannot encode: write the "
+    "character itself, or the escaped pair, or remove it"
+)
+
+
+def _escaped(text: str) -> str:
+    """``text`` with each surrogate written as its ``\\udXXX`` escape, so it can be printed and named."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _non_json(value: Any, path: tuple[int | str, ...]) -> Iterator[tuple[tuple[int | str, ...], str, Any]]:
-    """Values canonical JSON cannot hold faithfully: non-finite numbers, non-string keys, YAML sets, bytes."""
+    """Values canonical JSON cannot hold faithfully: non-finite numbers, non-string keys, YAML sets, bytes, and
+    strings holding a lone UTF-16 surrogate (a ``"\\ud800"`` escape without its pair), which UTF-8 cannot encode."""
     if isinstance(value, dict):
         for key, child in value.items():
             if not isinstance(key, str):
                 yield (*path, str(key)), "mapping keys must be strings (quote it)", key
+            elif has_lone_surrogate(key):
+                yield (*path, key), _SURROGATE_FIX, _escaped(key)
             else:
                 yield from _non_json(child, (*path, key))
+    elif isinstance(value, str):
+        if has_lone_surrogate(value):
+            yield path, _SURROGATE_FIX, _escaped(value)
     elif isinstance(value, list):
         for index, child in enumerate(value):
             yield from _non_json(child, (*path, index))
@@ -382,7 +400,7 @@ def load_task_text(file: str, text: str) -> tuple[Task | None, list[TaskProblem]
     strange = list(_non_json(data, ()))
     if strange:
         return None, [
-            TaskProblem(file, ".".join(map(str, path)), message, value, _line_of(root, path))
+            TaskProblem(file, _escaped(".".join(map(str, path))), message, value, _line_of(root, path))
             for path, message, value in strange
         ]
     try:

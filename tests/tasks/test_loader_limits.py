@@ -86,6 +86,24 @@ def test_deep_nesting_is_refused_with_its_line(text: str) -> None:
     assert problem.split(":")[1].isdigit()
 
 
+@pytest.mark.parametrize(("escape", "where"), [("\\ud800", "value"), ("\\udfff", "key")])
+def test_a_lone_surrogate_escape_is_named_with_its_field_and_line(escape: str, where: str) -> None:
+    """UTF-8 cannot encode a lone surrogate: left in, it would break every hash and record of the task."""
+    data = task_data()
+    title = data["title"]
+    text = dump(data)
+    if where == "value":
+        text = text.replace(f"title: {title}", f'title: "Address {escape} change"', 1)
+        line, field = next(i for i, row in enumerate(text.splitlines(), 1) if row.startswith("title:")), "title"
+    else:
+        text = text.replace("max_steps: 22", f'"max{escape}": 22', 1)
+        line = next(i for i, row in enumerate(text.splitlines(), 1) if row.strip().startswith('"max'))
+        field = f"evaluator.max{escape}"  # printed as the escape it was written as
+    problem = only_problem(text)
+    assert f"{field}: holds a lone UTF-16 surrogate" in problem and "UTF-8 cannot encode" in problem, problem
+    assert problem.startswith(f"t.yaml:{line}:"), problem
+
+
 @pytest.mark.parametrize(
     ("literal", "fragment"),
     [("9" * 5000, "out of range"), (str(2**63), "outside the 64-bit range"), (str(-(2**63) - 1), "64-bit")],
