@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from contextdelta.report._controls import main_records
 from contextdelta.report._format import holm_pvalue, pp, primary_pvalue, pvalue, rate_with_count, table
 from contextdelta.report._models import ConditionKey
-from contextdelta.report._table import episode_values
+from contextdelta.report._table import episode_values, story_labels
 from contextdelta.rundir import EpisodeRecord, RunManifest, RunStatus
 from contextdelta.stats import (
     DEFAULT_PARAMS,
@@ -156,8 +156,8 @@ def compare_runs(
     kept = [(side, r) for side, r in rows if (r.strategy, r.protection_mode, r.task_id, r.repeat) not in failed]
     samples, sensitivity_samples = {}, {}
     for metric in COMPARED_METRICS:
-        samples[metric] = _split(rows, metric)
-        sensitivity_samples[metric] = _split(kept, metric)
+        samples[metric] = _split(rows, metric, (a, b))
+        sensitivity_samples[metric] = _split(kept, metric, (a, b))
     families = []
     for metric in COMPARED_METRICS:
         rates = bootstrap_rates(samples[metric], params)
@@ -223,12 +223,15 @@ PairKey = tuple[str, str, str, int]
 """(strategy, protection mode, task, repeat): one episode pair of the two runs."""
 
 
-def _split(rows: Sequence[tuple[str, EpisodeRecord]], metric: str) -> dict[Hashable, ClusteredSample]:
+def _split(
+    rows: Sequence[tuple[str, EpisodeRecord]], metric: str, manifests: Sequence[RunManifest]
+) -> dict[Hashable, ClusteredSample]:
     return split_by_condition(
         [(side, r.strategy, r.protection_mode) for side, r in rows],
         [r.task_id for _, r in rows],
         [r.repeat for _, r in rows],
         [episode_values(r)[metric] for _, r in rows],
+        story_labels(manifests, [r.task_id for _, r in rows]),
     )
 
 

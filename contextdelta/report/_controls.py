@@ -49,12 +49,15 @@ def controls_section(
         mine = [r for r in controlled if r.control == name]
         if not mine:
             continue
-        ctx = MetricsContext.build(manifest, EpisodeTable.from_records(mine, []), params)
+        ctx = MetricsContext.build(manifest, EpisodeTable.from_records(mine, [], manifest), params)
         found = estimates_for(ctx, [(m, ALL) for m in (*CONTROL_RATES, *CONTROL_MEANS)])
         reads = bootstrap_means(
             {
                 (k.strategy, k.protection_mode): cluster_by_task(
-                    ctx.table.task_id[rows], ctx.table.repeat[rows], np.array([read_calls(mine[i]) for i in rows])
+                    ctx.table.task_id[rows],
+                    ctx.table.repeat[rows],
+                    np.array([read_calls(mine[i]) for i in rows]),
+                    None if ctx.table.story is None else ctx.table.story[rows],
                 )
                 for k in ctx.keys
                 if (rows := ctx.rows((k.strategy, k.protection_mode))).size

@@ -16,11 +16,12 @@ from contextdelta.stats import (
     TARGET_POWER,
     ClusteredSample,
     PairedComparison,
-    PilotModel,
     holm_family,
     minimum_detectable_difference,
     pair_by_task,
     paired_comparisons,
+    pilot_design,
+    unit_differences,
 )
 
 REDUCED_STRATEGIES = ("last_n", "semantic_summary", "typed_state_digest")
@@ -127,6 +128,8 @@ def questions_section(ctx: MetricsContext, conditions: Sequence[ConditionMetrics
     """
     params = ctx.params
     rates = {c.condition: c.rates for c in conditions}
+    table = ctx.table
+    unit_of = {} if table.story is None else dict(zip(table.task_id.tolist(), table.story.tolist(), strict=True))
     found = comparisons_run(ctx)
     kept = {qid: entry[0] for qid, entry in found.items()}
     not_run = {qid: entry[1] for qid, entry in found.items()}
@@ -153,8 +156,10 @@ def questions_section(ctx: MetricsContext, conditions: Sequence[ConditionMetrics
         comparisons = []
         for name, metric, a, b in kept[qid]:
             pairs = pair_by_task(*inputs[(qid, name)])
-            discordant = np.searchsorted(ctx.task_names(), np.asarray(pairs.task_ids)[pairs.differences != 0])
+            units, differences = unit_differences(pairs)
             failed_pairs, failed_tasks, _ = accounting[(qid, name)]
+            failed_units = {unit_of.get(str(t), str(t)) for t in ctx.task_names()[failed_tasks]}
+            model, n_units, unit_repeats = pilot_design(pairs, max(1, ctx.manifest.repeats))
             level = params.alpha / (len(family) if tests[name].testable else len(family) + 1)
             sensitive: PairedComparison | None = None
             if name in sensitivity_tests:
@@ -171,12 +176,14 @@ def questions_section(ctx: MetricsContext, conditions: Sequence[ConditionMetrics
                     test=tests[name],
                     episodes=main[(qid, name)].episodes,
                     failed_pairs=failed_pairs,
-                    failed_discordant_tasks=int(np.isin(discordant, failed_tasks).sum()),
+                    failed_discordant_tasks=sum(
+                        1 for unit, d in zip(units, differences.tolist(), strict=True) if d and unit in failed_units
+                    ),
                     sensitivity=sensitive,
                     detectable=minimum_detectable_difference(
-                        PilotModel.from_pairs(pairs),
-                        pairs.n_tasks,
-                        max(1, ctx.manifest.repeats),
+                        model,
+                        n_units,
+                        unit_repeats,
                         level,
                         target_power=TARGET_POWER,
                         datasets=params.power_datasets,

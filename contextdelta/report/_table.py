@@ -17,7 +17,14 @@ import numpy.typing as npt
 from contextdelta.agent import TerminationReason
 from contextdelta.attribution import MODE_PRECEDENCE, Attribution, FailureMode
 from contextdelta.grading import harmful_actions
-from contextdelta.rundir import FAILED_TERMINATIONS, EpisodeRecord, RunManifest, episode_cost
+from contextdelta.rundir import (
+    FAILED_TERMINATIONS,
+    EpisodeRecord,
+    RunManifest,
+    episode_cost,
+    stories_recorded,
+    task_stories,
+)
 from contextdelta.stats import ClusteredSample, cluster_by_task
 
 RATE_METRICS: dict[str, str] = {
@@ -168,6 +175,18 @@ Condition = tuple[str, str]
 """(strategy, protection mode)."""
 
 
+def story_labels(manifests: Sequence[RunManifest], task_ids: Sequence[str]) -> list[str] | None:
+    """Each of ``task_ids``'s unit of inference (its story, as the manifests that record stories say, or the task
+    itself); None where no two of the tasks share a story (every task its own unit, as in a run from before 0.8.0).
+    """
+    stories: dict[str, str] = {}
+    for manifest in manifests:
+        if stories_recorded(manifest):
+            stories.update(task_stories(manifest))
+    labels = [stories.get(t, t) for t in task_ids]
+    return labels if len(set(labels)) < len(set(task_ids)) else None
+
+
 @dataclass(frozen=True, eq=False)
 class EpisodeTable:
     """A run's episodes as columns: one row per episode, rows sorted by run id.
@@ -190,6 +209,9 @@ class EpisodeTable:
     horizon: npt.NDArray[np.int64] | None = None
     """Each episode's task horizon (the manifest's record of ``evaluator.family.horizon``), 0 for a task without
     one; None: no task has one."""
+    story: npt.NDArray[np.str_] | None = None
+    """Each episode's unit of inference: its task's story (the manifest's record of ``evaluator.family``'s name and
+    seed), or the task itself; None where no two tasks share a story (every task its own unit)."""
     _rows: dict[Condition, npt.NDArray[np.int64]] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -200,11 +222,12 @@ class EpisodeTable:
         manifest: RunManifest | None = None,
     ) -> EpisodeTable:
         """The table of a run's episodes (sorted by run id) and the attributions of its failures; with the run's
-        ``manifest``, its recorded prices give the `CACHING_METRICS` costs and its tasks' horizons the horizon
-        column."""
+        ``manifest``, its recorded prices give the `CACHING_METRICS` costs, its tasks' horizons the horizon
+        column and its tasks' stories the story column."""
         ordered = sorted(records, key=lambda r: r.run_id)
         horizons = {t.id: t.horizon for t in manifest.tasks if t.horizon is not None} if manifest else {}
         horizon = np.array([horizons.get(r.task_id, 0) for r in ordered], dtype=np.int64)
+        story = story_labels([manifest] if manifest is not None else [], [r.task_id for r in ordered])
         by_run = {a.run_id: a for a in attributions}
         rows = [{**episode_values(r), **caching_values(r, manifest)} for r in ordered]
 
@@ -226,6 +249,7 @@ class EpisodeTable:
             failure=strings([failure_key(r, by_run.get(r.run_id)) for r in ordered]),
             values={name: column(name) for name in (*METRIC_DEFINITIONS, *CACHING_METRICS)},
             horizon=horizon if horizon.any() else None,
+            story=None if story is None else strings(story),
         )
 
     def __len__(self) -> int:
@@ -252,4 +276,5 @@ class EpisodeTable:
 
     def sample(self, metric: str, rows: npt.NDArray[np.int64]) -> ClusteredSample:
         """The episodes ``rows`` (of one condition) as a task-clustered sample of ``metric``."""
-        return cluster_by_task(self.task_id[rows], self.repeat[rows], self.values[metric][rows])
+        stories = None if self.story is None else self.story[rows]
+        return cluster_by_task(self.task_id[rows], self.repeat[rows], self.values[metric][rows], stories)

@@ -95,7 +95,9 @@ from contextdelta.rundir.records import (
     UnlockedSuite,
     episode_cost,
     horizons_recorded,
+    stories_recorded,
     task_result_columns,
+    task_stories,
 )
 
 __all__ = [
@@ -186,9 +188,11 @@ __all__ = [
     "run_dir",
     "seal_sha256",
     "split_lines",
+    "stories_recorded",
     "task_result_columns",
     "task_result_row",
     "task_result_values",
+    "task_stories",
     "tool_event_records",
     "validate_run_id",
     "version_writes_seal",

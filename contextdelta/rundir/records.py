@@ -125,6 +125,13 @@ class TaskInfo(BaseModel):
         "that decides whether the dependent write is safe to that write); null for a task without one. Absent "
         "from run directories written before horizons were recorded (`horizons_recorded`).",
     )
+    story: str | None = Field(
+        default=None,
+        description="A generated task's story (evaluator.family name#seed: the same story at every horizon); tasks "
+        "that share one are a single unit of inference (stories are resampled and sign-flipped as wholes); null for "
+        "a task without one (its own story). Absent from run directories written before 0.8.0 "
+        "(`stories_recorded`): their statistics take every task as its own unit, as they were computed.",
+    )
 
 
 class SuiteInfo(BaseModel):
@@ -358,6 +365,17 @@ class RunManifest(BaseModel):
         description="The run directory's tamper-evidence (hash chain head, digests of this manifest and of every "
         "other file), recomputed at each manifest write; null in run directories written before it existed.",
     )
+
+
+def stories_recorded(manifest: RunManifest) -> bool:
+    """Whether the manifest records each task's story (written since 0.8.0, ``null`` for a task without one); a
+    manifest from before lacks the field, and its statistics stay as they were (every task its own unit)."""
+    return any("story" in t.model_fields_set for t in manifest.tasks)
+
+
+def task_stories(manifest: RunManifest) -> dict[str, str]:
+    """Each task's unit of inference: its recorded story, or its own id (no story, or a manifest from before)."""
+    return {t.id: t.story if t.story is not None else t.id for t in manifest.tasks}
 
 
 def horizons_recorded(manifest: RunManifest) -> bool:

@@ -130,6 +130,7 @@ class Matrix:
                 hazard=t.task.evaluator.hazard.value,
                 public_messages_sha256=content_hash(initial_messages(t.task.public_task)),
                 horizon=t.task.evaluator.horizon,
+                story=t.task.evaluator.story,
             )
             for t in self.tasks
         ]

@@ -41,6 +41,7 @@ from contextdelta.stats._power import (
     RandomEffectsModel,
     histograms_of,
     minimum_detectable_difference,
+    pilot_design,
     rejections,
     tasks_needed,
 )
@@ -66,9 +67,10 @@ from contextdelta.stats._samples import (
     cluster_by_task,
     pair_by_task,
     pair_by_task_repeat,
+    pool_by_cluster,
     split_by_condition,
 )
-from contextdelta.stats._signflip import ENUMERATION_LIMIT, MONTE_CARLO_PATTERNS, sign_flip_test
+from contextdelta.stats._signflip import ENUMERATION_LIMIT, MONTE_CARLO_PATTERNS, sign_flip_test, unit_differences
 from contextdelta.stats._significance import holm_adjust, holm_family, pair_table
 
 __all__ = [
@@ -125,10 +127,13 @@ __all__ = [
     "paired_comparisons",
     "pass_hat_k",
     "pass_hat_k_many",
+    "pilot_design",
+    "pool_by_cluster",
     "printed_decimals",
     "rejections",
     "sign_flip_test",
     "split_by_condition",
     "task_level_estimates",
     "tasks_needed",
+    "unit_differences",
 ]

@@ -13,6 +13,11 @@ outcomes, counts, tokens), up to the last bits of the BLAS product's summation o
 For a `PairedSample` both conditions share its layout, which is the paired resampling: same tasks, same
 repeat indices, pairs kept together.
 
+Where tasks share stories (``groups``: a story code per task row), a resample draws stories instead of tasks, each
+drawn story bringing every one of its tasks (then repeats within each task as before): the story is the
+independent unit, its tasks (the same story at several horizons) a fixed part of the design. Every ratio stays a
+ratio (a resample's episodes or tasks count in its denominator), so the point estimates do not change.
+
 Memory is bounded by drawing resamples in chunks of about ``_CELL_BUDGET`` cells.
 """
 
@@ -52,6 +57,8 @@ class TaskValues:
     divisor: int = 1
     """The per-task values are ``values / divisor``: exact fractions keep every resampled sum exact, so a batch
     gives the same bits as one statistic alone, and equal data give equal numbers."""
+    groups: IntArray | None = None
+    """The story code of each task where tasks share stories (the bootstrap then draws stories); None otherwise."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,19 +67,43 @@ class _Columns:
 
     counts: IntArray
     cells: npt.NDArray[np.float64]
+    groups: IntArray | None = None
 
     @property
-    def layout(self) -> tuple[int, int, bytes]:
-        return self.counts.size, self.cells.shape[1], self.counts.tobytes()
+    def layout(self) -> tuple[int, int, bytes, bytes]:
+        stories = b"" if self.groups is None else self.groups.tobytes()
+        return self.counts.size, self.cells.shape[1], self.counts.tobytes(), stories
+
+
+def story_groups(groups: IntArray | None) -> IntArray | None:
+    """Story codes renumbered 0..n-1 in order of first code; None when there are none or every story has one task
+    (the plain task bootstrap, bit for bit)."""
+    if groups is None:
+        return None
+    unique, codes = np.unique(groups, return_inverse=True)
+    return None if unique.size == groups.size else codes.astype(np.int64).reshape(-1)
+
+
+def _story_members(groups: IntArray, n_tasks: int) -> IntArray:
+    """``(n_stories, largest story)``: each story's task rows, padded with ``n_tasks`` (a task of no episode)."""
+    order = np.argsort(groups, kind="stable")
+    sizes = np.bincount(groups)
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    members = np.full((sizes.size, int(sizes.max())), n_tasks, dtype=np.int64)
+    position = np.arange(groups.size) - starts[groups[order]]
+    members[groups[order], position] = order
+    return members
 
 
 def _resampled_sums(
-    counts: IntArray, cells: npt.NDArray[np.float64], params: AnalysisParams
+    counts: IntArray, cells: npt.NDArray[np.float64], params: AnalysisParams, groups: IntArray | None = None
 ) -> tuple[FloatMatrix, FloatVector]:
     """Sums of each column over the episodes of every resample, and each resample's episode count.
 
     Returns ``(sums, episodes)`` of shapes ``(resamples, n_columns)`` and ``(resamples,)``.
     """
+    if groups is not None:
+        return _resampled_story_sums(counts, cells, params, groups)
     n_tasks, width, n_columns = cells.shape
     n_cells = n_tasks * width
     # One extra all-zero row absorbs the slots beyond a drawn task's own repeat count.
@@ -105,21 +136,52 @@ def _resampled_sums(
     return sums, episodes
 
 
+def _resampled_story_sums(
+    counts: IntArray, cells: npt.NDArray[np.float64], params: AnalysisParams, groups: IntArray
+) -> tuple[FloatMatrix, FloatVector]:
+    """`_resampled_sums` drawing stories: each resample draws ``n_stories`` stories with replacement, takes every
+    task of each, and ``counts[t]`` of each such task's repeats with replacement."""
+    n_tasks, width, n_columns = cells.shape
+    n_cells = n_tasks * width
+    table = np.zeros((n_cells + 1, n_columns), dtype=np.float64)
+    table[:n_cells] = cells.reshape(n_cells, n_columns)
+    members = _story_members(groups, n_tasks)
+    n_stories, largest = members.shape
+    padded_counts = np.append(counts, 0)  # the padding task has no episode
+    slots = np.arange(width)
+    rng = np.random.default_rng(params.seed)
+    chunk = max(1, _CELL_BUDGET // (n_stories * largest * width))
+    sums = np.empty((params.resamples, n_columns), dtype=np.float64)
+    episodes = np.empty(params.resamples, dtype=np.float64)
+    for start in range(0, params.resamples, chunk):
+        size = min(chunk, params.resamples - start)
+        stories = rng.integers(0, n_stories, size=(size, n_stories), dtype=np.int64)
+        tasks = members[stories].reshape(size, n_stories * largest)
+        base = (np.arange(size, dtype=np.int64) * (n_cells + 1))[:, None, None]
+        n = padded_counts[tasks][:, :, None]
+        picks = np.minimum((rng.random((size, tasks.shape[1], width)) * n).astype(np.int64), np.maximum(n - 1, 0))
+        flat = np.where(slots < n, base + tasks[:, :, None] * width + picks, base + n_cells)
+        weights = np.bincount(flat.ravel(), minlength=size * (n_cells + 1)).reshape(size, n_cells + 1)
+        sums[start : start + size] = weights.astype(np.float64) @ table
+        episodes[start : start + size] = n.sum(axis=(1, 2))
+    return sums, episodes
+
+
 def _run(jobs: Iterable[_Columns], params: AnalysisParams) -> list[tuple[FloatMatrix, FloatVector]]:
     """Resample every job, drawing indices once per distinct layout; returns each job's (sums, episodes)."""
-    job_list = list(jobs)
-    groups: dict[tuple[int, int, bytes], list[int]] = {}
+    job_list = [_Columns(job.counts, job.cells, story_groups(job.groups)) for job in jobs]
+    layouts: dict[tuple[int, int, bytes, bytes], list[int]] = {}
     for i, job in enumerate(job_list):
-        groups.setdefault(job.layout, []).append(i)
+        layouts.setdefault(job.layout, []).append(i)
     out: list[tuple[FloatMatrix, FloatVector]] = [(np.empty((0, 0)), np.empty(0))] * len(job_list)
-    for members in groups.values():
+    for members in layouts.values():
         counts = job_list[members[0]].counts
         if counts.size == 0:
             for i in members:
                 out[i] = (np.zeros((params.resamples, job_list[i].cells.shape[2])), np.zeros(params.resamples))
             continue
         stacked = np.concatenate([job_list[i].cells for i in members], axis=2)
-        sums, episodes = _resampled_sums(counts, stacked, params)
+        sums, episodes = _resampled_sums(counts, stacked, params, job_list[members[0]].groups)
         offset = 0
         for i in members:
             width = job_list[i].cells.shape[2]
@@ -177,13 +239,15 @@ def _interval(
     n_unpaired: int = 0,
     undefined_note: str = "the statistic is undefined on this data",
     percentiles: tuple[float, float] | None = None,
+    n_stories: int | None = None,
 ) -> Estimate:
     """Turn a point estimate and bootstrap replicates into an `Estimate`, applying the degenerate-case rules.
 
     ``percentiles``: the levels (0-100) bounding the interval; None: ``params.percentiles``. ``constant``: every
     value the bootstrap resamples is equal, so every replicate equals the point. ``bounds``: the range of a task's
     value for a bounded quantity (a rate: (0, 1)); then a degenerate case (constant, or a single task) gets the
-    exact bound of `exact_bound` instead of a zero-width interval.
+    exact bound of `exact_bound` instead of a zero-width interval. ``n_stories``: the independent units where tasks
+    share stories (the exact bound's n); None where every task is its own.
     """
     common = {
         "confidence": params.confidence,
@@ -198,25 +262,29 @@ def _interval(
         return Estimate(
             estimate=None, low=None, high=None, status=EstimateStatus.UNDEFINED, note=undefined_note, **common
         )
-    if (n_tasks == 1 or constant) and bounds is not None:
-        low, high = exact_bound(point, n_tasks, bounds, params.confidence)
+    units = n_tasks if n_stories is None else n_stories
+    if (units == 1 or constant) and bounds is not None:
+        low, high = exact_bound(point, units, bounds, params.confidence)
         tasks = "the one task" if n_tasks == 1 else f"all {n_tasks} tasks"
+        n = f"{n_tasks} tasks" if n_stories is None else f"{n_stories} {'story' if n_stories == 1 else 'stories'}"
         return Estimate(
             estimate=point,
             low=low,
             high=high,
             status=EstimateStatus.EXACT_BOUND,
-            note=f"exact Clopper-Pearson bound with n = {n_tasks} tasks: {tasks} at the same value, nothing for a "
+            note=f"exact Clopper-Pearson bound with n = {n}: {tasks} at the same value, nothing for a "
             "bootstrap to resample",
             **common,
         )
-    if n_tasks == 1:
+    if units == 1:
         return Estimate(
             estimate=point,
             low=point,
             high=point,
             status=EstimateStatus.SINGLE_TASK,
-            note="one task: no between-task variation, interval collapsed to the estimate",
+            note="one task: no between-task variation, interval collapsed to the estimate"
+            if n_stories is None
+            else f"one story ({n_tasks} tasks): no between-story variation, interval collapsed to the estimate",
             **common,
         )
     if constant:
@@ -241,7 +309,7 @@ def _interval(
 
 
 def _mean_job(sample: ClusteredSample) -> _Columns:
-    return _Columns(sample.counts, sample.values[:, :, None])
+    return _Columns(sample.counts, sample.values[:, :, None], sample.groups)
 
 
 def _is_constant(values: FloatMatrix, mask: npt.NDArray[np.bool_]) -> bool:
@@ -275,7 +343,7 @@ def _embedded_job(sample: ClusteredSample, design: ClusteredSample) -> _Columns:
     cells = np.zeros((design.values.size, 2), dtype=np.float64)
     cells[flat, 0] = sample.values[sample.mask]
     cells[flat, 1] = 1.0
-    return _Columns(design.counts, cells.reshape(design.n_tasks, design.values.shape[1], 2))
+    return _Columns(design.counts, cells.reshape(design.n_tasks, design.values.shape[1], 2), design.groups)
 
 
 def bootstrap_means(
@@ -327,6 +395,7 @@ def means_with_replicates(
             params=params,
             bounds=per_sample.get(key),
             n_missing=sample.n_missing,
+            n_stories=None if sample.clusters is None else sample.n_units,
         )
         out[key] = (estimate, replicates)
     return out
@@ -368,14 +437,19 @@ def task_level_estimates(jobs: Sequence[TaskValues], params: AnalysisParams = DE
     Used for statistics defined per task (pass^k, flip rate, the paired difference of task means): resampling
     repeats inside a task would change what the per-task value means. Jobs with the same number of tasks share
     one draw of task indices. The interval is bounded by ``params.task_percentiles(n_tasks)``: a one-level
-    percentile interval of a mean is too narrow with few tasks, and the expanded levels correct it.
+    percentile interval of a mean is too narrow with few tasks, and the expanded levels correct it. A job whose
+    tasks share stories (``groups``) resamples stories, each with all its tasks (the mean stays the mean over the
+    resampled tasks), and its levels are expanded for the number of stories.
     """
     results = _run(
-        (_Columns(np.ones(job.values.size, dtype=np.int64), job.values[:, None, None]) for job in jobs), params
+        (_Columns(np.ones(job.values.size, dtype=np.int64), job.values[:, None, None], job.groups) for job in jobs),
+        params,
     )
     out = []
     for job, (sums, tasks) in zip(jobs, results, strict=True):
         n = job.values.size
+        grouped = story_groups(job.groups)
+        stories = None if grouped is None else int(grouped.max()) + 1
         out.append(
             _interval(
                 float(job.values.sum()) / n / job.divisor if n else None,
@@ -387,7 +461,8 @@ def task_level_estimates(jobs: Sequence[TaskValues], params: AnalysisParams = DE
                 bounds=job.bounds,
                 n_missing=job.n_missing,
                 n_unpaired=job.n_unpaired,
-                percentiles=params.task_percentiles(n),
+                percentiles=params.task_percentiles(n if stories is None else stories),
+                n_stories=stories,
             )
         )
     return out
@@ -404,7 +479,10 @@ def bootstrap_relative_reductions(
     the note.
     """
     keys = list(samples)
-    results = _run((_Columns(samples[k].counts, np.stack((samples[k].a, samples[k].b), axis=2)) for k in keys), params)
+    results = _run(
+        (_Columns(samples[k].counts, np.stack((samples[k].a, samples[k].b), axis=2), samples[k].groups) for k in keys),
+        params,
+    )
     out: dict[K, Estimate] = {}
     for key, (sums, _) in zip(keys, results, strict=True):
         sample = samples[key]
@@ -421,6 +499,7 @@ def bootstrap_relative_reductions(
             params=params,
             n_unpaired=sample.n_unpaired,
             undefined_note="the baseline sum is zero: a relative reduction is undefined",
+            n_stories=None if sample.clusters is None else sample.n_units,
         )
     return out
 

@@ -32,5 +32,8 @@ def flip_rates(samples: Mapping[K, ClusteredSample], params: AnalysisParams = DE
         included = sample.counts >= 2
         passes = sample.values[included].sum(axis=1)
         flipped = ((passes > 0) & (passes < sample.counts[included])).astype(np.float64)
-        jobs.append(TaskValues(flipped, int(sample.counts[included].sum()), (0.0, 1.0), sample.n_missing))
+        groups = None if sample.groups is None else sample.groups[included]
+        jobs.append(
+            TaskValues(flipped, int(sample.counts[included].sum()), (0.0, 1.0), sample.n_missing, groups=groups)
+        )
     return dict(zip(keys, task_level_estimates(jobs, params), strict=True))

@@ -31,8 +31,9 @@ def paired_comparisons(
     mean of ``d`` over the tasks both conditions have, with a task-cluster bootstrap interval (tasks resampled;
     an exact bound over tasks when every task has the same ``d``, e.g. no discordant task); the test is the
     sign-flip test of `sign_flip_test` (its Monte-Carlo route seeded with ``params.seed``). Copying every
-    repeat leaves both unchanged: the unit is the task. Holm's adjustment is left to the caller
-    (`holm_family`), which knows the family.
+    repeat leaves both unchanged: the unit is the task, or the story where tasks share stories (the interval then
+    resamples stories and the test flips them; the effect is still the mean over tasks). Holm's adjustment is left
+    to the caller (`holm_family`), which knows the family.
 
     Raises:
         ValueError: when a value is not 0/1.
@@ -55,6 +56,7 @@ def paired_comparisons(
                 bounds=(-1.0, 1.0),
                 n_unpaired=int(a.counts.sum() - pairs.n_a.sum() + b.counts.sum() - pairs.n_b.sum()),
                 divisor=divisor,
+                groups=pairs.groups,
             )
         )
     differences = task_level_estimates(jobs, params)

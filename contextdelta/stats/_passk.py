@@ -55,7 +55,11 @@ def pass_hat_k_many(
             included, unbiased, all_pass = _per_task(sample, k)
             jobs.append((key, k, sample, included))
             episodes = int(sample.counts[included].sum())
-            columns += [TaskValues(column, episodes, (0.0, 1.0), sample.n_missing) for column in (unbiased, all_pass)]
+            groups = None if sample.groups is None else sample.groups[included]
+            columns += [
+                TaskValues(column, episodes, (0.0, 1.0), sample.n_missing, groups=groups)
+                for column in (unbiased, all_pass)
+            ]
     estimates = task_level_estimates(columns, params)
     out: dict[K, dict[int, PassK]] = {key: {} for key in samples}
     for i, (key, k, sample, included) in enumerate(jobs):

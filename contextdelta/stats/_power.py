@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy.special import expit, logit
 from scipy.stats import binom, norm
 
-from contextdelta.stats._samples import TaskPairs
+from contextdelta.stats._samples import TaskPairs, pool_by_cluster
 
 SIMULATION_EXACT_LIMIT = 256
 """Simulated datasets whose sign-flip statistic spans at least this many lattice points (``sum |D_t|``; about a
@@ -305,8 +305,10 @@ class DetectableDifference(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    n_tasks: int = Field(ge=0, description="Tasks of the design.")
-    repeats: int = Field(ge=1, description="Repeats per task of the design.")
+    n_tasks: int = Field(ge=0, description="Units of the design: tasks, or stories where tasks share them.")
+    repeats: int = Field(
+        ge=1, description="Repeats per unit of the design (a story: its tasks' episodes per condition)."
+    )
     level: float = Field(
         gt=0.0, le=1.0, description="Test level: alpha over the testable family size (Holm's first step)."
     )
@@ -319,6 +321,23 @@ class DetectableDifference(BaseModel):
     difference: float | None = Field(
         ge=0.0, le=1.0, description="Smallest simulated difference with the target power; None: not reachable."
     )
+
+
+def pilot_design(pairs: TaskPairs, repeats: int) -> tuple[PilotModel, int, int]:
+    """The pilot model of a comparison and the design its power is simulated for: ``(model, units, repeats per
+    unit)``.
+
+    Where every task is its own unit: the per-task rates, the tasks and ``repeats``. Where tasks share stories, the
+    unit the primary test flips is the story: each story's episodes pooled into one rate, the stories, and
+    ``repeats`` times the commonest number of tasks in a story (a story's episodes per condition). A pooled story
+    varies at least as much as its tasks would together (one rate for tasks that may differ), so the simulated
+    power errs low, never high.
+    """
+    if pairs.clusters is None:
+        return PilotModel.from_pairs(pairs), pairs.n_tasks, repeats
+    sizes = np.unique(np.unique(np.asarray(pairs.clusters), return_counts=True)[1], return_counts=True)
+    commonest = int(sizes[0][np.flatnonzero(sizes[1] == sizes[1].max())[-1]])
+    return PilotModel.from_pairs(pool_by_cluster(pairs)), pairs.n_units, repeats * commonest
 
 
 def minimum_detectable_difference(

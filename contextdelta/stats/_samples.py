@@ -5,6 +5,11 @@ to the left (``values[t, :counts[t]]`` are real, the rest is padding set to 0). 
 lets the bootstrap draw a repeat of task t as ``floor(u * counts[t])`` without a per-task loop.
 A `PairedSample` is the same shape holding two conditions aligned on (task, repeat), with the cells one
 condition lacks dropped and counted.
+
+Tasks may share a **story** (a task family tells one story at several horizons): then a sample carries, per task
+row, its story (``clusters``), and every statistic treats the story as its independent unit: the bootstrap draws
+stories (each drawn story brings all its tasks), and the sign-flip test flips a story's tasks together. Where every
+task is its own story ``clusters`` is None and nothing changes.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ class ClusteredSample:
         values: ``(n_tasks, max_repeats)`` metric values; padding is 0.
         counts: ``(n_tasks,)`` number of episodes of each task (every task has at least one).
         n_missing: episodes left out because their value was missing (NaN / None / empty CSV cell).
+        clusters: the story of each row, where some tasks share one (the unit of inference); None where every task
+            is its own story.
     """
 
     task_ids: tuple[str, ...]
@@ -38,6 +45,7 @@ class ClusteredSample:
     values: FloatMatrix
     counts: IntArray
     n_missing: int = 0
+    clusters: tuple[str, ...] | None = None
 
     @property
     def n_tasks(self) -> int:
@@ -48,6 +56,16 @@ class ClusteredSample:
     def n_episodes(self) -> int:
         """Number of episodes with a value."""
         return int(self.counts.sum())
+
+    @property
+    def n_units(self) -> int:
+        """Number of independent units: stories where tasks share them, else tasks."""
+        return self.n_tasks if self.clusters is None else len(set(self.clusters))
+
+    @property
+    def groups(self) -> IntArray | None:
+        """The story code of each row (codes in sorted story order), or None (every task its own story)."""
+        return cluster_codes(self.clusters)
 
     @property
     def mask(self) -> npt.NDArray[np.bool_]:
@@ -71,11 +89,23 @@ class PairedSample:
     counts: IntArray
     n_unpaired_a: int = 0
     n_unpaired_b: int = 0
+    clusters: tuple[str, ...] | None = None
+    """The story of each row where tasks share stories (see `ClusteredSample`)."""
 
     @property
     def n_tasks(self) -> int:
         """Number of tasks (rows)."""
         return len(self.task_ids)
+
+    @property
+    def n_units(self) -> int:
+        """Number of independent units: stories where tasks share them, else tasks."""
+        return self.n_tasks if self.clusters is None else len(set(self.clusters))
+
+    @property
+    def groups(self) -> IntArray | None:
+        """The story code of each row, or None (every task its own story)."""
+        return cluster_codes(self.clusters)
 
     @property
     def n_pairs(self) -> int:
@@ -98,6 +128,31 @@ def _as_1d(name: str, array: Values, dtype: npt.DTypeLike) -> npt.NDArray[np.gen
     if out.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {out.shape}")
     return out
+
+
+def cluster_codes(clusters: Sequence[str] | None) -> IntArray | None:
+    """Each row's story as a code (stories in sorted order), or None when there are no shared stories."""
+    if clusters is None:
+        return None
+    return np.unique(np.asarray(clusters, dtype=np.str_), return_inverse=True)[1].astype(np.int64).reshape(-1)
+
+
+def _row_clusters(
+    row_tasks: Sequence[str], tasks: npt.NDArray[np.str_], clusters: npt.NDArray[np.str_] | None
+) -> tuple[str, ...] | None:
+    """The story of each row task from per-episode (task, story) labels; None where every task is its own story.
+
+    Raises:
+        ValueError: when one task's episodes name two stories.
+    """
+    if clusters is None:
+        return None
+    story: dict[str, str] = {}
+    for task, label in zip(tasks.tolist(), clusters.tolist(), strict=True):
+        if story.setdefault(task, label) != label:
+            raise ValueError(f"task {task!r} belongs to two stories: {story[task]!r} and {label!r}")
+    out = tuple(story[t] for t in row_tasks)
+    return None if len(set(out)) == len(out) else out
 
 
 def _pack(
@@ -124,7 +179,9 @@ def _pack(
     return dense_repeats, dense_values, counts
 
 
-def cluster_by_task(task_ids: npt.ArrayLike, repeats: npt.ArrayLike, values: Values) -> ClusteredSample:
+def cluster_by_task(
+    task_ids: npt.ArrayLike, repeats: npt.ArrayLike, values: Values, clusters: npt.ArrayLike | None = None
+) -> ClusteredSample:
     """Build a `ClusteredSample` from parallel per-episode arrays of one condition.
 
     Args:
@@ -132,14 +189,17 @@ def cluster_by_task(task_ids: npt.ArrayLike, repeats: npt.ArrayLike, values: Val
         repeats: integer repeat index of each episode; (task, repeat) must be unique.
         values: the metric per episode: bool, 0/1 or real. NaN or None means missing: the episode is left
             out and counted in ``n_missing`` (a task left with no episode disappears).
+        clusters: the story of each episode's task, where tasks share stories (None: every task is its own).
 
     Raises:
-        ValueError: on arrays of different lengths, an infinite value or a duplicated (task, repeat).
+        ValueError: on arrays of different lengths, an infinite value, a duplicated (task, repeat) or a task
+            in two stories.
     """
     tasks = _as_1d("task_ids", task_ids, np.str_)
     reps = _as_1d("repeats", repeats, np.int64).astype(np.int64)
     vals = _as_1d("values", values, np.float64).astype(np.float64)
-    if not tasks.size == reps.size == vals.size:
+    stories = None if clusters is None else _as_1d("clusters", clusters, np.str_)
+    if not tasks.size == reps.size == vals.size == (tasks.size if stories is None else stories.size):
         raise ValueError(f"task_ids, repeats and values differ in length: {tasks.size}, {reps.size}, {vals.size}")
     if np.isinf(vals).any():
         raise ValueError("values contain an infinite number")
@@ -148,12 +208,14 @@ def cluster_by_task(task_ids: npt.ArrayLike, repeats: npt.ArrayLike, values: Val
     dense_repeats, dense_values, counts = _pack(
         codes.astype(np.int64), reps[present], vals[present][:, None], unique_tasks.size
     )
+    row_tasks = tuple(str(t) for t in unique_tasks)
     return ClusteredSample(
-        task_ids=tuple(str(t) for t in unique_tasks),
+        task_ids=row_tasks,
         repeats=dense_repeats,
         values=dense_values[:, :, 0],
         counts=counts,
         n_missing=int((~present).sum()),
+        clusters=_row_clusters(row_tasks, tasks, stories),
     )
 
 
@@ -161,6 +223,23 @@ def _long_form(sample: ClusteredSample) -> tuple[npt.NDArray[np.str_], IntArray,
     mask = sample.mask
     rows = np.repeat(np.arange(sample.n_tasks), sample.counts)
     return np.asarray(sample.task_ids, dtype=np.str_)[rows], sample.repeats[mask], sample.values[mask]
+
+
+def _common_clusters(
+    a: ClusteredSample | PairedSample, b: ClusteredSample | PairedSample, row_tasks: tuple[str, ...]
+) -> tuple[str, ...] | None:
+    """The story of each of ``row_tasks`` (tasks of both samples) from the two samples' own; None where each of them
+    is its own story.
+
+    Raises:
+        ValueError: when the two samples put a task in different stories.
+    """
+    known = [s for s in (a, b) if s.clusters is not None]
+    if not known:
+        return None
+    tasks = np.asarray([t for s in known for t in s.task_ids], dtype=np.str_)
+    labels = np.asarray([c for s in known for c in s.clusters or ()], dtype=np.str_)
+    return _row_clusters(row_tasks, tasks, labels)
 
 
 def pair_by_task_repeat(a: ClusteredSample, b: ClusteredSample) -> PairedSample:
@@ -181,35 +260,42 @@ def pair_by_task_repeat(a: ClusteredSample, b: ClusteredSample) -> PairedSample:
     used_codes, codes = np.unique(keys // span, return_inverse=True)
     columns = np.stack((vals_a[in_a][idx_a], vals_b[in_b][idx_b]), axis=1)
     dense_repeats, dense_values, counts = _pack(codes.astype(np.int64), keys % span + low, columns, used_codes.size)
+    row_tasks = tuple(str(t) for t in common[used_codes])
     return PairedSample(
-        task_ids=tuple(str(t) for t in common[used_codes]),
+        task_ids=row_tasks,
         repeats=dense_repeats,
         a=np.ascontiguousarray(dense_values[:, :, 0]),
         b=np.ascontiguousarray(dense_values[:, :, 1]),
         counts=counts,
         n_unpaired_a=a.n_episodes - keys.size,
         n_unpaired_b=b.n_episodes - keys.size,
+        clusters=_common_clusters(a, b, row_tasks),
     )
 
 
 def split_by_condition(
-    conditions: Sequence[Hashable], task_ids: npt.ArrayLike, repeats: npt.ArrayLike, values: Values
+    conditions: Sequence[Hashable],
+    task_ids: npt.ArrayLike,
+    repeats: npt.ArrayLike,
+    values: Values,
+    clusters: npt.ArrayLike | None = None,
 ) -> dict[Hashable, ClusteredSample]:
     """Split a whole per-episode table into one `ClusteredSample` per condition.
 
     ``conditions[i]`` is episode i's condition, e.g. ``(strategy, protection_mode)``. Keys appear in order of
-    first occurrence.
+    first occurrence. ``clusters``: each episode's story where tasks share stories (see `cluster_by_task`).
     """
     tasks = _as_1d("task_ids", task_ids, np.str_)
     reps = _as_1d("repeats", repeats, np.int64)
     vals = _as_1d("values", values, np.float64)
-    if not len(conditions) == tasks.size == reps.size == vals.size:
-        raise ValueError("conditions, task_ids, repeats and values differ in length")
+    stories = None if clusters is None else _as_1d("clusters", clusters, np.str_)
+    if not len(conditions) == tasks.size == reps.size == vals.size == (tasks.size if stories is None else stories.size):
+        raise ValueError("conditions, task_ids, repeats, values and clusters differ in length")
     rows: dict[Hashable, list[int]] = {}
     for i, condition in enumerate(conditions):
         rows.setdefault(condition, []).append(i)
     return {
-        condition: cluster_by_task(tasks[index], reps[index], vals[index])
+        condition: cluster_by_task(tasks[index], reps[index], vals[index], None if stories is None else stories[index])
         for condition, index in ((c, np.asarray(r, dtype=np.int64)) for c, r in rows.items())
     }
 
@@ -232,11 +318,23 @@ class TaskPairs:
     """Every episode value is an integer (0/1 outcomes, counts): the differences lie on an exact lattice."""
     a_only: int = 0
     b_only: int = 0
+    clusters: tuple[str, ...] | None = None
+    """The story of each task where tasks share stories: the paired analysis then takes the story as its unit."""
 
     @property
     def n_tasks(self) -> int:
         """Tasks present in both conditions."""
         return len(self.task_ids)
+
+    @property
+    def n_units(self) -> int:
+        """Independent units of the paired analysis: stories where tasks share them, else tasks."""
+        return self.n_tasks if self.clusters is None else len(set(self.clusters))
+
+    @property
+    def groups(self) -> IntArray | None:
+        """The story code of each task, or None (every task its own story)."""
+        return cluster_codes(self.clusters)
 
     @property
     def mean_a(self) -> npt.NDArray[np.float64]:
@@ -264,8 +362,9 @@ def pair_by_task(a: ClusteredSample, b: ClusteredSample) -> TaskPairs:
     ids_a = np.asarray(a.task_ids, dtype=np.str_)
     ids_b = np.asarray(b.task_ids, dtype=np.str_)
     common, idx_a, idx_b = np.intersect1d(ids_a, ids_b, assume_unique=True, return_indices=True)
+    row_tasks = tuple(str(t) for t in common)
     return TaskPairs(
-        task_ids=tuple(str(t) for t in common),
+        task_ids=row_tasks,
         sum_a=a.values.sum(axis=1)[idx_a],
         n_a=a.counts[idx_a],
         sum_b=b.values.sum(axis=1)[idx_b],
@@ -273,4 +372,28 @@ def pair_by_task(a: ClusteredSample, b: ClusteredSample) -> TaskPairs:
         integral=_is_integral(a) and _is_integral(b),
         a_only=a.n_tasks - common.size,
         b_only=b.n_tasks - common.size,
+        clusters=_common_clusters(a, b, row_tasks),
+    )
+
+
+def pool_by_cluster(pairs: TaskPairs) -> TaskPairs:
+    """The pairs with each story's tasks pooled into one row (sums and episode counts added), the design a power
+    simulation over stories draws from; ``pairs`` itself where every task is its own story."""
+    groups = pairs.groups
+    if groups is None or pairs.clusters is None:
+        return pairs
+    n = int(groups.max()) + 1
+
+    def add(values: npt.NDArray[np.generic]) -> npt.NDArray[np.float64]:
+        return np.bincount(groups, weights=values.astype(np.float64), minlength=n)
+
+    return TaskPairs(
+        task_ids=tuple(sorted(set(pairs.clusters))),
+        sum_a=add(pairs.sum_a),
+        n_a=add(pairs.n_a).astype(np.int64),
+        sum_b=add(pairs.sum_b),
+        n_b=add(pairs.n_b).astype(np.int64),
+        integral=pairs.integral,
+        a_only=pairs.a_only,
+        b_only=pairs.b_only,
     )

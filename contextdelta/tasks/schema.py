@@ -136,6 +136,13 @@ class EvaluatorSpec(_Strict):
         manifest, the dose-response report and ``verify`` read."""
         return self.family.horizon if self.family is not None else None
 
+    @property
+    def story(self) -> str | None:
+        """The story a generated task tells (``family.name#family.seed``): a family tells one story, with one content
+        seed, at every horizon, so tasks of one story are not independent units of inference. None for a task no
+        family generated (its own story)."""
+        return f"{self.family.name}#{self.family.seed}" if self.family is not None else None
+
     @model_validator(mode="after")
     def _unique_mutation_ids(self) -> EvaluatorSpec:
         ids = [m.id for m in self.hidden_mutations]
