@@ -149,6 +149,7 @@ def comparison_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
     failed-trial pairs, the design's detectable difference, and the episode-level 2x2 counts (a description)."""
     d, alpha = metrics.analysis.rate_decimals, metrics.analysis.alpha
     detectable = f"detectable ({100 * metrics.analysis.target_power:g}% power)"
+    units = "tasks" if metrics.stories is None else "stories"  # the test's unit (stories where tasks share them)
     rows = []
     for q in metrics.research_questions:
         for c in q.comparisons:
@@ -161,10 +162,10 @@ def comparison_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
                     "difference a - b (task means)": pp(c.difference, d),
                     "p (Holm)": pvalue(t.pvalue_holm, alpha),
                     "p (sign-flip)": primary_pvalue(t, alpha),
-                    "discordant tasks": t.n_discordant,
+                    f"discordant {units}": t.n_discordant,
                     "a higher": t.n_positive,
                     "b higher": t.n_negative,
-                    "tasks": t.n_tasks,
+                    units: t.n_tasks,
                     "rate a": pct(c.rate_a, d),
                     "rate b": pct(c.rate_b, d),
                     "metric": c.metric,

@@ -63,6 +63,7 @@ from contextdelta.report._models import (
     ResearchQuestion,
     RetriedEpisode,
     RetrySection,
+    StoryUnits,
     TokenReduction,
     TokenTotal,
 )
@@ -119,6 +120,7 @@ __all__ = [
     "RetrySection",
     "RunFacts",
     "RunReport",
+    "StoryUnits",
     "TokenReduction",
     "TokenTotal",
     "aggregate",

@@ -186,6 +186,7 @@ def _methods(metrics: AggregateMetrics) -> list[str]:
         "",
         "- **The unit of inference is the task.** Repeats of a task are near copies at temperature 0 and never "
         "count as independent evidence: tests, effects and intervals resample or permute tasks.",
+        *_stories_line(metrics),
         "- A **harmful action** is an agent write that reached the business logic (outcome `executed` or "
         "`rejected` by a domain guard) and that the graders flagged stale, duplicate or prohibited; the "
         "`harmful_action` column of `task_results.csv` is its per-episode indicator.",
@@ -482,26 +483,36 @@ def _dose_response(manifest: RunManifest, metrics: AggregateMetrics) -> list[str
     return lines
 
 
-def _detectable(c: Comparison) -> str:
+def _unit(metrics: AggregateMetrics) -> str:
+    """The unit of inference, in words: ``story`` where tasks share stories, else ``task``."""
+    return "task" if metrics.stories is None else "story"
+
+
+def _units(unit: str) -> str:
+    return "stories" if unit == "story" else f"{unit}s"
+
+
+def _detectable(c: Comparison, unit: str = "task") -> str:
     found = c.detectable
     if found.difference is None:
-        return f"none up to {100 * found.largest_difference:.0f} pp (every task switched)"
+        return f"none up to {100 * found.largest_difference:.0f} pp (every {unit} switched)"
     return f"{100 * found.difference:.0f} pp"
 
 
-def _reach(c: Comparison) -> str:
+def _reach(c: Comparison, unit: str = "task") -> str:
     """The design-sensitivity clause of a statement."""
     found = c.detectable
     power = f"{100 * found.target_power:g}% power"
     if found.difference is None:
+        count = f"{found.n_tasks} {unit if found.n_tasks == 1 else _units(unit)}"
         return (
-            f"with {plural(found.n_tasks, 'task')} this design does not reach {power} even when every task switches "
+            f"with {count} this design does not reach {power} even when every {unit} switches "
             f"({100 * found.largest_difference:.0f} pp)"
         )
     return f"this design detects a difference of {100 * found.difference:.0f} pp with {power}"
 
 
-def _row(c: Comparison, decimals: int, alpha: float) -> list[object]:
+def _row(c: Comparison, decimals: int, alpha: float, unit: str = "task") -> list[object]:
     t, e = c.test, c.episodes
     return [
         c.name,
@@ -513,7 +524,7 @@ def _row(c: Comparison, decimals: int, alpha: float) -> list[object]:
         pvalue(t.pvalue_holm, alpha),
         c.failed_pairs,
         f"{e.only_a} / {e.only_b} of {e.n_pairs}",
-        _detectable(c),
+        _detectable(c, unit),
     ]
 
 
@@ -536,17 +547,18 @@ def _sensitivity_row(c: Comparison, decimals: int, alpha: float) -> list[object]
     ]
 
 
-def _statement(c: Comparison, family_size: int, alpha: float, decimals: int) -> str:
+def _statement(c: Comparison, family_size: int, alpha: float, decimals: int, unit: str = "task") -> str:
     """One sentence per comparison that follows its test and names its unit."""
     d, t = c.difference, c.test
     words = _METRIC_WORDS.get(c.metric, c.metric)
+    units = f"{t.n_tasks} {unit if t.n_tasks == 1 else _units(unit)}"
     if d.estimate is None or d.low is None or d.high is None:
         return f"- {c.name}: no task has episodes in both conditions; nothing to compare."
     if not t.testable:
         return (
-            f"- {c.name}: no task differs between {c.a.label} and {c.b.label} ({plural(t.n_tasks, 'task')}, all "
+            f"- {c.name}: no {unit} differs between {c.a.label} and {c.b.label} ({units}, all "
             "concordant), so no test is possible and the comparison leaves its Holm family. The difference of task "
-            f"means is {pp(d, decimals)} over {plural(t.n_tasks, 'task')}; {_reach(c)}."
+            f"means is {pp(d, decimals)} over {plural(d.n_tasks, 'task')}; {_reach(c, unit)}."
         )
     if d.estimate == 0:
         size = f"no difference: {words} is equal on average under {c.a.label} and {c.b.label}"
@@ -558,18 +570,18 @@ def _statement(c: Comparison, family_size: int, alpha: float, decimals: int) -> 
         if holm is not None and holm < alpha
         else f"not significant at the {100 * alpha:g}% family-wise level"
     )
-    interval = "exact bound" if d.is_exact else f"{100 * d.confidence:g}% task-bootstrap interval"
+    interval = "exact bound" if d.is_exact else f"{100 * d.confidence:g}% {unit}-bootstrap interval"
     sentence = (
-        f"- {c.name}: {size} (mean over {plural(t.n_tasks, 'task')} of the per-task difference, from "
+        f"- {c.name}: {size} (mean over {plural(d.n_tasks, 'task')} of the per-task difference, from "
         f"{plural(d.n_episodes, 'episode')} of the two conditions together; {interval} "
-        f"{pp(d, decimals)}). Sign-flip test over tasks: {t.n_discordant} of {t.n_tasks} tasks discordant "
+        f"{pp(d, decimals)}). Sign-flip test over {_units(unit)}: {t.n_discordant} of {units} discordant "
         f"({t.n_positive} higher under a, {t.n_negative} under b), p = {primary_pvalue(t, alpha)}, Holm-adjusted "
         f"p = {pvalue(holm, alpha)} over {family_size} comparison{'s' if family_size != 1 else ''}: {verdict}."
     )
     if holm is not None and holm >= alpha:
         sentence += (
             f" The interval admits differences from {100 * d.low:+.{decimals}f} to {100 * d.high:+.{decimals}f} pp; "
-            f"{_reach(c)}."
+            f"{_reach(c, unit)}."
         )
     s = c.sensitivity
     if s is not None:
@@ -587,6 +599,7 @@ def _statement(c: Comparison, family_size: int, alpha: float, decimals: int) -> 
 
 def _question(rq: ResearchQuestion, title: str, metrics: AggregateMetrics) -> list[str]:
     d, alpha = metrics.analysis.rate_decimals, metrics.analysis.alpha
+    unit = _unit(metrics)
     lines = [f"## {rq.id}: {title}", "", rq.question, ""]
     if not rq.comparisons:
         return [*lines, "Not answered: the run lacks the conditions it compares.", ""]
@@ -595,8 +608,8 @@ def _question(rq: ResearchQuestion, title: str, metrics: AggregateMetrics) -> li
         "rate a",
         "rate b",
         "difference a - b (task means)",
-        "discordant tasks (a / b higher)",
-        "p (sign-flip over tasks)",
+        f"discordant {_units(unit)} (a / b higher)",
+        f"p (sign-flip over {_units(unit)})",
         f"p (Holm, m={len(rq.family)})",
         "pairs with a failed trial",
         "episode pairs a-only / b-only (description)",
@@ -604,17 +617,17 @@ def _question(rq: ResearchQuestion, title: str, metrics: AggregateMetrics) -> li
     ]
     rows: list[list[object]] = []
     for c in rq.comparisons:
-        rows.append(_row(c, d, alpha))
+        rows.append(_row(c, d, alpha, unit))
         sensitivity = _sensitivity_row(c, d, alpha)
         if sensitivity is not None:
             rows.append(sensitivity)
     lines += [*table(header, rows), ""]
-    lines += [_statement(c, len(rq.family), alpha, d) for c in rq.comparisons]
+    lines += [_statement(c, len(rq.family), alpha, d, unit) for c in rq.comparisons]
     lines.append("")
     family = "; ".join(rq.family) or "none"
     lines.append(f"- Holm family ({len(rq.family)} testable comparison{'s' if len(rq.family) != 1 else ''}): {family}.")
     if rq.not_testable:
-        lines.append(f"- Not testable (no discordant task; left out of the family): {'; '.join(rq.not_testable)}.")
+        lines.append(f"- Not testable (no discordant {unit}; left out of the family): {'; '.join(rq.not_testable)}.")
     if rq.sensitivity_family:
         lines.append(
             f"- Sensitivity family (rows without failed-trial pairs; Holm over its own "
@@ -854,6 +867,33 @@ def _retries(metrics: AggregateMetrics) -> list[str]:
     ]
 
 
+def _stories_line(metrics: AggregateMetrics) -> list[str]:
+    """The Methods bullet of a run whose tasks share stories (none otherwise)."""
+    found = metrics.stories
+    if found is None:
+        return []
+    if len(found.sizes) == 1:
+        size = next(iter(found.sizes))
+        sizes = f" of {size} tasks each"
+    else:
+        sizes = (
+            " ("
+            + ", ".join(
+                f"{n} {'story' if n == 1 else 'stories'} of {plural(int(size), 'task')}"
+                for size, n in found.sizes.items()
+            )
+            + ")"
+        )
+    return [
+        f"- **Stories**: these {found.tasks} tasks tell {found.stories} stories{sizes}: a task family tells each "
+        "story, with the same content seed, at several horizons, so the tasks of a story are not independent. The "
+        "story is the unit here: every interval resamples stories (each with all its tasks, then repeats within "
+        "each task), the sign-flip test flips a story's tasks together (its counts are stories), exact bounds take "
+        "n = the number of stories, and the design sensitivity simulates stories. Rates and effects are still "
+        "means over episodes and tasks."
+    ]
+
+
 def _limitations(manifest: RunManifest, metrics: AggregateMetrics) -> list[str]:
     detectable = [
         c.detectable.difference
@@ -881,7 +921,13 @@ def _limitations(manifest: RunManifest, metrics: AggregateMetrics) -> list[str]:
         "summaries, so a summary that paraphrases a state without its version cannot be checked for distortion.",
     ]
     dose = metrics.dose_response
-    if dose is not None and len(dose.horizons) > 1:
+    if metrics.stories is not None:
+        lines.append(
+            f"- Shared stories: the {metrics.stories.tasks} tasks are {metrics.stories.stories} independent stories, "
+            "and every interval and test counts stories, not tasks (see Methods); what varies between the tasks of a "
+            "story (the horizon) is a design factor within it, not fresh evidence."
+        )
+    elif dose is not None and len(dose.horizons) > 1:
         lines.append(
             f"- Shared stories across horizons: {plural(dose.tasks, 'task')} of this run were generated at "
             f"{len(dose.horizons)} horizons ({', '.join(f'h={h}' for h in dose.horizons)}) from the same stories (a "

@@ -40,6 +40,7 @@ from contextdelta.report._models import (
     MainMatrixCounts,
     ReportWarning,
     ResearchQuestion,
+    StoryUnits,
 )
 from contextdelta.report._questions import questions_section
 from contextdelta.report._retries import retries_section
@@ -164,6 +165,20 @@ def aggregate(manifest: RunManifest, table: EpisodeTable, params: AnalysisParams
         failure_modes=_failure_totals(conditions),
         caching=caching_section(ctx),
         dose_response=dose,
+        stories=_story_units(table),
+    )
+
+
+def _story_units(table: EpisodeTable) -> StoryUnits | None:
+    """The run's stories, where tasks share them (the table's story column)."""
+    if table.story is None:
+        return None
+    story_of = dict(zip(table.task_id.tolist(), table.story.tolist(), strict=True))
+    sizes = Counter(Counter(story_of.values()).values())
+    return StoryUnits(
+        tasks=len(story_of),
+        stories=len(set(story_of.values())),
+        sizes={str(size): sizes[size] for size in sorted(sizes)},
     )
 
 
@@ -213,7 +228,7 @@ def compute_metrics(
     return metrics.model_copy(update={"controls": controls, "episodes": episodes})
 
 
-OPTIONAL_SECTIONS = ("controls", "caching", "retries", "dose_response")
+OPTIONAL_SECTIONS = ("controls", "caching", "retries", "dose_response", "stories")
 """Sections a run may not have: left out of the JSON document when absent, so that a run directory written before
 they existed recomputes to the same document."""
 

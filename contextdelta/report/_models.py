@@ -357,6 +357,18 @@ class HorizonCurve(BaseModel):
     )
 
 
+class StoryUnits(BaseModel):
+    """How a run's tasks group into stories, where some share one: the statistics' unit of inference."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tasks: int = Field(ge=0, description="Tasks with episodes in the run.")
+    stories: int = Field(ge=0, description="Their stories: the independent units every interval and test counts.")
+    sizes: dict[str, int] = Field(
+        description="Number of stories (values) with each number of tasks (keys, as strings), ascending."
+    )
+
+
 class DoseResponse(BaseModel):
     """Success and stale-action rate against the horizon, per condition (and per hazard when the tasks with a horizon
     have several). Only tasks with a horizon (generated tasks) count; absent from runs without one."""
@@ -411,6 +423,12 @@ class AggregateMetrics(BaseModel):
         default=None,
         description="Failed trials re-run by --retry-failed and their superseded attempts; absent from runs "
         "without any.",
+    )
+    stories: StoryUnits | None = Field(
+        default=None,
+        description="Where tasks share stories (a task family's story at several horizons, recorded since 0.8.0): "
+        "the story is the unit of every interval and test (stories resampled and sign-flipped as wholes; the test's "
+        "counts are stories); absent where every task is its own unit.",
     )
     dose_response: DoseResponse | None = Field(
         default=None,

@@ -4,7 +4,9 @@ For every comparison of the research questions that the pilot ran, the pilot's o
 conditions are the simulation model (`contextdelta.stats.PilotModel`); for each number of repeats, the fewest
 tasks with which the primary test (the exact sign-flip test over tasks) reaches the target power for a difference
 of ``D`` at the level of Holm's first step (alpha over the size of the question's family), and keeps it for the next
-max(5, n/20) numbers of tasks (`contextdelta.stats.tasks_needed`).
+max(5, n/20) numbers of tasks (`contextdelta.stats.tasks_needed`). Where the pilot's tasks share stories (a task
+family's story at several horizons) the unit is the story: the simulation draws stories (`pilot_design`) and the
+plan counts tasks in whole stories.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from contextdelta.report._format import table
 from contextdelta.report._questions import comparisons_run
 from contextdelta.report._table import EpisodeTable
 from contextdelta.rundir import EpisodeRecord, RunManifest, RunStatus
-from contextdelta.stats import TARGET_POWER, AnalysisParams, PilotModel, pair_by_task, tasks_needed
+from contextdelta.stats import TARGET_POWER, AnalysisParams, pair_by_task, pilot_design, tasks_needed, unit_differences
 
 DEFAULT_REPEATS = (1, 2, 3, 5)
 MAX_TASKS = 20_000
@@ -35,7 +37,12 @@ class PlannedComparison(BaseModel):
     name: str
     metric: str
     pilot_tasks: int
-    pilot_discordant_tasks: int = Field(description="Pilot tasks whose two conditions' means differ.")
+    pilot_stories: int | None = Field(
+        default=None, description="The pilot's stories where its tasks share them (the unit); None otherwise."
+    )
+    pilot_discordant_tasks: int = Field(
+        description="Pilot units (tasks, or stories where tasks share them) whose two conditions' means differ."
+    )
     mean_rate: float = Field(description="The outcome rate of either condition with the two pooled (the null).")
     largest_difference: float = Field(description="The largest difference the model can produce (all tasks switch).")
     level: float = Field(description="alpha / the number of comparisons of the question that the pilot ran.")
@@ -61,6 +68,11 @@ class PowerPlan(BaseModel):
     max_tasks: int
     comparisons: list[PlannedComparison]
     notes: list[str]
+    story_size: int | None = Field(
+        default=None,
+        description="Tasks per story where the pilot's tasks share stories: the unit is then the story, and every "
+        "number of tasks needed is a whole number of stories of this size; None: every task is its own unit.",
+    )
 
 
 def plan_run(
@@ -76,33 +88,37 @@ def plan_run(
     """Tasks needed per comparison and number of repeats to detect ``difference`` (rate scale, e.g. 0.10)."""
     params = params or AnalysisParams()
     ordered = sorted(main_records(records), key=lambda r: r.run_id)  # control episodes are no condition's
-    ctx = MetricsContext.build(manifest, EpisodeTable.from_records(ordered, attribute_run(ordered)), params)
+    ctx = MetricsContext.build(manifest, EpisodeTable.from_records(ordered, attribute_run(ordered), manifest), params)
     rows = []
+    story_size: int | None = None
     for qid, (kept, _, inputs) in comparisons_run(ctx).items():
         ran = [(name, metric, pair_by_task(*inputs[name])) for name, metric, _, _ in kept]
         for name, metric, pairs in ran:
-            pilot = PilotModel.from_pairs(pairs)
+            pilot, stories, size = pilot_design(pairs, 1)  # size: a unit's episodes per repeat (tasks in a story, or 1)
+            if pairs.clusters is not None:
+                story_size = size
             level = params.alpha / len(ran)
-            needed = {
-                str(r): tasks_needed(
+            needed = {}
+            for r in repeats:
+                units = tasks_needed(
                     pilot,
                     difference,
-                    r,
+                    r * size,
                     level,
                     target_power=target_power,
                     datasets=params.power_datasets,
                     seed=params.seed,
-                    max_tasks=max_tasks,
+                    max_tasks=max(1, max_tasks // size),
                 )
-                for r in repeats
-            }
+                needed[str(r)] = None if units is None else units * size
             rows.append(
                 PlannedComparison(
                     question=qid,
                     name=name,
                     metric=metric,
                     pilot_tasks=pairs.n_tasks,
-                    pilot_discordant_tasks=int((pairs.differences != 0).sum()),
+                    pilot_stories=None if pairs.clusters is None else stories,
+                    pilot_discordant_tasks=int((unit_differences(pairs)[1] != 0).sum()),
                     mean_rate=pilot.mean_rate,
                     largest_difference=pilot.largest_difference,
                     level=level,
@@ -136,6 +152,13 @@ def plan_run(
         )
     if not rows:
         notes.append("the pilot ran no comparison of the research questions (a condition of each pair is missing)")
+    if story_size is not None:
+        notes.append(
+            f"the pilot's tasks share stories (a task family tells each story at several horizons; up to {story_size} "
+            "tasks in one): the primary test's unit is the story, so the simulation draws the pilot's stories (each "
+            "task's outcomes from its own rates, a story's tasks swapped or switched together), and every number of "
+            f"tasks below is whole stories of {story_size} tasks"
+        )
     return PowerPlan(
         pilot=manifest.run_group_id,
         pilot_repeats=manifest.repeats,
@@ -147,6 +170,7 @@ def plan_run(
         max_tasks=max_tasks,
         comparisons=rows,
         notes=notes,
+        story_size=story_size,
     )
 
 
@@ -182,7 +206,9 @@ def render_power_plan(plan: PowerPlan) -> str:
         [
             c.question,
             c.name,
-            f"{c.pilot_discordant_tasks} of {c.pilot_tasks}",
+            f"{c.pilot_discordant_tasks} of {c.pilot_tasks}"
+            if c.pilot_stories is None
+            else f"{c.pilot_discordant_tasks} of {c.pilot_stories} stories ({c.pilot_tasks} tasks)",
             f"{100 * c.mean_rate:.0f}%",
             f"{c.level:.4f}",
             *(cell(c.tasks_needed[r], c) for r in repeats),
@@ -192,7 +218,7 @@ def render_power_plan(plan: PowerPlan) -> str:
     header = [
         "question",
         "comparison",
-        "pilot discordant tasks",
+        "pilot discordant tasks" if plan.story_size is None else "pilot discordant units",
         "rate",
         "level",
         *(f"tasks, {r} repeat(s)" for r in repeats),

@@ -28,7 +28,7 @@ Two generating models:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
 
@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy.special import expit, logit
 from scipy.stats import binom, norm
 
-from contextdelta.stats._samples import TaskPairs, pool_by_cluster
+from contextdelta.stats._samples import TaskPairs
 
 SIMULATION_EXACT_LIMIT = 256
 """Simulated datasets whose sign-flip statistic spans at least this many lattice points (``sum |D_t|``; about a
@@ -300,6 +300,71 @@ class PilotModel:
         return float(rejections(histograms.astype(np.int64), repeats, level).mean())
 
 
+@lru_cache(maxsize=256)
+def _story_null_and_moved(
+    rate_a: bytes, rate_b: bytes, groups: bytes, repeats: int, direction: str
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """`_null_and_moved` for stories: a story's ``D_s`` is the sum of its tasks' ``D_t``, its conditions swapped
+    together (null) or all its tasks switched (moved); stories weigh equally, each centred on the widest one's
+    lattice."""
+    a, b = np.frombuffer(rate_a, dtype=np.float64), np.frombuffer(rate_b, dtype=np.float64)
+    codes = np.frombuffer(groups, dtype=np.int64)
+    switched = 1.0 if direction == "increase" else 0.0
+    largest = int(np.bincount(codes).max())
+    null = np.zeros(2 * repeats * largest + 1)
+    moved = np.zeros_like(null)
+
+    def story_pmf(first: npt.NDArray[np.float64], second: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        out = np.ones(1)
+        for p, q in zip(first.tolist(), second.tolist(), strict=True):
+            out = np.convolve(out, _difference_pmf(np.array([p]), np.array([q]), repeats))
+        return out
+
+    for story in range(int(codes.max()) + 1):
+        mine = codes == story
+        pa, pb, on = a[mine], b[mine], np.full(int(mine.sum()), switched)
+        offset = repeats * (largest - int(mine.sum()))
+        span = slice(offset, null.size - offset)
+        null[span] += story_pmf(pa, pb) + story_pmf(pb, pa)
+        moved[span] += story_pmf(on, pb) + story_pmf(on, pa)
+    return null, moved
+
+
+@dataclass(frozen=True)
+class StoryPilotModel(PilotModel):
+    """A `PilotModel` whose tasks share stories: the unit simulated is a story drawn at random from the pilot, with
+    each of its tasks' outcomes drawn from that task's own rates, its conditions swapped together under the null, and
+    the whole story switched by an effect. ``repeats`` of its methods is a story's lattice: the repeats per task times
+    the largest story's number of tasks."""
+
+    groups: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """The story code (0..n-1) of each task."""
+
+    @property
+    def n_tasks(self) -> int:
+        """Pilot stories (the unit)."""
+        return int(self.groups.max()) + 1 if self.groups.size else 0
+
+    @property
+    def largest_story(self) -> int:
+        """Tasks in the largest story."""
+        return int(np.bincount(self.groups).max()) if self.groups.size else 1
+
+    def difference_pmf(self, difference: float, repeats: int) -> npt.NDArray[np.float64]:
+        """Distribution of one simulated story's ``D_s`` over ``-repeats..repeats`` (``repeats``: per task times the
+        largest story's tasks) at true ``difference`` (>= 0)."""
+        share = 0.0 if self.largest_difference == 0.0 else min(1.0, difference / self.largest_difference)
+        per_task = max(1, repeats // self.largest_story)
+        null, moved = _story_null_and_moved(
+            self.rate_a.tobytes(), self.rate_b.tobytes(), self.groups.tobytes(), per_task, self.direction
+        )
+        pmf = (1.0 - share) * null + share * moved
+        out = np.zeros(2 * repeats + 1)
+        width = (pmf.size - 1) // 2
+        out[repeats - width : repeats + width + 1] = pmf
+        return np.asarray(out / out.sum(), dtype=np.float64)
+
+
 class DetectableDifference(BaseModel):
     """The minimum difference the primary test detects with the target power, for one comparison's design."""
 
@@ -328,16 +393,14 @@ def pilot_design(pairs: TaskPairs, repeats: int) -> tuple[PilotModel, int, int]:
     unit)``.
 
     Where every task is its own unit: the per-task rates, the tasks and ``repeats``. Where tasks share stories, the
-    unit the primary test flips is the story: each story's episodes pooled into one rate, the stories, and
-    ``repeats`` times the commonest number of tasks in a story (a story's episodes per condition). A pooled story
-    varies at least as much as its tasks would together (one rate for tasks that may differ), so the simulated
-    power errs low, never high.
+    unit the primary test flips is the story: a `StoryPilotModel` of the per-task rates grouped by story, the
+    stories, and ``repeats`` times the largest story's number of tasks (a story's lattice).
     """
-    if pairs.clusters is None:
+    groups = pairs.groups
+    if groups is None:
         return PilotModel.from_pairs(pairs), pairs.n_tasks, repeats
-    sizes = np.unique(np.unique(np.asarray(pairs.clusters), return_counts=True)[1], return_counts=True)
-    commonest = int(sizes[0][np.flatnonzero(sizes[1] == sizes[1].max())[-1]])
-    return PilotModel.from_pairs(pool_by_cluster(pairs)), pairs.n_units, repeats * commonest
+    model = StoryPilotModel(rate_a=pairs.mean_a, rate_b=pairs.mean_b, groups=groups)
+    return model, model.n_tasks, repeats * model.largest_story
 
 
 def minimum_detectable_difference(

@@ -138,7 +138,7 @@ def cluster_codes(clusters: Sequence[str] | None) -> IntArray | None:
 
 
 def _row_clusters(
-    row_tasks: Sequence[str], tasks: npt.NDArray[np.str_], clusters: npt.NDArray[np.str_] | None
+    row_tasks: Sequence[str], tasks: npt.NDArray[np.generic], clusters: npt.NDArray[np.generic] | None
 ) -> tuple[str, ...] | None:
     """The story of each row task from per-episode (task, story) labels; None where every task is its own story.
 
@@ -148,7 +148,7 @@ def _row_clusters(
     if clusters is None:
         return None
     story: dict[str, str] = {}
-    for task, label in zip(tasks.tolist(), clusters.tolist(), strict=True):
+    for task, label in zip(map(str, tasks.tolist()), map(str, clusters.tolist()), strict=True):
         if story.setdefault(task, label) != label:
             raise ValueError(f"task {task!r} belongs to two stories: {story[task]!r} and {label!r}")
     out = tuple(story[t] for t in row_tasks)
@@ -385,7 +385,7 @@ def pool_by_cluster(pairs: TaskPairs) -> TaskPairs:
     n = int(groups.max()) + 1
 
     def add(values: npt.NDArray[np.generic]) -> npt.NDArray[np.float64]:
-        return np.bincount(groups, weights=values.astype(np.float64), minlength=n)
+        return np.bincount(groups, weights=values.astype(np.float64), minlength=n).astype(np.float64)
 
     return TaskPairs(
         task_ids=tuple(sorted(set(pairs.clusters))),

@@ -115,7 +115,7 @@ def _by_unit(pairs: TaskPairs, values: npt.NDArray[np.float64]) -> npt.NDArray[n
     groups = pairs.groups
     if groups is None:
         return values
-    return np.bincount(groups, weights=values, minlength=int(groups.max()) + 1)
+    return np.bincount(groups, weights=values, minlength=int(groups.max()) + 1).astype(np.float64)
 
 
 def unit_differences(pairs: TaskPairs) -> tuple[tuple[str, ...], npt.NDArray[np.float64]]:

@@ -78,6 +78,7 @@ from contextdelta.rundir import (
     episode_cost,
     horizons_recorded,
     render_tool_events,
+    stories_recorded,
     task_result_columns,
     task_result_row,
 )
@@ -228,6 +229,7 @@ class _Verifier:
         # a run written before horizons were recorded has none (its reports have no dose-response line); in a newer
         # one every task records its horizon, which the dose-response section reads
         recorded_horizons = horizons_recorded(self.manifest)
+        recorded_stories = stories_recorded(self.manifest)  # since 0.8.0: the unit of inference the statistics read
         for info in self.manifest.tasks:
             task = by_id.get(info.id)
             if task is None:
@@ -256,6 +258,13 @@ class _Verifier:
                     self.group,
                     f"tasks/{info.id}.horizon",
                     f"manifest {recorded}, snapshot {task.evaluator.horizon} (its evaluator.family.horizon)",
+                )
+            if recorded_stories and ("story" not in info.model_fields_set or info.story != task.evaluator.story):
+                recorded = info.story if "story" in info.model_fields_set else "absent"
+                self.diverge(
+                    self.group,
+                    f"tasks/{info.id}.story",
+                    f"manifest {recorded}, snapshot {task.evaluator.story} (its evaluator.family name#seed)",
                 )
             if prompt_same and content_hash(initial_messages(task.public_task)) != info.public_messages_sha256:
                 self.diverge(

@@ -103,18 +103,31 @@ def test_the_report_prints_the_curves_and_verify_re_derives_them() -> None:
     assert verify_run(path).lines() == ["MATCH"]
 
 
-def test_the_limitations_say_that_tasks_at_different_horizons_share_stories() -> None:
+def test_a_horizon_run_takes_the_story_as_its_unit_and_says_so() -> None:
     path = runs.horizon_run()
-    dose = json.loads((path / AGGREGATE_METRICS).read_text())["dose_response"]
-    limitations = (path / BENCHMARK_REPORT).read_text().split("## Limitations\n")[1].split("\n## ")[0]
-    horizons = ", ".join(f"h={h}" for h in dose["horizons"])
+    metrics = json.loads((path / AGGREGATE_METRICS).read_text())
+    dose, stories = metrics["dose_response"], metrics["stories"]
+    # the suite tells each story at every horizon: tasks / horizons stories of one task per horizon
+    assert stories == {
+        "tasks": dose["tasks"],
+        "stories": dose["tasks"] // len(dose["horizons"]),
+        "sizes": {str(len(dose["horizons"])): dose["tasks"] // len(dose["horizons"])},
+    }
+    report = (path / BENCHMARK_REPORT).read_text()
+    limitations = report.split("## Limitations\n")[1].split("\n## ")[0]
     assert (
-        f"- Shared stories across horizons: {dose['tasks']} tasks of this run were generated at "
-        f"{len(dose['horizons'])} horizons ({horizons}) from the same stories" in limitations
+        f"- Shared stories: the {dose['tasks']} tasks are {stories['stories']} independent stories, and every "
+        "interval and test counts stories, not tasks" in limitations
     )
-    assert "are not fully independent units" in limitations
-    plain = (runs.trusting_run() / BENCHMARK_REPORT).read_text()
-    assert "Shared stories across horizons" not in plain
+    assert f"tell {stories['stories']} stories of {len(dose['horizons'])} tasks each" in report
+    for rq in metrics["research_questions"]:
+        for c in rq["comparisons"]:
+            assert c["test"]["n_tasks"] == stories["stories"]  # the test's unit
+            assert c["difference"]["n_tasks"] == dose["tasks"]  # the effect: a mean over tasks
+    assert "Sign-flip test over stories" in report and "Sign-flip test over tasks" not in report
+    plain = runs.trusting_run()
+    assert "Shared stories" not in (plain / BENCHMARK_REPORT).read_text()
+    assert "stories" not in json.loads((plain / AGGREGATE_METRICS).read_text())
 
 
 def test_the_horizon_comes_from_the_task_snapshot_and_verify_names_a_changed_one(tmp_path: Path) -> None:

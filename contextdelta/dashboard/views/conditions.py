@@ -111,14 +111,24 @@ if comparisons:
             "p (Holm)": st.column_config.TextColumn("p (Holm)", width=70),
             "p (sign-flip)": st.column_config.TextColumn("p (sign-flip)", width=90),
             "discordant tasks": st.column_config.NumberColumn("discordant", width=75),
+            "discordant stories": st.column_config.NumberColumn("discordant stories", width=75),
             "a higher": st.column_config.NumberColumn("a higher", width=65),
             "b higher": st.column_config.NumberColumn("b higher", width=65),
         },
     )
+    stories = metrics.stories
     st.caption(
-        "The unit is the task: per task the mean of each condition over its repeats; the test is an exact sign-flip "
-        "test over tasks, Holm-adjusted within each research question over its testable comparisons (no discordant "
-        "task: not testable). 'both' / 'only a' / 'only b' / 'neither' count episode pairs: a description only."
+        (
+            "The unit is the task: per task the mean of each condition over its repeats; the test is an exact "
+            "sign-flip test over tasks, Holm-adjusted within each research question over its testable comparisons "
+            "(no discordant task: not testable)."
+            if stories is None
+            else f"The unit is the story: these {stories.tasks} tasks tell {stories.stories} stories (a task family's "
+            "story at several horizons); per task the mean of each condition over its repeats, the test an exact "
+            "sign-flip test over stories (a story's tasks flipped together), Holm-adjusted within each research "
+            "question over its testable comparisons (no discordant story: not testable)."
+        )
+        + " 'both' / 'only a' / 'only b' / 'neither' count episode pairs: a description only."
     )
 else:
     st.info("No comparison applies: the run lacks the conditions the research questions pair.")
