@@ -257,7 +257,7 @@ def compare_tables(report: ComparisonReport) -> list[tuple[str, list[dict[str, s
     compare`` prints), the columns in `COMPARE_KEY_COLUMNS` order."""
     out = []
     for family in report.families:
-        headers, rows = comparison_table(family, report.rate_decimals, report.alpha)
+        headers, rows = comparison_table(family, report.rate_decimals, report.alpha, report.stories is not None)
         out.append((family.metric, [{headers[i]: row[i] for i in COMPARE_KEY_COLUMNS} for row in rows]))
     return out
 

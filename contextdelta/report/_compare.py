@@ -93,6 +93,11 @@ class ComparisonReport(BaseModel):
     only_in_b: list[ConditionKey]
     notes: list[str] = Field(default_factory=list)
     families: list[ComparisonFamily]
+    stories: int | None = Field(
+        default=None,
+        description="Where the tasks share stories (a task family's story at several horizons): the number of "
+        "stories, the unit of the intervals and tests (counts of discordant units are stories); None: the task.",
+    )
     rate_decimals: int = Field(
         default=1,
         description="Decimals of the printed percentages: the finest unit not below the largest Monte-Carlo "
@@ -189,6 +194,8 @@ def compare_runs(
         family_size = sum(1 for c in shared if tests[c].testable)
         families.append(ComparisonFamily(metric=metric, family_size=family_size, comparisons=comparisons))
     notes = _notes(a, b, runs, failed)
+    task_ids = sorted({r.task_id for _, r in rows})
+    labels = story_labels((a, b), task_ids)
     errors = [
         e.mc_se
         for family in families
@@ -203,6 +210,7 @@ def compare_runs(
         model_a=a.provider.model,
         model_b=b.provider.model,
         suite_sha256=a.hashes.suite_sha256,
+        stories=None if labels is None else len(set(labels)),
         resamples=params.resamples,
         seed=params.seed,
         confidence=params.confidence,
@@ -298,7 +306,13 @@ def render_comparison(report: ComparisonReport) -> str:
         f"- task set (suite hash) `{report.suite_sha256}`; within each condition, per task the mean of each run over "
         "its repeats: the difference of task means with a task-cluster bootstrap interval "
         f"({report.resamples} resamples, seed {report.seed}) and an exact sign-flip test over tasks, Holm-adjusted "
-        "over the testable conditions of each metric; the unit is the task",
+        "over the testable conditions of each metric; the unit is the task"
+        + (
+            ""
+            if report.stories is None
+            else f", or rather the story: the tasks tell {report.stories} stories (a task family's story at several "
+            "horizons), which the bootstrap resamples whole and the test flips whole, so its counts are stories"
+        ),
     ]
     lines += [f"- note: {n}" for n in report.notes]
     for side, keys in (("a", report.only_in_a), ("b", report.only_in_b)):
@@ -310,14 +324,14 @@ def render_comparison(report: ComparisonReport) -> str:
         if not family.comparisons:
             lines += ["No shared condition.", ""]
             continue
-        headers, rows = comparison_table(family, report.rate_decimals, report.alpha)
+        headers, rows = comparison_table(family, report.rate_decimals, report.alpha, report.stories is not None)
         lines += table(headers, rows)
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def comparison_table(
-    family: ComparisonFamily, decimals: int = 1, alpha: float = DEFAULT_PARAMS.alpha
+    family: ComparisonFamily, decimals: int = 1, alpha: float = DEFAULT_PARAMS.alpha, stories: bool = False
 ) -> tuple[list[str], list[list[str]]]:
     """One metric's table of the comparison (headers, one row per shared condition), as `render_comparison`
     prints it and the dashboard's Compare page shows it: one definition of each cell."""
@@ -326,8 +340,8 @@ def comparison_table(
         "rate a",
         "rate b",
         "difference a - b (task means)",
-        "discordant tasks (a / b higher)",
-        "p (sign-flip over tasks)",
+        "discordant stories (a / b higher)" if stories else "discordant tasks (a / b higher)",
+        "p (sign-flip over stories)" if stories else "p (sign-flip over tasks)",
         f"p (Holm, m={family.family_size})",
         "episode pairs a-only / b-only (description)",
         "failed-trial pairs; without them: difference, p (Holm, m of their own family)",

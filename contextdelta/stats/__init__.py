@@ -39,6 +39,7 @@ from contextdelta.stats._power import (
     DetectableDifference,
     PilotModel,
     RandomEffectsModel,
+    StoryPilotModel,
     histograms_of,
     minimum_detectable_difference,
     pilot_design,
@@ -67,7 +68,6 @@ from contextdelta.stats._samples import (
     cluster_by_task,
     pair_by_task,
     pair_by_task_repeat,
-    pool_by_cluster,
     split_by_condition,
 )
 from contextdelta.stats._signflip import ENUMERATION_LIMIT, MONTE_CARLO_PATTERNS, sign_flip_test, unit_differences
@@ -99,6 +99,7 @@ __all__ = [
     "SignFlipMethod",
     "SignFlipTest",
     "SlopeStatus",
+    "StoryPilotModel",
     "TaskInterval",
     "TaskPairs",
     "TaskValues",
@@ -128,7 +129,6 @@ __all__ = [
     "pass_hat_k",
     "pass_hat_k_many",
     "pilot_design",
-    "pool_by_cluster",
     "printed_decimals",
     "rejections",
     "sign_flip_test",

@@ -374,26 +374,3 @@ def pair_by_task(a: ClusteredSample, b: ClusteredSample) -> TaskPairs:
         b_only=b.n_tasks - common.size,
         clusters=_common_clusters(a, b, row_tasks),
     )
-
-
-def pool_by_cluster(pairs: TaskPairs) -> TaskPairs:
-    """The pairs with each story's tasks pooled into one row (sums and episode counts added), the design a power
-    simulation over stories draws from; ``pairs`` itself where every task is its own story."""
-    groups = pairs.groups
-    if groups is None or pairs.clusters is None:
-        return pairs
-    n = int(groups.max()) + 1
-
-    def add(values: npt.NDArray[np.generic]) -> npt.NDArray[np.float64]:
-        return np.bincount(groups, weights=values.astype(np.float64), minlength=n).astype(np.float64)
-
-    return TaskPairs(
-        task_ids=tuple(sorted(set(pairs.clusters))),
-        sum_a=add(pairs.sum_a),
-        n_a=add(pairs.n_a).astype(np.int64),
-        sum_b=add(pairs.sum_b),
-        n_b=add(pairs.n_b).astype(np.int64),
-        integral=pairs.integral,
-        a_only=pairs.a_only,
-        b_only=pairs.b_only,
-    )

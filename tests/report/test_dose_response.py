@@ -18,8 +18,8 @@ import pytest
 from typer.testing import CliRunner
 
 from contextdelta.cli import app
-from contextdelta.report import build_report
-from contextdelta.rundir import AGGREGATE_METRICS, BENCHMARK_REPORT, MANIFEST, RunDirectory
+from contextdelta.report import build_report, compare_runs, plan_run, render_comparison, render_power_plan
+from contextdelta.rundir import AGGREGATE_METRICS, BENCHMARK_REPORT, MANIFEST, RunDirectory, TaskInfo, stories_recorded
 from contextdelta.tasks import load_directory
 from contextdelta.verify import verify_run
 from tests.report import runs
@@ -150,6 +150,41 @@ def test_the_horizon_comes_from_the_task_snapshot_and_verify_names_a_changed_one
     assert any("aggregate_metrics.json dose_response" in line for line in lines)
 
 
+def test_the_story_comes_from_the_task_snapshot_and_verify_names_a_changed_one(tmp_path: Path) -> None:
+    path = runs.copy_run(runs.horizon_run(), tmp_path)
+    snapshot, _ = load_directory(path / "tasks")
+    manifest = json.loads((path / MANIFEST).read_text())
+    assert {t["id"]: t["story"] for t in manifest["tasks"]} == {
+        t.task.id: f"{t.task.evaluator.family.name}#{t.task.evaluator.family.seed}"
+        for t in snapshot
+        if t.task.evaluator.family
+    }
+    # a task moved into a story of its own: one unit more, so the tests and intervals no longer re-derive
+    target = manifest["tasks"][0]
+    target["story"] = None
+    (path / MANIFEST).write_text(json.dumps(manifest))
+    lines = verify_run(path).lines()
+    assert f"{path.name}: run_manifest.json tasks[0].story: edited after the run" in "\n".join(lines)
+    assert any(f"{path.name}: tasks/{target['id']}.story: manifest None, snapshot " in line for line in lines)
+    assert any(
+        "aggregate_metrics.json " in line and "recomputed exact Clopper-Pearson bound with n = 5 stories" in line
+        for line in lines
+    )
+
+
+def test_a_run_recorded_before_stories_keeps_its_task_level_statistics(tmp_path: Path) -> None:
+    path = runs.copy_run(runs.horizon_run(), tmp_path)
+    manifest = RunDirectory(path).read_manifest()
+    older = manifest.model_copy(update={"tasks": [TaskInfo(**t.model_dump(exclude={"story"})) for t in manifest.tasks]})
+    assert not stories_recorded(older)
+    report = build_report(older, RunDirectory(path).read_episodes())
+    assert report.metrics.stories is None
+    assert "Sign-flip test over tasks" in report.markdown and "- **Stories**" not in report.markdown
+    assert "Shared stories across horizons" in report.markdown  # the limitation it could not take into account
+    tests = [c.test for q in report.metrics.research_questions for c in q.comparisons]
+    assert tests and all(t.n_tasks == report.metrics.dose_response.tasks for t in tests)  # type: ignore[union-attr]
+
+
 def test_a_run_without_horizons_says_so_in_one_line() -> None:
     path = runs.trusting_run()
     metrics = json.loads((path / AGGREGATE_METRICS).read_text())
@@ -169,3 +204,24 @@ def test_a_run_recorded_before_horizons_keeps_its_report(tmp_path: Path) -> None
     assert report.metrics.dose_response is None and "Dose-response" not in report.markdown
     result = CliRunner().invoke(app, ["verify", BEFORE_HORIZONS.name, "--results-dir", str(BEFORE_HORIZONS.parent)])
     assert result.exit_code == 0 and result.stdout.splitlines() == ["MATCH"]
+
+
+def test_compare_and_power_take_the_story_as_the_unit_of_a_horizon_run() -> None:
+    path = runs.horizon_run()
+    directory = RunDirectory(path)
+    manifest, records = directory.read_manifest(), directory.read_episodes()
+    stories = json.loads((path / AGGREGATE_METRICS).read_text())["stories"]
+    found = compare_runs(manifest, records, manifest, records)
+    assert found.stories == stories["stories"]
+    text = render_comparison(found)
+    assert "discordant stories (a / b higher)" in text and "p (sign-flip over stories)" in text
+    assert all(row.comparison.test.n_tasks == stories["stories"] for f in found.families for row in f.comparisons)
+
+    plan = plan_run(manifest, records, 0.5, repeats=[1, 2], max_tasks=200)
+    size = max(int(k) for k in stories["sizes"])
+    assert plan.story_size == size
+    for row in plan.comparisons:
+        assert row.pilot_stories == stories["stories"] and row.pilot_tasks == stories["tasks"]
+        assert all(v is None or v % size == 0 for v in row.tasks_needed.values())  # whole stories
+    assert any("the primary test's unit is the story" in note for note in plan.notes)
+    assert "pilot discordant units" in render_power_plan(plan)

@@ -23,6 +23,7 @@ from contextdelta.stats import (
     Estimate,
     EstimateStatus,
     SignFlipMethod,
+    StoryPilotModel,
     TaskPairs,
     bootstrap_rates,
     cluster_by_task,
@@ -32,7 +33,6 @@ from contextdelta.stats import (
     paired_comparison,
     pass_hat_k,
     pilot_design,
-    pool_by_cluster,
     sign_flip_test,
     split_by_condition,
     unit_differences,
@@ -256,7 +256,6 @@ def test_a_story_whose_tasks_cancel_is_not_discordant() -> None:
     assert (cancelled.n_tasks, cancelled.n_discordant) == (2, 0)
     assert cancelled.method is SignFlipMethod.NOT_TESTABLE and cancelled.pvalue is None
     assert cancelled.statistic == 0.0
-    assert sign_flip_test(pool_by_cluster(only)).n_discordant == 0
 
 
 def test_a_story_that_cancels_only_in_exact_arithmetic_is_exactly_zero() -> None:
@@ -432,24 +431,65 @@ def test_stories_travel_with_the_samples() -> None:
 # --- power planning over stories ----------------------------------------------------------------------------------
 
 
-def test_pilot_design_pools_stories() -> None:
+def test_pilot_design_draws_stories_of_tasks_with_their_own_rates() -> None:
     n_stories, size, repeats = 5, 3, 4
     a_out, b_out = random_outcomes(7, n_stories * size, repeats), random_outcomes(8, n_stories * size, repeats)
     labels = story_labels(n_stories, size)
     pairs = pair_by_task(sample(a_out, labels), sample(b_out, labels))
     model, units, per_unit = pilot_design(pairs, repeats)
-    assert (units, per_unit) == (n_stories, repeats * size)
-    assert model.n_tasks == n_stories
-    expected_a = a_out.reshape(n_stories, size * repeats).mean(axis=1)
-    expected_b = b_out.reshape(n_stories, size * repeats).mean(axis=1)
-    np.testing.assert_allclose(model.rate_a, expected_a, rtol=0, atol=1e-15)
-    np.testing.assert_allclose(model.rate_b, expected_b, rtol=0, atol=1e-15)
-    pooled = pool_by_cluster(pairs)
-    assert pooled.task_ids == tuple(f"s{s:02d}" for s in range(n_stories)) and pooled.clusters is None
-    assert pooled.n_a.tolist() == [size * repeats] * n_stories
+    assert isinstance(model, StoryPilotModel)
+    assert (units, per_unit) == (n_stories, repeats * size) and model.n_tasks == n_stories
+    np.testing.assert_array_equal(model.rate_a, a_out.mean(axis=1))  # each task keeps its own rate
+    np.testing.assert_array_equal(model.rate_b, b_out.mean(axis=1))
+    null = model.difference_pmf(0.0, per_unit)
+    assert null.size == 2 * per_unit + 1 and null.sum() == pytest.approx(1.0)
+    np.testing.assert_allclose(null, null[::-1], atol=1e-15)  # swapped conditions: symmetric under the null
 
-    # stories of different sizes: repeats times the commonest size (ties: the larger)
-    uneven = ["p", "p", "q", "q", "r", "r", "r", "s", "s", "s", "u", "u", "u", "w", "w"]
+    # stories of different sizes: the lattice of the largest story
+    uneven = ["p", "p", "q", "q", "r", "r", "r", "s", "s", "s", "u", "u", "u", "u", "w"]
     pairs = pair_by_task(sample(a_out, uneven), sample(b_out, uneven))
     _, units, per_unit = pilot_design(pairs, repeats)
-    assert (units, per_unit) == (6, repeats * 3)
+    assert (units, per_unit) == (6, repeats * 4)
+
+
+def test_the_story_pilot_model_equals_brute_force_enumeration() -> None:
+    # two stories of two tasks, one repeat: a story's D is the sum of its tasks' Bernoulli differences, the
+    # conditions swapped for the whole story with probability 1/2 (null), or every task of a switched to 1
+    rate_a, rate_b = np.array([0.2, 0.9, 0.5, 0.1]), np.array([0.6, 0.3, 0.5, 0.7])
+    model = StoryPilotModel(rate_a=rate_a, rate_b=rate_b, groups=np.array([0, 0, 1, 1], dtype=np.int64))
+
+    def story_pmf(a: list[float], b: list[float]) -> np.ndarray:
+        out = np.zeros(5)
+        for xs in itertools.product((0, 1), repeat=4):
+            p = 1.0
+            for x, q in zip(xs, [a[0], a[1], b[0], b[1]], strict=True):
+                p *= q if x else 1.0 - q
+            out[xs[0] + xs[1] - xs[2] - xs[3] + 2] += p
+        return out
+
+    def expected(share: float) -> np.ndarray:
+        total = np.zeros(5)
+        for s in (0, 1):
+            a, b = list(rate_a[2 * s : 2 * s + 2]), list(rate_b[2 * s : 2 * s + 2])
+            on = [1.0, 1.0] if model.direction == "increase" else [0.0, 0.0]
+            null = (story_pmf(a, b) + story_pmf(b, a)) / 2
+            moved = (story_pmf(on, b) + story_pmf(on, a)) / 2
+            total += ((1 - share) * null + share * moved) / 2
+        return total
+
+    np.testing.assert_allclose(model.difference_pmf(0.0, 2), expected(0.0), atol=1e-15)
+    half = model.largest_difference / 2
+    np.testing.assert_allclose(model.difference_pmf(half, 2), expected(0.5), atol=1e-15)
+
+
+def test_story_pilot_repeats_of_deterministic_tasks_only_rescale_the_lattice() -> None:
+    # at temperature 0 (every task's rate 0 or 1) repeats are copies: three repeats put the same masses on every
+    # third lattice point, so the sign-flip test (scale-free) cannot gain from them
+    model = StoryPilotModel(
+        rate_a=np.array([1.0, 0.0, 1.0, 1.0, 0.0, 0.0]),
+        rate_b=np.array([0.0, 0.0, 1.0, 0.0, 1.0, 0.0]),
+        groups=np.array([0, 0, 1, 1, 2, 2], dtype=np.int64),
+    )
+    one, three = model.difference_pmf(0.0, 2), model.difference_pmf(0.0, 6)
+    np.testing.assert_allclose(three[::3], one, atol=1e-15)
+    assert three.sum() == pytest.approx(1.0) and three[::3].sum() == pytest.approx(1.0)
