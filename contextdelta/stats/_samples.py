@@ -26,8 +26,25 @@ IntArray = npt.NDArray[np.int64]
 Values = npt.ArrayLike | Sequence[float | bool | None]
 
 
+class _Stories:
+    """The story of each task row, for the three shapes below: ``clusters`` is None where every task is its own."""
+
+    task_ids: tuple[str, ...]
+    clusters: tuple[str, ...] | None
+
+    @property
+    def n_units(self) -> int:
+        """Number of independent units: stories where tasks share them, else tasks."""
+        return len(self.task_ids) if self.clusters is None else len(set(self.clusters))
+
+    @property
+    def groups(self) -> IntArray | None:
+        """The story code of each row (codes in sorted story order), or None (every task its own story)."""
+        return cluster_codes(self.clusters)
+
+
 @dataclass(frozen=True, eq=False)
-class ClusteredSample:
+class ClusteredSample(_Stories):
     """One condition's per-episode values of one metric, grouped by task.
 
     Attributes:
@@ -58,23 +75,13 @@ class ClusteredSample:
         return int(self.counts.sum())
 
     @property
-    def n_units(self) -> int:
-        """Number of independent units: stories where tasks share them, else tasks."""
-        return self.n_tasks if self.clusters is None else len(set(self.clusters))
-
-    @property
-    def groups(self) -> IntArray | None:
-        """The story code of each row (codes in sorted story order), or None (every task its own story)."""
-        return cluster_codes(self.clusters)
-
-    @property
     def mask(self) -> npt.NDArray[np.bool_]:
         """``(n_tasks, max_repeats)``: True on real cells, False on padding."""
         return np.arange(self.values.shape[1]) < self.counts[:, None]
 
 
 @dataclass(frozen=True, eq=False)
-class PairedSample:
+class PairedSample(_Stories):
     """Two conditions' values of one metric on the (task, repeat) cells both have.
 
     ``a`` and ``b`` share ``task_ids``, ``repeats`` and ``counts`` (the layout of `ClusteredSample`), so
@@ -96,16 +103,6 @@ class PairedSample:
     def n_tasks(self) -> int:
         """Number of tasks (rows)."""
         return len(self.task_ids)
-
-    @property
-    def n_units(self) -> int:
-        """Number of independent units: stories where tasks share them, else tasks."""
-        return self.n_tasks if self.clusters is None else len(set(self.clusters))
-
-    @property
-    def groups(self) -> IntArray | None:
-        """The story code of each row, or None (every task its own story)."""
-        return cluster_codes(self.clusters)
 
     @property
     def n_pairs(self) -> int:
@@ -301,7 +298,7 @@ def split_by_condition(
 
 
 @dataclass(frozen=True, eq=False)
-class TaskPairs:
+class TaskPairs(_Stories):
     """Two conditions summarised per task, on the tasks both have: the input of the task-level paired analysis.
 
     Each condition contributes, per task, the sum and the number of its episodes (its repeats with a value); the
@@ -325,16 +322,6 @@ class TaskPairs:
     def n_tasks(self) -> int:
         """Tasks present in both conditions."""
         return len(self.task_ids)
-
-    @property
-    def n_units(self) -> int:
-        """Independent units of the paired analysis: stories where tasks share them, else tasks."""
-        return self.n_tasks if self.clusters is None else len(set(self.clusters))
-
-    @property
-    def groups(self) -> IntArray | None:
-        """The story code of each task, or None (every task its own story)."""
-        return cluster_codes(self.clusters)
 
     @property
     def mean_a(self) -> npt.NDArray[np.float64]:

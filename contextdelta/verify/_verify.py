@@ -252,20 +252,16 @@ class _Verifier:
                     f"tasks/{info.id}.world/hazard",
                     f"manifest {info.world}/{info.hazard}, snapshot {task.world}/{task.evaluator.hazard.value}",
                 )
-            if recorded_horizons and ("horizon" not in info.model_fields_set or info.horizon != task.evaluator.horizon):
-                recorded = info.horizon if "horizon" in info.model_fields_set else "absent"
-                self.diverge(
-                    self.group,
-                    f"tasks/{info.id}.horizon",
-                    f"manifest {recorded}, snapshot {task.evaluator.horizon} (its evaluator.family.horizon)",
-                )
-            if recorded_stories and ("story" not in info.model_fields_set or info.story != task.evaluator.story):
-                recorded = info.story if "story" in info.model_fields_set else "absent"
-                self.diverge(
-                    self.group,
-                    f"tasks/{info.id}.story",
-                    f"manifest {recorded}, snapshot {task.evaluator.story} (its evaluator.family name#seed)",
-                )
+            family_fields = (
+                ("horizon", recorded_horizons, task.evaluator.horizon, "its evaluator.family.horizon"),
+                ("story", recorded_stories, task.evaluator.story, "its evaluator.family name#seed"),
+            )
+            for name, recorded_here, derived, source in family_fields:
+                if recorded_here and (name not in info.model_fields_set or getattr(info, name) != derived):
+                    recorded = getattr(info, name) if name in info.model_fields_set else "absent"
+                    self.diverge(
+                        self.group, f"tasks/{info.id}.{name}", f"manifest {recorded}, snapshot {derived} ({source})"
+                    )
             if prompt_same and content_hash(initial_messages(task.public_task)) != info.public_messages_sha256:
                 self.diverge(
                     self.group,
