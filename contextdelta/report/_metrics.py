@@ -62,10 +62,13 @@ FAILED_TRIAL_WARNING_SHARE = 0.05
 
 
 def warnings_section(
-    episodes: EpisodeCounts, questions: Sequence[ResearchQuestion], conditions: Sequence[ConditionMetrics]
+    episodes: EpisodeCounts,
+    questions: Sequence[ResearchQuestion],
+    conditions: Sequence[ConditionMetrics],
+    stories: StoryUnits | None = None,
 ) -> list[ReportWarning]:
     """Failed trials above `FAILED_TRIAL_WARNING_SHARE` of the episodes, and comparisons most of whose discordant
-    tasks involve a failed trial."""
+    tasks (stories, where tasks share them) involve a failed trial."""
     out = []
     if episodes.finished and episodes.failed_trials > FAILED_TRIAL_WARNING_SHARE * episodes.finished:
         kinds = Counter[str]()
@@ -81,6 +84,7 @@ def warnings_section(
                 "how many of its pairs involve one, with a sensitivity row without them.",
             )
         )
+    units = "tasks" if stories is None else "stories"
     for q in questions:
         for row in q.comparisons:
             if row.test.n_discordant and 2 * row.failed_discordant_tasks > row.test.n_discordant:
@@ -88,7 +92,7 @@ def warnings_section(
                     ReportWarning(
                         code="failed_discordance",
                         message=f"{q.id}, {row.name}: {row.failed_discordant_tasks} of its {row.test.n_discordant} "
-                        "discordant tasks involve a failed trial, so infrastructure failures, not behaviour, may "
+                        f"discordant {units} involve a failed trial, so infrastructure failures, not behaviour, may "
                         "drive this comparison; see its sensitivity row.",
                     )
                 )
@@ -136,6 +140,7 @@ def aggregate(manifest: RunManifest, table: EpisodeTable, params: AnalysisParams
         by_termination=dict(sorted(Counter(table.termination.tolist()).items())),
     )
     dose = dose_response_section(ctx)
+    stories = _story_units(table)
     errors = [e.mc_se for e in _printed_estimates(conditions, breakdowns, questions, dose) if e.mc_se is not None]
     max_mc_se = max(errors) if errors else None
     return AggregateMetrics(
@@ -157,7 +162,7 @@ def aggregate(manifest: RunManifest, table: EpisodeTable, params: AnalysisParams
         ),
         definitions=dict(METRIC_DEFINITIONS),
         episodes=episodes,
-        warnings=warnings_section(episodes, questions, conditions),
+        warnings=warnings_section(episodes, questions, conditions, stories),
         conditions=conditions,
         breakdowns=breakdowns,
         token_reduction=token_reduction_section(ctx),
@@ -165,7 +170,7 @@ def aggregate(manifest: RunManifest, table: EpisodeTable, params: AnalysisParams
         failure_modes=_failure_totals(conditions),
         caching=caching_section(ctx),
         dose_response=dose,
-        stories=_story_units(table),
+        stories=stories,
     )
 
 

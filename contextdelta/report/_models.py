@@ -113,7 +113,9 @@ class Comparison(BaseModel):
     episodes: PairTable = Field(description="Episode-level 2x2 table on (task, repeat) pairs: description only.")
     failed_pairs: int = Field(ge=0, description="(task, repeat) pairs in which either episode is a failed trial.")
     failed_discordant_tasks: int = Field(
-        ge=0, description="Discordant tasks with at least one pair that involves a failed trial."
+        ge=0,
+        description="Discordant units (tasks, or stories where tasks share them) with at least one pair that involves "
+        "a failed trial.",
     )
     sensitivity: PairedComparison | None = Field(
         description="The comparison again without the pairs that involve a failed trial (None when there are none); "
