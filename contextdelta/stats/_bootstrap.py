@@ -76,7 +76,7 @@ class _Columns:
 
 
 def story_groups(groups: IntArray | None) -> IntArray | None:
-    """Story codes renumbered 0..n-1 in order of first code; None when there are none or every story has one task
+    """Story codes renumbered 0..n-1 (in code order); None when there are none or every story has one task
     (the plain task bootstrap, bit for bit)."""
     if groups is None:
         return None
