@@ -874,7 +874,7 @@ def _stories_line(metrics: AggregateMetrics) -> list[str]:
         return []
     if len(found.sizes) == 1:
         size = next(iter(found.sizes))
-        sizes = f" of {size} tasks each"
+        sizes = f" of {size} tasks each" if found.stories > 1 else f" of {size} tasks"
     else:
         sizes = (
             " ("
@@ -885,7 +885,8 @@ def _stories_line(metrics: AggregateMetrics) -> list[str]:
             + ")"
         )
     return [
-        f"- **Stories**: these {found.tasks} tasks tell {found.stories} stories{sizes}: a task family tells each "
+        f"- **Stories**: these {found.tasks} tasks tell {found.stories} {'story' if found.stories == 1 else 'stories'}"
+        f"{sizes}: a task family tells each "
         "story, with the same content seed, at several horizons, so the tasks of a story are not independent. The "
         "story is the unit here: every interval resamples stories (each with all its tasks, then repeats within "
         "each task), the sign-flip test flips a story's tasks together (its counts are stories), exact bounds take "

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from contextdelta.cli import app
-from contextdelta.report import build_report, compare_runs, plan_run, render_comparison, render_power_plan
+from contextdelta.report import StoryUnits, build_report, compare_runs, plan_run, render_comparison, render_power_plan
+from contextdelta.report._markdown import _stories_line
 from contextdelta.rundir import AGGREGATE_METRICS, BENCHMARK_REPORT, MANIFEST, RunDirectory, TaskInfo, stories_recorded
 from contextdelta.tasks import load_directory
 from contextdelta.verify import verify_run
@@ -225,3 +227,20 @@ def test_compare_and_power_take_the_story_as_the_unit_of_a_horizon_run() -> None
         assert all(v is None or v % size == 0 for v in row.tasks_needed.values())  # whole stories
     assert any("the primary test's unit is the story" in note for note in plan.notes)
     assert "pilot discordant units" in render_power_plan(plan)
+
+
+@pytest.mark.parametrize(
+    ("stories", "expected"),
+    [
+        (StoryUnits(tasks=2, stories=1, sizes={"2": 1}), "these 2 tasks tell 1 story of 2 tasks: "),
+        (StoryUnits(tasks=10, stories=5, sizes={"2": 5}), "these 10 tasks tell 5 stories of 2 tasks each: "),
+        (
+            StoryUnits(tasks=7, stories=4, sizes={"1": 1, "2": 3}),
+            "these 7 tasks tell 4 stories (1 story of 1 task, 3 stories of 2 tasks): ",
+        ),
+    ],
+)
+def test_the_methods_line_counts_stories_in_words(stories: StoryUnits, expected: str) -> None:
+    metrics = SimpleNamespace(stories=stories)
+    (line,) = _stories_line(metrics)  # type: ignore[arg-type]
+    assert line.startswith(f"- **Stories**: {expected}")
