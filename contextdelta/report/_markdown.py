@@ -924,9 +924,10 @@ def _limitations(manifest: RunManifest, metrics: AggregateMetrics) -> list[str]:
     dose = metrics.dose_response
     if metrics.stories is not None:
         lines.append(
-            f"- Shared stories: the {metrics.stories.tasks} tasks are {metrics.stories.stories} independent stories, "
-            "and every interval and test counts stories, not tasks (see Methods); what varies between the tasks of a "
-            "story (the horizon) is a design factor within it, not fresh evidence."
+            f"- Shared stories: the {metrics.stories.tasks} tasks are {metrics.stories.stories} independent "
+            f"{'story' if metrics.stories.stories == 1 else 'stories'}, and every interval and test counts stories, "
+            "not tasks (see Methods); what varies between the tasks of a story (the horizon) is a design factor "
+            "within it, not fresh evidence."
         )
     elif dose is not None and len(dose.horizons) > 1:
         lines.append(
