@@ -23,6 +23,9 @@ Two generating models:
   a share of tasks that switch entirely (condition a always shows the outcome, or never): the effect of a
   strategy that breaks or fixes whole tasks, as it does at temperature 0. The report's minimum detectable
   difference and ``contextdelta power``.
+- `StoryPilotModel`: the same where the pilot's tasks share stories (a task family's story at several horizons):
+  the unit drawn is a pilot story, each of its tasks from its own rates, its conditions swapped (null) or all its
+  tasks switched (effect) together; `pilot_design` chooses between the two.
 """
 
 from __future__ import annotations
