@@ -26,6 +26,7 @@ from contextdelta.stats import (
     StoryPilotModel,
     TaskPairs,
     bootstrap_rates,
+    bootstrap_relative_reductions,
     cluster_by_task,
     flip_rates,
     pair_by_task,
@@ -357,6 +358,27 @@ def test_stories_of_identical_copies_have_the_interval_of_the_distinct_tasks(cop
         sample(np.repeat(a_out, copies, axis=0)), sample(np.repeat(b_out, copies, axis=0)), PARAMS
     )
     assert width(plain.difference) < width(paired_comparison(copied_a, copied_b, PARAMS).difference) / 1.2
+
+
+def test_a_paired_relative_reduction_resamples_stories() -> None:
+    """Token reductions (paired episodes of two conditions) take the story as the unit too: stories of identical
+    copies give the interval of their distinct tasks, while the task-level bootstrap of the copies is narrower."""
+    k, copies, repeats = 12, 3, 2
+    rng = np.random.default_rng(4)
+    tokens_a = np.repeat(rng.integers(100, 1000, size=(k, 1)).astype(float), repeats, axis=1)
+    tokens_b = np.repeat(rng.integers(500, 1500, size=(k, 1)).astype(float), repeats, axis=1)
+    labels = story_labels(k, copies)
+
+    def reduction(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64], stories: list[str] | None) -> Estimate:
+        paired = pair_by_task_repeat(sample(a, stories), sample(b, stories))
+        return bootstrap_relative_reductions({0: paired}, PARAMS)[0]
+
+    copied_a, copied_b = (np.repeat(x, copies, axis=0) for x in (tokens_a, tokens_b))
+    clustered = reduction(copied_a, copied_b, labels)
+    alone = reduction(tokens_a, tokens_b, None)
+    assert clustered.estimate == pytest.approx(alone.estimate, rel=1e-12)
+    close_intervals(clustered, alone)
+    assert width(reduction(copied_a, copied_b, None)) < width(clustered) / 1.2
 
 
 # --- exact bounds over stories ------------------------------------------------------------------------------------
