@@ -148,11 +148,12 @@ class WorldEpisode:
                 self._end(TerminationReason.MAX_STEPS, "max_steps", None)
             return result.content, result.event.outcome is not Outcome.EXECUTED
 
-    def finish(self, answer: str | None) -> str:
-        """The agent declares the episode done; its answer is the final answer (a step, like the built-in one)."""
+    def finish(self, answer: str | None) -> tuple[str, bool]:
+        """The agent declares the episode done; its answer is the final answer (a step, like the built-in one).
+        Returns (result text, whether it is an error): a ``finish`` after the episode ended is one."""
         with self._lock:
             if self.over:
-                return EPISODE_OVER
+                return EPISODE_OVER, True
             k = len(self.steps) + 1
             think = self._think()
             before = self.world.begin_step(k)
@@ -166,7 +167,7 @@ class WorldEpisode:
             )
             self.final_answer = text
             self._end(TerminationReason.FINAL_ANSWER, "finish", None)
-            return '{"finished": true}'
+            return '{"finished": true}', False
 
     def close(self, ended_by: str, *, failed: str | None = None, exit_code: int | None = None) -> None:
         """The agent is gone (session closed, command exited, crashed or timed out). A failure (``failed``: why) is

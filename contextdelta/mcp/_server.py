@@ -69,9 +69,9 @@ def build_server(episode: WorldEpisode) -> Any:
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         if params.name == FINISH_TOOL:
             answer = (params.arguments or {}).get("answer")
-            text = episode.finish(answer if isinstance(answer, str) else None)
-            return types.CallToolResult(content=[types.TextContent(text=text)])
-        text, is_error = episode.call(params.name, params.arguments)
+            text, is_error = episode.finish(answer if isinstance(answer, str) else None)
+        else:
+            text, is_error = episode.call(params.name, params.arguments)
         return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)
 
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:

@@ -62,7 +62,7 @@ def test_the_record_says_the_model_view_is_unknown(tasks: dict[str, Task]) -> No
     task = tasks["order-grinder-refund"]
     ep = episode(task)
     play(ep)
-    assert ep.finish("done") == '{"finished": true}'
+    assert ep.finish("done") == ('{"finished": true}', False)
     trace = ep.trace()
     assert trace.strategy.name == external_strategy("tester") == f"{EXTERNAL_PREFIX}tester"
     assert trace.provider == "external" and trace.model == "tester"
@@ -92,7 +92,8 @@ def test_after_the_end_nothing_changes(tasks: dict[str, Task]) -> None:
     state = ep.world.state()
     text, is_error = ep.call(first.tool, first.args)
     assert is_error and "episode_over" in text
-    assert ep.finish("late") != '{"finished": true}'
+    text, is_error = ep.finish("late")
+    assert is_error and "episode_over" in text
     assert ep.world.state() == state and len(ep.steps) == 2
 
 

@@ -113,6 +113,26 @@ def test_the_server_offers_the_worlds_tools_the_instructions_and_the_task_prompt
     assert message.role == "user" and task.public.instruction in message.content.text
 
 
+def test_every_call_after_the_end_is_flagged_an_error_finish_included() -> None:
+    task = next(t for t in all_tasks() if t.id == "cfg-search-ramp")
+    episode = WorldEpisode(task, task.build_world(ProtectionMode.UNPROTECTED), "replay", "in-process", 20)
+    read = task.evaluator.reference_solution[0]
+
+    async def main() -> list[tuple[bool, str]]:
+        async with Client(build_server(episode)) as client:
+            results = [
+                await client.call_tool(FINISH_TOOL, {"answer": "done"}),
+                await client.call_tool(FINISH_TOOL, {"answer": "again"}),
+                await client.call_tool(read.tool, read.args),
+            ]
+        return [(r.is_error, r.content[0].text) for r in results]
+
+    (first, *late) = anyio.run(main)
+    assert first == (False, '{"finished": true}')
+    assert late and all(is_error and "episode_over" in text for is_error, text in late)
+    assert len(episode.steps) == 1 and episode.final_answer == "done"
+
+
 def serve_world(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "contextdelta", "serve-world", "--tasks", str(TASKS), "--results-dir", str(tmp_path),
