@@ -245,7 +245,10 @@ class _Episode:
             self._append(draft, {"role": "user", "content": EMPTY_RESPONSE_NUDGE})
         else:
             draft.note = "empty response again after the nudge"
-            self._end(TerminationReason.PROVIDER_ERROR, "empty response")
+            finish = response.finish_reason
+            # a filtered or cut-off reply says why it is empty: the reason names it
+            why = f" (finish_reason {finish!r})" if finish not in (None, "stop", "tool_calls") else ""
+            self._end(TerminationReason.PROVIDER_ERROR, f"empty response{why}")
 
     def _run_tools(self, k: int, draft: _StepDraft, response: ProviderResponse) -> None:
         ids: list[str] = []

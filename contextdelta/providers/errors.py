@@ -24,6 +24,18 @@ STATUS_NAMES: Mapping[int, str] = {
 }
 """The ``openai`` library's exception name for each status (5xx: ``InternalServerError``)."""
 
+MAX_ERROR_MESSAGE_CHARS = 2000
+"""The longest error message kept from an error response: its start names the problem, and a server that sends
+megabytes (an HTML error page, a dump) would otherwise put them in every failed trial's record, in the failure atlas
+and on the terminal."""
+
+
+def shorten(text: str, limit: int = MAX_ERROR_MESSAGE_CHARS) -> str:
+    """``text`` when it has at most ``limit`` characters, else its start and how long it was."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [cut: {len(text)} characters in all]"
+
 
 class EndpointError(Exception):
     """A chat-completions attempt that got no usable answer."""
@@ -55,7 +67,7 @@ class EndpointStatusError(EndpointError):
             message = f"Error code: {status_code} - {parsed}"
         else:
             message = text.strip() or f"Error code: {status_code}"
-        super().__init__(message)
+        super().__init__(shorten(message))
 
     @property
     def name(self) -> str:  # type: ignore[override]
@@ -87,10 +99,12 @@ class EndpointResponseTooLarge(EndpointError):
 
 
 __all__ = [
+    "MAX_ERROR_MESSAGE_CHARS",
     "STATUS_NAMES",
     "EndpointConnectionError",
     "EndpointError",
     "EndpointResponseTooLarge",
     "EndpointStatusError",
     "EndpointTimeout",
+    "shorten",
 ]

@@ -53,9 +53,10 @@ from contextdelta.providers.errors import (
     EndpointResponseTooLarge,
     EndpointStatusError,
     EndpointTimeout,
+    shorten,
 )
 from contextdelta.providers.limits import CallGate, estimate_tokens
-from contextdelta.providers.retry import RetryPolicy, is_retryable
+from contextdelta.providers.retry import RetryPolicy, is_retryable, retry_after_of
 from contextdelta.redaction import Redactor
 from contextdelta.settings import check_base_url, redact_url
 
@@ -393,9 +394,10 @@ class OpenAIProvider:
                 if response.status >= 400:
                     raise EndpointStatusError(response.status, response.headers, content.decode("utf-8", "replace"))
         except TimeoutError:
-            raise EndpointTimeout() from None
+            raise EndpointTimeout(f"the request timed out: no whole response within {timeout:g} s") from None
         except aiohttp.ClientError as exc:
-            raise EndpointConnectionError(f"Connection error. ({type(exc).__name__}: {exc})") from exc
+            said = " ".join(str(exc).split())  # one line: aiohttp's payload errors span several
+            raise EndpointConnectionError(f"Connection error. ({type(exc).__name__}: {shorten(said)})") from exc
         return content, sent, read
 
     async def complete(
@@ -497,6 +499,10 @@ class OpenAIProvider:
             raise fail("a JSON body that is not an object")
         choices = completion.get("choices")
         if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+            error = completion.get("error")
+            if error is not None and not choices:  # an error sent with HTTP 200 (some gateways and local servers)
+                said = error.get("message", error) if isinstance(error, dict) else error
+                raise fail(f"an error instead of a completion (with HTTP 200): {self._scrub(shorten(str(said)))}")
             raise fail("a response with no choices")
         choice = choices[0]
         message = choice.get("message")
@@ -528,6 +534,8 @@ class OpenAIProvider:
         content = message.get("content")
         if isinstance(content, list):  # content parts, [{"type": "text", "text": ...}]: their text, joined
             content = _text_of_parts(content)
+        elif content is not None and not isinstance(content, str):
+            raise fail(f"message.content that is {json_type(content)}, not a string")
         model = completion.get("model")
         finish = choice.get("finish_reason")
         return ProviderResponse(
@@ -551,7 +559,19 @@ class OpenAIProvider:
                 "context_window_exceeded", description, retries, status_code=status, elapsed_s=elapsed
             )
         if is_retryable(exc):
-            description = f"{description} (gave up after {attempts} attempt{'s' if attempts != 1 else ''})"
+            gave_up = f"gave up after {attempts} attempt{'s' if attempts != 1 else ''}"
+            wait, longest = retry_after_of(exc), self.retry.max_retry_after_s
+            if wait is not None and wait > longest:
+                gave_up = (
+                    f"the endpoint asked to wait {wait:g} s (Retry-After), more than the {longest:g} s a call waits; "
+                    f"{gave_up}"
+                )
+            elif wait is not None and elapsed + wait >= self.retry.max_total_s:
+                gave_up = (
+                    f"the endpoint asked to wait {wait:g} s (Retry-After), past the {self.retry.max_total_s:g} s a "
+                    f"call may take with its retries; {gave_up}"
+                )
+            description = f"{description} ({gave_up})"
         return ProviderFailure("provider_error", description, retries, status_code=status, elapsed_s=elapsed)
 
     def _scrub(self, text: str) -> str:

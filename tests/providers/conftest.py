@@ -46,12 +46,20 @@ def scripted() -> Iterator[ScriptedFactory]:
 
 class RawEndpoint:
     """A loopback HTTP endpoint that answers each POST with the next of ``bodies`` (the last one again once they
-    run out), byte for byte: the misbehaving servers the scripted server cannot play. ``requests`` counts the
+    run out), byte for byte, with HTTP ``status`` and extra ``headers``: the misbehaving servers the scripted server
+    cannot play. ``requests`` counts the
     POSTs; a body given as an iterator of chunks is sent with chunked transfer encoding and no Content-Length.
     The endpoint check ``run-benchmark`` makes first gets a plain answer and is not counted."""
 
-    def __init__(self, bodies: Sequence[bytes | Callable[[], Iterator[bytes]]]) -> None:
+    def __init__(
+        self,
+        bodies: Sequence[bytes | Callable[[], Iterator[bytes]]],
+        status: int = 200,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.bodies = bodies
+        self.status = status
+        self.headers = headers or {}
         self.requests = 0
         endpoint = self
 
@@ -66,8 +74,10 @@ class RawEndpoint:
                 else:
                     endpoint.requests += 1
                     body = endpoint.bodies[min(endpoint.requests, len(endpoint.bodies)) - 1]
-                self.send_response(200)
+                self.send_response(200 if ENDPOINT_CHECK_TOOL.encode() in request else endpoint.status)
                 self.send_header("Content-Type", "application/json")
+                for name, value in endpoint.headers.items():
+                    self.send_header(name, value)
                 if isinstance(body, bytes):
                     self.send_header("Content-Length", str(len(body)))
                 else:

@@ -15,6 +15,7 @@ from contextdelta.agent import EpisodeTrace, TerminationReason, run_episode
 from contextdelta.canonical import MAX_JSON_DEPTH, content_hash
 from contextdelta.context import create_strategy
 from contextdelta.providers import MAX_RESPONSE_BYTES, OpenAIProvider, ProviderFailure, RetryPolicy
+from contextdelta.providers.errors import MAX_ERROR_MESSAGE_CHARS
 from tests.agent.helpers import make_task, make_world
 from tests.providers.conftest import RawEndpoint, RecordingSleep, completion, tool_call
 
@@ -229,3 +230,56 @@ def test_an_episode_whose_final_answer_comes_as_parts_ends_with_that_answer() ->
         trace = episode(endpoint)
     assert trace.termination is TerminationReason.FINAL_ANSWER, trace.error
     assert trace.final_answer == "Order A-1001 is refunded."
+
+
+# ---- error answers: bounded, and saying why --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [400, 500])
+def test_a_huge_error_body_is_cut_in_the_failure_message(sleep: RecordingSleep, status: int) -> None:
+    """A server that answers an error with megabytes (an HTML page, a dump) must not put them in every failed
+    trial's record, the failure atlas and the terminal's last lines."""
+    with RawEndpoint([b"<html>" + b"E" * 1_000_000 + b"</html>"], status=status) as endpoint:
+        failure = complete(endpoint, sleep)
+    assert isinstance(failure, ProviderFailure) and failure.reason == "provider_error"
+    assert failure.message.startswith(f"HTTP {status} ")
+    assert len(failure.message) < MAX_ERROR_MESSAGE_CHARS + 200
+    assert "1000013 characters in all" in failure.message
+
+
+def test_an_error_sent_with_http_200_is_named_in_the_failure(sleep: RecordingSleep) -> None:
+    body = json.dumps({"error": {"message": "model overloaded, try again later", "code": 503}}).encode()
+    with RawEndpoint([body]) as endpoint:
+        failure = complete(endpoint, sleep)
+    assert isinstance(failure, ProviderFailure) and failure.reason == "provider_error"
+    assert failure.message == (
+        "the endpoint returned an error instead of a completion (with HTTP 200): model overloaded, try again later"
+    )
+
+
+@pytest.mark.parametrize(("content", "what"), [(42, "a number"), ({"text": "hi"}, "an object"), (True, "a boolean")])
+def test_content_that_is_not_text_is_a_provider_error_naming_its_type(content: Any, what: str) -> None:
+    """Not read as an empty reply (which ends as a vague "empty response" after a nudge)."""
+    with RawEndpoint([completion({"content": content})]) as endpoint:
+        trace = episode(endpoint)
+        assert endpoint.requests == 1
+    assert trace.termination is TerminationReason.PROVIDER_ERROR
+    assert trace.error == f"the endpoint returned message.content that is {what}, not a string"
+
+
+@pytest.mark.parametrize("finish", ["content_filter", "length"])
+def test_an_empty_reply_names_its_finish_reason(finish: str) -> None:
+    body = json.loads(completion({"content": ""}))
+    body["choices"][0]["finish_reason"] = finish
+    with RawEndpoint([json.dumps(body).encode()]) as endpoint:
+        trace = episode(endpoint)
+    assert trace.termination is TerminationReason.PROVIDER_ERROR
+    assert trace.error == f"empty response (finish_reason {finish!r})"
+
+
+def test_a_retry_after_too_long_to_wait_is_named_in_the_failure(sleep: RecordingSleep) -> None:
+    with RawEndpoint([b'{"error": {"message": "slow down"}}'], status=429, headers={"Retry-After": "99999"}) as e:
+        failure = complete(e, sleep)
+        assert e.requests == 1
+    assert isinstance(failure, ProviderFailure) and sleep.waits == []
+    assert "the endpoint asked to wait 99999 s (Retry-After), more than the 120 s a call waits" in failure.message
