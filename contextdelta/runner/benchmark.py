@@ -317,23 +317,31 @@ def stop_rules(run: ActiveRun) -> list[StopRule]:
 
 def execute(run: ActiveRun, executor: Executor | None = None, rules: Sequence[StopRule] | None = None) -> None:
     """Run the pending episodes (on ``executor``, in-process by default, under ``rules``, by default
-    :func:`stop_rules`); sets ``run.stop_reason`` when a stop rule or a signal ended the run early."""
-    jobs = run.jobs()
-    if not jobs:
-        return
-    chosen = executor or default_executor(run.plan)
+    :func:`stop_rules`); sets ``run.stop_reason`` when a stop rule or a signal ended the run early. The plan's
+    provider (the endpoint check's) is closed afterwards, whichever executor ran the episodes."""
     try:
-        run.stop_reason = anyio.run(
-            lambda: drive(
-                jobs,
-                chosen,
-                run.record,
-                rules=stop_rules(run) if rules is None else rules,
-                concurrency=run.plan.request.concurrency,
+        jobs = run.jobs()
+        if not jobs:
+            return
+        chosen = executor or default_executor(run.plan)
+        try:
+            run.stop_reason = anyio.run(
+                lambda: drive(
+                    jobs,
+                    chosen,
+                    run.record,
+                    rules=stop_rules(run) if rules is None else rules,
+                    concurrency=run.plan.request.concurrency,
+                )
             )
-        )
+        finally:
+            run.session["execution"] = _execution_record(run.plan, chosen)
     finally:
-        run.session["execution"] = _execution_record(run.plan, chosen)
+        # worker processes and Ray actors build providers of their own: without this, the one that checked the
+        # endpoint keeps its connection pool and I/O thread open (and aiohttp warns "Unclosed client session")
+        close = getattr(run.plan.provider, "aclose", None)
+        if close is not None:
+            anyio.run(close)
 
 
 # ---- finalise --------------------------------------------------------------------------------------------------

@@ -160,3 +160,19 @@ def test_a_provider_object_runs_in_process_whatever_the_workers(oracle_url: str,
     again = OpenAIProvider(model="scripted-oracle", base_url=oracle_url)  # a run closes the provider it was given
     with pytest.raises(BenchmarkError, match="--executor ray needs a provider built from settings"):
         run_benchmark(request(oracle_url, tmp_path, executor="ray"), provider=again)
+
+
+@pytest.mark.slow
+def test_worker_processes_leave_no_connection_pool_of_the_endpoint_check_open(oracle_url: str, tmp_path: Path) -> None:
+    """The provider that checked the endpoint is not the workers' own: a run closes it all the same (left open, it
+    keeps an I/O thread and a connection, and aiohttp warns "Unclosed client session" on stderr)."""
+    from contextdelta.runner.benchmark import run_plan
+    from contextdelta.runner.prepare import plan_run
+    from contextdelta.settings import load_settings
+
+    fields = {"model": "scripted-oracle", "task_ids": SMALL[:1], "repeats": 1, "workers": 2}
+    plan = plan_run(request(oracle_url, tmp_path, **fields), load_settings())
+    run_plan(plan)
+    assert plan.provider is not None
+    assert plan.provider._io.started is False  # type: ignore[attr-defined]
+    assert plan.provider._session is None  # type: ignore[attr-defined]
