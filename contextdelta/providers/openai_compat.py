@@ -522,14 +522,14 @@ class OpenAIProvider:
             if not isinstance(spec, dict):
                 raise fail(f"tool_calls[{index}].{field} that is {json_type(spec)}, not an object")
             name, arguments = spec.get("name"), spec.get(text)
+            if not isinstance(name, str):  # a missing or non-text name is no tool the world could answer
+                raise fail(f"tool_calls[{index}].{field}.name that is {json_type(name)}, not a string")
             if not isinstance(arguments, str):
                 # a value sent as JSON rather than as text is kept as its JSON text: the world answers a value
                 # that is not an object as malformed arguments; only no arguments at all reads as none, {}
                 arguments = "{}" if text not in spec else json.dumps(arguments)
             calls.append(
-                ToolCallRequest(
-                    id=clean(str(call.get("id") or "")), name=clean(str(name or "")), arguments=clean(arguments)
-                )
+                ToolCallRequest(id=clean(str(call.get("id") or "")), name=clean(name), arguments=clean(arguments))
             )
         content = message.get("content")
         if isinstance(content, list):  # content parts, [{"type": "text", "text": ...}]: their text, joined

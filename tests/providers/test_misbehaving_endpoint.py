@@ -283,3 +283,15 @@ def test_a_retry_after_too_long_to_wait_is_named_in_the_failure(sleep: Recording
         assert e.requests == 1
     assert isinstance(failure, ProviderFailure) and sleep.waits == []
     assert "the endpoint asked to wait 99999 s (Retry-After), more than the 120 s a call waits" in failure.message
+
+
+@pytest.mark.parametrize(("name", "what"), [(7, "a number"), (None, "null"), (["get_order"], "an array")])
+def test_a_tool_call_whose_name_is_not_text_is_a_provider_error(name: Any, what: str) -> None:
+    """A tool call of the wrong shape: not turned into a tool named "7" (or "") that the world then refuses."""
+    call = {"id": "c", "type": "function", "function": {"name": name, "arguments": "{}"}}
+    body = completion({"content": None, "tool_calls": [call]})
+    with RawEndpoint([body]) as endpoint:
+        trace = episode(endpoint)
+        assert endpoint.requests == 1
+    assert trace.termination is TerminationReason.PROVIDER_ERROR
+    assert trace.error == f"the endpoint returned tool_calls[0].function.name that is {what}, not a string"
