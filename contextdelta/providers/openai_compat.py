@@ -317,6 +317,17 @@ class OpenAIProvider:
                     f"{where} rejected a minimal chat completion that carries `tools` ({detail}); the benchmark "
                     f"sends tools on every call, so model {self.model!r} must be served with tool calling enabled"
                 )
+            if exc.status_code == 429:
+                return (
+                    f"{where} failed a minimal chat completion with tools ({detail}): the endpoint is rate-limiting "
+                    "this key; wait and run again (--requests-per-minute / --tokens-per-minute keep a run under a "
+                    "limit)"
+                )
+            if exc.status_code >= 500:
+                return (
+                    f"{where} failed a minimal chat completion with tools ({detail}): the endpoint is failing; wait "
+                    "for it to recover and run again"
+                )
             return f"{where} failed a minimal chat completion with tools ({detail})"
         try:
             self._response(body, 0.0, 0, 0.0)

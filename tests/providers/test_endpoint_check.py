@@ -173,3 +173,19 @@ def test_a_refused_request_setting_is_named_with_its_flag_not_blamed_on_tools(re
     assert problem is not None
     assert f"rejected the request's `{refused}` (HTTP 400" in problem and fix in problem, problem
     assert "tool calling" not in problem
+
+
+@pytest.mark.parametrize(
+    ("fault", "advice"),
+    [
+        ({"fail_429": "all", "retry_after": 30}, "the endpoint is rate-limiting this key; wait and run again"),
+        ({"fail_500": "all"}, "the endpoint is failing; wait for it to recover and run again"),
+    ],
+)
+def test_a_rate_limited_or_failing_endpoint_is_refused_with_what_to_do(
+    scripted: ScriptedFactory, fault: dict[str, Any], advice: str
+) -> None:
+    """Not left at the bare status (the run-benchmark line after it would only say to check the base URL)."""
+    with scripted(**fault) as url:
+        problem = check(url)
+    assert problem is not None and advice in problem
