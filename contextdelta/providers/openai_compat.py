@@ -505,7 +505,13 @@ class OpenAIProvider:
         except NestedTooDeeply as exc:
             raise fail(str(exc)) from None
         except ValueError:
-            raise fail(f"a body that is not JSON: {self._scrub(body[:200].decode('utf-8', 'replace'))!r}") from None
+            start = self._scrub(body[:200].decode("utf-8", "replace"))
+            if body.lstrip().startswith((b"data:", b"event:", b":")):
+                raise fail(
+                    f"a server-sent event stream instead of one JSON completion: {start!r}; the benchmark does not "
+                    "stream, so serve the model with streaming off by default"
+                ) from None
+            raise fail(f"a body that is not JSON: {start!r}") from None
         if not isinstance(completion, dict):
             raise fail("a JSON body that is not an object")
         choices = completion.get("choices")

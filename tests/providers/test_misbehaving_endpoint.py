@@ -295,3 +295,13 @@ def test_a_tool_call_whose_name_is_not_text_is_a_provider_error(name: Any, what:
         assert endpoint.requests == 1
     assert trace.termination is TerminationReason.PROVIDER_ERROR
     assert trace.error == f"the endpoint returned tool_calls[0].function.name that is {what}, not a string"
+
+
+def test_a_streamed_reply_nobody_asked_for_is_named_as_a_stream(sleep: RecordingSleep) -> None:
+    chunk = json.dumps({"choices": [{"delta": {"content": "done"}}]})
+    with RawEndpoint([f"data: {chunk}\n\ndata: [DONE]\n\n".encode()]) as endpoint:
+        failure = complete(endpoint, sleep)
+    assert isinstance(failure, ProviderFailure) and failure.reason == "provider_error"
+    assert failure.message.startswith(
+        "the endpoint returned a server-sent event stream instead of one JSON completion: 'data: "
+    )
