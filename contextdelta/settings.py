@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import AfterValidator, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "CONTEXTDELTA_"
@@ -27,6 +27,21 @@ Temperature = Annotated[float, Field(ge=0.0, le=2.0)]
 
 SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
 """A run seed is a signed 64-bit integer (what the trace store's INTEGER column and JSON readers hold)."""
+
+
+def header_safe(secret: SecretStr | None) -> SecretStr | None:
+    """A key or token sent in an HTTP header: refused (never shown) when it holds a line break or another control
+    character, as a ``.env`` saved with Windows line endings leaves (the HTTP client would refuse to send it)."""
+    if secret is not None and any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in secret.get_secret_value()):
+        raise ValueError(
+            "it contains a line break or another control character (a .env saved with Windows line endings "
+            "leaves a carriage return); remove it"
+        )
+    return secret
+
+
+HeaderSecret = Annotated[SecretStr | None, AfterValidator(header_safe)]
+"""A secret sent as an HTTP header value (API keys, the proxy token)."""
 
 
 class SettingsError(ValueError):
@@ -48,8 +63,8 @@ class Settings(BaseSettings):
         default=None, description="an OpenAI-compatible endpoint URL, e.g. http://127.0.0.1:8000/v1"
     )
     model: str | None = Field(default=None, description="the model name sent to the endpoint")
-    api_key: SecretStr | None = Field(default=None, description="the endpoint's API key (default: OPENAI_API_KEY)")
-    openai_api_key: SecretStr | None = Field(
+    api_key: HeaderSecret = Field(default=None, description="the endpoint's API key (default: OPENAI_API_KEY)")
+    openai_api_key: HeaderSecret = Field(
         default=None,
         validation_alias="OPENAI_API_KEY",
         description="used as the API key when CONTEXTDELTA_API_KEY is unset",
@@ -64,10 +79,10 @@ class Settings(BaseSettings):
         description="a SQLAlchemy URL of the trace store (default: sqlite:///<results dir>/contextdelta.db)",
     )
     results_dir: str = Field(default="results", min_length=1, description="a folder for run directories")
-    proxy_token: SecretStr | None = Field(
+    proxy_token: HeaderSecret = Field(
         default=None, description="the bearer token `contextdelta serve` requires from its clients"
     )
-    upstream_api_key: SecretStr | None = Field(
+    upstream_api_key: HeaderSecret = Field(
         default=None, description="the key `contextdelta serve` sends upstream (default: the API key)"
     )
     workers: int | None = Field(

@@ -190,3 +190,27 @@ def test_the_python_api_refuses_a_seed_outside_64_bits_as_the_command_line_does(
     with pytest.raises(ValidationError, match="seed"):
         BenchmarkRequest(seed=seed)
     assert BenchmarkRequest(seed=seed - 1 if seed > 0 else seed + 1).seed == (seed - 1 if seed > 0 else seed + 1)
+
+
+@pytest.mark.parametrize("variable", ["CONTEXTDELTA_API_KEY", "OPENAI_API_KEY", "CONTEXTDELTA_PROXY_TOKEN"])
+@pytest.mark.parametrize("raw", ["sk-abc\rDEF", "sk-abc\nDEF", "sk-abc\x1bDEF"])
+def test_a_key_with_a_line_break_is_refused_in_one_line_without_showing_it(
+    variable: str, raw: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sent as it is, the HTTP client refuses the header in the middle of a run (a traceback, exit 1)."""
+    monkeypatch.setenv(variable, raw)
+    with pytest.raises(SettingsError) as caught:
+        load_settings(None)
+    message = str(caught.value)
+    assert "\n" not in message and variable in message and "line break" in message
+    assert "sk-abc" not in message and "DEF" not in message
+
+
+def test_run_benchmark_refuses_a_key_with_a_carriage_return_with_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CONTEXTDELTA_API_KEY", "sk-abc\r")
+    result = runner.invoke(app, ["run-benchmark", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"])
+    assert result.exit_code == 2, result.output
+    assert "CONTEXTDELTA_API_KEY" in result.stderr and "Traceback" not in result.stderr

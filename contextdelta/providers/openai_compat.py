@@ -58,7 +58,7 @@ from contextdelta.providers.errors import (
 from contextdelta.providers.limits import CallGate, estimate_tokens
 from contextdelta.providers.retry import RetryPolicy, is_retryable, retry_after_of
 from contextdelta.redaction import Redactor
-from contextdelta.settings import check_base_url, redact_url
+from contextdelta.settings import check_base_url, header_safe, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +200,7 @@ class OpenAIProvider:
         self._sleep: Sleep = sleep or asyncio.sleep
         self.gate = gate
         secret = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key or "")
+        header_safe(secret)  # a key with a line break would fail every request at the HTTP client
         self._api_key = secret
         self._redactor = Redactor([secret.get_secret_value()])
         # as the openai client: no base URL means OPENAI_BASE_URL, else OpenAI's own endpoint

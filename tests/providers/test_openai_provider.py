@@ -467,3 +467,9 @@ def test_usage_that_is_not_a_count_is_unknown_never_zero(usage: dict[str, Any]) 
 def test_a_whole_number_written_as_a_float_is_a_count() -> None:
     usage = usage_of({"usage": {"prompt_tokens": 1158.0, "completion_tokens": 7}})
     assert usage is not None and usage.prompt_tokens == 1158 and type(usage.prompt_tokens) is int
+
+
+def test_a_key_with_a_line_break_is_refused_when_the_provider_is_built() -> None:
+    with pytest.raises(ValueError, match="line break") as caught:
+        OpenAIProvider(model="m", base_url="http://127.0.0.1:9/v1", api_key="sk-abc\r\n")
+    assert "sk-abc" not in str(caught.value)
