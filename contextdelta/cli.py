@@ -1524,7 +1524,7 @@ def serve_command(
     from types import FrameType
 
     from contextdelta.proxy import ProxyConfig, RecordingProxy
-    from contextdelta.settings import UrlCredentialsError, check_base_url
+    from contextdelta.settings import BaseUrlError, check_base_url
     from contextdelta.store import Store
 
     settings = _settings()
@@ -1533,7 +1533,7 @@ def serve_command(
         raise _fail("no upstream: pass --upstream URL or set CONTEXTDELTA_BASE_URL", 2)
     try:
         check_base_url(upstream, "--upstream / CONTEXTDELTA_BASE_URL")
-    except UrlCredentialsError as exc:
+    except BaseUrlError as exc:
         raise _fail(str(exc), 2) from None
     if token is None and settings.proxy_token is not None:
         token = settings.proxy_token.get_secret_value()

@@ -156,7 +156,12 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(problems)
 
 
-class UrlCredentialsError(ValueError):
+class BaseUrlError(ValueError):
+    """An endpoint URL that cannot be used (not http(s), no host, a port out of range, not a URL at all); the message
+    names where it came from and how to fix it."""
+
+
+class UrlCredentialsError(BaseUrlError):
     """A base URL that carries credentials (``user:password@`` or a query string); the message says how to fix it."""
 
 
@@ -169,7 +174,19 @@ def check_base_url(url: str | None, where: str = "--base-url / CONTEXTDELTA_BASE
     """
     if not url:
         return
-    parts = urlsplit(url)
+    example = "e.g. http://127.0.0.1:8000/v1 or https://api.openai.com/v1"
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018 -- raises ValueError for a port that is not a number from 0 to 65535
+    except ValueError as exc:
+        raise BaseUrlError(
+            f"{where}: {redact_url_text(url)!r} is not a usable URL ({exc}); give the endpoint as {example}"
+        ) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BaseUrlError(
+            f"{where}: {redact_url_text(url)!r} is not an http:// or https:// URL with a host; give the endpoint as "
+            f"{example}"
+        )
     if parts.username is not None or parts.password is not None or "@" in parts.netloc:
         raise UrlCredentialsError(
             f"{where}: credentials in the URL ({redact_url(url)} with user:password@) are refused; "
@@ -181,6 +198,13 @@ def check_base_url(url: str | None, where: str = "--base-url / CONTEXTDELTA_BASE
             "belong in URLs); pass the key with CONTEXTDELTA_API_KEY and give the bare endpoint, e.g. "
             "http://127.0.0.1:8000/v1"
         )
+
+
+def redact_url_text(url: str) -> str:
+    """A URL that may not parse, safe to show: its query string and anything before an ``@`` cut out."""
+    text = url.strip().split("?", 1)[0].split("#", 1)[0]
+    scheme, sep, rest = text.rpartition("://")
+    return f"{scheme}{sep}{rest.rpartition('@')[2]}"
 
 
 def redact_url(url: str | None) -> str | None:

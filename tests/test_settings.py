@@ -214,3 +214,34 @@ def test_run_benchmark_refuses_a_key_with_a_carriage_return_with_exit_2(
     result = runner.invoke(app, ["run-benchmark", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"])
     assert result.exit_code == 2, result.output
     assert "CONTEXTDELTA_API_KEY" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("127.0.0.1:8000/v1", "is not an http:// or https:// URL with a host"),
+        ("localhost:8000", "is not an http:// or https:// URL with a host"),
+        ("ftp://127.0.0.1/v1", "is not an http:// or https:// URL with a host"),
+        ("http://", "is not an http:// or https:// URL with a host"),
+        ("http://[::1/v1", "is not a usable URL (Invalid IPv6 URL)"),
+        ("http://127.0.0.1:99999/v1", "is not a usable URL (Port out of range 0-65535)"),
+    ],
+)
+def test_run_benchmark_refuses_an_unusable_base_url_naming_it_with_exit_2(
+    url: str, why: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not a traceback (a port out of range) nor an unnamed 'Invalid IPv6 URL' nor a connection error to fathom."""
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["run-benchmark", "--base-url", url, "--model", "m", "--tasks", "package:core"])
+    assert result.exit_code == 2, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert f"--base-url / CONTEXTDELTA_BASE_URL: {url!r} {why}" in line
+    assert "e.g. http://127.0.0.1:8000/v1" in line
+
+
+def test_a_base_url_that_does_not_parse_is_shown_without_its_credentials() -> None:
+    from contextdelta.settings import BaseUrlError, check_base_url
+
+    with pytest.raises(BaseUrlError) as caught:
+        check_base_url("http://user:hunter2@[::1/v1?key=sk-abc")
+    assert "hunter2" not in str(caught.value) and "sk-abc" not in str(caught.value)
