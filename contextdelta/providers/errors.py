@@ -10,6 +10,7 @@ trial reads the same whichever client raised it.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +29,15 @@ MAX_ERROR_MESSAGE_CHARS = 2000
 """The longest error message kept from an error response: its start names the problem, and a server that sends
 megabytes (an HTML error page, a dump) would otherwise put them in every failed trial's record, in the failure atlas
 and on the terminal."""
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def one_line(text: str) -> str:
+    """Text from an endpoint made safe to print and to put in a Markdown table: its line breaks and runs of
+    whitespace one space, any other control character (a terminal escape, ESC ``[31m``) written as its escape."""
+    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", " ".join(text.split()))
 
 
 def shorten(text: str, limit: int = MAX_ERROR_MESSAGE_CHARS) -> str:
@@ -67,7 +77,7 @@ class EndpointStatusError(EndpointError):
             message = f"Error code: {status_code} - {parsed}"
         else:
             message = text.strip() or f"Error code: {status_code}"
-        super().__init__(shorten(message))
+        super().__init__(one_line(message))  # whole: cut only once secrets are redacted from it (a cut key escapes)
 
     @property
     def name(self) -> str:  # type: ignore[override]
@@ -106,5 +116,6 @@ __all__ = [
     "EndpointResponseTooLarge",
     "EndpointStatusError",
     "EndpointTimeout",
+    "one_line",
     "shorten",
 ]

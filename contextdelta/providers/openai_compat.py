@@ -53,6 +53,7 @@ from contextdelta.providers.errors import (
     EndpointResponseTooLarge,
     EndpointStatusError,
     EndpointTimeout,
+    one_line,
     shorten,
 )
 from contextdelta.providers.limits import CallGate, estimate_tokens
@@ -408,8 +409,8 @@ class OpenAIProvider:
         except TimeoutError:
             raise EndpointTimeout(f"the request timed out: no whole response within {timeout:g} s") from None
         except aiohttp.ClientError as exc:
-            said = " ".join(str(exc).split())  # one line: aiohttp's payload errors span several
-            raise EndpointConnectionError(f"Connection error. ({type(exc).__name__}: {shorten(said)})") from exc
+            said = one_line(str(exc))  # one line: aiohttp's payload errors span several
+            raise EndpointConnectionError(f"Connection error. ({type(exc).__name__}: {said})") from exc
         return content, sent, read
 
     async def complete(
@@ -506,7 +507,8 @@ class OpenAIProvider:
         except NestedTooDeeply as exc:
             raise fail(str(exc)) from None
         except ValueError:
-            start = self._scrub(body[:200].decode("utf-8", "replace"))
+            # redacted whole, then cut: a key cut in two would no longer be recognised as the key
+            start = self._scrub(body.decode("utf-8", "replace"))[:200]
             if body.lstrip().startswith((b"data:", b"event:", b":")):
                 raise fail(
                     f"a server-sent event stream instead of one JSON completion: {start!r}; the benchmark does not "
@@ -520,7 +522,7 @@ class OpenAIProvider:
             error = completion.get("error")
             if error is not None and not choices:  # an error sent with HTTP 200 (some gateways and local servers)
                 said = error.get("message", error) if isinstance(error, dict) else error
-                raise fail(f"an error instead of a completion (with HTTP 200): {self._scrub(shorten(str(said)))}")
+                raise fail(f"an error instead of a completion (with HTTP 200): {self._scrub(one_line(str(said)))}")
             raise fail("a response with no choices")
         choice = choices[0]
         message = choice.get("message")
@@ -594,10 +596,10 @@ class OpenAIProvider:
 
     def _scrub(self, text: str) -> str:
         """Remove the API key, anything key-shaped and the base URL's extras from text that came from the endpoint
-        or the client (error messages, log lines)."""
+        or the client (error messages, log lines), then cut it to `MAX_ERROR_MESSAGE_CHARS`."""
         if self.base_url:
             text = text.replace(self.base_url, redact_url(self.base_url) or "")
-        return self._redactor.text(text)
+        return shorten(self._redactor.text(text))
 
     def _log_retry(self, state: RetryCallState) -> None:
         outcome = state.outcome

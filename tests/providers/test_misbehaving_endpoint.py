@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -244,7 +245,7 @@ def test_a_huge_error_body_is_cut_in_the_failure_message(sleep: RecordingSleep, 
     assert isinstance(failure, ProviderFailure) and failure.reason == "provider_error"
     assert failure.message.startswith(f"HTTP {status} ")
     assert len(failure.message) < MAX_ERROR_MESSAGE_CHARS + 200
-    assert "1000013 characters in all" in failure.message
+    assert re.search(r"\.\.\. \[cut: 10000\d\d characters in all\]", failure.message)
 
 
 def test_an_error_sent_with_http_200_is_named_in_the_failure(sleep: RecordingSleep) -> None:
@@ -305,3 +306,41 @@ def test_a_streamed_reply_nobody_asked_for_is_named_as_a_stream(sleep: Recording
     assert failure.message.startswith(
         "the endpoint returned a server-sent event stream instead of one JSON completion: 'data: "
     )
+
+
+AZURE_KEY = "azure0123456789abcdef0123456789ab"
+"""A key that is not key-shaped (no ``sk-``): only its exact value lets the redactor find it."""
+
+
+def complete_with_key(endpoint: RawEndpoint, sleep: RecordingSleep) -> Any:
+    async def go() -> Any:
+        async with OpenAIProvider(
+            base_url=endpoint.base_url, model="raw", api_key=AZURE_KEY, retry=RETRIES, sleep=sleep, timeout_s=30
+        ) as provider:
+            try:
+                return await provider.complete(MESSAGES, None)
+            except ProviderFailure as failure:
+                return failure
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("status", [200, 400])
+@pytest.mark.parametrize("offset", [190, 1990])
+def test_a_key_echoed_where_a_reply_is_cut_leaks_none_of_it(sleep: RecordingSleep, status: int, offset: int) -> None:
+    """The not-JSON body's first 200 characters and an error's first 2000: cut after the key is redacted, never
+    before (a key cut in two is no longer recognised, and its first half would be recorded)."""
+    body = ("x" * offset + AZURE_KEY + "y" * 3000).encode()
+    with RawEndpoint([body], status=status) as endpoint:
+        failure = complete_with_key(endpoint, sleep)
+    assert isinstance(failure, ProviderFailure)
+    assert AZURE_KEY[:6] not in failure.message
+
+
+def test_an_error_message_with_line_breaks_and_terminal_escapes_is_one_safe_line(sleep: RecordingSleep) -> None:
+    """It is printed on the terminal (the run's last lines) and put in Markdown tables (report, atlas)."""
+    body = b"bad | pipe\n# HEADING\r\n\x1b[31mRED\x07"
+    with RawEndpoint([body], status=400) as endpoint:
+        failure = complete(endpoint, sleep)
+    assert isinstance(failure, ProviderFailure)
+    assert failure.message == "HTTP 400 BadRequestError: bad | pipe # HEADING \\x1b[31mRED\\x07"
