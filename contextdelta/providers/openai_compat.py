@@ -338,6 +338,36 @@ class OpenAIProvider:
             return f"{where} answered the endpoint check's chat completion with {what}"
         return None
 
+    async def check_summary_model(self, model: str, timeout_s: float | None = None) -> str | None:
+        """Why this endpoint cannot serve ``model`` as the summary model (``--summary-model``), or None when it can:
+        one minimal chat completion without tools, no retries, bounded by ``timeout_s`` (default ``--timeout-s``).
+        Run after :meth:`preflight`, so that a summary model the endpoint does not serve is refused before any
+        episode (each ``semantic_summary`` episode would otherwise run up to its first summary and fail there)."""
+        wait = self.timeout_s if timeout_s is None else timeout_s
+        where = redact_url(self.base_url) or "the default OpenAI endpoint"
+        return await self._io.run(self._check_summary_model(where, model, wait))
+
+    async def _check_summary_model(self, where: str, model: str, wait: float) -> str | None:
+        messages = [
+            {"role": "user", "content": "ContextDelta is checking that this endpoint serves the model. Reply OK."}
+        ]
+        fix = "check --summary-model / CONTEXTDELTA_SUMMARY_MODEL (default: the agent model)"
+        try:
+            body, _, _ = await self._send(
+                "POST", self._chat_url, _encode(self._body(messages, None, model=model)), wait
+            )
+        except EndpointTimeout:
+            return f"{where} did not answer a chat completion for summary model {model!r} within {wait:g} s; {fix}"
+        except EndpointError as exc:
+            detail = self._scrub(describe_error(exc))
+            return f"{where} refused a chat completion for summary model {model!r} ({detail}); {fix}"
+        try:
+            self._response(body, 0.0, 0, 0.0)
+        except ProviderFailure as exc:
+            what = exc.message.removeprefix("the endpoint returned ")
+            return f"{where} answered a chat completion for summary model {model!r} with {what}; {fix}"
+        return None
+
     def _body(
         self,
         messages: list[dict[str, Any]],

@@ -780,6 +780,16 @@ def _preflight(provider: ChatProvider) -> None:
             raise BenchmarkError(f"{problem}{end} Nothing was run; check --base-url / CONTEXTDELTA_BASE_URL.")
 
 
+def _check_summary_model(provider: ChatProvider, info: ProviderInfo) -> None:
+    """A summary model apart from the agent's is checked too: the endpoint check only asked for the agent's."""
+    check = getattr(provider, "check_summary_model", None)
+    if check is None or not info.summary_model or info.summary_model == info.model:
+        return
+    problem = anyio.run(check, info.summary_model)
+    if problem is not None:
+        raise BenchmarkError(f"{problem}. Nothing was run.")
+
+
 def _close(provider: ChatProvider | None) -> None:
     """Release a provider the plan will not hand on (its connection pool, its I/O thread)."""
     close = getattr(provider, "aclose", None)
@@ -848,6 +858,8 @@ def plan_run(request: BenchmarkRequest, settings: Settings, provider: ChatProvid
         if chat is not None:
             # the endpoint first: a wrong URL, key or model is reported before any task file is parsed
             _preflight(chat)
+            if provider_info is not None and "semantic_summary" in (request.strategies or BUILTIN_STRATEGIES):
+                _check_summary_model(chat, provider_info)
         return _plan(request, settings, results_dir, target, chat, provider_info, prices, provider_spec)
     except BaseException:
         _close(chat)

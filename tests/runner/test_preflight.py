@@ -224,3 +224,26 @@ def test_run_external_and_serve_world_run_the_same_checks(tmp_path: Path) -> Non
         assert result.exit_code == 2, (args[0], result.output)
         assert "does not pass validate-tasks" in result.stderr and "Z-9999" in result.stderr
     assert not results.exists()
+
+
+def test_a_summary_model_the_endpoint_does_not_serve_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    """The endpoint check asks for the agent's model only: without this, every semantic_summary episode ran up to its
+    first summary (agent calls and their cost spent) and ended there as a failed trial."""
+    from tests.providers.conftest import RawEndpoint
+
+    refusal = json.dumps({"error": {"message": "The model `nosuch` does not exist", "code": "model_not_found"}})
+    results = tmp_path / "results"
+    with RawEndpoint([refusal.encode()], status=404) as endpoint:
+        result = runner.invoke(
+            app,
+            [
+                "run-benchmark", "--tasks", str(TASKS), "--task-ids", TASK, "--strategies", "semantic_summary",
+                "--protection-modes", "unprotected", "--repeats", "1", "--base-url", endpoint.base_url,
+                "--model", "raw", "--summary-model", "nosuch", "--results-dir", str(results),
+            ],
+        )  # fmt: skip
+        assert endpoint.requests == 1  # the summary model's check, and no episode
+    assert result.exit_code == 2, result.output
+    assert "refused a chat completion for summary model 'nosuch' (HTTP 404" in result.stderr
+    assert "check --summary-model / CONTEXTDELTA_SUMMARY_MODEL" in result.stderr
+    assert not results.exists() or not any(p.is_dir() for p in results.iterdir())
