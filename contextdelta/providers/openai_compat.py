@@ -79,6 +79,10 @@ _CONTEXT_MESSAGE = re.compile(
 )
 
 
+MAX_TOOL_CALLS_PER_REPLY = 256
+"""The most tool calls one reply may make (models make a handful in parallel): a broken server's reply of tens of
+thousands would each run against the world and be recorded, for minutes and gigabytes, within one step."""
+
 T = TypeVar("T")
 
 
@@ -563,6 +567,11 @@ class OpenAIProvider:
         tool_calls = message.get("tool_calls") or []
         if not isinstance(tool_calls, list):
             raise fail(f"tool_calls that is {json_type(tool_calls)}, not a list")
+        if len(tool_calls) > MAX_TOOL_CALLS_PER_REPLY:
+            raise fail(
+                f"{len(tool_calls)} tool calls in one reply, more than the {MAX_TOOL_CALLS_PER_REPLY} a step may make "
+                "(MAX_TOOL_CALLS_PER_REPLY)"
+            )
         for index, call in enumerate(tool_calls):
             if not isinstance(call, dict):
                 raise fail(f"tool_calls[{index}] that is not an object")

@@ -344,3 +344,18 @@ def test_an_error_message_with_line_breaks_and_terminal_escapes_is_one_safe_line
         failure = complete(endpoint, sleep)
     assert isinstance(failure, ProviderFailure)
     assert failure.message == "HTTP 400 BadRequestError: bad | pipe # HEADING \\x1b[31mRED\\x07"
+
+
+def test_a_reply_with_thousands_of_tool_calls_is_a_provider_error_before_any_runs() -> None:
+    from contextdelta.providers.openai_compat import MAX_TOOL_CALLS_PER_REPLY
+
+    call = {"id": "c", "type": "function", "function": {"name": "get_order", "arguments": '{"order_id": "A-1001"}'}}
+    body = completion({"content": None, "tool_calls": [call] * (MAX_TOOL_CALLS_PER_REPLY + 1)})
+    with RawEndpoint([body]) as endpoint:
+        trace = episode(endpoint)
+    assert trace.termination is TerminationReason.PROVIDER_ERROR
+    assert trace.error == (
+        f"the endpoint returned {MAX_TOOL_CALLS_PER_REPLY + 1} tool calls in one reply, more than the "
+        f"{MAX_TOOL_CALLS_PER_REPLY} a step may make (MAX_TOOL_CALLS_PER_REPLY)"
+    )
+    assert trace.tool_events() == []
