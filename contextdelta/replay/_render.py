@@ -11,6 +11,7 @@ Rendering builds a :class:`rich.text.Text`: styled in a terminal, ``.plain`` whe
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -38,6 +39,15 @@ STYLES = {
     "bad": "bold red",
     "mutation": "bold magenta",
 }
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _printable(text: str) -> str:
+    """Text from a model or an endpoint made safe for a terminal: each control character (a terminal escape: ESC
+    ``]0;title``, ``[2J``) written as its escape instead of sent to the terminal."""
+    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
 
 
 def _one_line(text: str) -> str:
@@ -104,10 +114,10 @@ class _Writer:
             self.text.append(" " * indent)
         for part in parts:
             if isinstance(part, str):
-                self.text.append(part)
+                self.text.append(_printable(part))
             else:
                 content, style = part
-                self.text.append(content, style=STYLES.get(style, style) if style else None)
+                self.text.append(_printable(content), style=STYLES.get(style, style) if style else None)
         self.text.append("\n")
 
     def block(self, content: str, style: str | None, indent: int) -> None:

@@ -93,3 +93,13 @@ def test_select_episodes_accepts_a_unique_prefix(fixture: Fixture) -> None:
     assert [r.run_id for r in chosen] == ["cfg-staging-access.full_history.unprotected.r1"]
     with pytest.raises(EpisodeNotFound, match="several"):
         select_episodes(records, "cfg-legacy-cleanup")
+
+
+def test_terminal_escapes_a_model_wrote_are_shown_not_sent_to_the_terminal(fixture: Fixture) -> None:
+    """A model (or a hostile endpoint) can write an escape sequence that sets the terminal's title or clears it."""
+    record = fixture.episode("context_dropped_fresh_observation")
+    hostile = "done \x1b]0;TITLE\x07 \x1b[2J\x1b[31mRED\x1b[0m\x9b"
+    record = record.model_copy(update={"trace": record.trace.model_copy(update={"final_answer": hostile})})
+    text = render_episode(record).plain
+    assert not any((ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F for c in text)
+    assert "done \\x1b]0;TITLE\\x07 \\x1b[2J\\x1b[31mRED\\x1b[0m\\x9b" in text
