@@ -565,6 +565,11 @@ class OpenAIProvider:
         clean = self._redactor.text
         calls: list[ToolCallRequest] = []
         tool_calls = message.get("tool_calls") or []
+        if not tool_calls and message.get("function_call"):  # the API before tool_calls: read as no reply at all
+            raise fail(
+                "a legacy `function_call` instead of `tool_calls`; the benchmark sends `tools`, so serve the model "
+                "with tool calling (tool_calls) enabled"
+            )
         if not isinstance(tool_calls, list):
             raise fail(f"tool_calls that is {json_type(tool_calls)}, not a list")
         if len(tool_calls) > MAX_TOOL_CALLS_PER_REPLY:

@@ -359,3 +359,13 @@ def test_a_reply_with_thousands_of_tool_calls_is_a_provider_error_before_any_run
         f"{MAX_TOOL_CALLS_PER_REPLY} a step may make (MAX_TOOL_CALLS_PER_REPLY)"
     )
     assert trace.tool_events() == []
+
+
+def test_a_legacy_function_call_is_a_provider_error_naming_it() -> None:
+    """Not an "empty response" after a nudge: the reply has a call, in the form that came before tool_calls."""
+    body = completion({"content": None, "function_call": {"name": "get_order", "arguments": "{}"}})
+    with RawEndpoint([body]) as endpoint:
+        trace = episode(endpoint)
+        assert endpoint.requests == 1
+    assert trace.termination is TerminationReason.PROVIDER_ERROR
+    assert trace.error is not None and "a legacy `function_call` instead of `tool_calls`" in trace.error
