@@ -421,7 +421,7 @@ class OpenAIProvider:
     async def _send(self, method: str, url: str, body: bytes | None, timeout: float) -> tuple[bytes, float, float]:
         """One request, on the I/O loop: (response body, when the request went out, when its response was read).
 
-        Raises EndpointStatusError for an HTTP error status, EndpointTimeout when no whole response came within
+        Raises EndpointStatusError for a status other than 2xx, EndpointTimeout when no whole response came within
         ``timeout`` seconds, EndpointConnectionError when the connection failed or closed early,
         EndpointResponseTooLarge for a body past MAX_RESPONSE_BYTES (reading stops there)."""
         session = self._http()
@@ -438,7 +438,7 @@ class OpenAIProvider:
                     capped.add(chunk)
                 content = capped.value()
                 read = time.perf_counter()
-                if response.status >= 400:
+                if not 200 <= response.status < 300:  # 4xx/5xx, and a 1xx/3xx left unfollowed (no Location)
                     raise EndpointStatusError(response.status, response.headers, content.decode("utf-8", "replace"))
         except TimeoutError:
             raise EndpointTimeout(f"the request timed out: no whole response within {timeout:g} s") from None
@@ -541,6 +541,8 @@ class OpenAIProvider:
         except NestedTooDeeply as exc:
             raise fail(str(exc)) from None
         except ValueError:
+            if not body.strip():
+                raise fail("an empty body where a chat completion belongs") from None
             # redacted whole, then cut: a key cut in two would no longer be recognised as the key
             start = self._scrub(body.decode("utf-8", "replace"))[:200]
             if body.lstrip().startswith((b"data:", b"event:", b":")):

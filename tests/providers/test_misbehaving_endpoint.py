@@ -369,3 +369,19 @@ def test_a_legacy_function_call_is_a_provider_error_naming_it() -> None:
         assert endpoint.requests == 1
     assert trace.termination is TerminationReason.PROVIDER_ERROR
     assert trace.error is not None and "a legacy `function_call` instead of `tool_calls`" in trace.error
+
+
+@pytest.mark.parametrize(
+    ("status", "why"),
+    [
+        (302, "HTTP 302 APIStatusError: Error code: 302"),  # a redirect without a Location to follow
+        (204, "the endpoint returned an empty body where a chat completion belongs"),
+    ],
+)
+def test_an_answer_without_a_completion_names_its_status_or_its_emptiness(
+    sleep: RecordingSleep, status: int, why: str
+) -> None:
+    with RawEndpoint([b""], status=status) as endpoint:
+        failure = complete(endpoint, sleep)
+    assert isinstance(failure, ProviderFailure) and failure.reason == "provider_error"
+    assert failure.message == why
