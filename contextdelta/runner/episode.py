@@ -61,6 +61,11 @@ class Costing:
         if self.max_episode_cost_usd is None:
             return None
         spent = self.cost(totals)
+        if spent is None and not totals.usage_complete:  # the prices are known (the plan checked): usage is not
+            return (
+                f"--max-episode-cost-usd ${self.max_episode_cost_usd} cannot be enforced: the endpoint reported no "
+                "token usage, so what the episode spent is unknown"
+            )
         if spent is not None and spent >= self.max_episode_cost_usd:
             return f"episode cost ${spent:.4f} reached --max-episode-cost-usd ${self.max_episode_cost_usd}"
         return None

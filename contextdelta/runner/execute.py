@@ -129,13 +129,29 @@ class CostBudget:
 
     def __init__(self, max_cost_usd: float | None, done: Sequence[EpisodeRecord] = ()) -> None:
         self.max_cost_usd = max_cost_usd
-        self.spent = sum(r.cost_usd or 0.0 for r in done)
+        self.spent = 0.0
+        self.uncounted: str | None = None
+        """An episode that made calls whose cost is unknown (the endpoint reported no usage): the budget cannot
+        count what was spent, so no further episode starts (the prices are known: the plan checked them)."""
+        for record in done:
+            self.observe(record)
 
     def observe(self, record: EpisodeRecord) -> None:
         self.spent += record.cost_usd or 0.0
+        totals = record.trace.totals
+        if record.cost_usd is None and totals.agent_calls + totals.summary_calls > 0 and self.uncounted is None:
+            self.uncounted = record.run_id
 
     def stop_reason(self) -> str | None:
-        if self.max_cost_usd is not None and self.spent >= self.max_cost_usd:
+        if self.max_cost_usd is None:
+            return None
+        if self.uncounted is not None:
+            return (
+                f"--max-cost-usd ${self.max_cost_usd} cannot be enforced: the endpoint reported no token usage for "
+                f"episode {self.uncounted}, so what it spent is unknown; run without a cost budget, or against an "
+                "endpoint that reports usage"
+            )
+        if self.spent >= self.max_cost_usd:
             return f"budget exhausted: spent ${self.spent:.4f} of --max-cost-usd ${self.max_cost_usd}"
         return None
 

@@ -475,3 +475,42 @@ def test_strategy_params_are_recorded_and_resume_refuses_other_ones(oracle_url: 
     with pytest.raises(BenchmarkError, match="--strategy-param: run has") as err:
         run_benchmark(request(oracle_url, tmp_path, resume=first.path.name, strategy_params={"last_n": {"n": 3}}))
     assert err.value.exit_code == 2
+
+
+NO_USAGE_CALL = json.dumps(
+    {
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": "c", "type": "function", "function": {"name": "look", "arguments": "{}"}}],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ]
+    }
+).encode()
+"""A tool call with no ``usage``: the endpoint does not say what the call cost."""
+
+
+@pytest.mark.parametrize("budget", ["max_cost_usd", "max_episode_cost_usd"])
+def test_a_cost_budget_an_endpoint_without_usage_defeats_is_not_silently_ignored(tmp_path: Path, budget: str) -> None:
+    """Without usage every cost is unknown and no budget could ever fire: the run went on as if there were none."""
+    from tests.providers.conftest import RawEndpoint
+
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"raw": {"input_per_mtok": 1.0, "output_per_mtok": 1.0}}))
+    with RawEndpoint([NO_USAGE_CALL]) as endpoint:
+        fields: dict[str, Any] = {"model": "raw", "price_table": prices, "concurrency": 1, "workers": 1, "max_steps": 3}
+        fields[budget] = 100.0
+        outcome = run_benchmark(request(endpoint.base_url, tmp_path / "results", **fields))
+    if budget == "max_cost_usd":  # the run stops after the first episode whose cost is unknown
+        assert outcome.manifest.status is RunStatus.INCOMPLETE
+        assert outcome.manifest.counts.finished == 1
+        reason = outcome.manifest.stop_reason or ""
+        assert reason.startswith("--max-cost-usd $100.0 cannot be enforced: the endpoint reported no token usage")
+    else:  # each episode stops at the first call that reported no usage, as a failed trial
+        assert {r.trace.termination.value for r in outcome.records} == {"budget_exceeded"}
+        assert all("cannot be enforced" in (r.trace.error or "") for r in outcome.records)
