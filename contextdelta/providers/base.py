@@ -7,6 +7,8 @@ from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 from pydantic import BaseModel, Field
 
 ENDPOINT_CHECK_TOOL = "contextdelta_endpoint_check"
+SUMMARY_MODEL_CHECK = "ContextDelta is checking that this endpoint serves the summary model. Reply OK."
+"""The only message of the check of a summary model apart from the agent's (a chat completion without tools)."""
 """The one tool of the endpoint check's request (``run-benchmark`` sends it once before a run starts)."""
 
 

@@ -40,6 +40,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from contextdelta.canonical import json_dumps_function, json_type
 from contextdelta.providers.base import (
+    SUMMARY_MODEL_CHECK,
     ProviderFailure,
     ProviderResponse,
     ToolCallRequest,
@@ -352,9 +353,7 @@ class OpenAIProvider:
         return await self._io.run(self._check_summary_model(where, model, wait))
 
     async def _check_summary_model(self, where: str, model: str, wait: float) -> str | None:
-        messages = [
-            {"role": "user", "content": "ContextDelta is checking that this endpoint serves the model. Reply OK."}
-        ]
+        messages = [{"role": "user", "content": SUMMARY_MODEL_CHECK}]
         fix = "check --summary-model / CONTEXTDELTA_SUMMARY_MODEL (default: the agent model)"
         try:
             body, _, _ = await self._send(

@@ -858,7 +858,9 @@ def plan_run(request: BenchmarkRequest, settings: Settings, provider: ChatProvid
         if chat is not None:
             # the endpoint first: a wrong URL, key or model is reported before any task file is parsed
             _preflight(chat)
-            if provider_info is not None and "semantic_summary" in (request.strategies or BUILTIN_STRATEGIES):
+            # a new run's summary model (a resume refuses a summary model other than the one its run was served)
+            wanted = request.strategies or BUILTIN_STRATEGIES
+            if target is None and provider_info is not None and "semantic_summary" in wanted:
                 _check_summary_model(chat, provider_info)
         return _plan(request, settings, results_dir, target, chat, provider_info, prices, provider_spec)
     except BaseException:

@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 from contextdelta._loopback import LoopbackService, ThreadedHTTPServer
 from contextdelta.canonical import canonical_json
 from contextdelta.providers import ENDPOINT_CHECK_TOOL
+from contextdelta.providers.base import SUMMARY_MODEL_CHECK
 from contextdelta.testing.faults import REPLY_FAULTS, RESPONSE_FAULTS, FaultKind, FaultPlan
 from contextdelta.testing.policies import (
     PolicyName,
@@ -233,7 +234,7 @@ class ScriptedServer(LoopbackService):
     def chat(self, body: Any, headers: Mapping[str, str] | None = None) -> _Answer:
         echo = _echo(headers or {})
         authorization = next((v for k, v in (headers or {}).items() if k.lower() == "authorization"), None)
-        check = _is_endpoint_check(body)
+        check = _is_endpoint_check(body) or _is_summary_model_check(body)
         arrived = time.monotonic()
         with self._lock:
             if check:  # not numbered: selectors address the run's own requests ("all" reaches it too)
@@ -322,10 +323,13 @@ class ScriptedServer(LoopbackService):
         )
 
     def _endpoint_check_reply(self, messages: list[dict[str, Any]], prompt_tokens: int) -> _Answer:
-        reply = ScriptedReply(
-            content=None, tool_calls=(ScriptedToolCall("call_endpoint_check", ENDPOINT_CHECK_TOOL, "{}"),)
-        )
-        choice = {"index": 0, "message": _message(reply), "finish_reason": "tool_calls", "logprobs": None}
+        if messages and messages[-1].get("content") == SUMMARY_MODEL_CHECK:  # the summary model's check: a text
+            reply = ScriptedReply(content="OK")
+        else:
+            reply = ScriptedReply(
+                content=None, tool_calls=(ScriptedToolCall("call_endpoint_check", ENDPOINT_CHECK_TOOL, "{}"),)
+            )
+        choice = {"index": 0, "message": _message(reply), "finish_reason": reply.finish_reason, "logprobs": None}
         completion_tokens = approx_tokens(canonical_json(_message(reply)))
         return _Answer(200, self._completion(messages, [choice], prompt_tokens, completion_tokens))
 
@@ -389,6 +393,14 @@ def _echo(headers: Mapping[str, str]) -> str:
     """The request's credential headers quoted back, as a misconfigured endpoint's debug output would."""
     parts = [f"{name}: {value}" for name, value in headers.items() if name.lower() in ("authorization", "api-key")]
     return "(received " + "; ".join(parts or ["no credentials"]) + ")"
+
+
+def _is_summary_model_check(body: Any) -> bool:
+    """Whether a chat request is ``run-benchmark``'s check of a summary model apart from the agent's."""
+    if not isinstance(body, dict) or body.get("tools") or not isinstance(body.get("messages"), list):
+        return False
+    messages = body["messages"]
+    return len(messages) == 1 and isinstance(messages[0], dict) and messages[0].get("content") == SUMMARY_MODEL_CHECK
 
 
 def _is_endpoint_check(body: Any) -> bool:

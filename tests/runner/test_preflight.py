@@ -10,6 +10,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import anyio
 import pytest
 from typer.testing import CliRunner
 
@@ -247,3 +248,18 @@ def test_a_summary_model_the_endpoint_does_not_serve_is_refused_before_anything_
     assert "refused a chat completion for summary model 'nosuch' (HTTP 404" in result.stderr
     assert "check --summary-model / CONTEXTDELTA_SUMMARY_MODEL" in result.stderr
     assert not results.exists() or not any(p.is_dir() for p in results.iterdir())
+
+
+def test_a_summary_model_apart_from_the_agents_passes_the_check_on_the_scripted_server(tmp_path: Path) -> None:
+    """The scripted server (the smoke-test endpoint) answers the summary model's check, as any real endpoint."""
+    from contextdelta.providers import OpenAIProvider
+    from contextdelta.testing import serve_scripted
+
+    with serve_scripted("oracle", TASKS, in_process=True) as url:
+        provider = OpenAIProvider(base_url=url, model="scripted-oracle", timeout_s=5)
+
+        async def check() -> str | None:
+            async with provider:
+                return await provider.check_summary_model("another-summary-model")
+
+        assert anyio.run(check) is None
