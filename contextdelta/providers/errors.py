@@ -92,6 +92,13 @@ class EndpointConnectionError(EndpointError):
     name = "APIConnectionError"
 
 
+class EndpointRedirectLoop(EndpointConnectionError):
+    """The endpoint redirected more times than a client follows (a loop, or a chain to nowhere). Not retried: the
+    same request is redirected the same way again."""
+
+    name = "TooManyRedirects"
+
+
 class EndpointTimeout(EndpointConnectionError):
     """No whole response within the attempt's time limit."""
 
@@ -113,6 +120,7 @@ __all__ = [
     "STATUS_NAMES",
     "EndpointConnectionError",
     "EndpointError",
+    "EndpointRedirectLoop",
     "EndpointResponseTooLarge",
     "EndpointStatusError",
     "EndpointTimeout",

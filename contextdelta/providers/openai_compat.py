@@ -51,6 +51,7 @@ from contextdelta.providers.bodies import CappedBody, NestedTooDeeply, load_json
 from contextdelta.providers.errors import (
     EndpointConnectionError,
     EndpointError,
+    EndpointRedirectLoop,
     EndpointResponseTooLarge,
     EndpointStatusError,
     EndpointTimeout,
@@ -439,6 +440,11 @@ class OpenAIProvider:
                 read = time.perf_counter()
                 if not 200 <= response.status < 300:  # 4xx/5xx, and a 1xx/3xx left unfollowed (no Location)
                     raise EndpointStatusError(response.status, response.headers, content.decode("utf-8", "replace"))
+        except aiohttp.TooManyRedirects as exc:
+            raise EndpointRedirectLoop(
+                f"the endpoint redirected {len(exc.history)} times without an answer (a redirect loop?), last to "
+                f"{exc.request_info.real_url}; give --base-url as the URL that answers"
+            ) from None
         except TimeoutError:
             raise EndpointTimeout(f"the request timed out: no whole response within {timeout:g} s") from None
         except aiohttp.ClientError as exc:

@@ -385,3 +385,12 @@ def test_an_answer_without_a_completion_names_its_status_or_its_emptiness(
         failure = complete(endpoint, sleep)
     assert isinstance(failure, ProviderFailure) and failure.reason == "provider_error"
     assert failure.message == why
+
+
+def test_a_redirect_loop_is_named_and_not_retried(sleep: RecordingSleep) -> None:
+    with RawEndpoint([b""], status=307, headers={"Location": "/v1/chat/completions"}) as endpoint:
+        failure = complete(endpoint, sleep)
+        assert endpoint.requests == 10  # the redirects a client follows, once: no retry
+    assert isinstance(failure, ProviderFailure) and failure.reason == "provider_error"
+    assert failure.retries == 0 and sleep.waits == []
+    assert failure.message.startswith("TooManyRedirects: the endpoint redirected 10 times without an answer")
