@@ -339,9 +339,16 @@ def execute(run: ActiveRun, executor: Executor | None = None, rules: Sequence[St
     finally:
         # worker processes and Ray actors build providers of their own: without this, the one that checked the
         # endpoint keeps its connection pool and I/O thread open (and aiohttp warns "Unclosed client session")
-        close = getattr(run.plan.provider, "aclose", None)
-        if close is not None:
-            anyio.run(close)
+        _release_provider(run.plan)
+
+
+def _release_provider(plan: RunPlan) -> None:
+    """Close the plan's provider (the endpoint check's connection pool and I/O thread; idempotent): a resume with
+    nothing left to run, or worker processes with providers of their own, never hand it to an executor that closes
+    it, and an unclosed pool is reported on stderr ("Unclosed client session") when it is collected."""
+    close = getattr(plan.provider, "aclose", None)
+    if close is not None:
+        anyio.run(close)
 
 
 # ---- finalise --------------------------------------------------------------------------------------------------

@@ -123,3 +123,39 @@ def test_sigkill_during_runs_and_finalisations_then_resume_gives_a_verified_run_
 
     assert {run_id: digest for run_id, digest in rows} == {k: record_sha256(r) for k, r in records.items()}
     assert tuple(finished) == (PLANNED, "complete")
+
+
+def test_resuming_a_complete_run_prints_no_unclosed_connection_warning(tmp_path: Path) -> None:
+    """Nothing is left to run, so no executor takes the endpoint check's provider; it is closed all the same (an
+    unclosed aiohttp pool prints "Unclosed client session" / "Unclosed connector" on the user's terminal)."""
+    results = tmp_path / "results"
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "CONTEXTDELTA_WORKERS": "1"}
+    with serve_scripted("oracle", TASKS) as url:
+        common = ["--base-url", url, "--model", "scripted-oracle", "--quiet", "--no-store"]
+        first = [
+            *("run-benchmark", "--tasks", str(TASKS), "--results-dir", str(results), "--task-ids", SMALL[2]),
+            *("--strategies", "full_history", "--protection-modes", "unprotected", "--repeats", "1", *common),
+        ]
+        done = subprocess.run([sys.executable, "-m", "contextdelta", *first], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        path = done.stdout.strip().splitlines()[-1]
+        for workers in ("1", "2"):
+            again = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "contextdelta",
+                    "run-benchmark",
+                    "--resume",
+                    path,
+                    "--workers",
+                    workers,
+                    *common,
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            assert again.returncode == 0, again.stderr
+            assert again.stdout.strip().splitlines()[-1] == path
+            assert "Unclosed" not in again.stderr, again.stderr
