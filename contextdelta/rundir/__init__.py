@@ -14,6 +14,7 @@ from contextdelta.rundir.ids import RUN_GROUP_ID, RunIdError, episode_run_id, ne
 from contextdelta.rundir.io import (
     JsonlError,
     JsonlWriter,
+    SessionLock,
     atomic_write_json,
     atomic_write_text,
     read_jsonl,
@@ -156,6 +157,7 @@ __all__ = [
     "RunStatus",
     "Seal",
     "SeedRule",
+    "SessionLock",
     "ShardInfo",
     "StrategyParams",
     "SuiteInfo",

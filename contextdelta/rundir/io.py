@@ -76,6 +76,40 @@ class JsonlWriter:
         self.close()
 
 
+class SessionLock:
+    """An exclusive, advisory lock on a run directory, held by the one session that writes it (``flock`` on the
+    folder itself, so the run directory gains no file). The operating system drops it when the process ends, however
+    it ends, so a killed session never leaves a stale lock behind. Where ``fcntl`` is missing (Windows) it locks
+    nothing."""
+
+    def __init__(self, fd: int | None) -> None:
+        self._fd = fd
+
+    @classmethod
+    def acquire(cls, folder: Path) -> SessionLock | None:
+        """The lock on ``folder``, or None when another process holds it."""
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not on POSIX
+            return cls(None)
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(fd)
+
+    def release(self) -> None:
+        """Let the next session in (idempotent)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+
 class JsonlError(ValueError):
     """A JSONL file has a malformed line that is not a torn last line."""
 

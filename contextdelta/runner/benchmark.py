@@ -36,11 +36,13 @@ from contextdelta.rundir import (
     Recorder,
     Recorders,
     RunDirectory,
+    RunDirectoryError,
     RunDirectoryRecorder,
     RunEnd,
     RunManifest,
     RunStart,
     RunStatus,
+    SessionLock,
     new_run_group_id,
 )
 from contextdelta.runner.episode import Costing, EpisodeJob, utc_now
@@ -56,7 +58,7 @@ from contextdelta.runner.execute import (
 )
 from contextdelta.runner.plan import episode_seed, order_seed
 from contextdelta.runner.pool import WorkerPoolExecutor
-from contextdelta.runner.prepare import RunPlan, plan_run
+from contextdelta.runner.prepare import RunPlan, lock_run, plan_run
 from contextdelta.runner.provenance import environment
 from contextdelta.runner.request import EXIT_INCOMPLETE, BenchmarkError, BenchmarkRequest
 from contextdelta.settings import Settings, load_settings, redact_url
@@ -115,6 +117,8 @@ class ActiveRun:
     stop_reason: str | None = None
     write_error: str | None = None
     """Set when a recorder could not write (a full disk): no further episode starts, the run ends incomplete."""
+    lock: SessionLock | None = None
+    """This session's hold on the run directory (:func:`lock_run`), released when :func:`finalise` ends."""
 
     def record(self, record: EpisodeRecord) -> None:
         """One finished episode: hand it to every recorder and keep it (called by the driver only); a re-run of a
@@ -204,10 +208,47 @@ def open_run(plan: RunPlan, recorders: Sequence[Recorder] = ()) -> ActiveRun:
         manifest = _new_manifest(plan, now)
         directory = RunDirectory(plan.results_dir / manifest.run_group_id)
         directory.create(manifest, [(t.task.world, t.task.id, t.path) for t in plan.matrix.tasks])
+        lock = lock_run(directory)
     else:
         directory, manifest = plan.existing, plan.manifest
-        directory.remove_stale_temp_files()
-        directory.repair_raw_runs()
+        lock = lock_run(directory)
+        try:
+            _unchanged_since_plan(directory, manifest)
+            directory.remove_stale_temp_files()
+            directory.repair_raw_runs()
+        except BaseException:
+            lock.release()
+            raise
+    try:
+        return _open(plan, recorders, directory, manifest, now, lock)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _unchanged_since_plan(directory: RunDirectory, planned: RunManifest) -> None:
+    """Refuse (exit 2, nothing changed) when another session wrote the run between this session's plan (which read
+    the episodes done) and its lock: its plan would run episodes that are recorded by now."""
+    try:
+        current = directory.read_manifest()
+    except RunDirectoryError as exc:
+        raise BenchmarkError(f"cannot resume: {exc}") from exc
+    if current != planned:
+        raise BenchmarkError(
+            f"run {directory.path.name} was written by another session while this one was preparing "
+            f"(run_manifest.json changed: now {current.status.value}, {len(current.sessions)} sessions); nothing "
+            f"was changed: run the same command again"
+        )
+
+
+def _open(
+    plan: RunPlan,
+    recorders: Sequence[Recorder],
+    directory: RunDirectory,
+    manifest: RunManifest,
+    now: str,
+    lock: SessionLock,
+) -> ActiveRun:
     session: dict[str, Any] = {
         "started_at": now,
         "resumed": plan.resumed,
@@ -229,7 +270,7 @@ def open_run(plan: RunPlan, recorders: Sequence[Recorder] = ()) -> ActiveRun:
     from contextdelta.report import ReportFiles  # numpy/scipy: loaded once a run really starts, not at import
 
     group = Recorders([RunDirectoryRecorder(directory), ReportFiles(directory), *recorders])
-    run = ActiveRun(plan, directory, manifest, session, group, list(plan.done), list(plan.superseded))
+    run = ActiveRun(plan, directory, manifest, session, group, list(plan.done), list(plan.superseded), lock=lock)
     group.start(
         RunStart(
             path=directory.path,
@@ -408,6 +449,9 @@ def finalise(run: ActiveRun) -> RunOutcome:
     except KeyboardInterrupt:
         message = f"interrupted while finalising run {run.directory.path.name}: {run_state(run)}"
         raise FinaliseInterrupted(message, 130) from None
+    finally:
+        if run.lock is not None:
+            run.lock.release()
 
 
 def _finalise(run: ActiveRun) -> RunOutcome:
@@ -483,7 +527,11 @@ def run_benchmark(
 def run_plan(plan: RunPlan, recorders: Sequence[Recorder] = (), executor: Executor | None = None) -> RunOutcome:
     """Open, execute and finalise a checked plan (what :func:`run_benchmark` does after :func:`plan_run`)."""
     with tuned_for_episodes():
-        run = open_run(plan, recorders)
+        try:
+            run = open_run(plan, recorders)
+        except BaseException:
+            _release_provider(plan)  # refused (another session holds the run): nothing will take the provider
+            raise
         try:
             execute(run, executor)
         except KeyboardInterrupt:

@@ -56,6 +56,7 @@ from contextdelta.rundir import (
     RunIdError,
     RunManifest,
     SeedRule,
+    SessionLock,
     ShardInfo,
     StrategyParams,
     SuiteInfo,
@@ -545,7 +546,23 @@ def _resume_target(results_dir: Path, run_id: str) -> tuple[RunDirectory, RunMan
             f"cannot resume {manifest.run_group_id}: the task snapshot was changed after it was sealed "
             f"({', '.join(snapshot[:5])}); `contextdelta verify {manifest.run_group_id} --allow-incomplete` names it"
         )
+    lock_run(directory).release()  # said now, before the endpoint check and the suite's checks; taken again to open
     return directory, manifest
+
+
+def lock_run(directory: RunDirectory) -> SessionLock:
+    """This session's exclusive hold on ``directory`` for as long as it writes it. BenchmarkError (exit 2, nothing
+    changed) while another session holds it: two sessions appending to one run would record episodes twice and
+    break its hash chain."""
+    lock = SessionLock.acquire(directory.path)
+    if lock is None:
+        raise BenchmarkError(
+            f"run {directory.path.name} is being written by another session right now (a run-benchmark, --resume, "
+            f"run-external or serve-world still running on {directory.path}); nothing was changed: wait for that "
+            f"session to end (or stop it with Ctrl-C), then run `contextdelta run-benchmark --resume "
+            f"{directory.path}` if the run is still incomplete"
+        )
+    return lock
 
 
 def recorded_provider(request: BenchmarkRequest, manifest: RunManifest) -> BenchmarkRequest:

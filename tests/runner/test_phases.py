@@ -21,6 +21,7 @@ from contextdelta.rundir import (
     RunStatus,
 )
 from contextdelta.runner import (
+    BenchmarkError,
     BenchmarkRequest,
     EpisodeJob,
     Executor,
@@ -31,6 +32,7 @@ from contextdelta.runner import (
     open_run,
     plan_run,
     run_benchmark,
+    run_plan,
     stop_rules,
 )
 from contextdelta.settings import Settings
@@ -179,6 +181,48 @@ def test_a_stop_rule_stops_starting_episodes_and_the_run_says_why(oracle_url: st
     assert outcome.manifest.status is RunStatus.INCOMPLETE
     assert outcome.manifest.stop_reason == "stopped after 1 episodes"
     assert outcome.manifest.counts.finished == 1
+
+
+def _files(path: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in path.iterdir() if p.is_file()}
+
+
+def test_a_second_session_on_a_run_still_being_written_is_refused_and_changes_nothing(
+    oracle_url: str, tmp_path: Path
+) -> None:
+    run = open_run(plan_run(request(oracle_url, tmp_path, concurrency=1), Settings()))
+    execute(run, rules=[*stop_rules(run), StopAfter(1)])  # the first session has not finalised: it still writes
+    before = _files(run.directory.path)
+    again = request(oracle_url, tmp_path, resume=run.directory.path.name, task_ids=None)
+    with pytest.raises(BenchmarkError) as refused:
+        run_benchmark(again)
+    assert refused.value.exit_code == 2
+    assert (
+        "being written by another session" in refused.value.message and run.directory.path.name in refused.value.message
+    )
+    assert _files(run.directory.path) == before
+    assert finalise(run).manifest.status is RunStatus.INCOMPLETE
+    resumed = run_benchmark(again)  # once the first session ended, the run resumes
+    assert resumed.manifest.status is RunStatus.COMPLETE
+    assert sorted(r.run_id for r in RunDirectory(resumed.path).read_episodes()) == sorted(
+        s.run_id for s in run.plan.specs
+    )
+
+
+def test_a_resume_planned_before_another_session_wrote_the_run_is_refused(oracle_url: str, tmp_path: Path) -> None:
+    first = open_run(plan_run(request(oracle_url, tmp_path, concurrency=1), Settings()))
+    execute(first, rules=[*stop_rules(first), StopAfter(1)])
+    finalise(first)
+    again = request(oracle_url, tmp_path, resume=first.directory.path.name, task_ids=None)
+    late = plan_run(again, Settings())  # planned with 3 episodes pending...
+    assert len(late.pending) == 3
+    assert run_benchmark(again).manifest.status is RunStatus.COMPLETE  # ...which another session ran meanwhile
+    before = _files(first.directory.path)
+    with pytest.raises(BenchmarkError) as refused:
+        run_plan(late)
+    assert refused.value.exit_code == 2 and "run the same command again" in refused.value.message
+    assert _files(first.directory.path) == before  # no episode recorded twice
+    assert len(RunDirectory(first.directory.path).read_episodes()) == 4
 
 
 @pytest.mark.slow
