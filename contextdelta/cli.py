@@ -1206,11 +1206,12 @@ def _warn_if_changed(
     """Warn when the seal of a complete run finds a change since the run, or a seal the run must carry is gone
     (what is shown then comes from files that may have changed), and refuse to rewrite and reseal such a directory
     (exit 2). A run from before receipts (no seal to check) and one not complete are not warned about."""
-    from contextdelta.rundir import RunDirectoryError, RunManifest, RunStatus
+    from contextdelta.rundir import RunDirectory, RunDirectoryError, RunManifest, RunStatus
     from contextdelta.verify import seal_problems
 
     assert isinstance(manifest, RunManifest)
-    if manifest.status is not RunStatus.COMPLETE:
+    # a status edited after the run (complete -> running) must not switch the check off
+    if manifest.status is not RunStatus.COMPLETE and not RunDirectory(path).manifest_edits():
         return
     run_id = manifest.run_group_id
     try:

@@ -492,7 +492,8 @@ def load_run(path: Path) -> RunData:
     except (RunDirectoryError, OSError, ValueError) as exc:
         raise RunLoadError(str(exc)) from exc
     # a run from before receipts has no seal to check; one whose seal was removed is named as changed
-    changed = _seal_problems(path) if manifest.status is RunStatus.COMPLETE else ()
+    # a status edited after the run (complete -> running) must not switch the check off
+    changed = _seal_problems(path) if manifest.status is RunStatus.COMPLETE or directory.manifest_edits() else ()
     try:
         running = manifest.status is RunStatus.RUNNING
         recorded = None if running or changed else _recorded_metrics(directory, manifest, len(records))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from contextdelta.rundir import RunDirectory, RunStatus
 from contextdelta.rundir.layout import AGGREGATE_METRICS, MANIFEST, RAW_RUNS
 from tests.report import runs
 
@@ -38,10 +39,12 @@ def make_running(source: Path, into: Path, keep: int) -> Path:
     """A copy of ``source`` as a run still in progress: status running, ``keep`` episodes, a torn last line, and
     no report files yet."""
     target = runs.copy_run(source, into)
-    manifest = json.loads((target / MANIFEST).read_text())
-    manifest.update(status="running", finished_at=None)
-    manifest["counts"].update(finished=0, succeeded=0, failed=0)
-    (target / MANIFEST).write_text(json.dumps(manifest))
+    directory = RunDirectory(target)  # sealed as the runner writes a running manifest, not edited after it
+    manifest = directory.read_manifest()
+    counts = manifest.counts.model_copy(update={"finished": 0, "succeeded": 0, "failed": 0})
+    directory.write_manifest(
+        manifest.model_copy(update={"status": RunStatus.RUNNING, "finished_at": None, "counts": counts})
+    )
     lines = (target / RAW_RUNS).read_text().splitlines(keepends=True)
     (target / RAW_RUNS).write_text("".join(lines[:keep]) + lines[keep][: len(lines[keep]) // 2])
     (target / AGGREGATE_METRICS).unlink()

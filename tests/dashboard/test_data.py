@@ -39,7 +39,7 @@ from contextdelta.dashboard.data import (
 )
 from contextdelta.dashboard.timeline import episode_timeline
 from contextdelta.report import metrics_json
-from contextdelta.rundir.layout import AGGREGATE_METRICS, RAW_RUNS
+from contextdelta.rundir.layout import AGGREGATE_METRICS, MANIFEST, RAW_RUNS
 from contextdelta.rundir.records import EpisodeRecord
 from tests.dashboard.conftest import make_malformed, make_running
 from tests.report import runs
@@ -141,6 +141,17 @@ def test_load_run_recomputes_the_metrics_of_a_run_in_progress(tmp_path: Path, un
     assert data.in_progress and data.metrics_source.startswith("recomputed")
     assert len(data.episodes) == 7 and data.metrics.episodes.finished == 7
     assert sum(c.episodes for c in data.metrics.conditions) == 7
+
+
+def test_a_complete_run_edited_to_say_running_is_named_as_changed(tmp_path: Path, unsafe_run: Path) -> None:
+    """Editing the status (complete -> running) must not switch the seal check off and pass edited episodes as a
+    run in progress."""
+    target = runs.copy_run(unsafe_run, tmp_path)
+    manifest = json.loads((target / MANIFEST).read_text())
+    manifest["status"] = "running"
+    (target / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    data = load_run(target)
+    assert any("run_manifest.json status: edited after the run" in line for line in data.changed), data.changed
 
 
 def test_load_run_recomputes_when_the_recorded_metrics_are_unreadable(tmp_path: Path, unsafe_run: Path) -> None:

@@ -270,6 +270,28 @@ def test_report_of_a_run_changed_after_it_warns_and_will_not_reseal_it(tmp_path:
     assert {name: (path / name).read_bytes() for name in before} == before
 
 
+def test_report_of_a_complete_run_edited_to_say_running_still_warns_and_will_not_reseal_it(tmp_path: Path) -> None:
+    """The status flipped back to running (a note instead of the seal's warning) with a verdict edited as well."""
+    path = runs.copy_run(runs.oracle_pair_run(), tmp_path)
+    raw = path / RAW_RUNS
+    lines = raw.read_text().splitlines(keepends=True)
+    record = json.loads(lines[0])
+    record["verdict"]["success"] = not record["verdict"]["success"]
+    lines[0] = json.dumps(record, separators=(",", ":"), sort_keys=True) + "\n"
+    raw.write_text("".join(lines))
+    manifest = json.loads((path / MANIFEST).read_text())
+    manifest["status"] = "running"
+    (path / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    result = cli.invoke(app, ["report", path.name, "--results-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    message = " ".join(result.stderr.split())
+    assert f"run {path.name} was changed after its run" in message, message
+    before = {name: (path / name).read_bytes() for name in (BENCHMARK_REPORT, AGGREGATE_METRICS, MANIFEST)}
+    result = cli.invoke(app, ["report", path.name, "--write", "--results-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert {name: (path / name).read_bytes() for name in before} == before
+
+
 def test_compare_warns_when_a_run_was_changed_after_its_run(tmp_path: Path, trusting: Path) -> None:
     base = runs.copy_run(trusting, tmp_path)
     edited = runs.copy_run(runs.oracle_pair_run(), tmp_path)
