@@ -29,9 +29,11 @@ from contextdelta.rundir.legacy import add_grader_details
 from contextdelta.rundir.receipts import (
     RECEIPTS,
     chain_state,
+    complete_lines,
     file_digests,
     file_kind,
     manifest_edits,
+    read_receipts,
     reconcile_receipts,
     seal_directory,
     seal_sha256,
@@ -44,6 +46,7 @@ from contextdelta.rundir.records import (
     VERDICT_COLUMNS,
     EpisodeRecord,
     RunManifest,
+    RunStatus,
     ToolEventRecord,
     task_result_columns,
 )
@@ -332,6 +335,40 @@ class RunDirectory:
         if value.get("seal") is None and self._expects_seal(False, version):
             return ["seal (removed)"]
         return manifest_edits(value)
+
+    def sealed_records_lost(self, manifest: RunManifest) -> str | None:
+        """What a resume's repair would drop of the records a finalised run sealed, in words, or None.
+
+        A run that ended (``complete`` or ``incomplete``) closed ``raw_runs.jsonl`` and its receipts (flushed to the
+        disk) before its manifest sealed them, so fewer complete records or receipts than the seal counts (a line
+        deleted, cut short or overwritten with bytes that do not parse) is an edit, not a killed writer: a resume
+        would run those episodes again and seal the new records as the run's. A run still ``running`` (killed)
+        may have lost the unflushed tail of either file to a machine crash, so it is left to the repair."""
+        if manifest.seal is None or manifest.status is RunStatus.RUNNING:
+            return None
+        sealed = manifest.seal.records.lines
+        lines = complete_lines(self.file(RAW_RUNS))
+        if lines:
+            try:
+                json.loads(lines[-1])
+            except ValueError:  # what the repair cuts as torn
+                lines = lines[:-1]
+        try:
+            receipts = len(read_receipts(self.file(RAW_RUNS_RECEIPTS)))
+        except ValueError as exc:
+            return f"{RAW_RUNS_RECEIPTS} is damaged ({exc})"
+        if len(lines) >= sealed and receipts >= sealed:
+            return None
+        if len(lines) < sealed:
+            return (
+                f"{RAW_RUNS} holds {len(lines)} complete records, but the manifest sealed {sealed} (lines deleted, "
+                "cut short or overwritten after the run ended); resuming would run those episodes again and seal the "
+                "new records as the run's"
+            )
+        return (
+            f"{RAW_RUNS_RECEIPTS} holds {receipts} receipts, but the manifest sealed {sealed}; resuming would derive "
+            f"the missing ones from the lines of {RAW_RUNS} as they stand now, sealing any edit of them"
+        )
 
     def snapshot_edits(self) -> list[str]:
         """The files of the task snapshot changed, added or removed since the manifest sealed them (none for a

@@ -546,6 +546,12 @@ def _resume_target(results_dir: Path, run_id: str) -> tuple[RunDirectory, RunMan
             f"cannot resume {manifest.run_group_id}: the task snapshot was changed after it was sealed "
             f"({', '.join(snapshot[:5])}); `contextdelta verify {manifest.run_group_id} --allow-incomplete` names it"
         )
+    lost = directory.sealed_records_lost(manifest)
+    if lost:  # the repair would drop them and the resume run those episodes again, sealing the new records
+        raise BenchmarkError(
+            f"cannot resume {manifest.run_group_id}: {lost}: restore {directory.path} as the run wrote it "
+            f"(`contextdelta verify {manifest.run_group_id} --allow-incomplete` names what changed)"
+        )
     lock_run(directory).release()  # said now, before the endpoint check and the suite's checks; taken again to open
     return directory, manifest
 

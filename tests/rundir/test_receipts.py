@@ -218,6 +218,27 @@ def test_the_receipt_written_with_a_record_is_the_receipt_verify_derives_from_it
         previous = receipt.chain
 
 
+@pytest.mark.parametrize("damage", ["record deleted", "record overwritten", "receipt deleted"])
+def test_a_sealed_record_gone_from_a_finished_run_refuses_a_resume(tmp_path: Path, damage: str) -> None:
+    """A run that ended closed both files before its manifest sealed them, so a sealed line missing now is an edit,
+    not a kill: the repair would drop it, and the resume would run the episode again and seal the new record, leaving
+    verify nothing to name."""
+    with serve_scripted("oracle", TASKS, in_process=True) as url:
+        path = _small_run(url, tmp_path)
+        raw, receipts = path / RAW_RUNS, path / RAW_RUNS_RECEIPTS
+        lines = raw.read_text().splitlines(keepends=True)
+        if damage == "record deleted":
+            raw.write_text("".join(lines[:-1]))
+        elif damage == "record overwritten":
+            raw.write_text("".join(lines[:-1]) + "{not an episode\n")
+        else:
+            receipts.write_text("".join(receipts.read_text().splitlines(keepends=True)[:-1]))
+        before = {p.name: p.read_bytes() for p in path.iterdir() if p.is_file()}
+        with pytest.raises(BenchmarkError, match=r"but the manifest sealed 2.*restore .* as the run wrote it"):
+            _resume(url, path)
+    assert {p.name: p.read_bytes() for p in path.iterdir() if p.is_file()} == before
+
+
 def test_a_task_snapshot_changed_after_its_seal_refuses_a_resume(tmp_path: Path) -> None:
     """A comment added to a snapshot task file changes no replay; resuming would still seal it as the run's."""
     with serve_scripted("oracle", TASKS, in_process=True) as url:

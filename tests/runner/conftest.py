@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from contextdelta.rundir import RunDirectory, RunStatus
 from contextdelta.runner import BenchmarkRequest
 from contextdelta.testing import serve_scripted
 
@@ -29,6 +30,14 @@ def benchmark_request(url: str, results: Path, **overrides: object) -> Benchmark
     }
     fields.update(overrides)
     return BenchmarkRequest.model_validate(fields)
+
+
+def as_killed(path: Path) -> None:
+    """Leave the finished run at ``path`` as a killed session leaves one: its manifest ``running`` (sealed as the
+    runner writes it). A resume refuses a *finished* run whose sealed records are gone (an edit, not a kill), so a
+    test that cuts records to have something to resume says the session was killed."""
+    directory = RunDirectory(path)
+    directory.write_manifest(directory.read_manifest().model_copy(update={"status": RunStatus.RUNNING}))
 
 
 @pytest.fixture(scope="module")

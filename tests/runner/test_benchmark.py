@@ -30,7 +30,7 @@ from contextdelta.runner import (
     run_benchmark,
 )
 from contextdelta.testing import serve_scripted
-from tests.runner.conftest import SMALL, TASKS, benchmark_request
+from tests.runner.conftest import SMALL, TASKS, as_killed, benchmark_request
 
 
 def request(url: str, tmp_path: Path, **overrides: object) -> BenchmarkRequest:
@@ -176,6 +176,7 @@ def test_resume_recovers_a_torn_line_and_runs_only_missing_episodes(oracle_url: 
     lines = raw.read_bytes().splitlines(keepends=True)
     assert len(lines) == 4
     raw.write_bytes(b"".join(lines[:2]) + lines[2][: len(lines[2]) // 2])  # one kept, one torn, one lost
+    as_killed(first.path)
     kept = {json.loads(line)["run_id"] for line in lines[:2]}
     second = run_benchmark(request(oracle_url, tmp_path, resume=first.path.name, task_ids=None))
     assert second.manifest.status is RunStatus.COMPLETE

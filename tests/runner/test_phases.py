@@ -36,7 +36,7 @@ from contextdelta.runner import (
     stop_rules,
 )
 from contextdelta.settings import Settings
-from tests.runner.conftest import benchmark_request
+from tests.runner.conftest import as_killed, benchmark_request
 
 SMALL = ["order-grinder-refund", "cfg-search-ramp"]
 
@@ -113,6 +113,7 @@ def test_resume_tells_recorders_what_earlier_sessions_recorded(oracle_url: str, 
     raw = first.path / RAW_RUNS
     lines = raw.read_bytes().splitlines(keepends=True)
     raw.write_bytes(b"".join(lines[:3]))
+    as_killed(first.path)
     log = Log()
     second = run_benchmark(request(oracle_url, tmp_path, resume=first.path.name, task_ids=None), recorders=[log])
     assert log.start_info is not None and log.start_info.resumed

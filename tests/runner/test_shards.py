@@ -25,7 +25,7 @@ from contextdelta.runner import (
 )
 from contextdelta.testing import serve_scripted
 from contextdelta.verify import verify_run
-from tests.runner.conftest import TASKS, benchmark_request
+from tests.runner.conftest import TASKS, as_killed, benchmark_request
 
 
 def request(url: str, results: Path, **overrides: object) -> BenchmarkRequest:
@@ -179,6 +179,7 @@ def test_a_shard_resumes_as_that_shard_and_refuses_another(
     results, shards, _ = sharded
     shutil.copytree(results / shards[1], tmp_path / shards[1])
     _drop_last_episode(tmp_path / shards[1])
+    as_killed(tmp_path / shards[1])
     with pytest.raises(BenchmarkError, match="--shard: run has '2/3', now '1/3'"):
         run_benchmark(
             BenchmarkRequest(

@@ -13,7 +13,7 @@ from contextdelta.rundir.records import RunStatus
 from contextdelta.runner import BenchmarkError, run_benchmark
 from contextdelta.tasks import load_task, read_lock, suite_hash
 from contextdelta.testing import serve_scripted
-from tests.runner.conftest import TASKS, benchmark_request
+from tests.runner.conftest import TASKS, as_killed, benchmark_request
 
 HORIZON = TASKS / "horizon"
 HORIZON_TASK = sorted((HORIZON / "order").glob("*.yaml"))[0].stem
@@ -102,6 +102,7 @@ def test_resume_without_tasks_reads_the_suite_the_run_recorded(
     )
     raw = first.path / RAW_RUNS
     raw.write_bytes(raw.read_bytes().splitlines(keepends=True)[0])  # one episode lost
+    as_killed(first.path)
     monkeypatch.chdir(tmp_path)  # ./tasks (the default) is not the suite this run read
     second = run_benchmark(
         benchmark_request(horizon_url, tmp_path, tasks_dir=None, task_ids=None, resume=str(first.path))
@@ -127,5 +128,6 @@ def test_an_unknown_packaged_suite_on_resume_is_a_refusal(
         )
     )
     (first.path / RAW_RUNS).write_bytes(b"")
+    as_killed(first.path)
     with pytest.raises(BenchmarkError, match=r"no packaged suite 'gone'; packaged: package:core, package:horizon"):
         run_benchmark(benchmark_request(horizon_url, tmp_path, tasks_dir=None, task_ids=None, resume=str(first.path)))
