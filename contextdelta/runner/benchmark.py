@@ -421,10 +421,11 @@ def run_state(run: ActiveRun) -> str:
 
 @contextlib.contextmanager
 def _signals_interrupt() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt, as SIGINT does, while the run is finalised (main thread only)."""
+    """SIGTERM raises KeyboardInterrupt("SIGTERM"), as SIGINT raises KeyboardInterrupt (main thread only): while
+    the run is finalised, and around the driver (which watches both itself while episodes run)."""
 
     def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt(signal.Signals(signum).name)
 
     try:
         previous = signal.signal(signal.SIGTERM, interrupt)
@@ -533,9 +534,10 @@ def run_plan(plan: RunPlan, recorders: Sequence[Recorder] = (), executor: Execut
             _release_provider(plan)  # refused (another session holds the run): nothing will take the provider
             raise
         try:
-            execute(run, executor)
-        except KeyboardInterrupt:
-            run.stop_reason = "interrupted by SIGINT"
+            with _signals_interrupt():  # SIGTERM as SIGINT wherever the driver is not watching signals itself
+                execute(run, executor)
+        except KeyboardInterrupt as exc:
+            run.stop_reason = f"interrupted by {exc.args[0] if exc.args else 'SIGINT'}"
         finally:
             outcome = finalise(run)
     return outcome

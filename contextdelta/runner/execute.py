@@ -10,6 +10,7 @@ two methods and ships the (picklable) :class:`EpisodeJob` instead.
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -230,6 +231,7 @@ async def drive(
     arrives. Each record goes to every rule, then to ``on_record``. Returns why it stopped early, or None."""
     stopped: list[str] = []
     limit = max(1, concurrency)
+    handlers = _current_handlers()
     limiter = anyio.Semaphore(limit)
 
     async def one(job: EpisodeJob) -> None:
@@ -274,6 +276,25 @@ async def drive(
                 await anyio.lowlevel.checkpoint()
             group.cancel_scope.cancel()
     finally:
+        # the signal receiver, once closed, left SIGTERM at its default (the process dies at once, the run stays
+        # `running` and nothing says so): the handlers this driver found are back while the executor closes
+        _restore_handlers(handlers)
         with anyio.CancelScope(shield=True):
             await executor.aclose()
     return stopped[0] if stopped else None
+
+
+_WATCHED = (signal.SIGINT, signal.SIGTERM)
+
+
+def _current_handlers() -> dict[signal.Signals, Any]:
+    """The handlers of SIGINT and SIGTERM now (none off the main thread, where signals cannot be handled)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {signum: signal.getsignal(signum) for signum in _WATCHED}
+
+
+def _restore_handlers(handlers: dict[signal.Signals, Any]) -> None:
+    for signum, handler in handlers.items():
+        if handler is not None:  # None: a handler not installed from Python, which cannot be put back
+            signal.signal(signum, handler)

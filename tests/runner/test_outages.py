@@ -238,3 +238,47 @@ def test_a_signal_after_the_last_episode_still_completes_the_run_and_says_so(ora
     )
     assert outcome.manifest.sessions[-1]["late_stop"] == "interrupted by SIGINT"
     assert verify_run(outcome.path).ok
+
+
+_TERM_WHILE_CLOSING = """
+import signal, sys
+from pathlib import Path
+from contextdelta.runner import default_executor, plan_run, run_plan
+from contextdelta.settings import Settings
+from tests.runner.conftest import benchmark_request
+
+class TermWhileClosing:  # SIGTERM while the executor shuts down: the driver no longer watches signals
+    def __init__(self, inner):
+        self.inner = inner
+    async def run(self, job):
+        return await self.inner.run(job)
+    async def aclose(self):
+        await self.inner.aclose()
+        signal.raise_signal(signal.SIGTERM)
+
+request = benchmark_request(sys.argv[1], Path(sys.argv[2]), task_ids=["cfg-search-ramp"],
+                            strategies=["full_history"], protection_modes=["unprotected"])
+plan = plan_run(request, Settings())
+outcome = run_plan(plan, executor=TermWhileClosing(default_executor(plan)))
+print(outcome.manifest.status.value, outcome.manifest.sessions[-1].get("late_stop"))
+"""
+
+
+def test_sigterm_while_the_executor_closes_is_handled_as_sigint_not_a_silent_death(
+    oracle_url: str, tmp_path: Path
+) -> None:
+    """Once the driver's signal receiver closed, SIGTERM was back at its default: the process died at once (exit
+    -15), the run left `running` with its derived files unwritten and nothing printed."""
+    results = tmp_path / "results"
+    done = subprocess.run(
+        [sys.executable, "-c", _TERM_WHILE_CLOSING, oracle_url, str(results)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "CONTEXTDELTA_WORKERS": "1"},
+        timeout=300,
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.split() == ["complete", "interrupted", "by", "SIGTERM"], done.stdout
+    (path,) = list(results.iterdir())
+    assert RunDirectory(path).read_manifest().status is RunStatus.COMPLETE
