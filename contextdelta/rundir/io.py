@@ -92,12 +92,18 @@ class SessionLock:
             import fcntl
         except ImportError:  # pragma: no cover - not on POSIX
             return cls(None)
-        fd = os.open(folder, os.O_RDONLY)
+        try:
+            fd = os.open(folder, os.O_RDONLY)
+        except OSError:  # a folder that cannot be opened for reading: nothing to lock with, the run goes on
+            return cls(None)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             return None
+        except OSError:  # a file system without flock (some network mounts): the run goes on unlocked
+            os.close(fd)
+            return cls(None)
         except BaseException:
             os.close(fd)
             raise

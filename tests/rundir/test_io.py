@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 
 from contextdelta.rundir.ids import RunIdError, run_dir, validate_run_id
-from contextdelta.rundir.io import JsonlError, JsonlWriter, atomic_write_json, read_jsonl, repair_torn_tail
+from contextdelta.rundir.io import (
+    JsonlError,
+    JsonlWriter,
+    SessionLock,
+    atomic_write_json,
+    read_jsonl,
+    repair_torn_tail,
+)
 
 
 def test_jsonl_round_trip(tmp_path: Path) -> None:
@@ -62,3 +69,27 @@ def test_run_ids_cannot_escape_the_results_dir(bad: str) -> None:
 def test_run_dir_names_the_missing_directory(tmp_path: Path) -> None:
     with pytest.raises(RunIdError, match="no run directory"):
         run_dir(tmp_path, "20261130T000000Z-abcdef")
+
+
+def test_a_session_lock_excludes_a_second_holder_until_released(tmp_path: Path) -> None:
+    first = SessionLock.acquire(tmp_path)
+    assert first is not None
+    assert SessionLock.acquire(tmp_path) is None  # another open of the folder: another session
+    first.release()
+    first.release()  # idempotent
+    again = SessionLock.acquire(tmp_path)
+    assert again is not None
+    again.release()
+    assert list(tmp_path.iterdir()) == []  # the lock is on the folder itself: no file for the seal to see
+
+
+def test_a_file_system_without_flock_runs_unlocked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import fcntl
+
+    def refuse(fd: int, operation: int) -> None:
+        raise OSError(37, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", refuse)
+    lock = SessionLock.acquire(tmp_path)
+    assert lock is not None
+    lock.release()
