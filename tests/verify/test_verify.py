@@ -16,13 +16,15 @@ from contextdelta.cli import app
 from contextdelta.rundir.layout import (
     AGGREGATE_METRICS,
     BENCHMARK_REPORT,
+    FAILURE_ATLAS,
     MANIFEST,
     RAW_RUNS,
+    RAW_RUNS_RECEIPTS,
     TASK_RESULTS,
     TOOL_EVENTS,
     RunDirectory,
 )
-from contextdelta.rundir.records import TASK_RESULT_COLUMNS
+from contextdelta.rundir.records import TASK_RESULT_COLUMNS, RunStatus
 from contextdelta.verify import VerifyError, verify_run
 from tests.report import runs
 
@@ -259,6 +261,29 @@ def test_an_incomplete_run_exits_2_unless_allowed() -> None:
     with pytest.raises(VerifyError, match="incomplete"):
         verify_run(path)
     assert verify(path, "--allow-incomplete") == (0, ["MATCH"])
+
+
+def test_a_run_still_running_checks_its_episodes_without_blaming_the_counts_it_writes_at_its_end(
+    tmp_path: Path,
+) -> None:
+    """A session writes the manifest's counts when it ends; while it runs (or after a kill) they are those of its
+    start, so `verify --allow-incomplete` on such a run must not report them as divergences."""
+    path = runs.copy_run(runs.oracle_pair_run(), tmp_path)
+    directory = RunDirectory(path)
+    for name in (RAW_RUNS, RAW_RUNS_RECEIPTS):  # the last episode not recorded yet
+        lines = (path / name).read_text().splitlines(keepends=True)
+        (path / name).write_text("".join(lines[:-1]))
+    directory.write_derived(directory.read_episodes())  # tool_events.jsonl as the episodes so far appended it
+    for name in (TASK_RESULTS, AGGREGATE_METRICS, BENCHMARK_REPORT, FAILURE_ATLAS):  # written when the run ends
+        (path / name).unlink()
+    manifest = directory.read_manifest()
+    started = manifest.counts.model_copy(update={"finished": 0, "succeeded": 0, "failed": 0})
+    directory.write_manifest(
+        manifest.model_copy(update={"status": RunStatus.RUNNING, "finished_at": None, "counts": started})
+    )
+    code, out = verify(path, "--allow-incomplete")
+    assert not [line for line in out if "counts." in line], out
+    assert code == 0, out
 
 
 def test_unknown_or_unsafe_run_ids_exit_2(tmp_path: Path) -> None:
