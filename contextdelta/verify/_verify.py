@@ -774,6 +774,16 @@ def verify_run(path: Path, *, allow_incomplete: bool = False) -> VerifyResult:
     for record in attempts.records:  # every attempt, superseded ones too
         verifier.check_episode(record)
     present = {name for name in DERIVED_FILES if directory.file(name).is_file()}
+    if manifest.status is RunStatus.RUNNING:
+        # written when a session ends: while a resumed session runs (or after it was killed) they are an earlier
+        # session's, of fewer episodes, and not a divergence (tool_events.jsonl is appended with each episode)
+        stale = [name for name in (TASK_RESULTS, AGGREGATE_METRICS, FAILURE_ATLAS, BENCHMARK_REPORT) if name in present]
+        if stale:
+            verifier.result.notes.append(
+                f"{', '.join(stale)}: an earlier session's, not compared while the run is running (or was killed); "
+                f"{resume_command(manifest)} rewrites them"
+            )
+        present -= set(stale)
     if TASK_RESULTS in present:
         verifier.check_task_results()
     if TOOL_EVENTS in present:

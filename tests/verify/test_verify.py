@@ -286,6 +286,23 @@ def test_a_run_still_running_checks_its_episodes_without_blaming_the_counts_it_w
     assert code == 0, out
 
 
+def test_a_resumed_session_killed_leaves_an_earlier_sessions_reports_that_are_not_divergences(tmp_path: Path) -> None:
+    """task_results.csv and the reports are written when a session ends: after a resumed session was killed they are
+    the earlier session's (other episodes), which `verify --allow-incomplete` notes instead of blaming."""
+    path = runs.copy_run(runs.oracle_pair_run(), tmp_path)
+    directory = RunDirectory(path)
+    for name in (RAW_RUNS, RAW_RUNS_RECEIPTS):
+        lines = (path / name).read_text().splitlines(keepends=True)
+        (path / name).write_text("".join(lines[:-1]))
+    directory.write_derived(directory.read_episodes())
+    (path / TASK_RESULTS).write_text((path / TASK_RESULTS).read_text().splitlines(keepends=True)[0])  # header only
+    directory.write_manifest(directory.read_manifest().model_copy(update={"status": RunStatus.RUNNING}))
+    code, out = verify(path, "--allow-incomplete")
+    assert (code, out) == (0, ["MATCH"])
+    result = verify_run(path, allow_incomplete=True)
+    assert any("an earlier session's, not compared" in note for note in result.notes), result.notes
+
+
 def test_unknown_or_unsafe_run_ids_exit_2(tmp_path: Path) -> None:
     for run_id in ("../x", "missing-run"):
         result = cli.invoke(app, ["verify", run_id, "--results-dir", str(tmp_path)])
