@@ -986,7 +986,15 @@ def _episodes(run_id: str, results_dir: Path | None, run: str | None, what: str)
         raise _fail(str(exc), 2) from None
     try:
         manifest = directory.read_manifest()
-    except RunDirectoryError:  # the episodes alone are enough to show; there is no seal to check
+    except RunDirectoryError as exc:  # the episodes alone are enough to show, but nothing vouches for them
+        from rich.markup import escape
+
+        Console(stderr=True).print(
+            f"[yellow]warning:[/yellow] {escape(str(exc))}; without a readable manifest the seal cannot be checked, so "
+            f"{what} from raw_runs.jsonl unchecked. `contextdelta verify {run_id}` says what is wrong",
+            highlight=False,
+            soft_wrap=True,
+        )
         return list(selected)
     _warn_if_changed(directory.path, manifest, Console(stderr=True), refuse_write=False, what=what)
     return list(selected)

@@ -87,6 +87,20 @@ def _refuse_special(path: Path) -> None:
         )
 
 
+def _read_utf8(path: Path) -> str:
+    """The UTF-8 text of ``path``; RunDirectoryError naming the file and the first bad byte when it is not UTF-8
+    (every file a run writes is), so a damaged file is a named problem, never a traceback."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise RunDirectoryError(
+            f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}, line {line}); a run writes UTF-8 only, so the "
+            "file was damaged or replaced after the run: restore it from a copy"
+        ) from None
+
+
 MIN_FREE_BYTES = 32 * 1024 * 1024
 """Free space a results folder needs before a run starts (a run directory takes tens of kB per episode)."""
 
@@ -244,7 +258,7 @@ class RunDirectory:
         special file; OSError when it cannot be read."""
         path = self.file(name)
         _refuse_special(path)
-        return path.read_text(encoding="utf-8")
+        return _read_utf8(path)
 
     # ---- writing ------------------------------------------------------------------------------------------
 
@@ -390,12 +404,12 @@ class RunDirectory:
         path = self.file(MANIFEST)
         _refuse_special(path)
         try:
-            return RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
+            return RunManifest.model_validate_json(_read_utf8(path))
         except FileNotFoundError as exc:
             raise RunDirectoryError(f"{path}: missing (not a run directory?)") from exc
         except ValidationError as exc:
             err = exc.errors(include_url=False)[0]
-            where = ".".join(str(p) for p in err["loc"])
+            where = ".".join(str(p) for p in err["loc"]) or "(the whole file)"
             raise RunDirectoryError(f"{path}: {where}: {err['msg']}") from exc
 
     def read_episodes(self, *, repair: bool = False) -> list[EpisodeRecord]:
