@@ -523,7 +523,9 @@ class _Verifier:
     # ---- 5. derived per-episode files ---------------------------------------------------------------------------
 
     def check_task_results(self) -> None:
-        text = self.directory.file(TASK_RESULTS).read_bytes().decode("utf-8")  # no newline translation: "\r" in a cell
+        text = self._read_derived(TASK_RESULTS)  # no newline translation: "\r" in a cell
+        if text is None:
+            return
         reader = csv.DictReader(io.StringIO(text))
         columns = tuple(reader.fieldnames or ())
         if columns != task_result_columns(self.records) and columns not in LEGACY_TASK_RESULT_COLUMNS:
@@ -549,8 +551,9 @@ class _Verifier:
                     self.diverge(rid, f"{TASK_RESULTS} {column}", f"file {found!r}, episode gives {wanted!r}")
 
     def check_tool_events(self) -> None:
-        path = self.directory.file(TOOL_EVENTS)
-        actual = path.read_bytes().decode("utf-8")  # byte for byte: read_text would turn a "\r" into "\n"
+        actual = self._read_derived(TOOL_EVENTS)  # byte for byte: read_text would turn a "\r" into "\n"
+        if actual is None:
+            return
         expected = render_tool_events(self.records)
         if actual == expected:
             return
@@ -642,9 +645,21 @@ class _Verifier:
         except (OSError, ValueError):
             return False
 
+    def _read_derived(self, name: str) -> str | None:
+        """The text of the derived file ``name``, byte for byte; None, after naming the divergence, when its bytes
+        are not UTF-8 (the run writes UTF-8 only, so it was changed after the run)."""
+        data = self.directory.file(name).read_bytes()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = data.count(b"\n", 0, exc.start) + 1
+            detail = f"not UTF-8 text ({exc.reason} at byte {exc.start}, line {line}): changed after the run"
+            self.diverge(self.group, name, detail)
+            return None
+
     def _check_text(self, name: str, text: str) -> None:
-        actual = self.directory.file(name).read_bytes().decode("utf-8")  # "\r" in an error text stays "\r"
-        if actual != text:
+        actual = self._read_derived(name)  # "\r" in an error text stays "\r"
+        if actual is not None and actual != text:
             line = _first_differing_line(actual, text)
             self.diverge(self.group, name, f"differs from the one rebuilt from the episodes (first at line {line})")
 
