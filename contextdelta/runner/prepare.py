@@ -416,6 +416,7 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
     seed = request.seed if request.seed is not None else settings.seed
     shard = _parse_shard(request.shard)
     controls = _controls(request.controls)
+    _check_plan_size(len(tasks), strategies, modes, repeats, controls)
     return Matrix(
         tasks,
         strategies,
@@ -431,6 +432,23 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
         suite=suite,
         unlocked=unlocked,
     )
+
+
+MAX_PLANNED_EPISODES = 1_000_000
+"""The most episodes one plan may hold: the plan lists every episode before the first one runs, so a typo such as
+``--repeats 30000000`` would otherwise fill the memory instead of being refused."""
+
+
+def _check_plan_size(tasks: int, strategies: list[str], modes: list[str], repeats: int, controls: list[str]) -> None:
+    """Refuse a plan of more than MAX_PLANNED_EPISODES episodes, naming the factors and the flag to lower."""
+    conditions = 1 + len(controls)
+    total = tasks * len(strategies) * len(modes) * repeats * conditions
+    if total > MAX_PLANNED_EPISODES:
+        raise BenchmarkError(
+            f"--repeats {repeats}: the plan would hold {total:,} episodes ({tasks} task(s) x {len(strategies)} "
+            f"strategy(ies) x {len(modes)} mode(s) x {repeats} repeat(s) x {conditions} condition(s)), more than the "
+            f"{MAX_PLANNED_EPISODES:,} one run takes; lower --repeats, or run fewer tasks or strategies per run"
+        )
 
 
 def _controls(given: list[str] | None) -> list[str]:

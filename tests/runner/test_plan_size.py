@@ -1,0 +1,58 @@
+"""A plan too large for one run (a typo such as ``--repeats 99999999999999999999``) is refused before anything is
+created (exit 2, the factors and the flag to lower named), instead of listing every episode until memory runs out."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+
+import pytest
+from typer.testing import CliRunner
+
+from contextdelta.cli import app
+from contextdelta.testing import serve_scripted
+
+TASKS = Path(__file__).resolve().parents[2] / "tasks"
+runner = CliRunner()
+
+
+@contextmanager
+def deadline(seconds: int) -> Iterator[None]:
+    """Fail instead of planning (or running) a huge matrix until the memory runs out."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise TimeoutError(f"still planning or running after {seconds} s: the plan was not refused")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize(
+    ("repeats", "episodes"), [("99999999999999999999", "199,999,999,999,999,999,998"), ("500001", "1,000,002")]
+)
+def test_a_plan_over_the_ceiling_is_refused_before_anything_is_written(
+    tmp_path: Path, repeats: str, episodes: str
+) -> None:
+    results = tmp_path / "results"
+    with serve_scripted("oracle", TASKS) as url:
+        args = ["run-benchmark", "--tasks", str(TASKS), "--base-url", url, "--model", "scripted-oracle"]
+        args += ["--results-dir", str(results), "--task-ids", "order-grinder-refund", "--repeats", repeats]
+        args += ["--strategies", "full_history", "--protection-modes", "unprotected,freshness_contract"]
+        args += ["--quiet", "--no-store"]
+        with deadline(10):
+            result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.stderr.split())
+    assert (
+        f"--repeats {repeats}: the plan would hold {episodes} episodes (1 task(s) x 1 strategy(ies) x 2 mode(s)" in text
+    )
+    assert "lower --repeats" in text
+    assert not results.exists() or not any(results.iterdir())
