@@ -1108,6 +1108,10 @@ def attribute_command(
 
 FormatOption = Annotated[str, typer.Option("--format", help="markdown or json.")]
 
+POWER_MAX_REPEATS = 1000
+"""The most repeats per task `power` plans for: its simulation holds a (repeats + 1) x (repeats + 1) table, so a
+typo of a million repeats would ask for terabytes; repeats of a task are near copies, so more never pays."""
+
 
 def _load_run(run_id: str, results_dir: Path | None) -> tuple[object, object, list[object]]:
     """(RunDirectory, RunManifest, episodes) of RUN_ID, read without changing anything; exit 2 if malformed."""
@@ -1255,7 +1259,10 @@ def power_command(
         ),
     ],
     repeats: Annotated[
-        str, typer.Option("--repeats", help="Comma-separated numbers of repeats per task to plan for.")
+        str,
+        typer.Option(
+            "--repeats", help=f"Comma-separated numbers of repeats per task to plan for, each 1 to {POWER_MAX_REPEATS}."
+        ),
     ] = "1,2,3,5",
     target_power: Annotated[
         float,
@@ -1283,8 +1290,8 @@ def power_command(
         planned = [int(r) for r in _csv(repeats, "--repeats") or []]
     except ValueError:
         raise _fail(f"--repeats must be comma-separated whole numbers, not {repeats!r}", 2) from None
-    if not planned or min(planned) < 1:
-        raise _fail(f"--repeats must list numbers of at least 1, not {repeats!r}", 2)
+    if not planned or min(planned) < 1 or max(planned) > POWER_MAX_REPEATS:
+        raise _fail(f"--repeats must list numbers from 1 to {POWER_MAX_REPEATS}, not {repeats!r}", 2)
     directory, manifest, records = _load_run(pilot, results_dir)
     assert isinstance(directory, RunDirectory) and isinstance(manifest, RunManifest)
     episodes = [r for r in records if isinstance(r, EpisodeRecord)]

@@ -63,6 +63,8 @@ def test_power_says_when_a_difference_is_out_of_reach_and_notes_a_one_repeat_pil
         (["--difference", "1.5"], "--difference"),
         (["--difference", "0.1", "--repeats", "two"], "--repeats"),
         (["--difference", "0.1", "--repeats", "0"], "--repeats"),
+        (["--difference", "0.1", "--repeats", "3,1000000"], "--repeats must list numbers from 1 to 1000"),
+        (["--difference", "0.1", "--repeats", "99999999999999999999"], "--repeats must list numbers from 1 to 1000"),
     ],
 )
 def test_power_refuses_bad_flags(args: list[str], message: str) -> None:
