@@ -70,6 +70,22 @@ def test_an_unknown_packaged_suite_is_refused_by_every_command(
     assert list(tmp_path.iterdir()) == []  # refused before anything was written
 
 
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_an_empty_tasks_value_is_refused_not_read_as_the_working_directory(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "order").mkdir()
+    (tmp_path / "order" / "x.yaml").write_text("a: [\n")  # what Path("") would have read
+    monkeypatch.chdir(tmp_path)
+    application, words = (scripted_server_app, []) if name == "scripted-server" else (app, [name])
+    result = runner.invoke(application, [*words, *REQUIRED.get(name, []), "--tasks", ""])
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.stderr.split())
+    assert "--tasks '' names nothing: give a task folder or package:NAME, or leave --tasks out" in message
+    assert "x.yaml" not in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["order"]
+
+
 @pytest.mark.slow
 def test_suites_lists_every_packaged_suite_with_its_hash() -> None:
     result = runner.invoke(app, ["suites", "--json"])

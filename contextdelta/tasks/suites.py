@@ -100,6 +100,10 @@ def resolve_suite(given: str | None) -> SuiteSource:
         return _packaged(CORE_SUITE, "no --tasks given and no ./tasks folder here")
     if given.startswith(PACKAGE_SCHEME):
         return _packaged(given.removeprefix(PACKAGE_SCHEME), f"--tasks {given}")
+    if not given.strip():  # Path("") is the working directory: an unset variable would validate the whole tree
+        raise SuiteError(
+            f"--tasks {given!r} names nothing: give a task folder or package:NAME, or leave --tasks out (the default)"
+        )
     return SuiteSource(recorded_source(Path(given)), Path(given))
 
 
