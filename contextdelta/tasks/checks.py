@@ -7,6 +7,7 @@ resource model does not have; arguments a tool does not take; an initial state t
 
 from __future__ import annotations
 
+import json
 import types
 import typing
 from collections.abc import Iterable
@@ -90,6 +91,19 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {err['msg']}"
 
 
+def _strict_error(model: type[BaseModel], data: Any) -> str | None:
+    """The first problem of ``data`` validated as ``model`` as strictly as the task file itself (pydantic strict
+    JSON mode: ``true`` is not the integer 1, ``"1490"`` is not a number; enums and times still read from
+    strings), or None. The world itself is lenient with what a model sends; a task file says what it means."""
+    try:
+        model.model_validate_json(json.dumps(data, ensure_ascii=False), strict=True)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(the value)"
+        return f"{where}: {err['msg']} (got {err.get('input')!r})"
+    return None
+
+
 def _check_trajectory(
     file: str, definition: WorldDefinition, name: str, calls: list[TrajectoryCall]
 ) -> list[TaskProblem]:
@@ -110,12 +124,9 @@ def _check_trajectory(
                 )
             )
             continue
-        try:
-            spec.args.model_validate(call.args)
-        except ValidationError as exc:
-            problems.append(
-                TaskProblem(file, f"{where}.args", f"not valid for {call.tool}: {_first_error(exc)}", call.args)
-            )
+        error = _strict_error(spec.args, call.args)
+        if error is not None:
+            problems.append(TaskProblem(file, f"{where}.args", f"not valid for {call.tool}: {error}", call.args))
         if spec.kind is ToolKind.READ and call.expected_version != "latest":
             problems.append(
                 TaskProblem(
@@ -152,6 +163,13 @@ def check_task(file: str, task: Task, created: Iterable[str] = ()) -> list[TaskP
     except WorldStateError as exc:
         problems.append(TaskProblem(file, "evaluator.initial_state", str(exc)))
         return problems
+    for kind, resources in ev.initial_state.items():
+        for resource_id, fields in resources.items():
+            error = _strict_error(definition.kinds[kind], fields)
+            if error is not None:
+                problems.append(
+                    TaskProblem(file, f"evaluator.initial_state.{kind}.{resource_id}", f"not a valid {kind}: {error}")
+                )
     tool_names = [t.name for t in definition.tools]
     write_tools = {t.name for t in definition.tools if t.kind is ToolKind.WRITE}
 
@@ -191,19 +209,23 @@ def check_task(file: str, task: Task, created: Iterable[str] = ()) -> list[TaskP
                     problems.append(
                         TaskProblem(file, f"{where}.set.fields.{name}", f"{model.__name__} has no such field", name)
                     )
+                _, kind, resource_id = key.split("/", 2)
+                start = ev.initial_state.get(kind, {}).get(resource_id, {})
+                error = _strict_error(model, {**start, **mutation.set.fields})
+                if error is not None and error.split(".")[0].split(":")[0] in mutation.set.fields:
+                    problems.append(
+                        TaskProblem(file, f"{where}.set.fields", f"not valid: {error}", mutation.set.fields)
+                    )
         if mutation.tool is not None:
             tool = mutation.tool.name
             spec = definition.tool(tool)
             if spec is None or tool not in write_tools:
                 problems.append(TaskProblem(file, f"{where}.tool.name", "not a write tool of this world", tool))
             else:
-                try:
-                    spec.args.model_validate(mutation.tool.args)
-                except ValidationError as exc:
+                error = _strict_error(spec.args, mutation.tool.args)
+                if error is not None:
                     problems.append(
-                        TaskProblem(
-                            file, f"{where}.tool.args", f"not valid for {tool}: {_first_error(exc)}", mutation.tool.args
-                        )
+                        TaskProblem(file, f"{where}.tool.args", f"not valid for {tool}: {error}", mutation.tool.args)
                     )
 
     resources = known | set(created)

@@ -121,6 +121,26 @@ CASES: dict[str, tuple[Callable[[dict[str, Any]], None], tuple[str, ...]]] = {
         lambda d: d["evaluator"]["initial_state"]["order"]["A-1042"].update(status="teleported"),
         ("evaluator.initial_state", "order.A-1042: status"),
     ),
+    "initial state value of the wrong JSON type": (
+        lambda d: d["evaluator"]["initial_state"]["order"]["A-1042"].update(total_cents=True),
+        ("evaluator.initial_state.order.A-1042", "not a valid order: total_cents", "valid integer", "(got True)"),
+    ),
+    "initial state number written as text": (
+        lambda d: d["evaluator"]["initial_state"]["order"]["A-1042"].update(total_cents="16000"),
+        ("evaluator.initial_state.order.A-1042", "total_cents", "(got '16000')"),
+    ),
+    "trajectory boolean for an integer": (
+        lambda d: d["evaluator"]["unsafe_trajectory"][6]["args"].update(amount_cents=True),
+        ("evaluator.unsafe_trajectory.6.args", "not valid for issue_refund", "amount_cents", "(got True)"),
+    ),
+    "trajectory float for an integer": (
+        lambda d: d["evaluator"]["unsafe_trajectory"][6]["args"].update(amount_cents=8900.0),
+        ("evaluator.unsafe_trajectory.6.args", "not valid for issue_refund", "amount_cents", "(got 8900.0)"),
+    ),
+    "mutation tool argument of the wrong type": (
+        lambda d: d["evaluator"]["hidden_mutations"][0]["tool"]["args"].update(amount_cents="8900"),
+        ("evaluator.hidden_mutations.0.tool.args", "not valid for issue_refund", "amount_cents", "(got '8900')"),
+    ),
     "short reference": (
         lambda d: d["evaluator"].update(reference_solution=d["evaluator"]["reference_solution"][:5]),
         ("evaluator.reference_solution", "at least 6 tool calls", "5"),
