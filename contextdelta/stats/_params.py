@@ -22,7 +22,13 @@ class AnalysisParams(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    resamples: int = Field(default=10_000, ge=1, description="Bootstrap resamples per interval.")
+    resamples: int = Field(
+        default=10_000,
+        ge=1,
+        le=100_000,
+        description="Bootstrap resamples per interval (at most 100,000: each interval holds a resamples x tasks "
+        "table, and Monte-Carlo error is negligible long before).",
+    )
     seed: int = Field(default=0, ge=0, description="Seed of the numpy Generator that draws the resample indices.")
     confidence: float = Field(default=0.95, gt=0.0, lt=1.0, description="Two-sided level of percentile intervals.")
     alpha: float = Field(default=0.05, gt=0.0, lt=1.0, description="Family-wise level of the Holm-adjusted tests.")

@@ -99,3 +99,12 @@ def test_report_task_interval_switches_the_method_both_ways_and_verify_follows(t
     assert json.loads((path / AGGREGATE_METRICS).read_text())["analysis"]["task_interval"] == "expanded_percentile"
     code, _, err = invoke("report", path.name, "--task-interval", "bca", results=tmp_path)
     assert code == 2 and "--task-interval must be one of expanded_percentile, percentile, not 'bca'" in err
+
+
+def test_report_refuses_a_resample_count_no_memory_holds(tmp_path: Path) -> None:
+    path = runs.copy_run(runs.oracle_pair_run(), tmp_path)
+    before = (path / AGGREGATE_METRICS).read_bytes()
+    code, _, err = invoke("report", path.name, "--resamples", "99999999999", results=tmp_path)
+    words = " ".join(w for w in err.split() if w != "│")
+    assert code == 2 and "--resamples': 99999999999 is out of range; allowed: from 1 to 100000" in words
+    assert "Traceback" not in err and (path / AGGREGATE_METRICS).read_bytes() == before
