@@ -230,7 +230,7 @@ async def drive(
     """Run ``jobs`` in order, at most ``concurrency`` at once, until done, a stop rule fires or SIGINT/SIGTERM
     arrives. Each record goes to every rule, then to ``on_record``. Returns why it stopped early, or None."""
     stopped: list[str] = []
-    limit = max(1, concurrency)
+    limit = max(1, min(concurrency, len(jobs)))  # the wait below takes each slot back: never more than there are jobs
     handlers = _current_handlers()
     limiter = anyio.Semaphore(limit)
 

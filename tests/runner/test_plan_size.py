@@ -1,5 +1,7 @@
-"""A plan too large for one run (a typo such as ``--repeats 99999999999999999999``) is refused before anything is
-created (exit 2, the factors and the flag to lower named), instead of listing every episode until memory runs out."""
+"""Numbers far beyond what a run can use: a plan too large for one run (a typo such as ``--repeats
+99999999999999999999``) is refused before anything is created (exit 2, the factors and the flag to lower named),
+instead of listing every episode until memory runs out; a ``--concurrency`` far above the plan finishes when the
+episodes do."""
 
 from __future__ import annotations
 
@@ -56,3 +58,16 @@ def test_a_plan_over_the_ceiling_is_refused_before_anything_is_written(
     )
     assert "lower --repeats" in text
     assert not results.exists() or not any(results.iterdir())
+
+
+def test_a_concurrency_far_above_the_plan_finishes_as_soon_as_the_episodes_do(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    with serve_scripted("oracle", TASKS) as url:
+        args = ["run-benchmark", "--tasks", str(TASKS), "--base-url", url, "--model", "scripted-oracle"]
+        args += ["--results-dir", str(results), "--task-ids", "order-grinder-refund", "--repeats", "1"]
+        args += ["--strategies", "full_history", "--protection-modes", "unprotected"]
+        args += ["--quiet", "--no-store", "--concurrency", "999999999999"]
+        with deadline(30):  # the driver used to take back every one of the 10^12 slots before it returned
+            result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "1/1 episodes, 1 succeeded, 0 failed trials; status complete" in result.stderr + result.stdout
