@@ -422,7 +422,12 @@ def read_text_file(path: Path, root: Path | None = None, *, limit: int = MAX_FIL
     Raises FileReadError with a one-line reason.
     """
     if root is not None:
-        target = path.resolve()
+        try:
+            target = path.resolve()
+        except (RuntimeError, OSError):  # RuntimeError before Python 3.13, OSError (ELOOP) from 3.13 on
+            raise FileReadError(
+                "a symlink loop (the link leads back to itself): replace it with the task file, or remove it"
+            ) from None
         if not target.is_relative_to(root.resolve()):
             raise FileReadError(f"a symlink to {target}, outside the tasks folder (copy the file in instead)")
     try:

@@ -224,6 +224,21 @@ def test_symlinks_out_of_the_folder_are_refused(tmp_path: Path) -> None:
     assert any("symlinked folder" in p.render() for p in problems)
 
 
+def test_a_symlink_loop_is_a_named_problem_not_a_traceback(tmp_path: Path) -> None:
+    root = tmp_path / "suite"
+    write_task(root, task_data())
+    os.symlink("self.yaml", root / "order" / "self.yaml")  # a link to itself
+    os.symlink("b.yaml", root / "order" / "a.yaml")  # two links to each other
+    os.symlink("a.yaml", root / "order" / "b.yaml")
+    result = validate(root)
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    text = " ".join(result.output.split())
+    for name in ("self.yaml", "a.yaml", "b.yaml"):
+        assert f"order/{name}: a symlink loop (the link leads back to itself)" in text
+    assert "1/4 tasks pass; 3 problem(s)" in text
+
+
 @pytest.mark.parametrize("content", ["nothing", "yml"])
 def test_a_folder_without_task_files_fails(tmp_path: Path, content: str) -> None:
     if content == "yml":
