@@ -435,6 +435,8 @@ def read_text_file(path: Path, root: Path | None = None, *, limit: int = MAX_FIL
     except OSError as exc:
         raise FileReadError(f"cannot read: {exc.strerror or exc}") from None
     if not regular:  # opening a FIFO would wait for a writer forever
+        if path.is_dir():
+            raise FileReadError("a folder, not a file: put the file itself in its place")
         raise FileReadError("not a regular file (a FIFO, socket or device): task files are plain files")
     try:
         with path.open("rb") as handle:

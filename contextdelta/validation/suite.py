@@ -389,7 +389,8 @@ def validate_suite(directory: Path, *, writing_lock: bool = False) -> SuiteRepor
     rows.sort(key=lambda r: (r.world or "~", r.id))
     lock_path = directory / LOCK_NAME
     suite_level: list[TaskProblem] = []
-    if lock_path.is_file():
+    lock_found = lock_path.exists() or lock_path.is_symlink()  # a folder or a broken link there is named, not skipped
+    if lock_found:
         not_loaded: dict[str, TaskProblem] = {}
         for problem in file_problems:  # the first problem of each task file that did not load, by its task id
             if problem.file in failed_files:
@@ -402,7 +403,7 @@ def validate_suite(directory: Path, *, writing_lock: bool = False) -> SuiteRepor
         problems=problems,
         tasks=[entry.task for entry in loaded],
         lock_path=lock_path,
-        lock_found=lock_path.is_file(),
+        lock_found=lock_found,
         loaded=list(loaded),
         lock_problems=suite_level,
     )

@@ -239,6 +239,16 @@ def test_a_symlink_loop_is_a_named_problem_not_a_traceback(tmp_path: Path) -> No
     assert "1/4 tasks pass; 3 problem(s)" in text
 
 
+def test_a_lock_that_is_a_folder_is_named_not_taken_for_a_missing_lock(tmp_path: Path) -> None:
+    write_task(tmp_path, task_data())
+    (tmp_path / LOCK_NAME).mkdir()
+    result = validate(tmp_path)
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.output.split())
+    assert f"{LOCK_NAME}: a folder, not a file: put the file itself in its place" in text
+    assert "version check skipped" not in text and "all tasks pass" not in text
+
+
 @pytest.mark.parametrize("content", ["nothing", "yml"])
 def test_a_folder_without_task_files_fails(tmp_path: Path, content: str) -> None:
     if content == "yml":
