@@ -1212,6 +1212,25 @@ def report_command(
             )
 
 
+def _note_unfinished(manifest: object, err: Console, what: str) -> None:
+    """A note on stderr when the run is not complete (still running, killed, or stopped early): what is shown then
+    covers only the episodes recorded so far, which a reader must not take for the whole run's."""
+    from contextdelta.rundir import RunManifest, RunStatus
+
+    assert isinstance(manifest, RunManifest)
+    if manifest.status is RunStatus.COMPLETE:
+        return
+    run_id = manifest.run_group_id
+    command = "run-external --agent-cmd ..." if manifest.external_agent is not None else "run-benchmark"
+    err.print(
+        f"[yellow]note:[/yellow] run {run_id} is {manifest.status.value} ({manifest.counts.planned} episodes "
+        f"planned): {what} from the episodes recorded so far, not the whole run; `contextdelta {command} "
+        f"--resume {run_id}` finishes it",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
 def _warn_if_changed(
     path: Path, manifest: object, err: Console, *, refuse_write: bool, what: str = "the numbers below come"
 ) -> None:
@@ -1297,6 +1316,7 @@ def power_command(
     episodes = [r for r in records if isinstance(r, EpisodeRecord)]
     if not episodes:
         raise _fail(f"--pilot {pilot}: the run has no finished episode to plan from", 2)
+    _note_unfinished(manifest, Console(stderr=True), "the plan comes")
     plan = plan_run(
         manifest,
         episodes,
@@ -1436,6 +1456,7 @@ def export_command(
         raise _fail(f"--out {out}: {exc.strerror or exc}; give a path in a folder you can write to", 2) from None
     manifest = RunDirectory(path).read_manifest()  # export_run read it; the seal walk after cheap refusals
     _warn_if_changed(path, manifest, Console(stderr=True), refuse_write=False, what="the export comes")
+    _note_unfinished(manifest, Console(stderr=True), "the export comes")
     for file in written:
         typer.echo(str(file))
 
@@ -1478,6 +1499,7 @@ def compare_command(
         _warn_if_changed(
             directory.path, manifest, Console(stderr=True), refuse_write=False, what="the comparison comes"
         )
+        _note_unfinished(manifest, Console(stderr=True), "its side of the comparison comes")
     if output_format == "json":
         typer.echo(json.dumps(result.model_dump(mode="json"), indent=2, sort_keys=True))
     else:
