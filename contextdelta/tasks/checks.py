@@ -163,8 +163,8 @@ def check_task(file: str, task: Task, created: Iterable[str] = ()) -> list[TaskP
     except WorldStateError as exc:
         problems.append(TaskProblem(file, "evaluator.initial_state", str(exc)))
         return problems
-    for kind, resources in ev.initial_state.items():
-        for resource_id, fields in resources.items():
+    for kind, of_kind in ev.initial_state.items():
+        for resource_id, fields in of_kind.items():
             error = _strict_error(definition.kinds[kind], fields)
             if error is not None:
                 problems.append(
