@@ -25,6 +25,7 @@ from contextdelta.agent import SYSTEM_PROMPT_VERSION, external_strategy, initial
 from contextdelta.canonical import content_hash
 from contextdelta.context import (
     BUILTIN_STRATEGIES,
+    WINDOWED_STRATEGIES,
     StrategyDescription,
     StrategyError,
     StrategyServices,
@@ -512,10 +513,26 @@ def _configure(specs: list[str], params: StrategyParams, services: StrategyServi
     return [description for _, description in built]
 
 
+_FLAG_PARAMETERS: dict[str, tuple[tuple[str, str], ...]] = {
+    "last_n": (("last_n", "n"),),
+    "summary_trigger": tuple((name, "trigger") for name in WINDOWED_STRATEGIES),
+    "summary_keep": tuple((name, "keep") for name in WINDOWED_STRATEGIES),
+    "token_budget": (("token_budget_trim", "budget"),),
+}
+"""The built-in strategy parameter (strategy, key) each shared flag sets (``contextdelta.context.builtin_params``)."""
+
+
 def strategy_params(request: BenchmarkRequest, base: StrategyParams) -> StrategyParams:
     """``base`` (the defaults, or on resume the manifest's) with every parameter the request gives: a given 0 is
     kept (zero is a value, never "not given"). The compaction window must satisfy ``keep <= trigger``."""
     given = {name: value for name in StrategyParams.model_fields if (value := getattr(request, name, None)) is not None}
+    for flag, value in sorted(given.items()):  # a flag and a --strategy-param setting one parameter: refuse both
+        for name, key in _FLAG_PARAMETERS.get(flag, ()):
+            if key in base.overrides.get(name, {}):
+                raise BenchmarkError(
+                    f"--{flag.replace('_', '-')} {value} and --strategy-param {name}.{key}="
+                    f"{base.overrides[name][key]} set the same parameter of {name}; give only one of them"
+                )
     try:
         params = StrategyParams.model_validate({**base.model_dump(), **given})
         check_window(params.summary_trigger, params.summary_keep)
