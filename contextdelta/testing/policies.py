@@ -140,7 +140,8 @@ def load_task_files(directory: str | Path) -> list[Task]:
     """
     root = Path(directory)
     if not root.is_dir():
-        raise FileNotFoundError(f"task directory {root} does not exist")
+        what = "is not a folder" if root.exists() else "does not exist"
+        raise FileNotFoundError(f"task directory {root} {what}: give the folder of task files with --tasks")
     loaded, problems = load_directory(root)
     if problems:
         raise ValueError("task files that do not load:\n" + "\n".join(p.render() for p in problems))

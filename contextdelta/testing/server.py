@@ -131,8 +131,12 @@ def main(
         server = ScriptedServer(
             policy, suite.path, faults=faults, latency_ms=latency_ms, host=host, port=port, prompt_cache=prompt_cache
         )
-    except (ValueError, OSError) as exc:  # SuiteError is a ValueError
+    except ValueError as exc:  # SuiteError is a ValueError
         typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except OSError as exc:  # a missing task folder, or the port taken (name it: "[Errno 98]" alone says nothing)
+        where = "" if isinstance(exc, FileNotFoundError) else f" (binding {host}:{port}; choose a free --port)"
+        typer.echo(f"error: {exc.strerror if exc.strerror and not exc.filename else exc}{where}", err=True)
         raise typer.Exit(2) from None
 
     def _terminate(signum: int, frame: FrameType | None) -> None:

@@ -64,6 +64,26 @@ def test_unknown_policy_and_missing_tasks_are_usage_errors(tmp_path: Path) -> No
         assert result.returncode == 2, result
 
 
+def test_a_tasks_file_and_a_taken_port_are_named(tmp_path: Path) -> None:
+    afile = tmp_path / "tasks.txt"
+    afile.write_text("not a folder\n")
+    result = subprocess.run(
+        server_command("--policy", "oracle", "--tasks", str(afile)), capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"task directory {afile} is not a folder: give the folder of task files with --tasks" in result.stderr
+    with serve_scripted("oracle", FIXTURES) as url:
+        port = url.rsplit(":", 1)[1].split("/")[0]
+        result = subprocess.run(
+            server_command("--policy", "oracle", "--tasks", str(FIXTURES), "--port", port),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"(binding 127.0.0.1:{port}; choose a free --port)" in result.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("tasks", "count"), [((), 24), (("--tasks", "package:horizon"), 280)])
 def test_outside_a_clone_it_serves_a_packaged_suite(tasks: tuple[str, ...], count: int, tmp_path: Path) -> None:
