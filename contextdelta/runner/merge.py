@@ -166,16 +166,29 @@ def check_shards(shards: Sequence[_ShardRun]) -> list[EpisodeRecord]:
     if missing:
         count = first.manifest.shard.count if first.manifest.shard else 1
         index = whole.index(missing[0]) % count + 1
-        given = {s.manifest.shard.index: s.run_id for s in shards if s.manifest.shard}
-        hint = (
-            f"shard {index}/{count} was not given"
-            if index not in given
-            else f"shard {index}/{count}, {given[index]}, is incomplete: resume it"
-        )
+        given = {s.manifest.shard.index: s for s in shards if s.manifest.shard}
+        hint = f"shard {index}/{count} was not given" if index not in given else _missing_hint(given[index])
         raise MergeError(
             f"cannot merge: {len(missing)} episode(s) of the plan missing, first {missing[0].run_id} ({hint})"
         )
     return [attempt for spec in whole for attempt in attempts[spec.run_id]]
+
+
+def _missing_hint(shard: _ShardRun) -> str:
+    """What to do about a given shard that lacks episodes: resume a shard that stopped early; restore one that
+    finished and then lost sealed records (``--resume`` refuses it: it would run them again and seal new ones)."""
+    count = shard.manifest.shard.count if shard.manifest.shard else 1
+    index = shard.manifest.shard.index if shard.manifest.shard else 1
+    lost = shard.directory.sealed_records_lost(shard.manifest)
+    if lost:
+        return (
+            f"shard {index}/{count}, {shard.run_id}, lost records it sealed: {lost}; restore {shard.directory.path} "
+            f"as the run wrote it (`contextdelta verify {shard.run_id}` names what changed)"
+        )
+    return (
+        f"shard {index}/{count}, {shard.run_id}, is incomplete: resume it "
+        f"(`contextdelta run-benchmark --resume {shard.run_id}`)"
+    )
 
 
 def _short(value: Any, limit: int = 100) -> str:

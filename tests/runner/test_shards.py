@@ -133,7 +133,7 @@ MISMATCHES: dict[str, tuple[Callable[[Path], None], str]] = {
         _set("prices", value={"scripted-oracle": {"input_per_mtok": 1.0, "output_per_mtok": 1.0}}),
         "plan differs (prices)",
     ),
-    "missing episode": (_drop_last_episode, "is incomplete: resume it"),
+    "missing episode": (_drop_last_episode, "lost records it sealed"),
 }
 
 
