@@ -24,6 +24,7 @@ from contextdelta.providers.bodies import (
     load_json_body,
 )
 from contextdelta.providers.errors import (
+    EndpointBusy,
     EndpointConnectionError,
     EndpointError,
     EndpointResponseTooLarge,
@@ -72,6 +73,7 @@ __all__ = [
     "CallGate",
     "CappedBody",
     "ChatProvider",
+    "EndpointBusy",
     "EndpointConnectionError",
     "EndpointError",
     "EndpointLimiter",

@@ -47,6 +47,13 @@ def shorten(text: str, limit: int = MAX_ERROR_MESSAGE_CHARS) -> str:
     return f"{text[:limit]}... [cut: {len(text)} characters in all]"
 
 
+class EndpointBusy(str):
+    """An endpoint check's refusal for an endpoint that is rate-limiting or failing (HTTP 408, 429, 5xx after the
+    check's retries): the fix is to wait and run again, not to change ``--base-url``."""
+
+    __slots__ = ()
+
+
 class EndpointError(Exception):
     """A chat-completions attempt that got no usable answer."""
 

@@ -49,6 +49,7 @@ from contextdelta.providers.base import (
 )
 from contextdelta.providers.bodies import CappedBody, NestedTooDeeply, load_json_body
 from contextdelta.providers.errors import (
+    EndpointBusy,
     EndpointConnectionError,
     EndpointError,
     EndpointRedirectLoop,
@@ -250,7 +251,7 @@ class OpenAIProvider:
             self._session = None
 
     async def preflight(self, timeout_s: float | None = None) -> str | None:
-        """Why this endpoint cannot serve a benchmark, or None when it can. No retries; each request is bounded by
+        """Why this endpoint cannot serve a benchmark, or None when it can. Each request is bounded by
         ``timeout_s`` (default: the provider's per-call timeout, ``--timeout-s``).
 
         1. ``GET /models``: unreachable (connection refused, DNS, timeout) or a rejected key (401/403) is refused;
@@ -259,7 +260,9 @@ class OpenAIProvider:
         2. One minimal chat completion carrying ``tools`` (:func:`endpoint_check_request`), with the model,
            temperature, seed and token cap the run sends: refused when it does not answer in time, the key or the
            model is refused, the endpoint rejects the request (it says why, e.g. that it does not take ``tools``),
-           or the reply is not a chat completion.
+           or the reply is not a chat completion. A 408, 429 or 5xx is retried as a run's calls are (the retry
+           policy, ``Retry-After`` honoured up to its bound) and refused (an :class:`EndpointBusy`) only when it
+           persists.
         """
         wait = self.timeout_s if timeout_s is None else timeout_s
         where = redact_url(self.base_url) or "the default OpenAI endpoint"
@@ -300,8 +303,9 @@ class OpenAIProvider:
     async def _check_tools(self, where: str, wait: float) -> str | None:
         messages, tools = endpoint_check_request()
         request = self._body(messages, tools)
+        tries: list[int] = []
         try:
-            body, _, _ = await self._send("POST", self._chat_url, _encode(request), wait)
+            body = await self._send_retrying("POST", self._chat_url, _encode(request), wait, tries)
         except EndpointTimeout:
             return (
                 f"{where} answered GET /models but not a chat completion within {wait:g} s (--timeout-s); "
@@ -325,16 +329,17 @@ class OpenAIProvider:
                     f"{where} rejected a minimal chat completion that carries `tools` ({detail}); the benchmark "
                     f"sends tools on every call, so model {self.model!r} must be served with tool calling enabled"
                 )
+            gave_up = self._gave_up(exc, len(tries))
             if exc.status_code == 429:
-                return (
-                    f"{where} failed a minimal chat completion with tools ({detail}): the endpoint is rate-limiting "
-                    "this key; wait and run again (--requests-per-minute / --tokens-per-minute keep a run under a "
-                    "limit)"
+                return EndpointBusy(
+                    f"{where} failed a minimal chat completion with tools ({detail}{gave_up}): the "
+                    "endpoint is rate-limiting this key; wait and run again (--requests-per-minute / "
+                    "--tokens-per-minute keep a run under a limit)"
                 )
-            if exc.status_code >= 500:
-                return (
-                    f"{where} failed a minimal chat completion with tools ({detail}): the endpoint is failing; wait "
-                    "for it to recover and run again"
+            if exc.status_code >= 500 or exc.status_code == 408:
+                return EndpointBusy(
+                    f"{where} failed a minimal chat completion with tools ({detail}{gave_up}): the "
+                    "endpoint is failing; wait for it to recover and run again"
                 )
             return f"{where} failed a minimal chat completion with tools ({detail})"
         try:
@@ -344,11 +349,54 @@ class OpenAIProvider:
             return f"{where} answered the endpoint check's chat completion with {what}"
         return None
 
+    async def _send_retrying(
+        self, method: str, url: str, body: bytes | None, timeout: float, tries: list[int]
+    ) -> bytes:
+        """:meth:`_send` for the endpoint check, retried as a run's calls are (the same policy: attempts, total time,
+        ``Retry-After`` up to ``max_retry_after_s``) but only on an HTTP status that says "later" (408, 429, 5xx):
+        one transient refusal at start must not refuse the run, while a wrong URL (connection refused) or a stalled
+        endpoint (a timeout, already waited for) is said at once. Raises the last attempt's error; ``tries`` gets
+        the number of attempts made."""
+        retrying = AsyncRetrying(
+            stop=self.retry.stop(started=time.monotonic()),
+            wait=self.retry.wait(),
+            retry=retry_if_exception(lambda e: isinstance(e, EndpointStatusError) and is_retryable(e)),
+            sleep=self._sleep,
+            before_sleep=self._log_check_retry,
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                tries.append(1)
+                content, _, _ = await self._send(method, url, body, timeout)
+        return content
+
+    def _gave_up(self, exc: EndpointStatusError, attempts: int) -> str:
+        """Why the endpoint check stopped retrying a 408/429/5xx, as a clause for its message."""
+        wait, longest = retry_after_of(exc), self.retry.max_retry_after_s
+        if wait is not None and wait > longest:
+            return f"; it asked to wait {wait:g} s (Retry-After), more than the {longest:g} s the check waits"
+        return f"; gave up after {attempts} attempt{'s' if attempts != 1 else ''}"
+
+    def _log_check_retry(self, state: RetryCallState) -> None:
+        outcome = state.outcome
+        exc = outcome.exception() if outcome is not None else None
+        reason = self._scrub(describe_error(exc)) if exc is not None else "unknown error"
+        wait = state.next_action.sleep if state.next_action is not None else 0.0
+        log.warning(
+            "endpoint check attempt %d to %s failed (%s); retrying in %.2fs",
+            state.attempt_number,
+            redact_url(self.base_url) or "the default endpoint",
+            reason,
+            wait,
+        )
+
     async def check_summary_model(self, model: str, timeout_s: float | None = None) -> str | None:
         """Why this endpoint cannot serve ``model`` as the summary model (``--summary-model``), or None when it can:
-        one minimal chat completion without tools, no retries, bounded by ``timeout_s`` (default ``--timeout-s``).
-        Run after :meth:`preflight`, so that a summary model the endpoint does not serve is refused before any
-        episode (each ``semantic_summary`` episode would otherwise run up to its first summary and fail there)."""
+        one minimal chat completion without tools (a 408/429/5xx retried as :meth:`preflight` does), bounded by
+        ``timeout_s`` (default ``--timeout-s``). Run after :meth:`preflight`, so that a summary model the endpoint
+        does not serve is refused before any episode (each ``semantic_summary`` episode would otherwise run up to
+        its first summary and fail there)."""
         wait = self.timeout_s if timeout_s is None else timeout_s
         where = redact_url(self.base_url) or "the default OpenAI endpoint"
         return await self._io.run(self._check_summary_model(where, model, wait))
@@ -356,14 +404,20 @@ class OpenAIProvider:
     async def _check_summary_model(self, where: str, model: str, wait: float) -> str | None:
         messages = [{"role": "user", "content": SUMMARY_MODEL_CHECK}]
         fix = "check --summary-model / CONTEXTDELTA_SUMMARY_MODEL (default: the agent model)"
+        tries: list[int] = []
         try:
-            body, _, _ = await self._send(
-                "POST", self._chat_url, _encode(self._body(messages, None, model=model)), wait
+            body = await self._send_retrying(
+                "POST", self._chat_url, _encode(self._body(messages, None, model=model)), wait, tries
             )
         except EndpointTimeout:
             return f"{where} did not answer a chat completion for summary model {model!r} within {wait:g} s; {fix}"
         except EndpointError as exc:
             detail = self._scrub(describe_error(exc))
+            if isinstance(exc, EndpointStatusError) and is_retryable(exc):
+                return EndpointBusy(
+                    f"{where} failed a chat completion for summary model {model!r} ({detail}"
+                    f"{self._gave_up(exc, len(tries))}): the endpoint is busy or failing; wait and run again"
+                )
             return f"{where} refused a chat completion for summary model {model!r} ({detail}); {fix}"
         try:
             self._response(body, 0.0, 0, 0.0)

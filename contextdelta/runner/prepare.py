@@ -37,6 +37,7 @@ from contextdelta.context import (
 from contextdelta.providers import (
     PRICE_TABLE_FORMAT,
     ChatProvider,
+    EndpointBusy,
     EndpointLimits,
     Price,
     PriceTable,
@@ -835,7 +836,9 @@ def _preflight(provider: ChatProvider) -> None:
         problem = anyio.run(preflight)
         if problem is not None:
             end = "" if problem.endswith((".", "?", "!")) else "."
-            raise BenchmarkError(f"{problem}{end} Nothing was run; check --base-url / CONTEXTDELTA_BASE_URL.")
+            # a busy or failing endpoint (429, 5xx) is at the right URL: only waiting helps
+            fix = "" if isinstance(problem, EndpointBusy) else "; check --base-url / CONTEXTDELTA_BASE_URL"
+            raise BenchmarkError(f"{problem}{end} Nothing was run{fix}.")
 
 
 def _check_summary_model(provider: ChatProvider, info: ProviderInfo) -> None:

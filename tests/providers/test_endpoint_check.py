@@ -17,8 +17,13 @@ from tests.testing.episode_loop import first_messages, fixture_tasks
 KEY = "sk-test-SECRET-0123456789abcdef"
 
 
+async def _no_wait(seconds: float) -> None:
+    """Retries of the check are counted, never waited for."""
+
+
 def check(base_url: str, *, timeout_s: float = 5.0, **options: Any) -> str | None:
     options.setdefault("api_key", KEY)
+    options.setdefault("sleep", _no_wait)
     provider = OpenAIProvider(base_url=base_url, model="scripted-oracle", timeout_s=timeout_s, **options)
 
     async def go() -> str | None:
@@ -189,3 +194,121 @@ def test_a_rate_limited_or_failing_endpoint_is_refused_with_what_to_do(
     with scripted(**fault) as url:
         problem = check(url)
     assert problem is not None and advice in problem
+
+
+class _Flaky:
+    """A loopback endpoint whose first ``failures`` chat completions answer ``status`` (with ``headers``), then
+    a tool-less chat completion; GET /models answers a list."""
+
+    def __init__(self, failures: int, status: int, headers: dict[str, str] | None = None) -> None:
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.posts = 0
+        flaky = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _reply(self, code: int, payload: dict[str, Any], extra: dict[str, str] | None = None) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(code)
+                for name, value in (extra or {}).items():
+                    self.send_header(name, value)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._reply(200, {"object": "list", "data": [{"id": "scripted-oracle", "object": "model"}]})
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                flaky.posts += 1
+                if flaky.posts <= failures:
+                    self._reply(status, {"error": {"message": "try later", "type": "server_error"}}, headers)
+                    return
+                message = {"role": "assistant", "content": "ok"}
+                choice = {"index": 0, "message": message, "finish_reason": "stop"}
+                self._reply(
+                    200, {"id": "c", "object": "chat.completion", "model": "scripted-oracle", "choices": [choice]}
+                )
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("status", "headers"), [(429, {"Retry-After": "2"}), (502, None), (503, {"Retry-After": "1"}), (408, None)]
+)
+def test_a_transient_refusal_of_the_check_is_retried_as_a_call_is(
+    status: int, headers: dict[str, str] | None, sleep: Any
+) -> None:
+    """One 429/502/503 at start must not refuse a whole run: the check retries like a run's calls, honouring
+    Retry-After."""
+    flaky = _Flaky(2, status, headers)
+    try:
+        problem = check(flaky.url, sleep=sleep)
+    finally:
+        flaky.close()
+    assert problem is None
+    assert flaky.posts == 3
+    if headers:
+        assert sleep.waits == [float(headers["Retry-After"])] * 2
+
+
+def test_a_persistent_refusal_is_refused_after_the_retries_without_blaming_the_url(sleep: Any) -> None:
+    from contextdelta.providers import EndpointBusy, RetryPolicy
+
+    flaky = _Flaky(1000, 503)
+    try:
+        problem = check(flaky.url, sleep=sleep, retry=RetryPolicy(max_attempts=3))
+    finally:
+        flaky.close()
+    assert isinstance(problem, EndpointBusy)
+    assert "HTTP 503" in problem and "gave up after 3 attempts" in problem and "wait for it to recover" in problem
+    assert flaky.posts == 3
+
+
+def test_a_retry_after_past_the_bound_is_refused_at_once(sleep: Any) -> None:
+    flaky = _Flaky(1000, 429, {"Retry-After": "3600"})
+    try:
+        problem = check(flaky.url, sleep=sleep)
+    finally:
+        flaky.close()
+    assert problem is not None and "asked to wait 3600 s (Retry-After)" in problem and "rate-limiting" in problem
+    assert flaky.posts == 1 and sleep.waits == []
+
+
+def test_a_client_error_is_not_retried(sleep: Any) -> None:
+    flaky = _Flaky(1000, 404)
+    try:
+        problem = check(flaky.url, sleep=sleep)
+    finally:
+        flaky.close()
+    assert problem is not None and "check --base-url" in problem and flaky.posts == 1
+
+
+def test_the_summary_model_check_retries_a_transient_refusal_too(sleep: Any) -> None:
+    flaky = _Flaky(1, 503, {"Retry-After": "1"})
+    provider = OpenAIProvider(base_url=flaky.url, model="scripted-oracle", api_key=KEY, timeout_s=5, sleep=sleep)
+
+    async def go() -> str | None:
+        async with provider:
+            return await provider.check_summary_model("summary-model")
+
+    try:
+        problem = asyncio.run(go())
+    finally:
+        flaky.close()
+    assert problem is None and flaky.posts == 2 and sleep.waits == [1.0]

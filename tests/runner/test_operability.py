@@ -71,6 +71,15 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 # ---- endpoints -----------------------------------------------------------------------------------------------
 
 
+def test_a_failing_endpoint_is_refused_after_retries_without_blaming_the_url(here: Path, no_retry_waits: None) -> None:
+    """A 5xx that persists through the check's retries refuses the run with "wait", not "check --base-url"."""
+    with serve_scripted("oracle", TASKS, in_process=True, fail_500="all") as url:
+        message = refused(run_args(url, here / "results"), here)
+    assert "the endpoint is failing; wait for it to recover and run again" in message
+    assert "gave up after 6 attempts" in message
+    assert message.endswith("Nothing was run.") and "--base-url" not in message
+
+
 def test_a_base_url_without_v1_is_refused_with_the_fix(here: Path) -> None:
     with serve_scripted("oracle", TASKS, in_process=True) as url:
         root = url.removesuffix("/v1")
