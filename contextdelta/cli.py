@@ -476,7 +476,12 @@ def run_benchmark_command(
     results_dir: RunResultsDirOption = None,
     max_cost_usd: Annotated[
         float | None,
-        typer.Option(help="Stop starting episodes once this much is spent.", callback=_request_range("max_cost_usd")),
+        typer.Option(
+            help="Run budget in USD: no episode starts, and no running episode makes another model call "
+            "(it ends budget_exceeded), once this much is spent; with --workers/Ray, episodes in other workers "
+            "can overshoot by their calls before the driver records them.",
+            callback=_request_range("max_cost_usd"),
+        ),
     ] = None,
     max_episode_cost_usd: Annotated[
         float | None,

@@ -294,7 +294,7 @@ def runtime(plan: RunPlan) -> EpisodeRuntime:
         provider=plan.provider_spec,
         strategies=tuple(plan.strategy_configs),
         summary_model=info.summary_model,
-        costing=Costing(plan.prices, info.model, info.summary_model, plan.max_episode_cost_usd),
+        costing=Costing(plan.prices, info.model, info.summary_model, plan.max_episode_cost_usd, plan.max_cost_usd),
         limits=plan.execution.limits,
         concurrency=plan.request.concurrency,
     )
@@ -345,13 +345,16 @@ def _execution_record(plan: RunPlan, executor: Executor) -> dict[str, Any]:
     return record
 
 
-def stop_rules(run: ActiveRun) -> list[StopRule]:
+def stop_rules(run: ActiveRun, executor: Executor | None = None) -> list[StopRule]:
     """What may stop a run from starting further episodes: a write error, the run-level budget, the circuit
-    breaker (``--max-consecutive-failures``, ``--max-failed-share``)."""
+    breaker (``--max-consecutive-failures``, ``--max-failed-share``). The budget tells ``executor`` (its
+    ``budget_spent``, when it has one) what the run spent, so that its running episodes stop at the budget too."""
     request = run.plan.request
+    on_spent = getattr(executor, "budget_spent", None)
     return [
         WriteFailure(lambda: run.write_error),
-        CostBudget(run.plan.max_cost_usd, [*run.records, *run.superseded]),  # a superseded attempt cost money too
+        # a superseded attempt cost money too
+        CostBudget(run.plan.max_cost_usd, [*run.records, *run.superseded], on_spent),
         CircuitBreaker(request.max_consecutive_failures, request.max_failed_share),
     ]
 
@@ -371,7 +374,7 @@ def execute(run: ActiveRun, executor: Executor | None = None, rules: Sequence[St
                     jobs,
                     chosen,
                     run.record,
-                    rules=stop_rules(run) if rules is None else rules,
+                    rules=stop_rules(run, chosen) if rules is None else rules,
                     concurrency=run.plan.request.concurrency,
                 )
             )

@@ -7,13 +7,14 @@ driver hands to the recorders.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from contextdelta.agent import EpisodeTotals, EpisodeTrace, run_episode
+from contextdelta.agent import BudgetCheck, EpisodeTotals, EpisodeTrace, run_episode
 from contextdelta.context import ContextStrategy
 from contextdelta.grading import grade
 from contextdelta.providers import ChatProvider, Price
@@ -42,15 +43,40 @@ class EpisodeJob:
     """The attempt this run of the episode is (above 1: a failed trial re-run by ``--retry-failed``)."""
 
 
+class RunSpend:
+    """What the run has spent, as a running episode's budget check sees it (``--max-cost-usd``): the recorded
+    episodes' costs, which the driver keeps current (:meth:`set_recorded`; in a worker process or a Ray actor, by a
+    message from the driver), plus what each episode running in this process has spent so far.
+
+    Exact in one process (the driver's own executor): an episode finishes and its record is counted with no await
+    in between. With worker processes or Ray, an episode in another worker is seen only once the driver recorded
+    it, so the run can overshoot by what episodes in other workers spend meanwhile (at most their calls in flight
+    and their steps before the driver's next message)."""
+
+    def __init__(self, recorded: float = 0.0) -> None:
+        self.recorded = recorded
+        self.running: dict[str, float] = {}
+
+    def set_recorded(self, spent: float) -> None:
+        """The recorded episodes' total cost (earlier sessions' included), as the driver counted it."""
+        self.recorded = spent
+
+    def total(self) -> float:
+        """Recorded plus running."""
+        return self.recorded + sum(self.running.values())
+
+
 @dataclass(frozen=True)
 class Costing:
-    """Prices and the per-episode budget: an episode's cost in USD, None when a price or a usage is unknown."""
+    """Prices and the budgets: an episode's cost in USD, None when a price or a usage is unknown."""
 
     prices: Mapping[str, Price | None]
     """The run's prices (``RunPlan.prices``, recorded in the manifest)."""
     model: str
     summary_model: str
     max_episode_cost_usd: float | None = None
+    max_cost_usd: float | None = None
+    """The run's budget (``--max-cost-usd``): no model call once the run's spend (:class:`RunSpend`) reaches it."""
 
     def cost(self, totals: EpisodeTotals) -> float | None:
         """What the episode costs so far, provider-reported cached prompt tokens at their rate (`episode_cost`)."""
@@ -70,6 +96,42 @@ class Costing:
             return f"episode cost ${spent:.4f} reached --max-episode-cost-usd ${self.max_episode_cost_usd}"
         return None
 
+    def run_budget(self, spend: RunSpend, run_id: str, totals: EpisodeTotals) -> str | None:
+        """The agent loop's check of the run's budget before each step: why to stop this episode, or None. It
+        enters this episode's cost so far into ``spend``, where the other episodes of this process see it."""
+        if self.max_cost_usd is None:
+            return None
+        own = self.cost(totals)
+        if own is None and not totals.usage_complete:  # as CostBudget: what this episode spent cannot be counted
+            return (
+                f"--max-cost-usd ${self.max_cost_usd} cannot be enforced: the endpoint reported no token usage, so "
+                "what the episode spent is unknown"
+            )
+        spend.running[run_id] = own or 0.0
+        total = spend.total()
+        if total >= self.max_cost_usd:
+            return (
+                f"run cost ${total:.4f} (recorded episodes and those running) reached --max-cost-usd "
+                f"${self.max_cost_usd}"
+            )
+        return None
+
+    def budget_check(self, spend: RunSpend | None, run_id: str) -> BudgetCheck | None:
+        """The check the agent loop runs before each step: the episode's budget and the run's, None with neither
+        (the loop then checks nothing)."""
+        checks: list[BudgetCheck] = []
+        if self.max_episode_cost_usd is not None:
+            checks.append(self.episode_budget)
+        if self.max_cost_usd is not None and spend is not None:
+            checks.append(functools.partial(self.run_budget, spend, run_id))
+        if not checks:
+            return None
+
+        def check(totals: EpisodeTotals) -> str | None:
+            return next((reason for c in checks if (reason := c(totals)) is not None), None)
+
+        return check
+
 
 def build_world(task: Task, spec: EpisodeSpec) -> World:
     """The fresh world an episode runs in (the one place an episode's world is made): ``task``'s, or under a
@@ -78,24 +140,34 @@ def build_world(task: Task, spec: EpisodeSpec) -> World:
 
 
 async def run_job(
-    job: EpisodeJob, provider: ChatProvider, strategy: ContextStrategy, costing: Costing
+    job: EpisodeJob,
+    provider: ChatProvider,
+    strategy: ContextStrategy,
+    costing: Costing,
+    spend: RunSpend | None = None,
 ) -> EpisodeRecord:
     """Run one episode and return its graded, costed record. Model and provider failures end the episode as a
-    failed trial (recorded, never a success); only a harness bug raises."""
+    failed trial (recorded, never a success); only a harness bug raises. ``spend`` is the run's spend that the
+    run's budget (``costing.max_cost_usd``) is checked against before each step; this episode's running cost is in
+    it until the episode returns (then the driver counts its record)."""
     task, spec = job.task, job.spec
     world = build_world(task, spec)
     initial = world.state()
     started = utc_now()
     clock = time.perf_counter()
-    trace = await run_episode(
-        task.public_task,
-        world,
-        provider,
-        strategy,
-        max_steps=job.max_steps,
-        seed=job.seed,
-        budget=costing.episode_budget if costing.max_episode_cost_usd is not None else None,
-    )
+    try:
+        trace = await run_episode(
+            task.public_task,
+            world,
+            provider,
+            strategy,
+            max_steps=job.max_steps,
+            seed=job.seed,
+            budget=costing.budget_check(spend, spec.run_id),
+        )
+    finally:
+        if spend is not None:
+            spend.running.pop(spec.run_id, None)
     wall_s = time.perf_counter() - clock
     return episode_record(job, trace, initial, world, started, wall_s, costing.cost(trace.totals))
 

@@ -22,7 +22,7 @@ from contextdelta.agent import TerminationReason
 from contextdelta.context import ContextStrategy, StrategyDescription, StrategyServices, rebuild_strategy
 from contextdelta.providers import CallGate, ChatProvider, EndpointLimits, LimiterStats, create_provider
 from contextdelta.rundir import EpisodeRecord
-from contextdelta.runner.episode import Costing, EpisodeJob, run_job
+from contextdelta.runner.episode import Costing, EpisodeJob, RunSpend, run_job
 from contextdelta.settings import Settings
 
 
@@ -69,6 +69,8 @@ class Executor(Protocol):
 
     # Optionally ``rate_stats() -> LimiterStats | None``: what the endpoint's shared rate limiter did, valid after
     # ``aclose`` (the executors of this package have it; the manifest records it when present).
+    # Optionally ``budget_spent(spent: float) -> None``: what the run's recorded episodes cost, said by the driver
+    # before the first job and after each record, so that running episodes stop at ``--max-cost-usd`` (RunSpend).
 
 
 class InProcessExecutor:
@@ -91,6 +93,8 @@ class InProcessExecutor:
         self.strategies: dict[str, ContextStrategy] = {d.name: rebuild_strategy(d, services) for d in strategies}
         self.limiter = limiter
         """The endpoint's limiter when this executor owns it (in-process runs): its stats go to the manifest."""
+        self.spend = RunSpend()
+        """The run's spend its episodes check ``--max-cost-usd`` against (kept current by :meth:`budget_spent`)."""
 
     @classmethod
     def from_runtime(cls, runtime: EpisodeRuntime, gate: CallGate | None = None) -> InProcessExecutor:
@@ -101,7 +105,11 @@ class InProcessExecutor:
         return cls(provider, runtime.strategies, runtime.summary_model, runtime.costing)
 
     async def run(self, job: EpisodeJob) -> EpisodeRecord:
-        return await run_job(job, self.provider, self.strategies[job.spec.strategy], self.costing)
+        return await run_job(job, self.provider, self.strategies[job.spec.strategy], self.costing, self.spend)
+
+    def budget_spent(self, spent: float) -> None:
+        """What the run's recorded episodes cost (the driver's :class:`CostBudget` says it after each record)."""
+        self.spend.set_recorded(spent)
 
     async def aclose(self) -> None:
         close = getattr(self.provider, "aclose", None)
@@ -126,18 +134,33 @@ class StopRule(Protocol):
 
 
 class CostBudget:
-    """``--max-cost-usd``: no episode starts once the run (earlier sessions included) spent the budget."""
+    """``--max-cost-usd``: no episode starts once the run (earlier sessions included) spent the budget. Running
+    episodes check it too, before each step (``Costing.run_budget``): ``on_spent`` (the executor's
+    ``budget_spent``) hears the recorded total at the start and after each record."""
 
-    def __init__(self, max_cost_usd: float | None, done: Sequence[EpisodeRecord] = ()) -> None:
+    def __init__(
+        self,
+        max_cost_usd: float | None,
+        done: Sequence[EpisodeRecord] = (),
+        on_spent: Callable[[float], None] | None = None,
+    ) -> None:
         self.max_cost_usd = max_cost_usd
         self.spent = 0.0
         self.uncounted: str | None = None
         """An episode that made calls whose cost is unknown (the endpoint reported no usage): the budget cannot
         count what was spent, so no further episode starts (the prices are known: the plan checked them)."""
+        self.on_spent = on_spent if max_cost_usd is not None else None
         for record in done:
-            self.observe(record)
+            self._count(record)
+        if self.on_spent is not None:
+            self.on_spent(self.spent)
 
     def observe(self, record: EpisodeRecord) -> None:
+        self._count(record)
+        if self.on_spent is not None:
+            self.on_spent(self.spent)
+
+    def _count(self, record: EpisodeRecord) -> None:
         self.spent += record.cost_usd or 0.0
         totals = record.trace.totals
         if record.cost_usd is None and totals.agent_calls + totals.summary_calls > 0 and self.uncounted is None:

@@ -6,6 +6,11 @@ strategies, built from the :class:`EpisodeRuntime` the driver sends it (never fr
 it runs the jobs it is given concurrently and sends each :class:`EpisodeRecord` back. The driver alone hands
 records to the recorders, so the run directory, the trace store, resume and ``verify`` are unchanged.
 
+With ``--max-cost-usd`` the driver sends each worker the run's recorded spend at its start and after each record;
+a worker's episodes stop (``budget_exceeded``) before a step once that plus what the worker's own running episodes
+spent reaches the budget. What episodes in other workers spend is seen only when their records reach the driver,
+so the run can overshoot by at most what they spend meanwhile.
+
 The endpoint's rate limiter stays in the driver: with limits set, every HTTP attempt in a worker first asks the
 driver for a ticket over the worker's socket (``contextdelta.runner.worker.PipeGate``), so limits hold across
 all workers together.
@@ -15,6 +20,7 @@ event loop when readable)::
 
     driver -> worker   ("setup", sys.path, EpisodeRuntime, limited)   first, once
                        ("job", id, EpisodeJob)   ("grant", ticket_id, generation)   ("stop",)
+                       ("spent", usd)   what the run's recorded episodes cost (``--max-cost-usd`` only)
     worker -> driver   ("record", id, EpisodeRecord)   ("error", id, traceback)
                        ("acquire", ticket_id, tokens)   ("release", generation, status, extra_tokens)
 """
@@ -65,6 +71,7 @@ class WorkerPoolExecutor:
         self.workers = workers
         self.limiter = limiter
         self._pool: list[_Worker] = []
+        self._spent: float | None = None
         self._next_id = 0
         self._grants: set[asyncio.Task[None]] = set()
 
@@ -85,6 +92,8 @@ class WorkerPoolExecutor:
             worker = _Worker(f"worker {number + 1} (pid {process.pid})", process, conn)
             # the sys.path lets the worker import what the driver can (plug-in strategies by module name)
             conn.send(("setup", list(sys.path), self.runtime, self.limiter is not None))
+            if self._spent is not None:
+                conn.send(("spent", self._spent))
             self._pool.append(worker)
             loop.add_reader(conn.fileno(), self._readable, worker)
 
@@ -100,6 +109,14 @@ class WorkerPoolExecutor:
         worker.pending[self._next_id] = future
         worker.conn.send(("job", self._next_id, job))
         return await future
+
+    def budget_spent(self, spent: float) -> None:
+        """Tell every worker what the run's recorded episodes cost (``--max-cost-usd``; see the module docstring)."""
+        self._spent = spent
+        for worker in self._pool:
+            if worker.alive:
+                with contextlib.suppress(OSError):  # a worker gone is found by its reader
+                    worker.conn.send(("spent", spent))
 
     def _readable(self, worker: _Worker) -> None:
         try:

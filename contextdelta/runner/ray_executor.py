@@ -74,6 +74,7 @@ class EpisodeActor:
         self.runtime = runtime
         self.limiter = limiter
         self.host: InProcessExecutor | None = None
+        self.spent = 0.0
         self.collector = contextlib.ExitStack()  # this actor's process runs episodes until the actor ends
         self.collector.enter_context(tuned_for_episodes())
 
@@ -81,7 +82,14 @@ class EpisodeActor:
         if self.host is None:  # built on the actor's own event loop, which owns the HTTP connection pool
             gate = RayGate(self.limiter, self.runtime.limits.tokens_per_minute is not None) if self.limiter else None
             self.host = InProcessExecutor.from_runtime(self.runtime, gate)
+            self.host.budget_spent(self.spent)
         return await self.host.run(job)
+
+    async def budget_spent(self, spent: float) -> None:
+        """What the run's recorded episodes cost, from the driver (``--max-cost-usd``)."""
+        self.spent = spent
+        if self.host is not None:
+            self.host.budget_spent(spent)
 
     async def close(self) -> None:
         if self.host is not None:
@@ -102,6 +110,7 @@ class RayExecutor:
         self._owns_cluster = False
         self._started: asyncio.Task[None] | None = None
         self._stats: LimiterStats | None = None
+        self._spent: float | None = None
 
     async def _start(self) -> None:
         if self.address is None:
@@ -137,6 +146,18 @@ class RayExecutor:
         remote = ray.remote(EpisodeActor).options(num_cpus=min(1.0, cpus / count), max_concurrency=per_actor + 1)
         self._actors = [remote.remote(self.runtime, self._limiter) for _ in range(count)]
         self._load = [0] * count
+        if self._spent is not None:  # said before any job: an actor runs its calls in the order they were made
+            for actor in self._actors:
+                actor.budget_spent.remote(self._spent)
+
+    def budget_spent(self, spent: float) -> None:
+        """Tell every actor what the run's recorded episodes cost (``--max-cost-usd``): their running episodes stop
+        once that plus the actor's own running episodes reach the budget; episodes on other actors are seen only
+        when their records reach the driver, so the run can overshoot by what those spend meanwhile."""
+        self._spent = spent
+        for actor in self._actors:
+            with contextlib.suppress(Exception):  # a dead actor is found by its next job
+                actor.budget_spent.remote(spent)
 
     async def run(self, job: EpisodeJob) -> EpisodeRecord:
         if self._started is None:

@@ -90,6 +90,8 @@ async def _serve(conn: Connection, runtime: EpisodeRuntime, limited: bool) -> No
                     task.add_done_callback(running.discard)
                 elif kind == "grant" and gate is not None:
                     gate.granted(message[1], message[2])
+                elif kind == "spent":
+                    host.budget_spent(message[1])
                 elif kind == "stop":
                     stopped.set()
         except (EOFError, OSError):  # the driver is gone: nobody to send records to

@@ -515,3 +515,47 @@ def test_a_cost_budget_an_endpoint_without_usage_defeats_is_not_silently_ignored
     else:  # each episode stops at the first call that reported no usage, as a failed trial
         assert {r.trace.termination.value for r in outcome.records} == {"budget_exceeded"}
         assert all("cannot be enforced" in (r.trace.error or "") for r in outcome.records)
+
+
+HUGE_USAGE_CALL = json.dumps(
+    {
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": "c", "type": "function", "function": {"name": "look", "arguments": "{}"}}],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": {"prompt_tokens": 2**53, "completion_tokens": 2**53},
+    }
+).encode()
+"""A tool call whose reported usage alone is far past any budget."""
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_run_budget_stops_episodes_already_running(tmp_path: Path, workers: int) -> None:
+    """--max-cost-usd was checked only when an episode started: three episodes in flight each went on to their step
+    cap at 2.7e10 USD a call and the run ended complete. Now none makes a call once the run's spend reached it."""
+    from tests.providers.conftest import RawEndpoint
+
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"raw": {"input_per_mtok": 1.0, "output_per_mtok": 1.0}}))
+    fields: dict[str, Any] = {"model": "raw", "price_table": prices, "concurrency": 3, "workers": workers}
+    with RawEndpoint([HUGE_USAGE_CALL]) as endpoint:
+        outcome = run_benchmark(
+            request(endpoint.base_url, tmp_path / "results", max_steps=4, max_cost_usd=0.0001, **fields)
+        )
+    manifest = outcome.manifest
+    assert manifest.status is RunStatus.INCOMPLETE
+    assert (manifest.stop_reason or "").startswith("budget exhausted")
+    assert 0 < len(outcome.records) <= 3 < manifest.counts.planned
+    # each episode made at most its first call (none once another's spend was seen), then stopped before its next
+    for record in outcome.records:
+        assert record.trace.totals.agent_calls <= 1, record.trace.totals
+        assert record.trace.termination.value == "budget_exceeded" and record.failed and not record.verdict.success
+        assert "reached --max-cost-usd $0.0001" in (record.trace.error or "")
+    assert endpoint.requests == sum(r.trace.totals.agent_calls for r in outcome.records) >= 1

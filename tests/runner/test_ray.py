@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from contextdelta.rundir import RAW_RUNS, RunDirectory, RunStatus
+from contextdelta.runner import EXIT_INCOMPLETE
 from contextdelta.testing import fetch_stats, serve_scripted
 from contextdelta.verify import verify_run
 from tests.runner.conftest import TASKS
@@ -143,3 +144,26 @@ def test_a_ray_run_whose_driver_is_killed_resumes_to_complete_and_verifies(clust
     assert [s["execution"]["executor"] for s in final.sessions if "execution" in s] == ["ray"]
     result = verify_run(raw.parent)
     assert result.ok, result.lines()
+
+
+def test_a_ray_run_stops_running_episodes_at_the_run_budget(cluster: str, tmp_path: Path) -> None:
+    """The actors hear the run's recorded spend: with every call far past --max-cost-usd, no episode goes on to a
+    second call (before, each in flight ran to its step cap and the run ended complete)."""
+    from tests.providers.conftest import RawEndpoint
+    from tests.runner.test_benchmark import HUGE_USAGE_CALL
+
+    prices = tmp_path / "prices.json"
+    prices.write_text('{"raw": {"input_per_mtok": 1.0, "output_per_mtok": 1.0}}')
+    with RawEndpoint([HUGE_USAGE_CALL]) as endpoint:
+        args = _args(endpoint.base_url, tmp_path / "results", cluster, "--workers", "2", "--concurrency", "3")
+        args[args.index("scripted-oracle")] = "raw"
+        process = _cli(*args, "--price-table", str(prices), "--max-cost-usd", "0.0001", "--max-steps", "4")
+        out, err = process.communicate(timeout=300)
+    assert process.returncode == EXIT_INCOMPLETE, err
+    path = Path(out.strip().splitlines()[-1])
+    manifest = RunDirectory(path).read_manifest()
+    assert (manifest.stop_reason or "").startswith("budget exhausted")
+    records = RunDirectory(path).read_episodes()
+    assert 0 < len(records) <= 3
+    assert all(r.trace.totals.agent_calls <= 1 and r.trace.termination.value == "budget_exceeded" for r in records)
+    assert endpoint.requests == sum(r.trace.totals.agent_calls for r in records)
