@@ -258,3 +258,19 @@ def test_merge_takes_the_paths_run_benchmark_printed_and_writes_beside_them(
         app, ["merge", *(str(folder / s) for s in shards[1:]), "--out", "x", "--results-dir", str(other)]
     )
     assert out.exit_code == 2 and f"not in --results-dir {other}" in " ".join(out.stderr.split())
+
+
+@pytest.mark.slow
+def test_a_shard_that_stopped_early_is_named_to_resume(
+    sharded: tuple[Path, list[str], str], trusting: str, tmp_path: Path
+) -> None:
+    """A shard stopped by its budget (status incomplete, nothing lost) is to be resumed; one that finished and then
+    lost sealed records (the 'missing episode' case above) is to be restored instead: --resume refuses it."""
+    results, shards, _ = sharded
+    for name in shards[:2]:
+        shutil.copytree(results / name, tmp_path / name)
+    stopped = run_benchmark(request(trusting, tmp_path, shard="3/3", max_cost_usd=0)).path.name
+    assert RunDirectory(tmp_path / stopped).read_manifest().status is RunStatus.INCOMPLETE
+    with pytest.raises(MergeError, match=rf"shard 3/3, {stopped}, is incomplete: resume it") as err:
+        merge_shards(tmp_path, [*shards[:2], stopped], "merged")
+    assert "restore" not in str(err.value)
