@@ -48,8 +48,10 @@ class RunSpend:
     episodes' costs, which the driver keeps current (:meth:`set_recorded`; in a worker process or a Ray actor, by a
     message from the driver), plus what each episode running in this process has spent so far.
 
-    Exact in one process (the driver's own executor): an episode finishes and its record is counted with no await
-    in between. With worker processes or Ray, an episode in another worker is seen only once the driver recorded
+    The check runs before each step, so an episode running when the budget is reached overshoots it by at most
+    the calls of the step it is in (its agent call, and a summary call with ``semantic_summary``). In one process
+    (the driver's own executor) nothing else escapes it: an episode finishes and its record is counted with no
+    await in between. With worker processes or Ray, an episode in another worker is seen only once the driver recorded
     it, so the run can overshoot by what episodes in other workers spend meanwhile (at most their calls in flight
     and their steps before the driver's next message)."""
 
