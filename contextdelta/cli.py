@@ -199,6 +199,10 @@ def _number(value: float) -> str:
 
 
 def _describe_range(low: float | None, low_open: bool, high: float | None, high_open: bool) -> str:
+    if low is not None and high is not None and (low_open or high_open):
+        above = f"greater than {_number(low)}" if low_open else f"at least {_number(low)}"
+        below = f"less than {_number(high)}" if high_open else f"at most {_number(high)}"
+        return f"{above} and {below}"
     if low is not None and high is not None:
         return f"from {_number(low)} to {_number(high)}"
     if low is not None:
@@ -231,9 +235,16 @@ def _within(model: Callable[[], type[BaseModel]], field: str) -> Callable[[Any],
     return check
 
 
-def _positive(value: Any) -> Any:
-    """A typer callback for a duration that must be greater than 0 (typer's ``min`` is inclusive only)."""
-    return _refuse_outside(value, 0, True, None, False)
+def _seconds(maximum: float) -> Callable[[Any], Any]:
+    """A typer callback for a duration in seconds: greater than 0 (typer's ``min`` is inclusive only) and at most
+    ``maximum`` (a huge one lets a stalled endpoint or agent block a run without end)."""
+    return lambda value: _refuse_outside(value, 0, True, maximum, False)
+
+
+AGENT_MAX_TIMEOUT_S = 86_400.0
+"""run-external's longest per-episode limit for the agent command (a day)."""
+PROXY_MAX_TIMEOUT_S = 3_600.0
+"""serve's longest upstream timeout (an hour, as run-benchmark's per-call --timeout-s)."""
 
 
 def _request_model() -> type[BaseModel]:
@@ -447,7 +458,8 @@ def run_benchmark_command(
     timeout_s: Annotated[
         float,
         typer.Option(
-            help="Per-call timeout in seconds (the endpoint check's too).", callback=_request_range("timeout_s")
+            help="Per-call timeout in seconds, at most 3600 (the endpoint check's too).",
+            callback=_request_range("timeout_s"),
         ),
     ] = 120.0,
     max_retries: Annotated[
@@ -887,7 +899,11 @@ def run_external_command(
         int, typer.Option(help="Episodes (agent commands) run at once.", callback=_request_range("concurrency"))
     ] = 1,
     timeout_s: Annotated[
-        float, typer.Option(help="Per-episode limit for the agent command, in seconds.", callback=_positive)
+        float,
+        typer.Option(
+            help="Per-episode limit for the agent command, in seconds (at most a day: 86400).",
+            callback=_seconds(AGENT_MAX_TIMEOUT_S),
+        ),
     ] = 600.0,
     seed: SeedOption = None,
     results_dir: RunResultsDirOption = None,
@@ -1555,8 +1571,9 @@ def serve_command(
     timeout_s: Annotated[
         float,
         typer.Option(
-            help="Upstream timeout, seconds: for each read, and for the whole of a non-streamed response.",
-            callback=_positive,
+            help="Upstream timeout, seconds: for each read, and for the whole of a non-streamed response (at most "
+            "3600).",
+            callback=_seconds(PROXY_MAX_TIMEOUT_S),
         ),
     ] = 600.0,
 ) -> None:

@@ -134,8 +134,8 @@ ZERO_CASES: dict[str, Callable[[RunManifest], bool]] = {
     "--max-retries": lambda manifest: manifest.sessions[-1]["max_retries"] == 0,
 }
 """Every run-benchmark numeric flag whose range includes 0, and how its 0 shows in the run's manifest. The cost
-budgets also take 0 (spend nothing); they need a known price and are covered in tests/runner."""
-ZERO_ELSEWHERE = {"--max-cost-usd", "--max-episode-cost-usd"}
+budgets refuse 0 (a budget must be > 0; no flag means no budget)."""
+ZERO_ELSEWHERE: set[str] = set()
 
 
 @pytest.mark.slow
@@ -213,3 +213,28 @@ def test_the_request_models_refuse_values_that_are_not_finite() -> None:
             BenchmarkRequest.model_validate({field: float("nan")})
     with pytest.raises(ValidationError):
         EndpointLimits(requests_per_minute=float("inf"))
+
+
+@pytest.mark.parametrize(
+    ("words", "flag", "value", "allowed"),
+    [
+        (["run-benchmark"], "--timeout-s", "1e308", "greater than 0 and at most 3600"),
+        (["run-external", "--agent-cmd", "true"], "--timeout-s", "1e9", "greater than 0 and at most 86400"),
+        (["serve"], "--timeout-s", "1e308", "greater than 0 and at most 3600"),
+        (["run-benchmark"], "--requests-per-minute", "1e-300", "at least 0.0166667"),
+        (["run-benchmark"], "--tokens-per-minute", "1e-300", "at least 60"),
+        (["run-benchmark"], "--max-cost-usd", "0", "greater than 0"),
+        (["run-benchmark"], "--max-episode-cost-usd", "0", "greater than 0"),
+    ],
+)
+def test_a_value_that_would_stall_or_fail_the_run_is_refused(
+    words: list[str], flag: str, value: str, allowed: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A timeout of 1e308 let a stalled endpoint block the endpoint check forever, a rate of 1e-300 per minute
+    waited forever without a word, a budget of 0 made every episode a failed trial."""
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, [*words, flag, value])
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.stderr.replace("│", " ").split())
+    assert f"Invalid value for '{flag}':" in message and f"allowed: {allowed}" in message, message
+    assert list(tmp_path.iterdir()) == []

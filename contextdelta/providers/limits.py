@@ -43,8 +43,16 @@ class EndpointLimits(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     max_concurrent_requests: int | None = Field(default=None, ge=1, description="Attempts in flight at once.")
-    requests_per_minute: float | None = Field(default=None, gt=0, description="Attempts per minute, evenly spaced.")
-    tokens_per_minute: float | None = Field(default=None, gt=0, description="Prompt + completion tokens per minute.")
+    requests_per_minute: float | None = Field(
+        default=None,
+        ge=1 / 60,
+        description="Attempts per minute, evenly spaced; at least one an hour (a lower rate stalls a run).",
+    )
+    tokens_per_minute: float | None = Field(
+        default=None,
+        ge=60,
+        description="Prompt + completion tokens per minute; at least 60 (one a second; a lower rate stalls a run).",
+    )
     adaptive: bool = Field(default=False, description="AIMD: halve the concurrency on 429/5xx, add one per window.")
 
     @property

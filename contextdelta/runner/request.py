@@ -13,6 +13,8 @@ from contextdelta.settings import SEED_MAX, SEED_MIN, Temperature
 DEFAULT_REPEATS = 3
 DEFAULT_CONCURRENCY = 4
 DEFAULT_TIMEOUT_S = 120.0
+MAX_TIMEOUT_S = 3600.0
+"""The longest per-call timeout (an hour): a larger one lets a stalled endpoint block a run without end."""
 DEFAULT_MAX_CONSECUTIVE_FAILURES = 10
 """The circuit breaker trips after this many failed trials in a row (an endpoint that went down)."""
 DEFAULT_MAX_FAILED_SHARE = 0.5
@@ -66,7 +68,7 @@ class BenchmarkRequest(BaseModel):
     summary_model: str | None = None
     temperature: Temperature | None = None
     max_tokens: int | None = Field(default=None, ge=1)
-    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
+    timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0, le=MAX_TIMEOUT_S)
     max_consecutive_failures: int = Field(
         default=DEFAULT_MAX_CONSECUTIVE_FAILURES,
         ge=1,
@@ -83,8 +85,9 @@ class BenchmarkRequest(BaseModel):
         default=None, ge=0, le=20, description="Retries of a failed model call (None: the provider's default policy)."
     )
     results_dir: Path | None = None
-    max_cost_usd: float | None = Field(default=None, ge=0)
-    max_episode_cost_usd: float | None = Field(default=None, ge=0)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    """A budget must be > 0 (None: no budget); 0 would fail every episode before its first call."""
+    max_episode_cost_usd: float | None = Field(default=None, gt=0)
     price_table: Path | None = None
     # strategy parameters: their ranges and defaults are StrategyParams' (contextdelta.rundir)
     last_n: int | None = None

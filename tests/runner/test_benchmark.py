@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from contextdelta.cli import app
@@ -210,18 +211,13 @@ def test_budget_stop_marks_the_run_incomplete(oracle_url: str, tmp_path: Path) -
     assert all(r.cost_usd is not None and r.cost_usd > 0 for r in outcome.records)
 
 
-@pytest.mark.slow
-def test_a_zero_budget_is_a_value_spend_nothing(oracle_url: str, tmp_path: Path) -> None:
-    prices = tmp_path / "prices.json"
-    prices.write_text(json.dumps({"scripted-oracle": {"input_per_mtok": 1000.0, "output_per_mtok": 1000.0}}))
-    outcome = run_benchmark(request(oracle_url, tmp_path / "results", price_table=prices, max_cost_usd=0))
-    assert outcome.manifest.max_cost_usd == 0 and outcome.manifest.counts.finished == 0
-    assert outcome.manifest.status is RunStatus.INCOMPLETE
-    outcome = run_benchmark(
-        request(oracle_url, tmp_path / "results", price_table=prices, max_episode_cost_usd=0, task_ids=SMALL[:1])
-    )
-    assert {r.trace.termination.value for r in outcome.records} == {"budget_exceeded"}
-    assert all(r.trace.step_count == 0 and not r.verdict.success for r in outcome.records)
+@pytest.mark.parametrize("field", ["max_cost_usd", "max_episode_cost_usd"])
+@pytest.mark.parametrize("value", [0, -1])
+def test_a_zero_or_negative_budget_is_refused(field: str, value: float) -> None:
+    """A budget of 0 failed every episode (budget_exceeded before its first call): a budget must be > 0, and no
+    flag means no budget."""
+    with pytest.raises(ValidationError):
+        BenchmarkRequest.model_validate({field: value})
 
 
 def test_a_budget_without_a_known_price_is_refused(oracle_url: str, tmp_path: Path) -> None:
