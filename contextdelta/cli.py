@@ -378,9 +378,13 @@ def _csv(value: str | None, flag: str) -> list[str] | None:
     ``","``) is refused, never read as "the default"."""
     if value is None:
         return None
-    names = [v.strip() for v in value.split(",") if v.strip()]
-    if not names:
+    names = [v.strip() for v in value.split(",")]
+    if not any(names):
         raise _fail(f"{flag} {value!r} names nothing: give a comma-separated list, or leave {flag} out", 2)
+    if "" in names:  # "a,,b" or "a," is a typo, never a list of the names that are there
+        raise _fail(
+            f"{flag} {value!r} has an empty item: remove the extra comma, e.g. {','.join(filter(None, names))}", 2
+        )
     return names
 
 

@@ -59,6 +59,35 @@ def test_a_list_option_that_names_nothing_is_refused_not_read_as_the_default(
 
 
 @pytest.mark.parametrize(
+    ("words", "flag", "value"),
+    [
+        (["run-benchmark", "--no-store"], "--strategies", "full_history,,last_n"),
+        (["run-benchmark", "--no-store"], "--protection-modes", "unprotected,"),
+        (["run-benchmark", "--no-store"], "--task-ids", ",cfg-search-ramp"),
+        (["run-benchmark", "--no-store"], "--controls", "no_mutation, ,"),
+        (["run-external", "--agent-cmd", "true", "--no-store"], "--task-ids", "a,,b"),
+        (
+            ["run-external", "--agent-cmd", "true", "--no-store"],
+            "--protection-modes",
+            "unprotected,,freshness_contract",
+        ),
+        (["power", "--pilot", "x", "--difference", "0.1"], "--repeats", "1,,3"),
+        (["generate-tasks", "--family", "all", "--out", "o"], "--horizons", "1,,2"),
+        (["generate-tasks", "--out", "o"], "--family", "order-address-shipped,"),
+    ],
+)
+def test_a_list_option_with_an_empty_item_is_refused_naming_the_flag(
+    words: list[str], flag: str, value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """'full_history,,last_n' ran full_history and last_n as if the typo were not there."""
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, [*words, flag, value])
+    assert result.exit_code == 2, result.output
+    assert f"{flag} {value!r} has an empty item" in " ".join(result.stderr.split()), result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--seed", "99999999999999999999"], "Invalid value for '--seed'"),
