@@ -9,6 +9,7 @@ turns it into exit 2 before any command runs. ``.env.example`` lists every field
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlsplit, urlunsplit
@@ -21,7 +22,7 @@ DATABASE_FILE = "contextdelta.db"
 """The trace store's SQLite file inside the results folder, when ``CONTEXTDELTA_DATABASE_URL`` is unset."""
 
 
-Temperature = Annotated[float, Field(ge=0.0, le=2.0)]
+Temperature = Annotated[float, Field(ge=0.0, le=2.0, allow_inf_nan=False)]
 """A sampling temperature in the range OpenAI-compatible endpoints accept (the setting and ``--temperature``)."""
 
 
@@ -57,6 +58,7 @@ class Settings(BaseSettings):
         env_file_encoding="utf-8",
         env_ignore_empty=True,
         extra="ignore",
+        allow_inf_nan=False,  # nan passes every range check and inf an open end: "not a finite number", not a range
     )
 
     base_url: str | None = Field(
@@ -133,12 +135,41 @@ def setting_names() -> list[str]:
 def load_settings(env_file: Path | str | None = ".env") -> Settings:
     """The settings from the environment and ``env_file``; raises :class:`SettingsError` with a one-line message
     naming the variable, the value (never for a secret) and the expected form."""
+    if env_file is not None:
+        _check_env_file(Path(env_file))
     try:
         return Settings(_env_file=env_file)  # type: ignore[call-arg]
     except ValidationError as exc:
         raise SettingsError(_describe(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SettingsError(f"cannot read the settings file {env_file}: {exc}") from None
+
+
+def _check_env_file(path: Path) -> None:
+    """Refuse a ``.env`` that would be skipped in silence (a folder) or read in part (a line python-dotenv cannot
+    parse, which it only warns about without naming the file): the setting on that line would be lost."""
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise SettingsError(
+            f"the settings file {path} is not a file (a folder?); remove or rename it, or put the settings in a "
+            f"file named {path.name}"
+        )
+    from dotenv.parser import parse_stream
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"cannot read the settings file {path}: {exc}") from None
+    bad = next((b for b in parse_stream(io.StringIO(text)) if b.error), None)
+    if bad is not None:
+        line = bad.original.string.strip()
+        # never the value, nor a line without "=": either may be a pasted secret
+        shown = f" ({line.split('=', 1)[0].strip()[:60]}=...)" if "=" in line else ""
+        raise SettingsError(
+            f"the settings file {path}: line {bad.original.line}{shown} cannot be parsed; write it as NAME=value, "
+            "or comment it out with #"
+        )
 
 
 def _describe(exc: ValidationError) -> str:
@@ -152,7 +183,8 @@ def _describe(exc: ValidationError) -> str:
         info = Settings.model_fields[field]
         secret = info.annotation is not None and "SecretStr" in str(info.annotation)
         shown = "" if secret else f"={error.get('input')!r}"
-        problems.append(f"{env_name(field)}{shown} is invalid ({error['msg']}); expected {info.description}")
+        reason = "not a finite number" if error["type"] == "finite_number" else error["msg"]
+        problems.append(f"{env_name(field)}{shown} is invalid ({reason}); expected {info.description}")
     return "; ".join(problems)
 
 

@@ -245,3 +245,41 @@ def test_a_base_url_that_does_not_parse_is_shown_without_its_credentials() -> No
     with pytest.raises(BaseUrlError) as caught:
         check_base_url("http://user:hunter2@[::1/v1?key=sk-abc")
     assert "hunter2" not in str(caught.value) and "sk-abc" not in str(caught.value)
+
+
+@pytest.mark.parametrize("raw", ["nan", "inf", "-inf"])
+def test_a_temperature_that_is_not_a_finite_number_says_so(
+    raw: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nan used to be refused as 'less than or equal to 2'."""
+    monkeypatch.setenv("CONTEXTDELTA_TEMPERATURE", raw)
+    with pytest.raises(SettingsError) as caught:
+        load_settings(None)
+    message = str(caught.value)
+    assert f"CONTEXTDELTA_TEMPERATURE={raw!r} is invalid (not a finite number)" in message
+    assert "less than" not in message
+
+
+def test_a_env_that_is_a_folder_is_refused_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder named .env was skipped in silence: the settings the user meant to give were not read."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").mkdir()
+    result = runner.invoke(app, ["tools"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == (
+        "error: the settings file .env is not a file (a folder?); remove or rename it, or put the settings in a "
+        "file named .env"
+    )
+
+
+def test_a_env_line_that_does_not_parse_is_refused_naming_the_file_and_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """python-dotenv only warned 'could not parse statement starting at line 2' (no file) and went on without it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("CONTEXTDELTA_SEED=1\nsk-not-shown value\n", encoding="utf-8")
+    result = runner.invoke(app, ["tools"])
+    assert result.exit_code == 2, result.output
+    message = result.stderr.strip()
+    assert message.startswith("error: the settings file .env: line 2 cannot be parsed; write it as NAME=value")
+    assert "sk-not-shown" not in message and len(message.splitlines()) == 1
