@@ -335,7 +335,7 @@ def _message(error: Any) -> str:
     value = error.get("input")
     if kind in _NUMBER_TYPES and isinstance(value, str) and _is_number(value):
         return f"{error['msg']}: a number is expected, not the quoted string {value!r} (remove the quotes)"
-    return str(error["msg"])
+    return str(error["msg"]).removeprefix("Value error, ")  # pydantic's prefix on a validator's own message
 
 
 def _is_number(text: str) -> bool:

@@ -10,7 +10,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 from contextdelta.canonical import content_hash, sha256_hex
 from contextdelta.worlds import HiddenMutation, ProtectionMode, Scope, World, get_world
@@ -169,6 +169,14 @@ class Task(_Strict):
     title: str = Field(min_length=1)
     public: PublicPart
     evaluator: EvaluatorSpec
+
+    @field_validator("schema_version", mode="before")
+    @classmethod
+    def _schema_version_is_a_number(cls, value: Any) -> Any:
+        # a Literal compares by ==, and True == 1: strict validation alone reads ``schema_version: true`` as 1
+        if isinstance(value, bool):
+            raise ValueError(f"{str(value).lower()} is a boolean; write schema_version: 1")
+        return value
 
     @property
     def public_task(self) -> PublicTask:

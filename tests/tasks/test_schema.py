@@ -97,3 +97,25 @@ def test_non_string_keys_are_refused_with_their_line() -> None:
     assert problem.field == "evaluator.True"
     assert "mapping keys must be strings" in problem.message
     assert problem.line == text.splitlines().index("  on: yes") + 1
+
+
+def test_schema_version_true_is_not_read_as_1() -> None:
+    """A Literal compares by ==, and True == 1: ``schema_version: true`` loaded as schema version 1."""
+    data = task_data()
+    data["schema_version"] = True
+    task, problems = load_task_text("bool.yaml", dump(data))
+    assert task is None
+    (problem,) = problems
+    assert problem.field == "schema_version" and problem.line == 1
+    assert problem.message == "true is a boolean; write schema_version: 1"
+
+
+@pytest.mark.parametrize("path", [("version",), ("evaluator", "max_steps")])
+def test_a_boolean_is_not_taken_for_another_number(path: tuple[str, ...]) -> None:
+    data = task_data()
+    node: Any = data
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = True
+    task, problems = load_task_text("bool.yaml", dump(data))
+    assert task is None and [p.field for p in problems] == [".".join(path)]
