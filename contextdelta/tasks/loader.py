@@ -491,6 +491,10 @@ def list_folder(directory: Path) -> FolderListing:
         for name in sorted(dirs):
             if (base / name).is_symlink():
                 refused.append((base / name, "a symlinked folder (task folders are read without following links)"))
+            elif name.endswith((TASK_SUFFIX, *OTHER_YAML_SUFFIXES)):
+                refused.append(
+                    (base / name, "a folder named like a task file; task files are files: remove or rename it")
+                )
         for name in names:
             path = base / name
             if name.endswith(TASK_SUFFIX):

@@ -280,3 +280,16 @@ def test_the_limits_are_yaml_errors_for_direct_callers() -> None:
     with pytest.raises(YamlLimitError):
         parse_yaml(anchor_bomb())
     assert issubclass(YamlLimitError, yaml.YAMLError)
+
+
+@pytest.mark.parametrize("name", ["x.yaml", "x.yml"])
+def test_a_folder_named_like_a_task_file_is_a_named_problem(name: str, tmp_path: Path) -> None:
+    """A folder ``order/x.yaml`` was skipped in silence: all tasks passed while the author meant a task there."""
+    write_task(tmp_path, task_data())
+    (tmp_path / "order" / name).mkdir()
+    result = validate(tmp_path)
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.output.split())
+    assert f"order/{name}: a folder named like a task file; task files are files: remove or rename it" in text
+    _, problems = load_directory(tmp_path)
+    assert [p.file.endswith(f"order/{name}") for p in problems] == [True]
