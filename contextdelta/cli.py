@@ -836,6 +836,7 @@ def serve_world_command(
     for stdio) is the run directory."""
     from contextdelta.mcp import HTTP, STDIO, agent_info, serve_world
     from contextdelta.runner import BenchmarkRequest
+    from contextdelta.runner.request import UnknownTaskIdsError
 
     _mcp_or_fail()
     _agent_or_fail(agent)
@@ -865,8 +866,15 @@ def serve_world_command(
         allow_unlocked=allow_unlocked,
         external_agent=agent_info(agent, transport=transport),
     )
+
+    def serve(recorders: list[Recorder]) -> RunOutcome:
+        try:
+            return serve_world(request, port=port, ready=ready, recorders=recorders)
+        except UnknownTaskIdsError as exc:  # this command's flag is --task
+            raise exc.for_flag("--task") from None
+
     _run_with_recorders(
-        lambda recorders: serve_world(request, port=port, ready=ready, recorders=recorders),
+        serve,
         database_url=database_url,
         no_store=no_store,
         quiet=True,

@@ -71,7 +71,7 @@ from contextdelta.rundir import (
 from contextdelta.runner.execute import ProviderSpec
 from contextdelta.runner.plan import SEED_RULE, EpisodeSpec, Shard, order_seed, plan_episodes, plan_sha256
 from contextdelta.runner.provenance import source_hash
-from contextdelta.runner.request import DEFAULT_REPEATS, BenchmarkError, BenchmarkRequest
+from contextdelta.runner.request import DEFAULT_REPEATS, BenchmarkError, BenchmarkRequest, UnknownTaskIdsError
 from contextdelta.settings import Settings, redact_url
 from contextdelta.tasks import (
     LOCK_NAME,
@@ -254,7 +254,7 @@ def _load_tasks(
     if wanted is not None:
         unknown = [t for t in wanted if t not in by_id]
         if unknown:
-            raise BenchmarkError(f"--task-ids: unknown task ids {unknown}; known: {', '.join(sorted(by_id))}")
+            raise UnknownTaskIdsError(unknown, sorted(by_id))
         chosen = [by_id[t] for t in sorted(set(wanted))]
     else:
         chosen = sorted(loaded, key=lambda t: t.task.id)

@@ -37,6 +37,20 @@ class BenchmarkError(Exception):
         self.exit_code = exit_code
 
 
+class UnknownTaskIdsError(BenchmarkError):
+    """Task ids the suite does not hold; ``flag`` names the option that gave them (``--task-ids``; serve-world's
+    ``--task``), so that a command can name its own."""
+
+    def __init__(self, unknown: list[str], known: list[str], flag: str = "--task-ids") -> None:
+        super().__init__(f"{flag}: unknown task ids {unknown}; known: {', '.join(known)}")
+        self.unknown = unknown
+        self.known = known
+
+    def for_flag(self, flag: str) -> UnknownTaskIdsError:
+        """The same refusal, naming ``flag``."""
+        return UnknownTaskIdsError(self.unknown, self.known, flag)
+
+
 class BenchmarkRequest(BaseModel):
     """What the user asked for. ``None`` means "not given": defaults apply, or the manifest's on resume.
 

@@ -259,3 +259,17 @@ def test_a_port_in_use_is_refused_before_anything_is_written(tmp_path: Path) -> 
         result = CliRunner().invoke(app, args)
     assert result.exit_code == 2 and f"--port {port}: cannot listen on 127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.output and list(tmp_path.iterdir()) == []
+
+
+def test_an_unknown_task_is_refused_naming_serve_worlds_own_flag(tmp_path: Path) -> None:
+    """serve-world has --task, not --task-ids: the refusal named a flag the command does not have."""
+    from typer.testing import CliRunner
+
+    from contextdelta.cli import app
+
+    args = ["serve-world", "--task", "nope", "--mode", "unprotected", "--tasks", str(TASKS)]
+    result = CliRunner().invoke(app, [*args, "--results-dir", str(tmp_path), "--no-store"])
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.stderr.split())
+    assert message.startswith("error: --task: unknown task ids ['nope']; known: ") and "--task-ids" not in message
+    assert list(tmp_path.iterdir()) == []
