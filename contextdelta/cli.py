@@ -1513,6 +1513,12 @@ def compare_command(
     directory_b, manifest_b, records_b = _load_run(run_b, results_dir)
     assert isinstance(manifest_a, RunManifest) and isinstance(manifest_b, RunManifest)
     assert isinstance(directory_a, RunDirectory) and isinstance(directory_b, RunDirectory)
+    if directory_a.path.resolve() == directory_b.path.resolve():  # every difference would be 0 by construction
+        raise _fail(
+            f"RUN_A {run_a!r} and RUN_B {run_b!r} both name the run directory {directory_a.path}: compare two "
+            "different runs",
+            2,
+        )
     try:
         result = compare_runs(
             manifest_a,
@@ -1528,7 +1534,7 @@ def compare_command(
         directory_a.path.resolve(): (directory_a, manifest_a),
         directory_b.path.resolve(): (directory_b, manifest_b),
     }
-    for directory, manifest in runs.values():  # a run given twice is checked (and warned about) once
+    for directory, manifest in runs.values():
         _warn_if_changed(
             directory.path, manifest, Console(stderr=True), refuse_write=False, what="the comparison comes"
         )

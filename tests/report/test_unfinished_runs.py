@@ -3,6 +3,7 @@ they show covers only the episodes recorded so far (report says the same), never
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,14 +18,17 @@ cli = CliRunner()
 @pytest.mark.parametrize(
     ("command", "what"),
     [
-        (["compare", "RUN", "RUN"], "its side of the comparison comes"),
+        (["compare", "RUN", "COPY"], "its side of the comparison comes"),
         (["power", "--difference", "0.2", "--pilot", "RUN"], "the plan comes"),
         (["export", "RUN", "--format", "inspect", "--out", "OUT"], "the export comes"),
     ],
 )
 def test_an_incomplete_run_is_noted(tmp_path: Path, command: list[str], what: str) -> None:
     run = runs.incomplete_run()
-    args = [str(run) if a == "RUN" else str(tmp_path / "log.json") if a == "OUT" else a for a in command]
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+    places = {"RUN": str(run), "COPY": str(copy), "OUT": str(tmp_path / "log.json")}
+    args = [places.get(a, a) for a in command]
     out = cli.invoke(app, args)
     assert out.exit_code == 0, out.output
     text = " ".join(out.stderr.split())
@@ -32,8 +36,21 @@ def test_an_incomplete_run_is_noted(tmp_path: Path, command: list[str], what: st
     assert f"`contextdelta run-benchmark --resume {run.name}` finishes it" in text
 
 
-def test_a_complete_run_is_not_noted() -> None:
+def test_a_complete_run_is_not_noted(tmp_path: Path) -> None:
     run = runs.single_task_run()
-    out = cli.invoke(app, ["compare", str(run), str(run)])
+    shutil.copytree(run, tmp_path / "copy")
+    out = cli.invoke(app, ["compare", str(run), str(tmp_path / "copy")])
     assert out.exit_code == 0, out.output
     assert "recorded so far" not in out.stderr
+
+
+@pytest.mark.parametrize("second", ["same", "by-path", "dot-slash"])
+def test_compare_refuses_one_run_given_twice(second: str) -> None:
+    """compare RUN RUN exited 0 with a table of zero differences: both arguments name one run."""
+    run = runs.single_task_run()
+    other = {"same": run.name, "by-path": str(run), "dot-slash": str(run.parent / "." / run.name)}[second]
+    out = cli.invoke(app, ["compare", run.name, other, "--results-dir", str(run.parent)])
+    assert out.exit_code == 2, out.output
+    assert out.stdout == ""
+    message = " ".join(out.stderr.split())
+    assert "both name the run directory" in message and "compare two different runs" in message
