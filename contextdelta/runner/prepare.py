@@ -329,6 +329,12 @@ def _check_names(strategies: list[str], modes: list[str]) -> None:
             raise BenchmarkError(f"{name}: a value is listed twice: {values}")
 
 
+def _check_task_ids(task_ids: list[str] | None) -> None:
+    """As --strategies and --protection-modes: a repeated id is a typo, never read as the ids without it."""
+    if task_ids is not None and len(set(task_ids)) != len(task_ids):
+        raise BenchmarkError(f"--task-ids: a value is listed twice: {task_ids}")
+
+
 def _explicit_conflicts(request: BenchmarkRequest, manifest: RunManifest) -> list[str]:
     given: list[tuple[str, Any, Any]] = [
         ("--strategies", _as_recorded(request.strategies, manifest), manifest.strategies),
@@ -410,6 +416,7 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
         specs = request.strategies or list(BUILTIN_STRATEGIES)
         strategies = _strategy_names(specs)
     _check_names(strategies, modes)
+    _check_task_ids(request.task_ids)
     repeats = request.repeats if request.repeats is not None else DEFAULT_REPEATS
     params = strategy_params(request, StrategyParams(overrides=request.strategy_params or {}))
     tasks, suite, unlocked = _load_tasks(
@@ -874,6 +881,8 @@ def _check_request(request: BenchmarkRequest) -> None:
         _check_names(_strategy_names(request.strategies or list(BUILTIN_STRATEGIES)), modes)
     else:
         _check_names([], modes)
+    _check_task_ids(request.task_ids)
+    _controls(request.controls)
     _parse_shard(request.shard)
 
 

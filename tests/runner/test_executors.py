@@ -138,6 +138,8 @@ def test_in_process_limits_are_recorded_too(oracle_url: str, tmp_path: Path) -> 
         (["--executor", "dask"], "--executor 'dask': choose from local, ray"),
         (["--ray-address", "127.0.0.1:6379"], "--ray-address needs --executor ray"),
         (["--requests-per-minute", "0"], "out of range"),
+        (["--task-ids", "order-grinder-refund,order-grinder-refund"], "--task-ids: a value is listed twice"),
+        (["--controls", "no_mutation,no_mutation"], "--controls: a value is listed twice"),
         (["--max-concurrent-requests", "-1"], "out of range"),
     ],
 )
