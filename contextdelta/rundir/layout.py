@@ -105,11 +105,12 @@ MIN_FREE_BYTES = 32 * 1024 * 1024
 """Free space a results folder needs before a run starts (a run directory takes tens of kB per episode)."""
 
 
-def check_results_dir(path: Path, *, min_free_bytes: int = MIN_FREE_BYTES) -> None:
+def check_results_dir(path: Path, *, min_free_bytes: int = MIN_FREE_BYTES, flag: str = "--results-dir") -> None:
     """Refuse a results folder a run could not write to, before anything is created: a path that is not a folder
     (or under one that is not), a folder this process cannot create files in (read-only, no permission), or a
     file system with less than ``min_free_bytes`` free. A missing folder is fine when it can be created. Raises
-    RunDirectoryError naming the folder and the problem; writes nothing (the probe file has no name)."""
+    RunDirectoryError naming the folder (as ``flag``, where it came from) and the problem; writes nothing (the probe
+    file has no name)."""
     existing = path
     while not existing.exists():
         if existing.parent == existing:
@@ -117,17 +118,17 @@ def check_results_dir(path: Path, *, min_free_bytes: int = MIN_FREE_BYTES) -> No
         existing = existing.parent
     if not existing.is_dir():
         where = "is not a folder" if existing == path else f"cannot be created: {existing} is not a folder"
-        raise RunDirectoryError(f"--results-dir {path} {where}")
+        raise RunDirectoryError(f"{flag} {path} {where}")
     try:
         with tempfile.TemporaryFile(dir=existing):  # O_TMPFILE where supported: no directory entry is made
             pass
     except OSError as exc:
         where = "" if existing == path else f" (it would be created in {existing})"
-        raise RunDirectoryError(f"--results-dir {path}{where} is not writable: {exc.strerror or exc}") from None
+        raise RunDirectoryError(f"{flag} {path}{where} is not writable: {exc.strerror or exc}") from None
     free = shutil.disk_usage(existing).free
     if free < min_free_bytes:
         raise RunDirectoryError(
-            f"--results-dir {path}: only {free / 2**20:.1f} MiB free on its file system; a run needs at least "
+            f"{flag} {path}: only {free / 2**20:.1f} MiB free on its file system; a run needs at least "
             f"{min_free_bytes / 2**20:.0f} MiB (free some space or choose another --results-dir)"
         )
 

@@ -865,9 +865,9 @@ def _close(provider: ChatProvider | None) -> None:
         anyio.run(close)
 
 
-def _results_dir(path: Path) -> None:
+def _results_dir(path: Path, flag: str = "--results-dir") -> None:
     try:
-        check_results_dir(path)
+        check_results_dir(path, flag=flag)
     except RunDirectoryError as exc:
         raise BenchmarkError(str(exc)) from None
 
@@ -915,7 +915,9 @@ def plan_run(request: BenchmarkRequest, settings: Settings, provider: ChatProvid
         request = recorded_provider(request, target[1])
     else:
         _check_request(request)
-    _results_dir(target[0].path if target else results_dir)
+    # a folder from the environment is named by its variable: the user gave no --results-dir
+    from_env = target is None and request.results_dir is None
+    _results_dir(target[0].path if target else results_dir, "CONTEXTDELTA_RESULTS_DIR" if from_env else "--results-dir")
     prices = _prices(request)
     chat: ChatProvider | None = None
     provider_info: ProviderInfo | None = None

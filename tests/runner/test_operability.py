@@ -132,6 +132,18 @@ def test_a_results_dir_that_is_a_file_is_refused(here: Path) -> None:
     assert f"cannot be created: {here / 'taken'} is not a folder" in nested
 
 
+def test_a_results_dir_from_the_environment_is_named_by_its_variable(
+    here: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CONTEXTDELTA_RESULTS_DIR naming a file was refused as '--results-dir ...', a flag the user never gave."""
+    (here / "taken").write_text("a file\n")
+    monkeypatch.setenv("CONTEXTDELTA_RESULTS_DIR", str(here / "taken"))
+    with serve_scripted("oracle", TASKS, in_process=True) as url:
+        args = [a for a in run_args(url, here / "unused") if a not in ("--results-dir", str(here / "unused"))]
+        message = refused(args, here)
+    assert message == f"error: CONTEXTDELTA_RESULTS_DIR {here / 'taken'} is not a folder"
+
+
 def test_a_read_only_results_dir_is_refused(here: Path) -> None:
     if os.geteuid() == 0:  # root writes through permission bits: use a folder of a read-only file system
         target = Path("/sys")
