@@ -100,7 +100,7 @@ class RequestSelector:
                 elif name == "every":
                     every = int(value)
                 elif name == "at":
-                    at.update(int(v) for v in value.split(",") if v.strip())
+                    at.update(int(v) for v in value.split(","))  # "at:1,,3" and "at:" are typos: refused
                 else:
                     raise ValueError
             except ValueError:

@@ -36,6 +36,13 @@ def test_bad_selectors_are_refused(spec: str | bool) -> None:
         RequestSelector.parse(spec)
 
 
+@pytest.mark.parametrize("spec", ["at:1,,3", "at:", "at:2,", "first:1+at:,4"])
+def test_a_selector_with_an_empty_request_number_is_refused_naming_the_part(spec: str) -> None:
+    """'at:1,,3' selected requests 1 and 3, and 'at:' none at all, without a word."""
+    with pytest.raises(ValueError, match="bad request selector part"):
+        RequestSelector.parse(spec)
+
+
 def test_response_faults_follow_precedence() -> None:
     plan = FaultPlan(fail_429="all", fail_500="every:2", drop_connection="at:4", slow="at:3", slow_ms=10)
     assert [plan.response_fault(n) for n in (1, 2, 3, 4)] == [
