@@ -395,6 +395,10 @@ def load_task_text(file: str, text: str) -> tuple[Task | None, list[TaskProblem]
         return None, [TaskProblem(file, "", f"invalid YAML: a tagged value cannot be converted ({type(exc).__name__})")]
     finally:
         loader.dispose()
+    if data is None:  # nothing but whitespace and comments: a NoneType "value" would name nothing the author wrote
+        return None, [
+            TaskProblem(file, "", "the file is empty: a task file is a YAML mapping (schema_version: 1, id, ...)")
+        ]
     if not isinstance(data, dict):
         return None, [TaskProblem(file, "", "a task file must be a YAML mapping", type(data).__name__)]
     strange = list(_non_json(data, ()))

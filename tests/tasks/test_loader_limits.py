@@ -293,3 +293,9 @@ def test_a_folder_named_like_a_task_file_is_a_named_problem(name: str, tmp_path:
     assert f"order/{name}: a folder named like a task file; task files are files: remove or rename it" in text
     _, problems = load_directory(tmp_path)
     assert [p.file.endswith(f"order/{name}") for p in problems] == [True]
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n"])
+def test_an_empty_task_file_is_named_empty(text: str) -> None:
+    """It was 'a task file must be a YAML mapping (value: NoneType)': a type the author never wrote."""
+    assert only_problem(text) == "t.yaml: the file is empty: a task file is a YAML mapping (schema_version: 1, id, ...)"
