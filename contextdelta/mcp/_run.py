@@ -49,7 +49,7 @@ from contextdelta.runner import (
     run_plan,
     utc_now,
 )
-from contextdelta.settings import Settings
+from contextdelta.settings import Settings, load_settings
 
 DEFAULT_TIMEOUT_S = 600.0
 DRAIN_GRACE_S = 1.0
@@ -208,7 +208,7 @@ def run_external(
     the run directory; BenchmarkError for refusals, McpUnavailable without the mcp extra."""
     require_mcp()
     assert request.external_agent is not None
-    settings = settings or Settings()
+    settings = settings or load_settings()
     plan = plan_run(request, settings)
     executor = AgentCommandExecutor(request.external_agent.agent, command, timeout_s, secrets=settings.secrets())
     return run_plan(plan, recorders, executor)
@@ -230,7 +230,7 @@ def serve_world(
     require_mcp()
     agent = request.external_agent
     assert agent is not None
-    plan = plan_run(request, settings or Settings())
+    plan = plan_run(request, settings or load_settings())
     if len(plan.pending) != 1:
         raise ValueError(f"serve-world serves one episode; the request plans {len(plan.pending)}")
     sock = None

@@ -273,3 +273,20 @@ def test_an_unknown_task_is_refused_naming_serve_worlds_own_flag(tmp_path: Path)
     message = " ".join(result.stderr.split())
     assert message.startswith("error: --task: unknown task ids ['nope']; known: ") and "--task-ids" not in message
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_library_entry_points_read_settings_as_the_command_line_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """serve_world and run_external built Settings() themselves: a bad setting was a pydantic traceback, not the
+    one-line SettingsError naming the variable (and a .env folder or bad .env line went unnoticed)."""
+    from contextdelta.mcp import agent_info, run_external, serve_world
+    from contextdelta.runner import BenchmarkRequest
+    from contextdelta.settings import SettingsError
+
+    monkeypatch.setenv("CONTEXTDELTA_SEED", "abc")
+    request = BenchmarkRequest(
+        tasks_dir=TASKS, task_ids=["cfg-search-ramp"], external_agent=agent_info("a", transport="stdio")
+    )
+    with pytest.raises(SettingsError, match="CONTEXTDELTA_SEED='abc' is invalid"):
+        serve_world(request)
+    with pytest.raises(SettingsError, match="CONTEXTDELTA_SEED='abc' is invalid"):
+        run_external(request, "true", timeout_s=10.0)
