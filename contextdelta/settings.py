@@ -10,6 +10,7 @@ turns it into exit 2 before any command runs. ``.env.example`` lists every field
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlsplit, urlunsplit
@@ -149,6 +150,8 @@ def _check_env_file(path: Path) -> None:
     """Refuse a ``.env`` that would be skipped in silence (a folder) or read in part (a line python-dotenv cannot
     parse, which it only warns about without naming the file): the setting on that line would be lost."""
     if not path.exists():
+        if path.is_symlink():  # a link to nothing: the settings the user keeps elsewhere would be skipped
+            raise SettingsError(f"the settings file {path} is a link to {os.readlink(path)}, which does not exist")
         return
     if not path.is_file():
         raise SettingsError(

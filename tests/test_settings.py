@@ -283,3 +283,13 @@ def test_a_env_line_that_does_not_parse_is_refused_naming_the_file_and_line(
     message = result.stderr.strip()
     assert message.startswith("error: the settings file .env: line 2 cannot be parsed; write it as NAME=value")
     assert "sk-not-shown" not in message and len(message.splitlines()) == 1
+
+
+def test_a_env_link_to_nothing_is_refused_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").symlink_to(tmp_path / "gone.env")
+    result = runner.invoke(app, ["tools"])
+    assert result.exit_code == 2, result.output
+    assert " ".join(result.stderr.split()) == (
+        f"error: the settings file .env is a link to {tmp_path / 'gone.env'}, which does not exist"
+    )
