@@ -373,6 +373,14 @@ def _given(**values: Any) -> dict[str, Any]:
     return {name: value for name, value in values.items() if value is not None}
 
 
+def _refuse_blank(values: dict[str, str | None]) -> None:
+    """Refuse a text flag given as ``""`` (or blanks): it names nothing, and read as "not given" it would fall back
+    to the default (``--base-url ""`` sent the run to the default OpenAI endpoint)."""
+    for flag, value in values.items():
+        if value is not None and not value.strip():
+            raise _fail(f"{flag} {value!r} names nothing: give a value, or leave {flag} out (the default)", 2)
+
+
 def _csv(value: str | None, flag: str) -> list[str] | None:
     """The names of a comma-separated option (None when it was not given); a value that names nothing (``""``,
     ``","``) is refused, never read as "the default"."""
@@ -614,6 +622,16 @@ def run_benchmark_command(
     from contextdelta.context import StrategyError, parse_strategy_params
     from contextdelta.runner import BenchmarkRequest, run_benchmark
 
+    _refuse_blank(
+        {
+            "--base-url": base_url,
+            "--model": model,
+            "--summary-model": summary_model,
+            "--provider": provider,
+            "--executor": executor,
+            "--ray-address": ray_address,
+        }
+    )
     try:
         overrides = parse_strategy_params(strategy_param) if strategy_param else None
     except StrategyError as exc:
@@ -1604,6 +1622,8 @@ def serve_command(
     from contextdelta.proxy import ProxyConfig, RecordingProxy
     from contextdelta.settings import BaseUrlError, check_base_url
     from contextdelta.store import Store
+
+    _refuse_blank({"--upstream": upstream})
 
     settings = _settings()
     upstream = upstream or settings.base_url

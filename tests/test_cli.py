@@ -106,3 +106,30 @@ def test_generate_tasks_refuses_what_it_cannot_write_by_name(args: list[str], me
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split())
     assert not (tmp_path / "suite").exists()
+
+
+@pytest.mark.parametrize(
+    ("words", "flag"),
+    [
+        (["run-benchmark", "--model", "m", "--no-store"], "--base-url"),
+        (["run-benchmark", "--base-url", "http://127.0.0.1:9/v1", "--no-store"], "--model"),
+        (["run-benchmark", "--no-store"], "--summary-model"),
+        (["run-benchmark", "--no-store"], "--executor"),
+        (["run-benchmark", "--no-store"], "--ray-address"),
+        (["run-benchmark", "--no-store"], "--provider"),
+        (["serve"], "--upstream"),
+    ],
+)
+@pytest.mark.parametrize("value", ["", "  "])
+def test_a_text_flag_given_empty_is_refused_not_read_as_the_default(
+    words: list[str], flag: str, value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--base-url '' fell back to the default endpoint (api.openai.com), as if the flag had not been given."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CONTEXTDELTA_BASE_URL", "http://127.0.0.1:9/v1")
+    result = runner.invoke(app, [*words, flag, value])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == (
+        f"error: {flag} {value!r} names nothing: give a value, or leave {flag} out (the default)"
+    )
+    assert list(tmp_path.iterdir()) == []
