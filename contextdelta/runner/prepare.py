@@ -798,8 +798,8 @@ def _provider_info(request: BenchmarkRequest, settings: Settings, provider: Chat
 def _prices(request: BenchmarkRequest) -> PriceTable:
     try:
         return PriceTable.load(request.price_table)
-    except PriceTableError as exc:
-        raise BenchmarkError(str(exc)) from exc
+    except PriceTableError as exc:  # the message names the file; this names the flag it came from
+        raise BenchmarkError(f"--price-table {exc}" if request.price_table is not None else str(exc)) from exc
 
 
 def _run_prices(

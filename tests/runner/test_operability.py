@@ -248,3 +248,11 @@ def test_the_printed_resume_line_works_as_printed_whatever_env_now_says(here: Pa
     assert manifest.sessions[-1]["retry_failed"] is True and manifest.counts.succeeded == 1
     assert manifest.provider.max_tokens == 512
     assert other.exit_code == 2 and "model: run has 'scripted-oracle', now 'another-model'" in other.stderr
+
+
+def test_a_bad_price_table_is_named_by_its_flag(here: Path) -> None:
+    """The refusal began with the file's path alone ('.: cannot read price table' for --price-table '')."""
+    (here / "prices.json").write_text('{"m": {"input_per_mtok": -1, "output_per_mtok": 1}}')
+    with serve_scripted("oracle", TASKS, in_process=True) as url:
+        message = refused([*run_args(url, here / "results"), "--price-table", "prices.json"], here)
+    assert message.startswith("error: --price-table prices.json: m.input_per_mtok:"), message
