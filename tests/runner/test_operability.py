@@ -211,7 +211,8 @@ def test_every_run_id_argument_takes_the_printed_path(here: Path, tmp_path: Path
         )
     assert resumed.exit_code == 0, resumed.stderr
     assert resumed.stdout.strip().splitlines()[-1] == printed
-    for words in (["verify"], ["report"], ["replay"], ["attribute"], ["compare", printed]):
+    copy = str(shutil.copytree(printed, tmp_path / "copy"))  # compare refuses one run given twice
+    for words in (["verify"], ["report"], ["replay"], ["attribute"], ["compare", copy]):
         outcome = runner.invoke(app, [*words, printed])
         assert outcome.exit_code in (0, 1), (words, outcome.stderr)  # attribute/replay: nothing failed -> 0
     assert runner.invoke(app, ["verify", printed]).stdout.strip().splitlines()[-1] == "MATCH"
