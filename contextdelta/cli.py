@@ -853,8 +853,7 @@ def serve_world_command(
     ends on `finish`, the step limit, Ctrl-C (HTTP) or the session closing (stdio). The last line printed (stderr
     for stdio) is the run directory."""
     from contextdelta.mcp import HTTP, STDIO, agent_info, serve_world
-    from contextdelta.runner import BenchmarkRequest
-    from contextdelta.runner.request import UnknownTaskIdsError
+    from contextdelta.runner import BenchmarkRequest, UnknownTaskIdsError
 
     _mcp_or_fail()
     _agent_or_fail(agent)

@@ -53,6 +53,7 @@ from contextdelta.runner.request import (
     EXIT_INCOMPLETE,
     BenchmarkError,
     BenchmarkRequest,
+    UnknownTaskIdsError,
 )
 
 __all__ = [
@@ -80,6 +81,7 @@ __all__ = [
     "RunPlan",
     "Shard",
     "StopRule",
+    "UnknownTaskIdsError",
     "WriteFailure",
     "build_world",
     "default_executor",
