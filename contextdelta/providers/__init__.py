@@ -8,6 +8,7 @@ import typing
 
 from contextdelta.providers.base import (
     ENDPOINT_CHECK_TOOL,
+    SUMMARY_MODEL_CHECK,
     ChatProvider,
     PromptSplit,
     ProviderFailure,
@@ -70,6 +71,7 @@ __all__ = [
     "NO_RETRY",
     "PRICE_TABLE_FORMAT",
     "READ_CHUNK_BYTES",
+    "SUMMARY_MODEL_CHECK",
     "CallGate",
     "CappedBody",
     "ChatProvider",

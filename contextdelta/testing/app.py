@@ -39,8 +39,7 @@ from urllib.parse import urlsplit
 
 from contextdelta._loopback import LoopbackService, ThreadedHTTPServer
 from contextdelta.canonical import canonical_json
-from contextdelta.providers import ENDPOINT_CHECK_TOOL
-from contextdelta.providers.base import SUMMARY_MODEL_CHECK
+from contextdelta.providers import ENDPOINT_CHECK_TOOL, SUMMARY_MODEL_CHECK
 from contextdelta.testing.faults import REPLY_FAULTS, RESPONSE_FAULTS, FaultKind, FaultPlan
 from contextdelta.testing.policies import (
     PolicyName,
