@@ -378,19 +378,6 @@ class OpenAIProvider:
             return f"; it asked to wait {wait:g} s (Retry-After), more than the {longest:g} s the check waits"
         return f"; gave up after {attempts} attempt{'s' if attempts != 1 else ''}"
 
-    def _log_check_retry(self, state: RetryCallState) -> None:
-        outcome = state.outcome
-        exc = outcome.exception() if outcome is not None else None
-        reason = self._scrub(describe_error(exc)) if exc is not None else "unknown error"
-        wait = state.next_action.sleep if state.next_action is not None else 0.0
-        log.warning(
-            "endpoint check attempt %d to %s failed (%s); retrying in %.2fs",
-            state.attempt_number,
-            redact_url(self.base_url) or "the default endpoint",
-            reason,
-            wait,
-        )
-
     async def check_summary_model(self, model: str, timeout_s: float | None = None) -> str | None:
         """Why this endpoint cannot serve ``model`` as the summary model (``--summary-model``), or None when it can:
         one minimal chat completion without tools (a 408/429/5xx retried as :meth:`preflight` does), bounded by
@@ -707,12 +694,20 @@ class OpenAIProvider:
         return shorten(self._redactor.text(text))
 
     def _log_retry(self, state: RetryCallState) -> None:
+        self._log_attempt("chat completion", state)
+
+    def _log_check_retry(self, state: RetryCallState) -> None:
+        self._log_attempt("endpoint check", state)
+
+    def _log_attempt(self, what: str, state: RetryCallState) -> None:
+        """Log a failed attempt of ``what`` that tenacity is about to retry (the reason scrubbed of secrets)."""
         outcome = state.outcome
         exc = outcome.exception() if outcome is not None else None
         reason = self._scrub(describe_error(exc)) if exc is not None else "unknown error"
         wait = state.next_action.sleep if state.next_action is not None else 0.0
         log.warning(
-            "chat completion attempt %d to %s failed (%s); retrying in %.2fs",
+            "%s attempt %d to %s failed (%s); retrying in %.2fs",
+            what,
             state.attempt_number,
             redact_url(self.base_url) or "the default endpoint",
             reason,

@@ -474,21 +474,17 @@ def test_strategy_params_are_recorded_and_resume_refuses_other_ones(oracle_url: 
     assert err.value.exit_code == 2
 
 
-NO_USAGE_CALL = json.dumps(
-    {
-        "choices": [
-            {
-                "index": 0,
-                "message": {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [{"id": "c", "type": "function", "function": {"name": "look", "arguments": "{}"}}],
-                },
-                "finish_reason": "tool_calls",
-            }
-        ]
+def tool_call_reply(**extra: Any) -> bytes:
+    """A chat completion whose one choice calls the tool ``look``, with ``extra`` top-level fields (e.g. usage)."""
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c", "type": "function", "function": {"name": "look", "arguments": "{}"}}],
     }
-).encode()
+    return json.dumps({"choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}], **extra}).encode()
+
+
+NO_USAGE_CALL = tool_call_reply()
 """A tool call with no ``usage``: the endpoint does not say what the call cost."""
 
 
@@ -513,22 +509,7 @@ def test_a_cost_budget_an_endpoint_without_usage_defeats_is_not_silently_ignored
         assert all("cannot be enforced" in (r.trace.error or "") for r in outcome.records)
 
 
-HUGE_USAGE_CALL = json.dumps(
-    {
-        "choices": [
-            {
-                "index": 0,
-                "message": {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [{"id": "c", "type": "function", "function": {"name": "look", "arguments": "{}"}}],
-                },
-                "finish_reason": "tool_calls",
-            }
-        ],
-        "usage": {"prompt_tokens": 2**53, "completion_tokens": 2**53},
-    }
-).encode()
+HUGE_USAGE_CALL = tool_call_reply(usage={"prompt_tokens": 2**53, "completion_tokens": 2**53})
 """A tool call whose reported usage alone is far past any budget."""
 
 
