@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -260,16 +261,30 @@ def test_merge_takes_the_paths_run_benchmark_printed_and_writes_beside_them(
     assert out.exit_code == 2 and f"not in --results-dir {other}" in " ".join(out.stderr.split())
 
 
+class _CtrlCAtFirstEpisode:
+    """A recorder that presses Ctrl-C once the first episode is recorded: the run stops early (incomplete)."""
+
+    def start(self, run: object) -> None:
+        pass
+
+    def episode(self, record: object) -> None:
+        signal.raise_signal(signal.SIGINT)
+
+    def finish(self, run: object) -> None:
+        pass
+
+
 @pytest.mark.slow
 def test_a_shard_that_stopped_early_is_named_to_resume(
     sharded: tuple[Path, list[str], str], trusting: str, tmp_path: Path
 ) -> None:
-    """A shard stopped by its budget (status incomplete, nothing lost) is to be resumed; one that finished and then
+    """A shard stopped early by Ctrl-C (status incomplete, nothing lost) is to be resumed; one that finished and then
     lost sealed records (the 'missing episode' case above) is to be restored instead: --resume refuses it."""
     results, shards, _ = sharded
     for name in shards[:2]:
         shutil.copytree(results / name, tmp_path / name)
-    stopped = run_benchmark(request(trusting, tmp_path, shard="3/3", max_cost_usd=0)).path.name
+    outcome = run_benchmark(request(trusting, tmp_path, shard="3/3", concurrency=1), recorders=[_CtrlCAtFirstEpisode()])
+    stopped = outcome.path.name
     assert RunDirectory(tmp_path / stopped).read_manifest().status is RunStatus.INCOMPLETE
     with pytest.raises(MergeError, match=rf"shard 3/3, {stopped}, is incomplete: resume it") as err:
         merge_shards(tmp_path, [*shards[:2], stopped], "merged")
