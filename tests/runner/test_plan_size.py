@@ -5,36 +5,17 @@ episodes do."""
 
 from __future__ import annotations
 
-import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 
 import pytest
 from typer.testing import CliRunner
 
 from contextdelta.cli import app
 from contextdelta.testing import serve_scripted
+from tests.alarm import within
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks"
 runner = CliRunner()
-
-
-@contextmanager
-def deadline(seconds: int) -> Iterator[None]:
-    """Fail instead of planning (or running) a huge matrix until the memory runs out."""
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        raise TimeoutError(f"still planning or running after {seconds} s: the plan was not refused")
-
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.mark.parametrize(
@@ -49,7 +30,7 @@ def test_a_plan_over_the_ceiling_is_refused_before_anything_is_written(
         args += ["--results-dir", str(results), "--task-ids", "order-grinder-refund", "--repeats", repeats]
         args += ["--strategies", "full_history", "--protection-modes", "unprotected,freshness_contract"]
         args += ["--quiet", "--no-store"]
-        with deadline(10):
+        with within(10, "planning or running (the plan was not refused)"):
             result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
     text = " ".join(result.stderr.split())
@@ -67,7 +48,8 @@ def test_a_concurrency_far_above_the_plan_finishes_as_soon_as_the_episodes_do(tm
         args += ["--results-dir", str(results), "--task-ids", "order-grinder-refund", "--repeats", "1"]
         args += ["--strategies", "full_history", "--protection-modes", "unprotected"]
         args += ["--quiet", "--no-store", "--concurrency", "999999999999"]
-        with deadline(30):  # the driver used to take back every one of the 10^12 slots before it returned
+        # the driver used to take back every one of the 10^12 slots before it returned
+        with within(30, "running after the last episode"):
             result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "1/1 episodes, 1 succeeded, 0 failed trials; status complete" in result.stderr + result.stdout

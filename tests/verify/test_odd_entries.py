@@ -5,11 +5,7 @@ and refuses one that stands where it reads a file (exit 2, naming it)."""
 from __future__ import annotations
 
 import os
-import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 
 import pytest
 from typer.testing import CliRunner
@@ -17,25 +13,10 @@ from typer.testing import CliRunner
 from contextdelta.cli import app
 from contextdelta.rundir import AGGREGATE_METRICS, MANIFEST, RAW_RUNS, TASK_RESULTS
 from contextdelta.verify import verify_run
+from tests.alarm import within
 from tests.report import runs
 
 cli = CliRunner()
-
-
-@contextmanager
-def no_hang(seconds: int = 20) -> Iterator[None]:
-    """Fail instead of waiting forever (a FIFO opened for reading blocks until a writer comes)."""
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        raise TimeoutError(f"still waiting after {seconds} s: a FIFO was opened")
-
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture
@@ -54,7 +35,7 @@ def test_leftover_temp_files_links_and_fifos_are_noted_not_followed(run: Path, t
     (run / "linked-folder").symlink_to(tmp_path, target_is_directory=True)  # not walked (it holds the run)
     os.mkfifo(run / "pipe")
     os.mkfifo(run / "tasks" / "order" / "pipe.txt")
-    with no_hang():
+    with within(20, "waiting (a FIFO was opened)"):
         result = verify_run(run)
     assert result.ok, result.lines()
     notes = "\n".join(result.notes)
@@ -64,7 +45,7 @@ def test_leftover_temp_files_links_and_fifos_are_noted_not_followed(run: Path, t
     assert f"linked-folder is a symbolic link to {tmp_path}" in notes
     assert "pipe is a FIFO (named pipe): not a file a run writes" in notes
     assert "tasks/order/pipe.txt is a FIFO (named pipe)" in notes
-    with no_hang():
+    with within(20, "waiting (a FIFO was opened)"):
         out = cli.invoke(app, ["verify", run.name, "--results-dir", str(run.parent)])
     assert out.exit_code == 0 and out.stdout == "MATCH\n"
     assert "note: pipe is a FIFO" in " ".join(out.stderr.split())
@@ -76,7 +57,7 @@ def test_a_sealed_file_replaced_by_a_link_is_not_followed(run: Path, tmp_path: P
     copy.write_bytes((run / TASK_RESULTS).read_bytes())  # the same bytes, behind a link
     (run / TASK_RESULTS).unlink()
     (run / TASK_RESULTS).symlink_to(copy)
-    with no_hang():
+    with within(20, "waiting (a FIFO was opened)"):
         out = cli.invoke(app, ["verify", run.name, "--results-dir", str(run.parent)])
     assert out.exit_code == 2
     message = " ".join(out.stderr.split())
@@ -89,7 +70,7 @@ def test_a_sealed_file_replaced_by_a_link_is_not_followed(run: Path, tmp_path: P
 def test_a_fifo_where_a_run_file_belongs_is_refused_without_opening_it(run: Path, name: str) -> None:
     (run / name).unlink()
     os.mkfifo(run / name)
-    with no_hang():
+    with within(20, "waiting (a FIFO was opened)"):
         out = cli.invoke(app, ["verify", run.name, "--results-dir", str(run.parent)])
         assert out.exit_code == 2
         assert f"{name} is a FIFO (named pipe), not the file the run wrote" in " ".join(out.stderr.split())
@@ -102,7 +83,7 @@ def test_a_fifo_where_a_run_file_belongs_is_refused_without_opening_it(run: Path
 @pytest.mark.slow
 def test_a_fifo_task_file_in_the_snapshot_is_named_without_opening_it(run: Path) -> None:
     os.mkfifo(run / "tasks" / "config" / "extra.yaml")
-    with no_hang():
+    with within(20, "waiting (a FIFO was opened)"):
         result = verify_run(run)
     assert any(d.field == "tasks/extra.yaml" and "not a regular file" in d.detail for d in result.divergences), (
         result.lines()
@@ -118,7 +99,7 @@ def test_readers_of_a_derived_file_that_is_a_fifo_do_not_wait(run: Path) -> None
 
     (run / AGGREGATE_METRICS).unlink()
     os.mkfifo(run / AGGREGATE_METRICS)
-    with no_hang():
+    with within(20, "waiting (a FIFO was opened)"):
         report = cli.invoke(app, ["report", run.name, "--results-dir", str(run.parent)])
         loaded = load_run(run)
     assert report.exit_code == 0, report.output
