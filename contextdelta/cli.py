@@ -1462,6 +1462,8 @@ def merge_command(
         directory = merge_shards(folder, names, out, changed_since_run=seal_problems)
     except MergeError as exc:
         raise _fail(str(exc), exc.exit_code) from None
+    except OSError as exc:  # a folder that cannot be written, a full disk: nothing is left under --out
+        raise _fail(f"cannot write the merged run in {folder}: {exc.strerror or exc}", 2) from None
     manifest = directory.read_manifest()
     Console(stderr=True).print(
         f"merged {len(run_ids)} shards: {manifest.counts.finished} episodes, {manifest.counts.succeeded} succeeded, "

@@ -13,6 +13,9 @@ directories is changed.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -210,8 +213,6 @@ def merge_shards(
     ``seal_problems``, which the CLI passes) names a change: the merged run would seal the changed bytes as its own.
     ``recorders`` get the merged episodes after the run directory and the report files (e.g. the trace store).
     """
-    from contextdelta.report import ReportFiles, recorded_params  # numpy/scipy: loaded only when a merge runs
-
     if not run_ids:
         raise MergeError("cannot merge: no run directories given")
     if len(set(run_ids)) != len(run_ids):
@@ -232,6 +233,32 @@ def merge_shards(
                 f"cannot merge: shard {shard.run_id} was changed after its run ({shown}); `contextdelta verify "
                 f"{shard.run_id}` names every change: merge the shards as their runs wrote them"
             )
+    # Built in a hidden folder beside the shards and renamed into place whole: a merge that is killed or fails
+    # leaves no half-written run group under --out (the dashboard and `run_directories` skip hidden folders).
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_id}.merging-", dir=results_dir))
+    try:
+        _write_merged(staging, target, out_id, shards, ordered, recorders)
+        if target.exists():
+            raise MergeError(f"--out {out_id}: {target} was created while merging; choose a new run group id")
+        os.rename(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return RunDirectory(target)
+
+
+def _write_merged(
+    staging: Path,
+    target: Path,
+    out_id: str,
+    shards: Sequence[_ShardRun],
+    ordered: Sequence[EpisodeRecord],
+    recorders: Sequence[Recorder],
+) -> None:
+    """Write the merged run directory into ``staging`` (it becomes ``target``); what :func:`merge_shards` does
+    once the shards are checked."""
+    from contextdelta.report import ReportFiles, recorded_params  # numpy/scipy: loaded only when a merge runs
+
     first = shards[0]
     now = utc_now()
     every = EpisodeAttempts.of(r.model_copy(update={"run_group_id": out_id}) for r in ordered)
@@ -251,7 +278,7 @@ def merge_shards(
             "merged_from": [_merged_shard(s) for s in sorted(shards, key=lambda s: s.manifest.shard.index)],  # type: ignore[union-attr]
         }
     )
-    directory = RunDirectory(target)
+    directory = RunDirectory(staging)
     snapshot = first.directory.file(TASKS_SNAPSHOT)
     directory.create(manifest, [(t.world, t.id, snapshot / t.world / f"{t.id}.yaml") for t in manifest.tasks])
     group = Recorders(
@@ -279,7 +306,6 @@ def merge_shards(
         RunEnd(path=target, manifest=final, records=tuple(merged), new=len(merged), superseded=every.superseded)
     )
     directory.write_manifest(final)
-    return directory
 
 
 def _merged_shard(shard: _ShardRun) -> MergedShard:

@@ -289,3 +289,44 @@ def test_a_shard_that_stopped_early_is_named_to_resume(
     with pytest.raises(MergeError, match=rf"shard 3/3, {stopped}, is incomplete: resume it") as err:
         merge_shards(tmp_path, [*shards[:2], stopped], "merged")
     assert "restore" not in str(err.value)
+
+
+@pytest.mark.slow
+def test_an_interrupted_merge_leaves_nothing_under_out_and_the_next_merge_succeeds(
+    sharded: tuple[Path, list[str], str], tmp_path: Path
+) -> None:
+    """The merged run is built in a hidden folder and renamed into place: Ctrl-C halfway (here, at the first
+    episode a recorder sees) leaves neither a half-written `--out` that the next merge would refuse ("already
+    exists") nor the hidden folder; the same merge then succeeds and verifies."""
+    results, shards, _ = sharded
+    for name in shards:
+        shutil.copytree(results / name, tmp_path / name)
+    with pytest.raises(KeyboardInterrupt):
+        merge_shards(tmp_path, shards, "merged", recorders=[_CtrlCAtFirstEpisode()])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(shards)
+    merged = merge_shards(tmp_path, shards, "merged")
+    assert merged.path == tmp_path / "merged"
+    assert merged.read_manifest().status is RunStatus.COMPLETE
+    assert verify_run(merged.path).ok
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*shards, "merged"])
+
+
+@pytest.mark.slow
+def test_a_merge_that_cannot_write_is_exit_2_naming_the_folder(
+    sharded: tuple[Path, list[str], str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    results, shards, _ = sharded
+    for name in shards:
+        shutil.copytree(results / name, tmp_path / name)
+    real_copy = shutil.copyfile
+
+    def full_disk(source: Any, target: Any, **kwargs: Any) -> Any:
+        if ".merged.merging-" in str(target):
+            raise OSError(28, "No space left on device")
+        return real_copy(source, target, **kwargs)
+
+    monkeypatch.setattr(shutil, "copyfile", full_disk)
+    out = CliRunner().invoke(app, ["merge", *shards, "--out", "merged", "--results-dir", str(tmp_path)])
+    assert out.exit_code == 2, out.output
+    assert f"cannot write the merged run in {tmp_path}: No space left on device" in " ".join(out.stderr.split())
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(shards)
