@@ -43,6 +43,12 @@ def _finite(value: float) -> float:
     return value
 
 
+DAY_S = 86_400.0
+"""The longest delay a flag sets (--retry-after, --outage-s): longer is a typo, and a delay of 1e300 s overflows the
+event loop's clock."""
+DAY_MS = 86_400_000
+
+
 @app.command()
 def main(
     policy: Annotated[PolicyName, typer.Option(help="Scripted policy to answer with.", case_sensitive=False)],
@@ -58,14 +64,16 @@ def main(
         int, typer.Option(min=0, max=65535, help="TCP port; 0 picks a free one (printed in the ready line).")
     ] = 0,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
-    latency_ms: Annotated[int, typer.Option(min=0, help="Sleep this long before every chat answer.")] = 0,
+    latency_ms: Annotated[
+        int, typer.Option(min=0, max=DAY_MS, help="Sleep this long before every chat answer (at most a day).")
+    ] = 0,
     prompt_cache: Annotated[
         PromptCacheMode,
         typer.Option(help="Report prompt caching: off, reads (cached prefix tokens), reads_and_writes (and writes)."),
     ] = PromptCacheMode.OFF,
     fail_429: Annotated[str | None, typer.Option(metavar=SELECTOR, help="Answer 429 with Retry-After.")] = None,
     retry_after: Annotated[
-        float, typer.Option(min=0, callback=_finite, help="Retry-After seconds sent with each 429.")
+        float, typer.Option(min=0, max=DAY_S, callback=_finite, help="Retry-After seconds sent with each 429.")
     ] = 1.0,
     retry_after_http_date: Annotated[bool, typer.Option(help="Send Retry-After as an HTTP date.")] = False,
     no_retry_after: Annotated[bool, typer.Option(help="Send 429s without a Retry-After header.")] = False,
@@ -80,7 +88,7 @@ def main(
     slow: Annotated[
         str | None, typer.Option(metavar=SELECTOR, help="Delay these by --slow-ms (default: all, if --slow-ms set).")
     ] = None,
-    slow_ms: Annotated[int, typer.Option(min=0, help="Extra delay of slow requests, in milliseconds.")] = 0,
+    slow_ms: Annotated[int, typer.Option(min=0, max=DAY_MS, help="Extra delay of slow requests, in milliseconds.")] = 0,
     malformed_args: Annotated[
         str | None, typer.Option(metavar=SELECTOR, help="Send tool-call arguments that are not JSON.")
     ] = None,
@@ -99,7 +107,7 @@ def main(
         int | None, typer.Option(min=1, help="Start an outage (every request 503) at this chat request number.")
     ] = None,
     outage_s: Annotated[
-        float, typer.Option(min=0, callback=_finite, help="How long the outage lasts, in seconds.")
+        float, typer.Option(min=0, max=DAY_S, callback=_finite, help="How long the outage lasts, in seconds.")
     ] = 0.0,
     verbose: Annotated[bool, typer.Option(help="Log every request to stderr.")] = False,
 ) -> None:

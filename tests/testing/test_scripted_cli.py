@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from contextdelta.testing import ServerStartError, fetch_stats, serve_scripted
+from tests.alarm import within
 from tests.testing.episode_loop import FIXTURES, first_messages, fixture_tasks
 
 READY = re.compile(r"^ready port=(\d+) base_url=http://127\.0\.0\.1:(\d+)/v1 model=scripted-unsafe tasks=2$")
@@ -149,3 +150,20 @@ def test_faults_as_plan_or_options_not_both() -> None:
 
     with pytest.raises(TypeError), serve_scripted("oracle", FIXTURES, faults=FaultPlan(), fail_500=1):
         pass
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--latency-ms", "99999999999"), ("--slow-ms", "86400001"), ("--retry-after", "1e300"), ("--outage-s", "86401")],
+)
+def test_a_delay_over_a_day_is_refused_naming_the_flag(flag: str, value: str) -> None:
+    from typer.testing import CliRunner
+
+    from contextdelta.testing.server import app
+
+    with within(30, f"serving with {flag} {value}"):  # accepted, the server would serve until stopped
+        result = CliRunner().invoke(
+            app, ["--policy", "oracle", "--tasks", str(FIXTURES), flag, value], env={"COLUMNS": "300"}
+        )
+    assert result.exit_code == 2 and "ready" not in result.stdout
+    assert flag in result.output and "less than or equal to 86400" in result.output
