@@ -56,6 +56,11 @@ class EpisodeRuntime:
     concurrency: int = 1
 
 
+class WorkerError(RuntimeError):
+    """A worker process or Ray actor died, or failed outside an episode: a harness problem, never a model failure.
+    The driver stops the run on it (``incomplete``, the message as the stop reason; ``--resume`` continues it)."""
+
+
 class Executor(Protocol):
     """Where episodes run."""
 
@@ -259,7 +264,12 @@ async def drive(
 
     async def one(job: EpisodeJob) -> None:
         try:
-            record = await executor.run(job)
+            try:
+                record = await executor.run(job)
+            except WorkerError as exc:  # the episodes in flight are lost, unrecorded: the run stops, resumable
+                stopped.append(str(exc))
+                group.cancel_scope.cancel()
+                return
             for rule in rules:
                 rule.observe(record)
             on_record(record)

@@ -28,8 +28,11 @@ event loop when readable)::
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -42,14 +45,25 @@ import contextdelta
 from contextdelta.providers import EndpointLimiter, LimiterStats
 from contextdelta.rundir import EpisodeRecord
 from contextdelta.runner.episode import EpisodeJob
-from contextdelta.runner.execute import EpisodeRuntime
+from contextdelta.runner.execute import EpisodeRuntime, WorkerError
+
+log = logging.getLogger(__name__)
 
 STOP_TIMEOUT_S = 10.0
 """How long a worker gets to close its connections after ``stop`` before it is terminated."""
+LOSSES_PER_EPISODE = 2
+"""How many workers may die under one episode before the run stops. A worker killed from outside (the
+out-of-memory killer, a stray ``kill``) takes only its running episodes with it, which nothing has recorded yet (the
+driver alone records): they start again, from their seeds, on a new worker. One that keeps dying is a problem to
+report (the run stops, ``incomplete``, and can be resumed), not to retry forever."""
 
 
-class WorkerError(RuntimeError):
-    """A worker process died or failed outside an episode (a harness bug, never a model failure)."""
+@dataclass
+class _Job:
+    job: EpisodeJob
+    future: asyncio.Future[EpisodeRecord]
+    losses: int = 0
+    """Workers that died while running it."""
 
 
 @dataclass
@@ -57,8 +71,21 @@ class _Worker:
     name: str
     process: subprocess.Popen[bytes]
     conn: Connection
-    pending: dict[int, asyncio.Future[EpisodeRecord]] = field(default_factory=dict)
+    pending: dict[int, _Job] = field(default_factory=dict)
+    tickets: collections.Counter[int] = field(default_factory=collections.Counter)
+    """The rate limiter's grants sent to this worker and not yet released, by ticket (several grants share one):
+    released for it when it dies."""
     alive: bool = True
+
+
+def exit_text(code: int | None) -> str:
+    """How a process ended, in words: ``exit code 3``, ``killed by SIGKILL``."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+    return f"exit code {code}"
 
 
 class WorkerPoolExecutor:
@@ -73,29 +100,40 @@ class WorkerPoolExecutor:
         self._pool: list[_Worker] = []
         self._spent: float | None = None
         self._next_id = 0
+        self._spawned = 0
+        self._closing = False
         self._grants: set[asyncio.Task[None]] = set()
 
     def _start(self) -> None:
-        loop = asyncio.get_running_loop()
+        for _ in range(self.workers):
+            self._pool.append(self._spawn())
+
+    def _spawn(self) -> _Worker:
+        """Start one worker process and send it its setup (and the run's spend, under ``--max-cost-usd``)."""
         package_root = str(Path(contextdelta.__file__).resolve().parents[1])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")])}
-        for number in range(self.workers):
-            ours, theirs = socket.socketpair()
+        ours, theirs = socket.socketpair()
+        try:
             process = subprocess.Popen(
                 [sys.executable, "-m", "contextdelta.runner.worker", str(theirs.fileno())],
                 pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL,
                 env=env,
             )
+        except BaseException:
+            ours.close()
+            raise
+        finally:
             theirs.close()
-            conn = Connection(ours.detach())
-            worker = _Worker(f"worker {number + 1} (pid {process.pid})", process, conn)
-            # the sys.path lets the worker import what the driver can (plug-in strategies by module name)
-            conn.send(("setup", list(sys.path), self.runtime, self.limiter is not None))
-            if self._spent is not None:
-                conn.send(("spent", self._spent))
-            self._pool.append(worker)
-            loop.add_reader(conn.fileno(), self._readable, worker)
+        conn = Connection(ours.detach())
+        self._spawned += 1
+        worker = _Worker(f"worker {self._spawned} (pid {process.pid})", process, conn)
+        # the sys.path lets the worker import what the driver can (plug-in strategies by module name)
+        conn.send(("setup", list(sys.path), self.runtime, self.limiter is not None))
+        if self._spent is not None:
+            conn.send(("spent", self._spent))
+        asyncio.get_running_loop().add_reader(conn.fileno(), self._readable, worker)
+        return worker
 
     async def run(self, job: EpisodeJob) -> EpisodeRecord:
         if not self._pool:
@@ -106,9 +144,13 @@ class WorkerPoolExecutor:
         worker = min(alive, key=lambda w: len(w.pending))
         self._next_id += 1
         future: asyncio.Future[EpisodeRecord] = asyncio.get_running_loop().create_future()
-        worker.pending[self._next_id] = future
-        worker.conn.send(("job", self._next_id, job))
+        self._send_job(worker, self._next_id, _Job(job, future))
         return await future
+
+    def _send_job(self, worker: _Worker, job_id: int, pending: _Job) -> None:
+        worker.pending[job_id] = pending
+        with contextlib.suppress(OSError):  # it died just now: its reader finds it, and the job moves with its others
+            worker.conn.send(("job", job_id, pending.job))
 
     def budget_spent(self, spent: float) -> None:
         """Tell every worker what the run's recorded episodes cost (``--max-cost-usd``; see the module docstring)."""
@@ -128,17 +170,24 @@ class WorkerPoolExecutor:
     def _handle(self, worker: _Worker, message: tuple[Any, ...]) -> None:
         kind = message[0]
         if kind == "record" or kind == "error":
-            future = worker.pending.pop(message[1], None)
-            if future is not None and not future.done():
+            pending = worker.pending.pop(message[1], None)
+            if pending is not None and not pending.future.done():
                 if kind == "record":
-                    future.set_result(message[2])
+                    pending.future.set_result(message[2])
                 else:
-                    future.set_exception(WorkerError(f"episode failed in {worker.name}:\n{message[2]}"))
+                    # a harness bug outside the episode's own error handling: the traceback to the log, one line
+                    # (its last, the exception) to the stop reason
+                    log.error("harness error in %s:\n%s", worker.name, message[2])
+                    last = message[2].strip().splitlines()[-1] if message[2].strip() else "no traceback"
+                    pending.future.set_exception(
+                        WorkerError(f"harness error in {worker.name} running episode {pending.job.spec.run_id}: {last}")
+                    )
         elif kind == "acquire" and self.limiter is not None:
             task = asyncio.get_running_loop().create_task(self._grant(worker, message[1], message[2]))
             self._grants.add(task)
             task.add_done_callback(self._grants.discard)
         elif kind == "release" and self.limiter is not None:
+            worker.tickets[message[1]] -= 1
             self.limiter.release(message[1], message[2], message[3])
 
     async def _grant(self, worker: _Worker, ticket_id: int, tokens: int) -> None:
@@ -151,8 +200,12 @@ class WorkerPoolExecutor:
             worker.conn.send(("grant", ticket_id, generation))
         except OSError:
             self.limiter.release(generation, None, 0)
+        else:
+            worker.tickets[generation] += 1
 
     def _lost(self, worker: _Worker) -> None:
+        """A worker process is gone (killed, crashed, its socket closed): release what the limiter granted it, and
+        start its running episodes again on a new worker, each up to :data:`LOSSES_PER_EPISODE` times."""
         if not worker.alive:
             return
         worker.alive = False
@@ -160,13 +213,43 @@ class WorkerPoolExecutor:
             asyncio.get_running_loop().remove_reader(worker.conn.fileno())
         with contextlib.suppress(subprocess.TimeoutExpired):
             worker.process.wait(timeout=1.0)
-        error = WorkerError(f"{worker.name} exited (exit code {worker.process.returncode})")
-        for future in worker.pending.values():
-            if not future.done():
-                future.set_exception(error)
+        with contextlib.suppress(OSError):
+            worker.conn.close()
+        if self.limiter is not None:
+            for generation in worker.tickets.elements():
+                self.limiter.release(generation, None, 0)
+        worker.tickets.clear()
+        why = f"{worker.name} exited ({exit_text(worker.process.returncode)})"
+        running = {i: p for i, p in worker.pending.items() if not p.future.done()}
         worker.pending.clear()
+        for pending in running.values():
+            pending.losses += 1
+        again = {i: p for i, p in running.items() if p.losses < LOSSES_PER_EPISODE}
+        for pending in running.values():
+            if pending.losses >= LOSSES_PER_EPISODE:
+                pending.future.set_exception(
+                    WorkerError(
+                        f"{why} while running episode {pending.job.spec.run_id}, the {pending.losses} worker(s) that "
+                        "ran it all died"
+                    )
+                )
+        if not again or self._closing:
+            for pending in again.values():
+                pending.future.set_exception(WorkerError(why))
+            return
+        try:
+            replacement = self._spawn()
+        except OSError as exc:
+            for pending in again.values():
+                pending.future.set_exception(WorkerError(f"{why}, and no worker could replace it: {exc}"))
+            return
+        self._pool.append(replacement)
+        log.warning("%s; its %d running episode(s) start again on %s", why, len(again), replacement.name)
+        for job_id, pending in again.items():
+            self._send_job(replacement, job_id, pending)
 
     async def aclose(self) -> None:
+        self._closing = True
         loop = asyncio.get_running_loop()
         for worker in self._pool:
             if worker.alive:

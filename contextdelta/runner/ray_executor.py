@@ -5,7 +5,9 @@ existing one. It creates ``workers`` async actors (default: one per CPU of the c
 provider and strategies from the :class:`EpisodeRuntime` the driver sends (never from its node's disk) and runs
 the episodes it is given concurrently on its event loop; each :class:`EpisodeJob` carries its task. Records come
 back to the driver, which alone writes the run directory and the trace store, so resume, SIGKILL safety, ``verify``
-and the reports are those of any run. Actors belong to the driver's job: a killed driver takes them with it.
+and the reports are those of any run. Actors belong to the driver's job: a killed driver takes them with it. An
+actor that dies is restarted by Ray and its running episodes retried once; a second death stops the run
+(``incomplete``, resumable).
 
 With rate limits, the endpoint's :class:`EndpointLimiter` lives in one more actor that every HTTP attempt, on
 any node, asks first (:class:`RayGate`), so the limits hold across the whole cluster.
@@ -29,8 +31,8 @@ from contextdelta._collector import tuned_for_episodes
 from contextdelta.providers import EndpointLimiter, EndpointLimits, LimiterStats
 from contextdelta.rundir import EpisodeRecord
 from contextdelta.runner.episode import EpisodeJob
-from contextdelta.runner.execute import EpisodeRuntime, InProcessExecutor
-from contextdelta.runner.pool import WorkerError
+from contextdelta.runner.execute import EpisodeRuntime, InProcessExecutor, WorkerError
+from contextdelta.runner.pool import LOSSES_PER_EPISODE
 
 LIMITER_MAX_CONCURRENCY = 100_000
 """Calls the limiter actor holds at once (each waiting attempt is one)."""
@@ -97,6 +99,24 @@ class EpisodeActor:
         self.collector.close()
 
 
+def _errors_to_stderr() -> None:
+    """Send the cluster's error messages that Ray's driver prints (an actor died, a task is retried) to stderr. Ray
+    prints them to stdout, from a thread that runs until the driver disconnects, and this command's stdout is its
+    result (the run directory, as the last line). Ray's printing function is replaced at module level, where that
+    thread looks it up; a Ray without it is left as it is."""
+    from ray._private import worker as ray_worker
+
+    printer = getattr(ray_worker, "print_to_stdstream", None)
+    if printer is None or getattr(printer, "to_stderr", False):
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        printer({**data, "is_err": True}, ignore_prefix)
+
+    to_stderr.to_stderr = True  # type: ignore[attr-defined]
+    ray_worker.print_to_stdstream = to_stderr
+
+
 class RayExecutor:
     """An :class:`~contextdelta.runner.Executor` on a Ray cluster (see the module docstring)."""
 
@@ -107,7 +127,8 @@ class RayExecutor:
         self._actors: list[Any] = []
         self._load: list[int] = []
         self._limiter: Any = None
-        self._owns_cluster = False
+        self._connected = False
+        """Whether this executor connected the driver to Ray: it then disconnects (or stops the cluster it started)."""
         self._started: asyncio.Task[None] | None = None
         self._stats: LimiterStats | None = None
         self._spent: float | None = None
@@ -131,7 +152,8 @@ class RayExecutor:
             else:  # a new cluster for this run: never one that `ray start` left recorded (perhaps long dead)
                 options["address"] = "local"
             await asyncio.to_thread(ray.init, **options)
-            self._owns_cluster = self.address is None
+            self._connected = True
+        _errors_to_stderr()
         cpus = float(ray.cluster_resources().get("CPU", 1.0))  # type: ignore[no-untyped-call]
         count = self.workers or max(1, math.floor(cpus))
         self.workers = count
@@ -143,7 +165,14 @@ class RayExecutor:
                 .remote(limits, self.runtime.concurrency)
             )
         per_actor = max(1, math.ceil(self.runtime.concurrency / count))
-        remote = ray.remote(EpisodeActor).options(num_cpus=min(1.0, cpus / count), max_concurrency=per_actor + 1)
+        # an actor killed from outside (the out-of-memory killer) is restarted and its running episodes sent again
+        # (nothing recorded them: the driver alone records), as the local pool does (LOSSES_PER_EPISODE)
+        remote = ray.remote(EpisodeActor).options(
+            num_cpus=min(1.0, cpus / count),
+            max_concurrency=per_actor + 1,
+            max_restarts=LOSSES_PER_EPISODE - 1,
+            max_task_retries=LOSSES_PER_EPISODE - 1,
+        )
         self._actors = [remote.remote(self.runtime, self._limiter) for _ in range(count)]
         self._load = [0] * count
         if self._spent is not None:  # said before any job: an actor runs its calls in the order they were made
@@ -194,7 +223,7 @@ class RayExecutor:
         for actor in [*self._actors, *([self._limiter] if self._limiter is not None else [])]:
             ray.kill(actor)
         self._actors = []
-        if self._owns_cluster:
+        if self._connected:  # stops a cluster started for the run; only disconnects from one given by address
             await asyncio.to_thread(ray.shutdown)
 
     def rate_stats(self) -> LimiterStats | None:

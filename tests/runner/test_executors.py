@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import math
 import os
+import re
+import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +22,7 @@ from contextdelta.rundir import RunDirectory, RunStatus
 from contextdelta.runner import BenchmarkError, BenchmarkRequest, run_benchmark
 from contextdelta.testing import fetch_stats, serve_scripted
 from contextdelta.verify import verify_run
+from tests.alarm import within
 from tests.runner.collector_probe import LOG
 from tests.runner.conftest import TASKS
 
@@ -178,3 +183,89 @@ def test_worker_processes_leave_no_connection_pool_of_the_endpoint_check_open(or
     assert plan.provider is not None
     assert plan.provider._io.started is False  # type: ignore[attr-defined]
     assert plan.provider._session is None  # type: ignore[attr-defined]
+
+
+def worker_pids() -> list[int]:
+    """The worker processes of this process's pool, by /proc (Linux: where the suite runs)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat, command = (entry / "stat").read_text(), (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid() and b"contextdelta.runner.worker" in command:
+            found.append(int(entry.name))
+    return found
+
+
+class _KillAWorkerAtFirstRecord:
+    """A recorder that SIGKILLs one worker process when the first record arrives (the out-of-memory killer)."""
+
+    def __init__(self) -> None:
+        self.killed: list[int] = []
+
+    def start(self, run: object) -> None:
+        pass
+
+    def episode(self, record: object) -> None:
+        if not self.killed:
+            pid = worker_pids()[0]
+            os.kill(pid, signal.SIGKILL)
+            self.killed.append(pid)
+
+    def finish(self, run: object) -> None:
+        pass
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the worker processes through /proc")
+def test_a_worker_killed_mid_run_loses_nothing_its_episodes_start_again(trusting_url: str, tmp_path: Path) -> None:
+    """A worker killed from outside takes only its running, unrecorded episodes: they start again on a new worker,
+    and the run completes with the verdicts of a one-process run. The rate limiter's grant the dead worker held is
+    given back (with one request at a time, a grant lost would stall the run)."""
+    one = run_benchmark(request(trusting_url, tmp_path, workers=1))
+    killer = _KillAWorkerAtFirstRecord()
+    with serve_scripted("context_trusting", TASKS, latency_ms=150) as url, within(180, "running after a worker died"):
+        two = run_benchmark(request(url, tmp_path, workers=2, max_concurrent_requests=1), recorders=[killer])
+    assert killer.killed
+    assert two.manifest.status is RunStatus.COMPLETE and two.manifest.stop_reason is None
+    assert sorted(r.run_id for r in two.records) == sorted(r.run_id for r in one.records)  # each once
+    assert {r.run_id: r.verdict for r in two.records} == {r.run_id: r.verdict for r in one.records}
+    assert verify_run(two.path).ok
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the worker processes through /proc")
+def test_workers_that_keep_dying_stop_the_run_resumably_naming_the_episode(tmp_path: Path) -> None:
+    """Every worker killed as soon as it is seen: each episode gets LOSSES_PER_EPISODE workers, then the run stops,
+    `incomplete`, the stop reason naming the worker, how it ended and the episode (no traceback); resume completes."""
+    stop = threading.Event()
+
+    def kill_every_worker() -> None:
+        while not stop.is_set():
+            for pid in worker_pids():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            stop.wait(0.05)
+
+    killer = threading.Thread(target=kill_every_worker, daemon=True)
+    with serve_scripted("context_trusting", TASKS, latency_ms=100) as url:
+        killer.start()
+        try:
+            with within(180, "running while every worker dies"):
+                stopped = run_benchmark(request(url, tmp_path, workers=2))
+        finally:
+            stop.set()
+            killer.join()
+        assert stopped.manifest.status is RunStatus.INCOMPLETE
+        reason = stopped.manifest.stop_reason or ""
+        assert re.fullmatch(
+            r"worker \d+ \(pid \d+\) exited \(killed by SIGKILL\) while running episode \S+, the 2 worker\(s\) "
+            r"that ran it all died",
+            reason,
+        ), reason
+        resumed = run_benchmark(request(url, tmp_path, workers=2, resume=str(stopped.path)))
+    assert resumed.manifest.status is RunStatus.COMPLETE and len(resumed.records) == 12
+    assert verify_run(resumed.path).ok

@@ -167,3 +167,45 @@ def test_a_ray_run_stops_running_episodes_at_the_run_budget(cluster: str, tmp_pa
     assert 0 < len(records) <= 3
     assert all(r.trace.totals.agent_calls <= 1 and r.trace.termination.value == "budget_exceeded" for r in records)
     assert endpoint.requests == sum(r.trace.totals.agent_calls for r in records)
+
+
+def _actor_pids() -> list[int]:
+    """The processes of the episode actors (Ray titles them ``ray::EpisodeActor``), by /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if command.startswith(b"ray::EpisodeActor"):
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the actor processes through /proc")
+def test_a_ray_actor_killed_mid_run_is_restarted_and_its_episodes_run_again(cluster: str, tmp_path: Path) -> None:
+    """An actor's process killed from outside (the out-of-memory killer): Ray restarts the actor and retries its
+    running episodes, which nothing had recorded; the run completes with every episode once and verifies."""
+    with serve_scripted("oracle", TASKS, latency_ms=100) as url:
+        matrix = ["--task-ids", ",".join(SMALL), "--strategies", "full_history,last_n", "--repeats", "2"]
+        process = _cli(*_args(url, tmp_path, cluster, *matrix, "--workers", "2", "--concurrency", "4"))
+        deadline = time.monotonic() + 180
+        killed = None
+        while time.monotonic() < deadline and process.poll() is None and killed is None:
+            found = list(tmp_path.glob(f"*/{RAW_RUNS}"))
+            actors = _actor_pids()
+            if found and found[0].read_bytes() and actors:
+                killed = actors[0]
+                os.kill(killed, signal.SIGKILL)
+            time.sleep(0.05)
+        assert killed is not None, f"no actor seen with an episode written: {process.communicate()[1][-2000:]}"
+        out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err
+    path = Path(out.strip().splitlines()[-1])
+    manifest = RunDirectory(path).read_manifest()
+    assert manifest.status is RunStatus.COMPLETE and manifest.counts.finished == 24
+    lines = (path / RAW_RUNS).read_bytes().splitlines()
+    assert len(lines) == 24  # each episode recorded once: the retried ones were never recorded before
+    result = verify_run(path)
+    assert result.ok, result.lines()
