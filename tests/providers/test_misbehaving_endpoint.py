@@ -9,46 +9,22 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import anyio
 import pytest
 
-from contextdelta.agent import EpisodeTrace, TerminationReason, run_episode
+from contextdelta.agent import TerminationReason
 from contextdelta.canonical import MAX_JSON_DEPTH, content_hash
-from contextdelta.context import create_strategy
-from contextdelta.providers import MAX_RESPONSE_BYTES, OpenAIProvider, ProviderFailure, RetryPolicy
+from contextdelta.providers import MAX_RESPONSE_BYTES, OpenAIProvider, ProviderFailure
 from contextdelta.providers.errors import MAX_ERROR_MESSAGE_CHARS
-from tests.agent.helpers import make_task, make_world
-from tests.providers.conftest import RawEndpoint, RecordingSleep, completion, tool_call
-
-RETRIES = RetryPolicy(max_attempts=3, max_total_s=60.0, initial_backoff_s=0.5, max_backoff_s=1.0, jitter_s=0.0)
-MESSAGES = [{"role": "user", "content": "Look up order A-1001."}]
-
-
-def complete(endpoint: RawEndpoint, sleep: RecordingSleep) -> Any:
-    """One call's ProviderResponse, or the ProviderFailure it raised."""
-
-    async def go() -> Any:
-        async with OpenAIProvider(
-            base_url=endpoint.base_url, model="raw", api_key="k", retry=RETRIES, sleep=sleep, timeout_s=30
-        ) as provider:
-            try:
-                return await provider.complete(MESSAGES, None)
-            except ProviderFailure as failure:
-                return failure
-
-    return asyncio.run(go())
-
-
-def episode(endpoint: RawEndpoint) -> EpisodeTrace:
-    """One episode of the built-in loop against the endpoint (no retry waits)."""
-    task = make_task()
-
-    async def go() -> EpisodeTrace:
-        async with OpenAIProvider(base_url=endpoint.base_url, model="raw", api_key="k", retry=RETRIES) as provider:
-            strategy = create_strategy("full_history")
-            return await run_episode(task.public_task, make_world(task), provider, strategy, max_steps=4, seed=1)
-
-    return anyio.run(go)
+from tests.providers.conftest import (
+    MESSAGES,
+    RETRIES,
+    RawEndpoint,
+    RecordingSleep,
+    complete,
+    completion,
+    episode,
+    tool_call,
+)
 
 
 def encodable(value: Any) -> None:
