@@ -22,6 +22,7 @@ from contextdelta.providers.bodies import (
     READ_CHUNK_BYTES,
     CappedBody,
     NestedTooDeeply,
+    NumberTooLong,
     load_json_body,
 )
 from contextdelta.providers.errors import (
@@ -31,6 +32,8 @@ from contextdelta.providers.errors import (
     EndpointResponseTooLarge,
     EndpointStatusError,
     EndpointTimeout,
+    one_line,
+    shorten,
 )
 from contextdelta.providers.limits import CallGate, EndpointLimiter, EndpointLimits, LimiterStats, estimate_tokens
 from contextdelta.providers.mock import MockProvider, MockReply, MockRequest, MockScript, mock_response
@@ -89,6 +92,7 @@ __all__ = [
     "MockRequest",
     "MockScript",
     "NestedTooDeeply",
+    "NumberTooLong",
     "OpenAIProvider",
     "Price",
     "PriceTable",
@@ -108,8 +112,10 @@ __all__ = [
     "is_retryable",
     "load_json_body",
     "mock_response",
+    "one_line",
     "provider_kinds",
     "register_provider",
     "retry_after_seconds",
+    "shorten",
     "usage_of",
 ]

@@ -96,6 +96,9 @@ class ProviderResponse(BaseModel):
     """One completed chat-completions call."""
 
     content: str | None
+    refusal: str | None = Field(
+        default=None, description="The model's refusal (message.refusal, or refusal parts of the content), if any."
+    )
     tool_calls: list[ToolCallRequest] = Field(default_factory=list)
     finish_reason: str | None = None
     usage: Usage | None = Field(default=None, description="None when the provider reported no usage.")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import Any
 
 from contextdelta.canonical import MAX_JSON_DEPTH, json_depth, replace_lone_surrogates
@@ -27,6 +28,11 @@ _MAYBE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 
 class NestedTooDeeply(ValueError):
     """A JSON body nested deeper than `MAX_JSON_DEPTH` (or than the decoder can follow)."""
+
+
+class NumberTooLong(ValueError):
+    """A JSON body holding an integer with more digits than Python converts (``sys.get_int_max_str_digits()``,
+    4,300 by default): valid JSON that no reader here can take, not a body that is "not JSON"."""
 
 
 class CappedBody:
@@ -67,12 +73,20 @@ class CappedBody:
 def load_json_body(body: bytes) -> Any:
     """The JSON value of a response body, with lone surrogates replaced by U+FFFD (`replace_lone_surrogates`).
 
-    Raises NestedTooDeeply for nesting past `MAX_JSON_DEPTH`, ValueError for a body that is not JSON (nor UTF-8).
+    Raises NestedTooDeeply for nesting past `MAX_JSON_DEPTH`, NumberTooLong for an integer past Python's digit
+    limit, ValueError for a body that is not JSON (nor UTF-8).
     """
     try:
         value = json.loads(body)
     except RecursionError:
         raise NestedTooDeeply(f"a JSON body nested too deeply to decode (over {MAX_JSON_DEPTH} levels)") from None
+    except ValueError as exc:
+        if "integer string conversion" not in str(exc):  # the decoder's words for an integer past the digit limit
+            raise
+        limit = sys.get_int_max_str_digits()
+        raise NumberTooLong(
+            f"a JSON body with a number too long to read (an integer of more than {limit:,} digits)"
+        ) from None
     # every level opens with a bracket: a body with few brackets (the common case) cannot be too deep
     if body.count(b"[") + body.count(b"{") > MAX_JSON_DEPTH and json_depth(value) > MAX_JSON_DEPTH:
         raise NestedTooDeeply(f"a JSON body nested more than {MAX_JSON_DEPTH} levels deep")

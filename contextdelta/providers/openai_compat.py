@@ -47,7 +47,7 @@ from contextdelta.providers.base import (
     Usage,
     endpoint_check_request,
 )
-from contextdelta.providers.bodies import CappedBody, NestedTooDeeply, load_json_body
+from contextdelta.providers.bodies import CappedBody, NestedTooDeeply, NumberTooLong, load_json_body
 from contextdelta.providers.errors import (
     EndpointBusy,
     EndpointConnectionError,
@@ -584,7 +584,7 @@ class OpenAIProvider:
 
         try:
             completion = load_json_body(body)  # lone surrogates are U+FFFD from here on
-        except NestedTooDeeply as exc:
+        except (NestedTooDeeply, NumberTooLong) as exc:
             raise fail(str(exc)) from None
         except ValueError:
             if not body.strip():
@@ -607,6 +607,13 @@ class OpenAIProvider:
                 raise fail(f"an error instead of a completion (with HTTP 200): {self._scrub(one_line(str(said)))}")
             raise fail("a response with no choices")
         choice = choices[0]
+        # an error met while the model was answering, sent with HTTP 200 beside the choice (OpenRouter: the choice's
+        # `error`, finish_reason "error"): whatever the choice holds is cut short, never a reply to act on
+        error = choice.get("error") or completion.get("error")
+        if error or choice.get("finish_reason") == "error":  # "error": null (or "", {}) is no error
+            said = error.get("message", error) if isinstance(error, dict) else error
+            why = f": {self._scrub(one_line(str(said)))}" if said else ""
+            raise fail(f"an error in place of the model's reply (with HTTP 200){why}")
         message = choice.get("message")
         if not isinstance(message, dict):
             raise fail("a choice without a message")
@@ -644,14 +651,19 @@ class OpenAIProvider:
                 ToolCallRequest(id=clean(str(call.get("id") or "")), name=clean(name), arguments=clean(arguments))
             )
         content = message.get("content")
+        refusal = message.get("refusal")
         if isinstance(content, list):  # content parts, [{"type": "text", "text": ...}]: their text, joined
+            refusal = refusal or _refusal_of_parts(content)
             content = _text_of_parts(content)
         elif content is not None and not isinstance(content, str):
             raise fail(f"message.content that is {json_type(content)}, not a string")
+        if refusal is not None and not isinstance(refusal, str):
+            raise fail(f"message.refusal that is {json_type(refusal)}, not a string")
         model = completion.get("model")
         finish = choice.get("finish_reason")
         return ProviderResponse(
             content=clean(content) if isinstance(content, str) else None,
+            refusal=clean(refusal) if refusal else None,
             tool_calls=calls,
             finish_reason=clean(finish) if isinstance(finish, str) else None,
             usage=usage_of(completion),
@@ -818,6 +830,17 @@ def _text_of_parts(parts: list[Any]) -> str | None:
         if isinstance(part, dict) and part.get("type", "text") in TEXT_PART_TYPES and isinstance(part.get("text"), str)
     ]
     return "".join(texts) if texts else None
+
+
+def _refusal_of_parts(parts: list[Any]) -> str | None:
+    """The text of the refusal parts of a content given as parts (``{"type": "refusal", "refusal": ...}``), joined;
+    None when there is none."""
+    texts = [
+        part["refusal"]
+        for part in parts
+        if isinstance(part, dict) and part.get("type") == "refusal" and isinstance(part.get("refusal"), str)
+    ]
+    return "".join(texts) or None
 
 
 def describe_error(exc: BaseException) -> str:
