@@ -1,6 +1,13 @@
 """The agent loop (SPEC section 6): runs one episode and records every step."""
 
-from contextdelta.agent.loop import BudgetCheck, HarnessError, StepCallback, episode_context, run_episode
+from contextdelta.agent.loop import (
+    CUT_SHORT_REASONS,
+    BudgetCheck,
+    HarnessError,
+    StepCallback,
+    episode_context,
+    run_episode,
+)
 from contextdelta.agent.prompt import (
     EMPTY_RESPONSE_NUDGE,
     SYSTEM_PROMPT,
@@ -28,6 +35,7 @@ from contextdelta.agent.records import (
 
 __all__ = [
     "AGENT_NAME",
+    "CUT_SHORT_REASONS",
     "EMPTY_RESPONSE_NUDGE",
     "EXTERNAL_PREFIX",
     "SYSTEM_PROMPT",

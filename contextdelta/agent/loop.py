@@ -15,6 +15,10 @@ Decisions:
 - An empty reply (no tool calls and no non-blank text) is never a final answer. The first one in an episode is
   recorded as a step with no action; an empty assistant message and a fixed nudge (a user message) are appended
   and the loop goes on. A second one ends the episode as ``provider_error`` ("empty response").
+- A refusal (``message.refusal``, or refusal parts of the content) without tool calls ends the episode at once as
+  ``provider_error`` ("the model refused: ..."), named in the step's note: neither an empty reply nor an answer.
+- A reply cut short (``finish_reason`` "length" or "content_filter") is acted on as any other: its text is the
+  final answer, graded on the world's state; its tool calls run as sent. The step's note names the cut.
 - Tool-call ids the model left empty or reused are replaced by ``call_<step>_<index>`` in the history (the
   original is kept in the record), so every tool message answers exactly one call.
 - The messages the strategy returns are checked to be a valid chat sequence before they are sent; a strategy
@@ -57,7 +61,7 @@ from contextdelta.context import (
     count_tool_tokens,
     message_sequence_problems,
 )
-from contextdelta.providers import ChatProvider, ProviderFailure, ProviderResponse, Usage
+from contextdelta.providers import ChatProvider, ProviderFailure, ProviderResponse, Usage, one_line, shorten
 from contextdelta.tasks import PublicTask
 from contextdelta.worlds import MutationEvent, ToolEvent, ToolKind, World
 
@@ -72,6 +76,13 @@ def episode_context(world: World, seed: int | None) -> EpisodeContext:
     ``verify``'s re-derivation share): the seed and which of the world's tools write."""
     writes = frozenset(t.name for t in world.definition.tools if t.kind is ToolKind.WRITE)
     return EpisodeContext(seed=seed, write_tools=writes)
+
+
+CUT_SHORT_REASONS = {
+    "length": "cut at the completion token limit",
+    "content_filter": "cut by the endpoint's content filter",
+}
+"""Finish reasons that say a reply was cut short, and the words a step's note names them with."""
 
 
 class HarnessError(RuntimeError):
@@ -231,12 +242,24 @@ class _Episode:
             self._end(TerminationReason(failure.reason), failure.message)
             return
         self._record_response(draft, response)
+        finish = response.finish_reason
         if response.tool_calls:
+            if (
+                finish in CUT_SHORT_REASONS
+            ):  # the calls run as sent (the world answers arguments cut mid-way as malformed)
+                draft.note = f"{CUT_SHORT_REASONS[finish]} (finish_reason {finish!r}): its tool calls may be incomplete"
             self._run_tools(k, draft, response)
+        elif response.refusal is not None and response.refusal.strip():
+            # the model declined: a named failed trial, never an empty reply to nudge nor an answer
+            said = shorten(one_line(response.refusal))
+            draft.note = f"refusal: {said}"
+            self._end(TerminationReason.PROVIDER_ERROR, f"the model refused: {said}")
         elif response.content is not None and response.content.strip():
             message: Message = {"role": "assistant", "content": response.content}
             self._append(draft, message)
             self.final_answer = response.content
+            if finish in CUT_SHORT_REASONS:  # still graded on the world's state, as every final answer
+                draft.note = f"final answer {CUT_SHORT_REASONS[finish]} (finish_reason {finish!r})"
             self._end(TerminationReason.FINAL_ANSWER, None)
         elif not self.nudged:
             self.nudged = True
@@ -245,7 +268,6 @@ class _Episode:
             self._append(draft, {"role": "user", "content": EMPTY_RESPONSE_NUDGE})
         else:
             draft.note = "empty response again after the nudge"
-            finish = response.finish_reason
             # a filtered or cut-off reply says why it is empty: the reason names it
             why = f" (finish_reason {finish!r})" if finish not in (None, "stop", "tool_calls") else ""
             self._end(TerminationReason.PROVIDER_ERROR, f"empty response{why}")

@@ -17,7 +17,7 @@ from typing import Any
 
 from rich.text import Text
 
-from contextdelta.agent import StepRecord
+from contextdelta.agent import CUT_SHORT_REASONS, StepRecord
 from contextdelta.grading import EventFlags, GraderName, describe
 from contextdelta.rundir import EpisodeRecord
 from contextdelta.worlds import MutationEvent, Outcome, ToolEvent, ToolKind
@@ -307,6 +307,9 @@ def _step_actions(
             w.line((who, "label"), ("answers: ", None), (_preview(response.content, full), None), (meta, "dim"))
     if step.note:
         w.line(("note: ", "dim"), (step.note, "dim"), indent=2)
+    elif response is not None and response.finish_reason in CUT_SHORT_REASONS:  # recorded before steps noted it
+        cut = f"reply {CUT_SHORT_REASONS[response.finish_reason]} (finish_reason {response.finish_reason!r})"
+        w.line(("note: ", "dim"), (cut, "dim"), indent=2)
     for call, event in zip(step.tool_calls, step.evaluator.tool_events, strict=False):
         kind = event.kind.value if event.kind else "unknown tool"
         style = "write" if event.kind is ToolKind.WRITE else "call"
@@ -371,7 +374,14 @@ def render_episode(record: EpisodeRecord, *, full: bool = False) -> Text:
         previous_removed = set(step.context.removed)
     w.line(("── end ", "rule"), ("─" * (RULE_WIDTH - 7), "rule"))
     if trace.final_answer is not None:
-        w.line(("final answer: ", "label"), (_preview(trace.final_answer, full, 400), None))
+        last = trace.steps[-1].response if trace.steps else None
+        finish = last.finish_reason if last is not None else None
+        cut = (
+            [(f"  ({CUT_SHORT_REASONS[finish]}, finish_reason {finish!r})", "bad")]
+            if finish in CUT_SHORT_REASONS
+            else []
+        )
+        w.line(("final answer: ", "label"), (_preview(trace.final_answer, full, 400), None), *cut)
     w.line(("termination: ", "label"), (trace.termination.value, None))
     return w.text
 

@@ -188,6 +188,45 @@ async def test_second_empty_reply_is_a_provider_error_never_a_success(empty: str
     assert len(trace.steps) == 2
 
 
+async def test_a_refusal_is_a_named_failed_trial_not_an_empty_reply_nor_an_answer() -> None:
+    refused = reply(None).model_copy(update={"refusal": "I can't issue refunds."})
+    trace, provider = await run([refused, reply("Refunded.")])
+    assert trace.termination is TerminationReason.PROVIDER_ERROR
+    assert trace.error == "the model refused: I can't issue refunds."
+    assert trace.steps[0].note == "refusal: I can't issue refunds."
+    assert trace.final_answer is None and len(provider.requests) == 1
+
+
+async def test_a_refusal_beside_tool_calls_lets_the_calls_run() -> None:
+    both = reply(None, GET).model_copy(update={"refusal": "I won't refund."})
+    trace, _ = await run([both, reply("Done.")])
+    assert trace.termination is TerminationReason.FINAL_ANSWER
+    assert [e.tool for e in trace.tool_events()] == ["get_order"]
+
+
+@pytest.mark.parametrize(
+    ("finish", "words"),
+    [("length", "cut at the completion token limit"), ("content_filter", "cut by the endpoint's content filter")],
+)
+async def test_a_final_answer_cut_short_is_named_in_its_step(finish: str, words: str) -> None:
+    cut = reply("Refunded $129.00 and").model_copy(update={"finish_reason": finish})
+    trace, _ = await run([reply(None, REFUND), cut])
+    assert trace.termination is TerminationReason.FINAL_ANSWER
+    assert trace.final_answer == "Refunded $129.00 and"
+    assert trace.steps[-1].note == f"final answer {words} (finish_reason {finish!r})"
+    assert trace.steps[0].note is None
+
+
+async def test_tool_calls_cut_at_the_token_limit_run_as_sent_and_are_named() -> None:
+    cut = reply(None, ("issue_refund", '{"order_id": "A-1001", "amo')).model_copy(update={"finish_reason": "length"})
+    trace, _ = await run([cut, reply("Done.")])
+    [event] = trace.tool_events()
+    assert (event.outcome, event.error_code) == (Outcome.INVALID, "malformed_arguments")
+    assert trace.steps[0].note == (
+        "cut at the completion token limit (finish_reason 'length'): its tool calls may be incomplete"
+    )
+
+
 async def test_hidden_mutations_are_recorded_at_their_step() -> None:
     mutations = [
         {

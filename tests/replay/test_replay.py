@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from contextdelta.cli import app
 from contextdelta.replay import EpisodeNotFound, render_episode, select_episodes
+from contextdelta.rundir import EpisodeRecord
 from examples.smoke.mock_pipeline import Fixture, load_fixture, write_run_directory
 
 GOLDEN = Path(__file__).parent / "golden" / "context_dropped_fresh_observation.txt"
@@ -56,6 +57,32 @@ def test_replay_shows_what_a_summary_strategy_wrote(fixture: Fixture) -> None:
     assert "+ [2] user, written by the strategy (sent in place of removed history):" in text
     assert "Summary of your earlier steps 1-4" in text
     assert "summary call folded steps 1-4 into the summary" in text
+
+
+def _cut_short(record: EpisodeRecord, finish: str, note: str | None) -> EpisodeRecord:
+    """``record`` with its last step's reply cut short: ``finish`` as its finish reason, ``note`` as its note."""
+    steps = list(record.trace.steps)
+    last = steps[-1]
+    assert last.response is not None
+    steps[-1] = last.model_copy(
+        update={"note": note, "response": last.response.model_copy(update={"finish_reason": finish})}
+    )
+    return record.model_copy(update={"trace": record.trace.model_copy(update={"steps": steps})})
+
+
+def test_replay_names_a_final_answer_cut_at_the_token_limit(fixture: Fixture) -> None:
+    note = "final answer cut at the completion token limit (finish_reason 'length')"
+    record = _cut_short(fixture.episode(None), "length", note)
+    assert record.trace.final_answer
+    text = render_episode(record).plain
+    assert f"note: {note}" in text
+    assert "(cut at the completion token limit, finish_reason 'length')" in text.split("final answer: ")[-1]
+
+
+def test_replay_names_a_cut_reply_recorded_before_steps_noted_it(fixture: Fixture) -> None:
+    text = render_episode(_cut_short(fixture.episode(None), "content_filter", None)).plain
+    assert "note: reply cut by the endpoint's content filter (finish_reason 'content_filter')" in text
+    assert "(cut by the endpoint's content filter, finish_reason 'content_filter')" in text
 
 
 def test_full_replay_lists_every_sent_message(fixture: Fixture) -> None:
