@@ -12,7 +12,8 @@ The request is a FIXED, versioned prompt: a system message whose first line is t
 ``ContextDelta summary prompt`` and a user message with the log, and no tools. The task instruction is not
 sent (the agent keeps it verbatim; the summary is about state and actions). The summary reaches the agent as
 one user message right after the instruction. A failed summary call raises ProviderFailure, which ends the
-episode with its reason; an empty summary counts as a failed call.
+episode with its reason; a reply without text counts as a failed call, named: a tool call instead of the summary,
+a refusal, or an empty summary.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from contextdelta.context.base import (
     compaction,
 )
 from contextdelta.context.tokens import count_message_tokens
-from contextdelta.providers import ChatProvider, ProviderFailure
+from contextdelta.providers import ChatProvider, ProviderFailure, ProviderResponse, one_line, shorten
 
 SUMMARY_MARKER = "ContextDelta summary prompt"
 SUMMARY_PROMPT_VERSION = "1"
@@ -126,7 +127,7 @@ class SemanticSummary(StrategyBase):
         response = await self.provider.complete(messages, None, seed=self.episode.seed, model=self.model)
         text = (response.content or "").strip()
         if not text:
-            raise ProviderFailure("provider_error", "the summary model returned an empty summary", response.retries)
+            raise ProviderFailure("provider_error", _no_summary(response), response.retries)
         return SummaryCall(
             prompt_version=SUMMARY_PROMPT_VERSION,
             model=self.model,
@@ -142,6 +143,23 @@ class SemanticSummary(StrategyBase):
             retries=response.retries,
             response_model=response.model,
         )
+
+
+def _no_summary(response: ProviderResponse) -> str:
+    """Why a summary reply without text is no summary: a tool call (the request offers no tools), a refusal, or
+    nothing at all (with its finish reason when that says why)."""
+    if response.tool_calls:
+        names = one_line(shorten(", ".join(sorted({call.name for call in response.tool_calls})), 200))
+        count = len(response.tool_calls)
+        return (
+            f"the summary model returned {count} tool call{'s' if count != 1 else ''} ({names}) instead of a "
+            "summary text (the summary request offers no tools)"
+        )
+    if response.refusal is not None and response.refusal.strip():
+        return f"the summary model refused: {shorten(one_line(response.refusal))}"
+    finish = response.finish_reason
+    why = f" (finish_reason {finish!r})" if finish not in (None, "stop") else ""
+    return f"the summary model returned an empty summary{why}"
 
 
 def summary_request(

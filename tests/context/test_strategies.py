@@ -21,8 +21,9 @@ from contextdelta.context import (
     message_sequence_problems,
     parse_history,
 )
-from contextdelta.providers import MockProvider, MockRequest, ProviderFailure, Usage, mock_response
+from contextdelta.providers import MockProvider, MockRequest, OpenAIProvider, ProviderFailure, Usage, mock_response
 from tests.context.helpers import INSTRUCTION, SYSTEM, WRITE_TOOLS, Call, history, order, read, reads
+from tests.providers.conftest import RETRIES, RawEndpoint, completion
 
 pytestmark = pytest.mark.anyio
 
@@ -351,6 +352,40 @@ async def test_summary_failure_and_empty_summary_raise_provider_failure() -> Non
     with pytest.raises(ProviderFailure, match="empty summary") as caught:
         await empty.transform(history(*reads(7)))
     assert caught.value.reason == "provider_error"
+
+
+TOOL_CALL_SUMMARY = {
+    "content": None,
+    "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_order", "arguments": "{}"}}],
+}
+
+
+@pytest.mark.parametrize(
+    ("message", "finish", "why"),
+    [
+        (
+            TOOL_CALL_SUMMARY,
+            "tool_calls",
+            "the summary model returned 1 tool call (get_order) instead of a summary text (the summary request "
+            "offers no tools)",
+        ),
+        (
+            {"content": None, "refusal": "I can't summarise this."},
+            "stop",
+            "the summary model refused: I can't summarise this.",
+        ),
+        ({"content": ""}, "length", "the summary model returned an empty summary (finish_reason 'length')"),
+        ({"content": "  "}, "stop", "the summary model returned an empty summary"),
+    ],
+    ids=["tool-call", "refusal", "cut-empty", "blank"],
+)
+async def test_a_summary_reply_without_text_says_why_over_http(message: dict[str, Any], finish: str, why: str) -> None:
+    with RawEndpoint([completion(message, finish)]) as endpoint:
+        async with OpenAIProvider(base_url=endpoint.base_url, model="raw", api_key="k", retry=RETRIES) as provider:
+            with pytest.raises(ProviderFailure) as caught:
+                await SemanticSummary(provider).transform(history(*reads(7)))
+        assert endpoint.requests == 1
+    assert (caught.value.reason, caught.value.message) == ("provider_error", why)
 
 
 # ---- configuration --------------------------------------------------------------------------------------------
