@@ -257,7 +257,8 @@ def test_tool_calls_run_once_whatever_the_finish_reason_says(finish: Any) -> Non
     with RawEndpoint([calls(call("call_1", REFUND, name="issue_refund"), finish_reason=finish), DONE]) as endpoint:
         trace = episode(endpoint)
     assert [(e.tool, e.outcome.value) for e in trace.tool_events()] == [("issue_refund", "executed")]
-    assert trace.steps[0].response.finish_reason == finish
+    response = trace.steps[0].response
+    assert response is not None and response.finish_reason == finish
     assert trace.steps[0].note is None
     assert verdict_success(trace)
 
@@ -431,7 +432,8 @@ def test_an_integer_too_long_to_read_is_named(sleep: RecordingSleep) -> None:
 def test_usage_missing_or_partial_is_unknown_and_the_episode_goes_on(usage: Any) -> None:
     with RawEndpoint([calls(call("call_1", REFUND, name="issue_refund"), usage=usage), DONE]) as endpoint:
         trace = episode(endpoint)
-    assert trace.steps[0].response.usage is None
+    response = trace.steps[0].response
+    assert response is not None and response.usage is None
     assert trace.totals.usage_complete is False
     assert verdict_success(trace)
 
