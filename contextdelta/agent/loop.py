@@ -15,8 +15,10 @@ Decisions:
 - An empty reply (no tool calls and no non-blank text) is never a final answer. The first one in an episode is
   recorded as a step with no action; an empty assistant message and a fixed nudge (a user message) are appended
   and the loop goes on. A second one ends the episode as ``provider_error`` ("empty response").
-- A refusal (``message.refusal``, or refusal parts of the content) without tool calls ends the episode at once as
-  ``provider_error`` ("the model refused: ..."), named in the step's note: neither an empty reply nor an answer.
+- A refusal (``message.refusal``, or refusal parts of the content) without tool calls ends the episode at once:
+  its text is the final answer, graded on the world's state like any other (a refused task is not done), and the
+  step's note says ``refusal: ...``. It is neither an empty reply to nudge nor an endpoint failure (a failed
+  trial would leave the episode out of the rates and count towards the circuit breaker).
 - A reply cut short (``finish_reason`` "length" or "content_filter") is acted on as any other: its text is the
   final answer, graded on the world's state; its tool calls run as sent. The step's note names the cut.
 - Tool-call ids the model left empty or reused are replaced by ``call_<step>_<index>`` in the history (the
@@ -250,10 +252,12 @@ class _Episode:
                 draft.note = f"{CUT_SHORT_REASONS[finish]} (finish_reason {finish!r}): its tool calls may be incomplete"
             self._run_tools(k, draft, response)
         elif response.refusal is not None and response.refusal.strip():
-            # the model declined: a named failed trial, never an empty reply to nudge nor an answer
-            said = shorten(one_line(response.refusal))
-            draft.note = f"refusal: {said}"
-            self._end(TerminationReason.PROVIDER_ERROR, f"the model refused: {said}")
+            # the model declined: its last word, graded on the world's state like any final answer (a model that
+            # refuses a task has not done it), never an empty reply to nudge, nor an endpoint failure
+            self._append(draft, {"role": "assistant", "content": response.refusal})
+            self.final_answer = response.refusal
+            draft.note = f"refusal: {shorten(one_line(response.refusal))}"
+            self._end(TerminationReason.FINAL_ANSWER, None)
         elif response.content is not None and response.content.strip():
             message: Message = {"role": "assistant", "content": response.content}
             self._append(draft, message)

@@ -188,13 +188,12 @@ async def test_second_empty_reply_is_a_provider_error_never_a_success(empty: str
     assert len(trace.steps) == 2
 
 
-async def test_a_refusal_is_a_named_failed_trial_not_an_empty_reply_nor_an_answer() -> None:
+async def test_a_refusal_is_the_final_answer_named_in_the_note_not_an_empty_reply_nor_a_failure() -> None:
     refused = reply(None).model_copy(update={"refusal": "I can't issue refunds."})
     trace, provider = await run([refused, reply("Refunded.")])
-    assert trace.termination is TerminationReason.PROVIDER_ERROR
-    assert trace.error == "the model refused: I can't issue refunds."
+    assert trace.termination is TerminationReason.FINAL_ANSWER and trace.error is None
     assert trace.steps[0].note == "refusal: I can't issue refunds."
-    assert trace.final_answer is None and len(provider.requests) == 1
+    assert trace.final_answer == "I can't issue refunds." and len(provider.requests) == 1
 
 
 async def test_a_refusal_beside_tool_calls_lets_the_calls_run() -> None:

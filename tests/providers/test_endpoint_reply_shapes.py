@@ -340,21 +340,22 @@ def test_reasoning_is_never_sent_back_to_the_endpoint(reasoning: dict[str, Any])
     ],
     ids=["message.refusal", "refusal-part"],
 )
-def test_a_refusal_ends_the_episode_as_a_named_failed_trial_at_once(message: dict[str, Any]) -> None:
+def test_a_refusal_ends_the_episode_at_once_as_its_final_answer_graded_on_the_world(message: dict[str, Any]) -> None:
     with RawEndpoint([completion(message)]) as endpoint:
         trace = episode(endpoint)
         assert endpoint.requests == 1  # no nudge: a refusal is not an empty reply
-    assert trace.termination is TerminationReason.PROVIDER_ERROR
-    assert trace.error == "the model refused: I'm sorry, I can't help with refunds."
+    assert trace.termination is TerminationReason.FINAL_ANSWER and trace.error is None  # not an endpoint failure
+    assert trace.final_answer == "I'm sorry, I can't help with refunds."
     assert trace.steps[0].note == "refusal: I'm sorry, I can't help with refunds."
-    assert trace.final_answer is None
-    assert not verdict_success(trace)
+    assert not verdict_success(trace)  # the task was not done
 
 
-def test_a_refusal_on_several_lines_is_one_line_in_the_error() -> None:
-    with RawEndpoint([completion({"content": None, "refusal": "I can't.\n\x1b[31mReally\x1b[0m."})]) as endpoint:
+def test_a_refusal_on_several_lines_is_one_line_in_the_note() -> None:
+    refusal = "I can't.\n\x1b[31mReally\x1b[0m."
+    with RawEndpoint([completion({"content": None, "refusal": refusal})]) as endpoint:
         trace = episode(endpoint)
-    assert trace.error == "the model refused: I can't. \\x1b[31mReally\\x1b[0m."
+    assert trace.steps[0].note == "refusal: I can't. \\x1b[31mReally\\x1b[0m."
+    assert trace.final_answer == refusal  # the record keeps what the model said
 
 
 def test_a_refusal_that_is_not_text_is_a_provider_error_naming_it(sleep: RecordingSleep) -> None:
