@@ -747,6 +747,11 @@ def _provider(
     return provider, _provider_info(request, settings, provider), spec
 
 
+WORKERS_PER_CORE = 4
+"""The most local worker processes per core: episodes wait on the endpoint within each worker's event loop, so more
+processes than cores add no throughput, only memory (about 100 MB each)."""
+
+
 def _execution(request: BenchmarkRequest, settings: Settings, spec: ProviderSpec | None) -> ExecutionPlan:
     """The executor and the rate limits the flags ask for (checked; nothing started)."""
     if request.executor not in EXECUTORS:
@@ -778,7 +783,15 @@ def _execution(request: BenchmarkRequest, settings: Settings, spec: ProviderSpec
         return ExecutionPlan("ray", min(workers, request.concurrency) if workers else None, request.ray_address, limits)
     if spec is None:  # a provider object cannot be rebuilt in another process
         return ExecutionPlan("local", 1, None, limits)
-    chosen = workers if workers is not None else (os.cpu_count() or 1)
+    cores = os.cpu_count() or 1
+    chosen = workers if workers is not None else cores
+    if chosen > WORKERS_PER_CORE * cores:
+        given = "--workers" if request.workers is not None else "CONTEXTDELTA_WORKERS"
+        raise BenchmarkError(
+            f"{given} {chosen}: this machine has {cores} cores, and each worker is an interpreter of its own (a "
+            f"typo here fills the memory); give at most {WORKERS_PER_CORE * cores} ({WORKERS_PER_CORE} per core), or "
+            "use --executor ray for more machines"
+        )
     return ExecutionPlan("local", max(1, min(chosen, request.concurrency)), None, limits)
 
 
