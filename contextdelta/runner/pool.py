@@ -78,10 +78,8 @@ class _Worker:
     alive: bool = True
 
 
-def exit_text(code: int | None) -> str:
+def exit_text(code: int) -> str:
     """How a process ended, in words: ``exit code 3``, ``killed by SIGKILL``."""
-    if code is None:
-        return "still running"
     if code < 0:
         with contextlib.suppress(ValueError):
             return f"killed by {signal.Signals(-code).name}"
@@ -219,7 +217,13 @@ class WorkerPoolExecutor:
             for generation in worker.tickets.elements():
                 self.limiter.release(generation, None, 0)
         worker.tickets.clear()
-        why = f"{worker.name} exited ({exit_text(worker.process.returncode)})"
+        if worker.process.returncode is None:  # its connection broke, the process lives on: end it
+            why = f"{worker.name} lost its connection to the driver"
+            worker.process.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                worker.process.wait(timeout=1.0)
+        else:
+            why = f"{worker.name} exited ({exit_text(worker.process.returncode)})"
         running = {i: p for i, p in worker.pending.items() if not p.future.done()}
         worker.pending.clear()
         for pending in running.values():
