@@ -15,7 +15,7 @@ task is its own story ``clusters`` is None and nothing changes.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -317,6 +317,10 @@ class TaskPairs(_Stories):
     b_only: int = 0
     clusters: tuple[str, ...] | None = None
     """The story of each task where tasks share stories: the paired analysis then takes the story as its unit."""
+    balanced: TaskPairs | None = None
+    """What the sign-flip test takes where some task's two sides have different numbers of episodes (a failed trial
+    left out of one condition, a resumed run): those tasks on the repeats both sides have (a task with none left
+    out), every other task as it is. None where every task's sides are equal (the test takes these pairs)."""
 
     @property
     def n_tasks(self) -> int:
@@ -344,13 +348,45 @@ def _is_integral(sample: ClusteredSample) -> bool:
     return bool((real == np.round(real)).all())
 
 
+def _balanced(a: ClusteredSample, b: ClusteredSample, pairs: TaskPairs) -> TaskPairs | None:
+    """``pairs`` with each task whose sides differ in size taken on the repeats both sides have (see
+    `TaskPairs.balanced`); None when every task's sides are equal."""
+    unequal = pairs.n_a != pairs.n_b
+    if not unequal.any():
+        return None
+    matched = pair_by_task_repeat(a, b)
+    mask = matched.mask
+    matched_ids = np.asarray(matched.task_ids, dtype=np.str_)
+    ids = np.asarray(pairs.task_ids, dtype=np.str_)
+    position = np.minimum(np.searchsorted(matched_ids, ids), max(matched_ids.size - 1, 0))
+    found = matched_ids[position] == ids if matched_ids.size else np.zeros(ids.size, dtype=bool)
+    keep = ~unequal | found
+    sum_a = np.where(mask, matched.a, 0.0).sum(axis=1)[position] if matched_ids.size else np.zeros(ids.size)
+    sum_b = np.where(mask, matched.b, 0.0).sum(axis=1)[position] if matched_ids.size else np.zeros(ids.size)
+    counts = matched.counts[position] if matched_ids.size else np.ones(ids.size, dtype=np.int64)
+    return TaskPairs(
+        task_ids=tuple(t for t, k in zip(pairs.task_ids, keep.tolist(), strict=True) if k),
+        sum_a=np.where(unequal, sum_a, pairs.sum_a)[keep],
+        n_a=np.where(unequal, counts, pairs.n_a)[keep].astype(np.int64),
+        sum_b=np.where(unequal, sum_b, pairs.sum_b)[keep],
+        n_b=np.where(unequal, counts, pairs.n_b)[keep].astype(np.int64),
+        integral=pairs.integral,
+        a_only=pairs.a_only,
+        b_only=pairs.b_only,
+        clusters=None
+        if pairs.clusters is None
+        else tuple(c for c, k in zip(pairs.clusters, keep.tolist(), strict=True) if k),
+    )
+
+
 def pair_by_task(a: ClusteredSample, b: ClusteredSample) -> TaskPairs:
-    """Summarise two conditions per task (sum and count of each side's episodes) on the tasks both have."""
+    """Summarise two conditions per task (sum and count of each side's episodes) on the tasks both have, with the
+    balanced pairs the sign-flip test takes where some task's sides differ in size (`TaskPairs.balanced`)."""
     ids_a = np.asarray(a.task_ids, dtype=np.str_)
     ids_b = np.asarray(b.task_ids, dtype=np.str_)
     common, idx_a, idx_b = np.intersect1d(ids_a, ids_b, assume_unique=True, return_indices=True)
     row_tasks = tuple(str(t) for t in common)
-    return TaskPairs(
+    pairs = TaskPairs(
         task_ids=row_tasks,
         sum_a=a.values.sum(axis=1)[idx_a],
         n_a=a.counts[idx_a],
@@ -361,3 +397,5 @@ def pair_by_task(a: ClusteredSample, b: ClusteredSample) -> TaskPairs:
         b_only=b.n_tasks - common.size,
         clusters=_common_clusters(a, b, row_tasks),
     )
+    balanced = _balanced(a, b, pairs)
+    return pairs if balanced is None else replace(pairs, balanced=balanced)

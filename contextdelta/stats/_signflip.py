@@ -27,6 +27,16 @@ of every ``d_t``, is the same; the counts (discordant, positive, negative) are t
 ``scipy.stats.permutation_test(..., permutation_type="samples")`` computes the same exact p-value by enumeration
 and is the reference in the tests; it takes seconds at 18 discordant tasks, too slow for a report with dozens of
 comparisons, hence the convolution.
+
+**Unequal sides.** Flipping a task's sign swaps its two sides as blocks, a symmetry of the null only when both sides
+have the same number of episodes: with 4 repeats against 1 at a low rate, ``d_t`` is mostly a small positive number and
+now and then a large negative one, and flipping the signs of such differences (40 tasks, task rates from Beta(0.3, 3),
+no true difference) rejected 1.8% of 10,000 datasets at alpha 0.01 and 0.4% at alpha 0.001. A task whose sides differ in
+size (a failed trial left out of one condition, a resumed run) is therefore tested on the repeats both sides have (both
+episodes of such a pair share their sampling seed), where the swap is a symmetry again; its other episodes still count
+in the effect and its interval. Copying every repeat changes nothing, as before: repeats are not evidence of their own.
+`pair_by_task` builds these balanced pairs (`TaskPairs.balanced`); pairs built by hand without them are tested as they
+are.
 """
 
 from __future__ import annotations
@@ -184,8 +194,11 @@ def sign_flip_test(pairs: TaskPairs, seed: int = 0) -> SignFlipTest:
     module docstring).
 
     ``seed`` is used only on the Monte-Carlo route. A comparison without a discordant unit is not testable: its
-    p-value is None and it leaves its Holm family.
+    p-value is None and it leaves its Holm family. Where some task's two sides differ in size the test takes
+    ``pairs.balanced`` (see the module docstring).
     """
+    if pairs.balanced is not None:
+        pairs = pairs.balanced
     lattice = _lattice(pairs)
     d = unit_differences(pairs)[1]
     positive, negative = d > 0, d < 0

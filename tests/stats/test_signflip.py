@@ -3,6 +3,8 @@ statsmodels' exact McNemar, scipy's permutation test and hand-built cases."""
 
 from __future__ import annotations
 
+import itertools
+import math
 from unittest import mock
 
 import numpy as np
@@ -55,11 +57,39 @@ def design(seed: int, n_tasks: int, repeats: int, ragged: bool = False) -> tuple
 
 def scipy_pvalue(pairs: TaskPairs) -> float:
     """The same test by scipy's full enumeration of sign patterns (slow: small cases only)."""
-    d = pairs.differences[pairs.differences != 0]
+    return scipy_sign_flip(pairs.differences)
+
+
+def scipy_sign_flip(differences: np.ndarray) -> float:
+    d = differences[differences != 0]
     result = permutation_test(
         (d,), lambda x, axis: np.sum(x, axis=axis), permutation_type="samples", n_resamples=np.inf, vectorized=True
     )
     return float(result.pvalue)
+
+
+def cells(sample: ClusteredSample) -> dict[str, dict[int, float]]:
+    """A sample as {task: {repeat: value}}."""
+    return {
+        task: {int(r): float(v) for r, v in zip(sample.repeats[i, :n], sample.values[i, :n], strict=True)}
+        for i, (task, n) in enumerate(zip(sample.task_ids, sample.counts.tolist(), strict=True))
+    }
+
+
+def balanced_differences(a: ClusteredSample, b: ClusteredSample) -> np.ndarray:
+    """Per task both conditions have: the difference of means over all episodes where the two sides have equally
+    many, else over the repeats both sides have (a task without one left out), by plain dictionaries."""
+    ca, cb = cells(a), cells(b)
+    out = []
+    for task in sorted(set(ca) & set(cb)):
+        ra, rb = ca[task], cb[task]
+        if len(ra) != len(rb):
+            common = sorted(set(ra) & set(rb))
+            if not common:
+                continue
+            ra, rb = {r: ra[r] for r in common}, {r: rb[r] for r in common}
+        out.append(sum(ra.values()) / len(ra) - sum(rb.values()) / len(rb))
+    return np.asarray(out)
 
 
 counts = st.integers(min_value=0, max_value=60)
@@ -82,11 +112,66 @@ def test_one_repeat_equals_statsmodels_exact_mcnemar(both: int, only_a: int, onl
 
 @pytest.mark.parametrize(("seed", "repeats", "ragged"), [(1, 3, False), (2, 3, True), (3, 2, False), (4, 5, True)])
 def test_lattice_route_equals_scipy_full_enumeration(seed: int, repeats: int, ragged: bool) -> None:
-    pairs = pair_by_task(*design(seed, 14, repeats, ragged))
+    a, b = design(seed, 14, repeats, ragged)
+    pairs = pair_by_task(a, b)
     test = sign_flip_test(pairs)
     assert test.method is SignFlipMethod.EXACT and test.testable
-    assert test.pvalue == pytest.approx(scipy_pvalue(pairs), rel=1e-12)
-    assert test.statistic == pytest.approx(pairs.differences.sum())
+    expected = balanced_differences(a, b)  # with equal sides everywhere: every task's own difference of means
+    assert test.pvalue == pytest.approx(scipy_sign_flip(expected), rel=1e-12)
+    assert test.statistic == pytest.approx(expected.sum())
+    assert ragged == bool((pairs.n_a != pairs.n_b).any())
+
+
+def test_unequal_sides_are_tested_on_the_repeats_both_sides_have() -> None:
+    """A failed trial left out of one condition only: the test flips the tasks' differences over their shared
+    repeats (a swap of the two sides is a symmetry of the null only with equally many episodes per side)."""
+    rng = np.random.default_rng(12)
+    tasks = np.repeat([f"t{i:02d}" for i in range(12)], 5)
+    reps = np.tile(np.arange(5), 12)
+    rates = np.repeat(rng.uniform(0.05, 0.4, 12), 5)
+    a_values, b_values = (rng.random(tasks.size) < rates).astype(float), (rng.random(tasks.size) < rates).astype(float)
+    kept_b = (reps == 0) | (rng.random(tasks.size) < 0.3)  # b lost most of its repeats to failed trials
+    a = cluster_by_task(tasks, reps, a_values)
+    b = cluster_by_task(tasks[kept_b], reps[kept_b], b_values[kept_b])
+    pairs = pair_by_task(a, b)
+    assert (pairs.n_a != pairs.n_b).sum() >= 10
+    test = sign_flip_test(pairs)
+    expected = balanced_differences(a, b)
+    assert test.method is SignFlipMethod.EXACT
+    assert test.pvalue == pytest.approx(scipy_sign_flip(expected), rel=1e-12)
+    assert test.n_discordant == int((expected != 0).sum())
+    assert pairs.differences.sum() != pytest.approx(expected.sum())  # the effect still uses every episode
+
+
+def test_unequal_sides_keep_the_size_of_the_test() -> None:
+    """The exact size of the test under the null, by enumerating every outcome of 4 tasks with 5 repeats in a and 1
+    in b (every episode passes with probability 0.2 whatever its condition): P(p <= alpha) must not exceed alpha.
+    Flipping the signs of the unbalanced differences rejected 27.2% of datasets at alpha 0.25."""
+    n_tasks, rest, p = 4, 4, 0.2
+    # a task's outcome: its shared repeat in a and in b, and how many of a's other 4 repeats pass
+    kinds = [(a0, b0, k) for a0 in (0, 1) for b0 in (0, 1) for k in range(rest + 1)]
+
+    def probability(kind: tuple[int, int, int]) -> float:
+        passes = kind[0] + kind[1] + kind[2]
+        return math.comb(rest, kind[2]) * p**passes * (1 - p) ** (rest + 2 - passes)
+
+    size = {0.25: 0.0, 0.125: 0.0}
+    for outcome in itertools.combinations_with_replacement(kinds, n_tasks):
+        ways = math.factorial(n_tasks) // math.prod(math.factorial(outcome.count(k)) for k in set(outcome))
+        a_tasks, a_reps, a_values, b_tasks = [], [], [], []
+        for t, (a0, _, k) in enumerate(outcome):
+            a_tasks += [f"t{t}"] * (rest + 1)
+            a_reps += list(range(rest + 1))
+            a_values += [a0] + [1] * k + [0] * (rest - k)
+            b_tasks.append(f"t{t}")
+        b_values = [kind[1] for kind in outcome]
+        test = sign_flip_test(
+            pair_by_task(cluster_by_task(a_tasks, a_reps, a_values), cluster_by_task(b_tasks, [0] * n_tasks, b_values))
+        )
+        chance = ways * math.prod(probability(kind) for kind in outcome)
+        for alpha in size:
+            size[alpha] += chance if test.pvalue is not None and test.pvalue <= alpha else 0.0
+    assert size[0.25] <= 0.25 and size[0.125] <= 0.125, size
 
 
 def test_enumeration_route_for_values_off_any_lattice() -> None:
