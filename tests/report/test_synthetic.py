@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+from fractions import Fraction
+
 import numpy as np
+import pytest
 
 from benchmarks.stats_scaling import make_manifest, make_table
 from contextdelta.report import METRIC_DEFINITIONS, EpisodeTable, RunFacts, aggregate, render_report
@@ -72,3 +76,69 @@ def test_a_report_with_every_condition_pooled_over_576_episodes() -> None:
     text = render_report(manifest, FACTS, metrics)
     line = next(line for line in text.splitlines() if line.startswith("| full_history / unprotected | 24 | 576 | 0 |"))
     assert "0.0% [0.0%, 14.2%] exact" in line or "0% [0%, 14%] exact" in line
+
+
+def _relabelled_pvalue(differences: list[Fraction]) -> float:
+    """P(|sum of +-d| >= |observed sum|) over every sign pattern, as exact fractions (a dictionary of sums)."""
+    sums: dict[Fraction, Fraction] = {Fraction(0): Fraction(1)}
+    for d in differences:
+        step: dict[Fraction, Fraction] = {}
+        for total, chance in sums.items():
+            for signed in (d, -d):
+                step[total + signed] = step.get(total + signed, Fraction(0)) + chance / 2
+        sums = step
+    observed = abs(sum(differences, Fraction(0)))
+    return float(sum((chance for total, chance in sums.items() if abs(total) >= observed), Fraction(0)))
+
+
+def test_failed_trials_on_one_side_leave_the_primary_test_on_the_shared_repeats() -> None:
+    """A failed trial has no stale-action value, so its task has fewer episodes on that side: the task enters the
+    sign-flip test on the repeats both conditions have (with equal sides every episode counts), computed here from
+    the table with dictionaries and fractions."""
+    full = make_table(24)
+    rng = np.random.default_rng(4)
+    # full_history (side b of every RQ1 comparison) loses 40% of its later repeats to provider errors
+    lost = (full.strategy == "full_history") & (full.repeat > 1) & (rng.random(len(full)) < 0.4)
+    values = {name: column.copy() for name, column in full.values.items()}
+    for name, column in values.items():
+        if name not in ("success", "failed_trial", "steps", "agent_prompt_tokens", "agent_completion_tokens"):
+            column[lost] = np.nan
+    values["success"][lost] = 0.0
+    values["failed_trial"][lost] = 1.0
+    table = dataclasses.replace(
+        full,
+        failed=full.failed | lost,
+        termination=np.where(lost, "provider_error", full.termination),
+        failure=np.where(lost, "provider_error", full.failure),
+        values=values,
+    )
+    metrics = aggregate(make_manifest(24, len(table)), table, PARAMS)
+    rq1 = next(q for q in metrics.research_questions if q.id == "RQ1")
+    checked = 0
+    for comparison in rq1.comparisons:
+        sides = []
+        for key in (comparison.a, comparison.b):
+            cells: dict[str, dict[int, float]] = {}
+            rows = (table.strategy == key.strategy) & (table.protection_mode == key.protection_mode)
+            for task, repeat, value in zip(
+                table.task_id[rows], table.repeat[rows], table.values["stale_action"][rows], strict=True
+            ):
+                if not np.isnan(value):
+                    cells.setdefault(str(task), {})[int(repeat)] = float(value)
+            sides.append(cells)
+        a, b = sides
+        differences = []
+        for task in sorted(set(a) & set(b)):
+            ra, rb = a[task], b[task]
+            if len(ra) != len(rb):
+                shared = set(ra) & set(rb)
+                ra, rb = {r: ra[r] for r in shared}, {r: rb[r] for r in shared}
+            if ra:
+                differences.append(Fraction(int(sum(ra.values())), len(ra)) - Fraction(int(sum(rb.values())), len(rb)))
+        discordant = [d for d in differences if d != 0]
+        test = comparison.test
+        assert test.n_discordant == len(discordant)
+        if discordant:
+            assert test.pvalue == pytest.approx(_relabelled_pvalue(discordant), rel=1e-9, abs=1e-15)
+            checked += 1
+    assert checked >= 4
