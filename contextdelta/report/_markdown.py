@@ -555,8 +555,16 @@ def _statement(c: Comparison, family_size: int, alpha: float, decimals: int, uni
     if d.estimate is None or d.low is None or d.high is None:
         return f"- {c.name}: no task has episodes in both conditions; nothing to compare."
     if not t.testable:
+        # A nonzero effect without a discordant unit: the test saw the tasks with a failed trial on one side on the
+        # repeats both conditions have (sign_flip_test), and they agree there; the effect takes every episode.
+        where = (
+            ""
+            if d.estimate == 0
+            else " on the repeats both conditions have (where a failed trial left a task with fewer episodes in one "
+            "condition, the test takes its other repeats)"
+        )
         return (
-            f"- {c.name}: no {unit} differs between {c.a.label} and {c.b.label} ({units}, all "
+            f"- {c.name}: no {unit} differs between {c.a.label} and {c.b.label}{where} ({units}, all "
             "concordant), so no test is possible and the comparison leaves its Holm family. The difference of task "
             f"means is {pp(d, decimals)} over {plural(d.n_tasks, 'task')}; {_reach(c, unit)}."
         )

@@ -10,6 +10,7 @@ from contextdelta.report import AggregateMetrics, pvalue
 from contextdelta.report._format import pp_change
 from contextdelta.report._markdown import _METRIC_WORDS, _statement
 from contextdelta.rundir.layout import AGGREGATE_METRICS
+from contextdelta.stats import AnalysisParams, cluster_by_task, paired_comparison
 from tests.report import runs
 
 
@@ -79,3 +80,24 @@ def test_the_statement_of_a_tiny_difference_never_says_zero_pp() -> None:
     assert "is less than 0.5 pp higher under" in text and " 0 pp " not in text
     none = c.model_copy(update={"difference": c.difference.model_copy(update={"estimate": 0.0})})
     assert f"no difference: {_METRIC_WORDS.get(c.metric, c.metric)} is equal on average" in _statement(none, 1, 0.05, 0)
+
+
+def test_a_comparison_untestable_on_the_shared_repeats_says_where_its_tasks_agree() -> None:
+    """Task t1 lost two of its three repeats to failed trials under b: on the repeat both conditions have, a and b
+    agree, so the test has no discordant task, while the effect over every episode is (1/3 - 1) / 2 = -1/3."""
+    a = cluster_by_task(["t1"] * 3 + ["t2"] * 3, [0, 1, 2] * 2, [1, 0, 0, 0, 0, 0])
+    b = cluster_by_task(["t1", "t2", "t2", "t2"], [0, 0, 1, 2], [1, 0, 0, 0])
+    found = paired_comparison(a, b, AnalysisParams(resamples=200))
+    assert not found.test.testable and found.difference.estimate == pytest.approx(-1 / 3)
+    metrics = AggregateMetrics.model_validate_json((runs.trusting_run() / AGGREGATE_METRICS).read_text())
+    c = next(c for q in metrics.research_questions for c in q.comparisons)
+    untestable = c.model_copy(update={"difference": found.difference, "test": found.test, "episodes": found.episodes})
+    text = _statement(untestable, 1, 0.05, 0)
+    assert "differs between" in text and "on the repeats both conditions have" in text
+    assert "The difference of task means is -33 [" in text
+    # every task's difference 0 (no failed trial in the way): the sentence of a run without one, as before
+    agreeing = untestable.model_copy(update={"difference": found.difference.model_copy(update={"estimate": 0.0})})
+    assert "on the repeats both conditions have" not in _statement(agreeing, 1, 0.05, 0)
+    assert f"- {c.name}: no task differs between {c.a.label} and {c.b.label} (2 tasks, all concordant)" in (
+        _statement(agreeing, 1, 0.05, 0)
+    )
