@@ -128,6 +128,7 @@ def test_failed_trials_on_one_side_leave_the_primary_test_on_the_shared_repeats(
             sides.append(cells)
         a, b = sides
         differences = []
+        tested: dict[str, bool] = {}  # task -> discordant in what the test sees
         for task in sorted(set(a) & set(b)):
             ra, rb = a[task], b[task]
             if len(ra) != len(rb):
@@ -135,9 +136,21 @@ def test_failed_trials_on_one_side_leave_the_primary_test_on_the_shared_repeats(
                 ra, rb = {r: ra[r] for r in shared}, {r: rb[r] for r in shared}
             if ra:
                 differences.append(Fraction(int(sum(ra.values())), len(ra)) - Fraction(int(sum(rb.values())), len(rb)))
+                tested[task] = differences[-1] != 0
         discordant = [d for d in differences if d != 0]
         test = comparison.test
         assert test.n_discordant == len(discordant)
+        # the failed-trial accounting counts the tasks the test finds discordant that have a failed pair
+        conditions = {(k.strategy, k.protection_mode) for k in (comparison.a, comparison.b)}
+        failed_tasks = {
+            str(task)
+            for task, strategy, mode, failed in zip(
+                table.task_id, table.strategy, table.protection_mode, table.failed, strict=True
+            )
+            if failed and (strategy, mode) in conditions
+        }
+        assert comparison.failed_discordant_tasks == sum(1 for task in tested if tested[task] and task in failed_tasks)
+        assert comparison.failed_discordant_tasks <= test.n_discordant
         if discordant:
             assert test.pvalue == pytest.approx(_relabelled_pvalue(discordant), rel=1e-9, abs=1e-15)
             checked += 1
