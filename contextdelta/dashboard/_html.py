@@ -1,4 +1,5 @@
-"""HTML fragments of the Episode page's timeline (pure string building; every text is escaped).
+"""HTML fragments of the Episode page's timeline (pure string building; every text is escaped, control characters
+included).
 
 Inline styles only, so the fragments look the same wherever ``st.html`` puts them. Colours: removed history in
 red and struck through, strategy-written messages in violet, hidden mutations in amber, flagged writes in red.
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from html import escape
 
+from contextdelta.dashboard._text import visible
 from contextdelta.dashboard.timeline import CallView, MessageView, MutationView, StepView, TimelineItem
 
 _BOX = (
@@ -33,6 +35,14 @@ _MUTATION = (
 )
 _CELL = "padding: 3px 6px; border-bottom: 1px solid #e4e7eb; vertical-align: top; text-align: left;"
 _COLUMNS = "<colgroup>" + "".join(f'<col style="width: {w}%;">' for w in (4, 34, 6, 20, 13, 8, 15)) + "</colgroup>"
+
+
+def _escape(text: str) -> str:
+    """Text as HTML: tags escaped, and control characters and bidirectional overrides (which a model or a file may
+    write) shown as escapes rather than passed to the page."""
+    return escape(visible(text))
+
+
 _BAD = "color: #b00020; font-weight: 600;"
 _OK = "color: #1b7f3b; font-weight: 600;"
 
@@ -40,7 +50,7 @@ _OK = "color: #1b7f3b; font-weight: 600;"
 def _badge(text: str, colour: str) -> str:
     return (
         f'<span style="background: {colour}; color: #fff; border-radius: 3px; padding: 0 5px; font-size: 11px; '
-        f'margin-right: 4px;">{escape(text)}</span>'
+        f'margin-right: 4px;">{_escape(text)}</span>'
     )
 
 
@@ -55,9 +65,9 @@ def message(view: MessageView, *, column: str) -> str:
     return (
         f'<details style="{style} padding: 2px 6px; margin: 2px 0;" data-status="{view.status}">'
         f'<summary style="cursor: pointer; white-space: nowrap; overflow: hidden; text-overflow: ellipsis;">'
-        f"{_badge(tag, colour)}<b>{escape(where)} {escape(view.role)}</b>"
-        f"{escape(origin)}: {escape(view.summary)}</summary>"
-        f'<div style="white-space: pre-wrap; word-break: break-word; padding: 4px 0;">{escape(view.text)}</div>'
+        f"{_badge(tag, colour)}<b>{_escape(where)} {_escape(view.role)}</b>"
+        f"{_escape(origin)}: {_escape(view.summary)}</summary>"
+        f'<div style="white-space: pre-wrap; word-break: break-word; padding: 4px 0;">{_escape(view.text)}</div>'
         "</details>"
     )
 
@@ -70,15 +80,15 @@ def messages(views: Iterable[MessageView], *, column: str) -> str:
 def mutation(view: MutationView) -> str:
     """A hidden mutation banner."""
     return (
-        f'<div style="{_BOX} {_MUTATION}" data-mutation="{escape(view.mutation_id)}">'
-        f"<b>hidden mutation</b> (not shown to the agent) {escape(view.text)}</div>"
+        f'<div style="{_BOX} {_MUTATION}" data-mutation="{_escape(view.mutation_id)}">'
+        f"<b>hidden mutation</b> (not shown to the agent) {_escape(view.text)}</div>"
     )
 
 
 def reply(text: str, limit: int = 400) -> str:
     """The model's reply at a step (tool calls or final answer), shortened to ``limit`` characters."""
     shown = text if len(text) <= limit else text[:limit] + f"… (+{len(text) - limit} chars)"
-    return f'<div style="{_BOX} padding: 4px 0;"><b>model</b> {escape(shown)}</div>'
+    return f'<div style="{_BOX} padding: 4px 0;"><b>model</b> {_escape(shown)}</div>'
 
 
 def _version(value: int | None) -> str:
@@ -91,27 +101,27 @@ def _call_row(call: CallView) -> str:
     if call.is_write:
         seen = _version(call.observed_version) + (f" (#{call.observed_seq})" if call.observed_seq is not None else "")
         current = _version(call.version_at_execution)
-        versions = f'<span style="{_BAD if call.behind else _OK}">{escape(seen)} vs {escape(current)}</span>'
+        versions = f'<span style="{_BAD if call.behind else _OK}">{_escape(seen)} vs {_escape(current)}</span>'
         expected = "-" if call.expected_version is None else f"v{call.expected_version}"
     else:
-        versions = escape(_version(call.version_at_execution)) if call.version_at_execution is not None else "-"
+        versions = _escape(_version(call.version_at_execution)) if call.version_at_execution is not None else "-"
         expected = "-"
     weight = "font-weight: 600;" if call.is_write else ""
     return (
         f'<tr data-seq="{call.seq}">'
         f'<td style="{_CELL}">#{call.seq}</td>'
-        f'<td style="{_CELL} {weight}">{escape(call.tool)}<br><span style="color: #52606d;">'
-        f"{escape(call.arguments)}</span></td>"
-        f'<td style="{_CELL}">{escape(kind)}</td>'
-        f'<td style="{_CELL}">{escape(call.resource or "-")}</td>'
+        f'<td style="{_CELL} {weight}">{_escape(call.tool)}<br><span style="color: #52606d;">'
+        f"{_escape(call.arguments)}</span></td>"
+        f'<td style="{_CELL}">{_escape(kind)}</td>'
+        f'<td style="{_CELL}">{_escape(call.resource or "-")}</td>'
         f'<td style="{_CELL}">{versions}</td>'
-        f'<td style="{_CELL}">{escape(expected)}</td>'
-        f'<td style="{_CELL}">{escape(call.outcome)}'
-        + (f" ({escape(call.error_code)})" if call.error_code else "")
+        f'<td style="{_CELL}">{_escape(expected)}</td>'
+        f'<td style="{_CELL}">{_escape(call.outcome)}'
+        + (f" ({_escape(call.error_code)})" if call.error_code else "")
         + f" {flags}</td></tr>"
         f'<tr><td style="{_CELL}"></td><td colspan="6" style="{_CELL} color: #323f4b;">'
         f'<details><summary style="cursor: pointer;">result</summary>'
-        f'<div style="white-space: pre-wrap; word-break: break-word;">{escape(call.result)}</div></details></td></tr>'
+        f'<div style="white-space: pre-wrap; word-break: break-word;">{_escape(call.result)}</div></details></td></tr>'
     )
 
 

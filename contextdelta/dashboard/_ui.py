@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import streamlit as st
 
+from contextdelta.dashboard._text import code, plain
 from contextdelta.dashboard.data import (
     AttemptRow,
     EpisodeSummary,
@@ -81,7 +82,7 @@ def apply_migrations() -> None:
         return
     problem = _migrate_store(os.environ.get("CONTEXTDELTA_DATABASE_URL"))
     if problem is not None:
-        st.sidebar.warning(f"Trace store not available: {problem}")
+        st.sidebar.warning(f"Trace store not available: {plain(problem)}")
 
 
 # ---- cached loaders -------------------------------------------------------------------------------------------
@@ -229,7 +230,7 @@ def select_run(folder: Path, runs: list[RunSummary]) -> RunSummary:
     by_id = {s.run_group_id: s for s in runs}
     wanted = _query_value(RUN_PARAM)
     if wanted is not None and wanted not in by_id:
-        st.warning(f"There is no run group `{wanted}` in `{folder}`; showing `{ids[0]}` instead.")
+        st.warning(f"There is no run group {code(wanted)} in {code(folder)}; showing {code(ids[0])} instead.")
     remembered = st.session_state.get("cd_last_run")
     fallback = remembered if remembered in by_id else ids[0]
 
@@ -243,9 +244,9 @@ def select_run(folder: Path, runs: list[RunSummary]) -> RunSummary:
     st.session_state["cd_last_run"] = choice
     selected = by_id[choice]
     st.sidebar.caption(
-        f"Run group `{choice}`: {selected.status}"
-        + (f", model `{selected.model}`" if selected.model else "")
-        + f". Results folder: `{folder}`"
+        f"Run group {code(choice)}: {selected.status}"
+        + (f", model {code(selected.model)}" if selected.model else "")
+        + f". Results folder: {code(folder)}"
     )
     return by_id[choice]
 
@@ -287,9 +288,9 @@ def run_data_or_stop(summary: RunSummary) -> RunData:
         in_progress(data)
     if data.changed:
         st.warning(
-            f"Run `{data.run_group_id}` was changed after its run ({len(data.changed)} change(s) found by its seal; "
-            f"first: {data.changed[0]}). The numbers here are recomputed from its episodes as they now stand; "
-            f"`contextdelta verify {data.run_group_id}` names every change."
+            f"Run {code(data.run_group_id)} was changed after its run ({len(data.changed)} change(s) found by its "
+            f"seal; first: {plain(data.changed[0])}). The numbers here are recomputed from its episodes as they now "
+            f"stand; {code(f'contextdelta verify {data.run_group_id}')} names every change."
         )
     return data
 
@@ -297,7 +298,7 @@ def run_data_or_stop(summary: RunSummary) -> RunData:
 def malformed(run_id: str, problem: str) -> NoReturn:
     """Say that a run directory cannot be read, and stop the page."""
     st.error(
-        f"Run directory `{run_id}` is malformed and cannot be shown.\n\n{problem}\n\n"
+        f"Run directory {code(run_id)} is malformed and cannot be shown.\n\n{code(problem)}\n\n"
         "Pick another run in the sidebar; `contextdelta verify RUN_ID` checks a run directory in full."
     )
     st.stop()
@@ -306,7 +307,7 @@ def malformed(run_id: str, problem: str) -> NoReturn:
 def in_progress(data: RunData) -> None:
     """The notice shown above a page for a run that is still running."""
     st.info(
-        f"Run `{data.run_group_id}` is still in progress: {len(data.episodes)} of {data.manifest.counts.planned} "
+        f"Run {code(data.run_group_id)} is still in progress: {len(data.episodes)} of {data.manifest.counts.planned} "
         "episodes are finished. The figures below cover those episodes only; reload the page for newer ones."
     )
 
@@ -316,7 +317,7 @@ def select_episode(episodes: Sequence[EpisodeSummary]) -> EpisodeSummary:
     by_id = {e.run_id: e for e in episodes}
     wanted = _query_value(EPISODE_PARAM)
     if wanted is not None and wanted not in by_id:
-        st.warning(f"This run has no episode `{wanted}`.")
+        st.warning(f"This run has no episode {code(wanted)}.")
     first = default_episode(episodes)
     assert first is not None
     choice = _synced_selectbox(
@@ -354,7 +355,7 @@ def filter_bar(
     params = {k: st.query_params.get_all(k) for k in st.query_params}
     from_url, ignored = filter_from_query(params, options, fields)
     if ignored:
-        st.warning(f"Ignored filter values this run does not have: {', '.join(ignored)}")
+        st.warning(f"Ignored filter values this run does not have: {', '.join(code(v) for v in ignored)}")
 
     def key(param: str) -> str:
         return f"{prefix}_{param}"

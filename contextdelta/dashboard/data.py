@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import ValidationError
 
 from contextdelta.attribution import MODE_PRECEDENCE, Attribution, ObservationRef, attribute_run
+from contextdelta.dashboard._text import code
 from contextdelta.replay import message_content
 from contextdelta.rundir import (
     AGGREGATE_METRICS,
@@ -89,15 +90,15 @@ def results_dir_problem(results_dir: Path) -> str | None:
     """Why there is nothing to show in ``results_dir`` (missing, not a folder, or no run directory), or None."""
     if not results_dir.exists():
         return (
-            f"The results folder `{results_dir}` does not exist. Run `contextdelta run-benchmark` to create a run, "
+            f"The results folder {code(results_dir)} does not exist. Run `contextdelta run-benchmark` to create a run, "
             "or start the dashboard with `--results-dir DIR`."
         )
     if not results_dir.is_dir():
-        return f"`{results_dir}` is not a folder of run directories."
+        return f"{code(results_dir)} is not a folder of run directories."
     if not run_directories(results_dir):
         return (
-            f"No run directories in `{results_dir}` yet. Run `contextdelta run-benchmark` (its last line is the new "
-            "run directory), or point the dashboard elsewhere with `--results-dir DIR`."
+            f"No run directories in {code(results_dir)} yet. Run `contextdelta run-benchmark` (its last line is the "
+            "new run directory), or point the dashboard elsewhere with `--results-dir DIR`."
         )
     return None
 

@@ -62,3 +62,35 @@ def make_malformed(source: Path, into: Path, name: str) -> Path:
     lines[1] = json.dumps({"run_id": "broken", "steps": "not a list"}) + "\n"
     (target / RAW_RUNS).write_text("".join(lines))
     return target
+
+
+HOSTILE = (
+    "x`</code><script>alert(1)</script>![p](http://attacker.example/p.png) [l](http://attacker.example/l) "
+    ":red[red] $x^2$ **bold** \x1b]8;;http://attacker.example\x07link\x1b]8;;\x07 \x1b[31mred\x1b[0m \x00 \u202eevil`"
+)
+"""Text a model, a provider or an edited file could write: HTML and a script, a markdown image and link, Streamlit's
+colour and formula syntax, ANSI/OSC escapes, a NUL and a right-to-left override, with backticks around it all."""
+
+
+def make_hostile(source: Path, into: Path) -> Path:
+    """A copy of ``source`` whose every final answer, episode error, step note, step error and tool-call argument,
+    and whose model name, are `HOSTILE` (the seal then names the change, as it would for an edited run)."""
+    target = runs.copy_run(source, into)
+    records = []
+    for line in (target / RAW_RUNS).read_text().splitlines():
+        record = json.loads(line)
+        trace = record["trace"]
+        trace["final_answer"] = HOSTILE
+        trace["error"] = HOSTILE
+        for step in trace["steps"]:
+            step["note"] = HOSTILE
+            step["error"] = HOSTILE
+            for message in step["appended"]:
+                for call in message.get("tool_calls") or []:
+                    call["function"]["arguments"] = json.dumps({"order_id": HOSTILE})
+        records.append(json.dumps(record) + "\n")
+    (target / RAW_RUNS).write_text("".join(records))
+    manifest = json.loads((target / MANIFEST).read_text())
+    manifest["provider"]["model"] = HOSTILE
+    (target / MANIFEST).write_text(json.dumps(manifest))
+    return target

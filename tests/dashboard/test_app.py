@@ -336,7 +336,7 @@ def test_compare_page_says_not_comparable_with_the_reasons(
     app = open_page(compare_results, monkeypatch, PAGES[5], {"a": trusting_run.name, "b": unsafe_run.name})
     no_exception(app)
     (error,) = app.error
-    assert error.value.startswith("**NOT COMPARABLE**: task set differs (suite hash")
+    assert error.value.startswith("**NOT COMPARABLE**: `task set differs (suite hash")  # each reason as code
     assert not app.dataframe
     # the default pair is the picked run and the newest other run of the same task set
     app = open_page(compare_results, monkeypatch, PAGES[5], {"a": trusting_run.name})

@@ -8,6 +8,7 @@ import streamlit as st
 
 from contextdelta.attribution import MODE_DESCRIPTIONS, MODE_PRECEDENCE
 from contextdelta.dashboard import _ui
+from contextdelta.dashboard._text import code
 from contextdelta.dashboard.data import ATLAS_FILTERS, failure_mode_counts, filter_options, filter_rows
 
 # Column order: the cause first (in view on a 1366 px screen), the episode's coordinates after it; the episode id
@@ -34,9 +35,9 @@ folder, runs = _ui.runs_or_stop()
 run = _ui.run_data_or_stop(_ui.select_run(folder, runs))
 failures = list(run.failures)
 st.caption(
-    f"Run group `{run.run_group_id}`: {len(failures)} failed episodes of {len(run.episodes)} finished. Each failure "
-    "has one failure mode; the decisive action is the first action that counts against a grader. Every episode, "
-    "successes included, is on the Episodes page."
+    f"Run group {code(run.run_group_id)}: {len(failures)} failed episodes of {len(run.episodes)} finished. Each "
+    "failure has one failure mode; the decisive action is the first action that counts against a grader. Every "
+    "episode, successes included, is on the Episodes page."
 )
 if not failures:
     st.success("No failed episode in this run.")
@@ -68,7 +69,7 @@ st.dataframe(
 picked = st.selectbox("Open the timeline of", [r.run_id for r in shown], key="cd_atlas_open")
 st.page_link(
     "views/episode.py",
-    label=f"Episode timeline of {picked}",
+    label=f"Episode timeline of {code(picked)}",
     icon=":material/timeline:",
     query_params={_ui.RUN_PARAM: run.run_group_id, _ui.EPISODE_PARAM: picked},
 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from contextdelta.dashboard import _charts, _ui
+from contextdelta.dashboard._text import code
 from contextdelta.dashboard.data import RunLoadError
 from contextdelta.dashboard.tables import METRIC_LABELS, compare_difference_points, compare_tables
 from contextdelta.report import NotComparable
@@ -22,17 +23,17 @@ st.caption(
     "testable conditions of each metric; the unit is the task."
 )
 if not readable:
-    st.info(f"No readable run directory in `{folder}`.")
+    st.info(f"No readable run directory in {code(folder)}.")
     st.stop()
 a, b = _ui.select_run_pair(readable)
-st.markdown(f"- a: `{a.run_group_id}`, model `{a.model}`\n- b: `{b.run_group_id}`, model `{b.model}`")
+st.markdown(f"- a: {code(a.run_group_id)}, model {code(a.model)}\n- b: {code(b.run_group_id)}, model {code(b.model)}")
 try:
     report = _ui.cached_comparison(a.path, b.path)
 except RunLoadError as exc:
-    st.error(f"A run directory is malformed and cannot be compared.\n\n{exc}")
+    st.error(f"A run directory is malformed and cannot be compared.\n\n{code(exc)}")
     st.stop()
 except NotComparable as exc:
-    st.error(f"**NOT COMPARABLE**: {'; '.join(exc.reasons)}")
+    st.error(f"**NOT COMPARABLE**: {'; '.join(code(r) for r in exc.reasons)}")
     st.caption(
         "Two runs compare only when they ran the same task set (suite hash), the same system prompt and the same "
         "tool schemas, as `contextdelta compare` requires."
@@ -40,10 +41,10 @@ except NotComparable as exc:
     st.stop()
 
 facts = [
-    f"task set (suite hash) `{report.suite_sha256[:12]}`; {report.resamples:,} resamples, seed {report.seed}",
-    *(f"note: {n}" for n in report.notes),
+    f"task set (suite hash) {code(report.suite_sha256[:12])}; {report.resamples:,} resamples, seed {report.seed}",
+    *(f"note: {code(n)}" for n in report.notes),
     *(
-        f"only in {side} (not compared): {', '.join(k.label for k in keys)}"
+        f"only in {side} (not compared): {', '.join(code(k.label) for k in keys)}"
         for side, keys in (("a", report.only_in_a), ("b", report.only_in_b))
         if keys
     ),

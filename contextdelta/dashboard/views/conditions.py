@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from contextdelta.dashboard import _charts, _ui
+from contextdelta.dashboard._text import code, plain
 from contextdelta.dashboard.tables import (
     BREAKDOWN_CHOICES,
     CHART_METRICS,
@@ -26,7 +27,8 @@ folder, runs = _ui.runs_or_stop()
 run = _ui.run_data_or_stop(_ui.select_run(folder, runs))
 metrics = run.metrics
 st.caption(
-    f"Run group `{run.run_group_id}` · model `{run.manifest.provider.model}` · status {run.manifest.status.value} · "
+    f"Run group {code(run.run_group_id)} · model {code(run.manifest.provider.model)} · "
+    f"status {run.manifest.status.value} · "
     f"{metrics.episodes.finished} of {metrics.episodes.planned} episodes · {int(100 * metrics.analysis.confidence)}% "
     f"hierarchical task-cluster bootstrap intervals ({metrics.analysis.resamples:,} resamples; exact Clopper-Pearson "
     f"bounds over tasks where every task agrees) · source: {run.metrics_source}"
@@ -91,8 +93,8 @@ if metrics.breakdowns:
         column_config={dimension: _ui.label_column(dimension)},
     )
     st.caption(
-        f"The {chosen} rate of each strategy ({mode}) on the tasks of one {dimension}: few tasks per row, so read "
-        "the intervals."
+        f"The {chosen} rate of each strategy ({plain(mode)}) on the tasks of one {dimension}: few tasks per row, so "
+        "read the intervals."
     )
 else:
     st.info("No finished episode yet: no breakdown.")
@@ -134,6 +136,7 @@ else:
     st.info("No comparison applies: the run lacks the conditions the research questions pair.")
 with st.expander("Research questions and their Holm families"):
     for q in metrics.research_questions:
-        not_run = f" (not run: {', '.join(q.not_run)})" if q.not_run else ""
-        untestable = f" Not testable: {', '.join(q.not_testable)}." if q.not_testable else ""
-        st.markdown(f"**{q.id}**: {q.question}{not_run} Family: {', '.join(q.family) or 'none'}.{untestable}")
+        not_run = f" (not run: {', '.join(code(c) for c in q.not_run)})" if q.not_run else ""
+        untestable = f" Not testable: {', '.join(code(c) for c in q.not_testable)}." if q.not_testable else ""
+        family = ", ".join(code(c) for c in q.family) or "none"
+        st.markdown(f"**{plain(q.id)}**: {plain(q.question)}{not_run} Family: {family}.{untestable}")

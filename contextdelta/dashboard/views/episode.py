@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from contextdelta.dashboard import _html, _ui
+from contextdelta.dashboard._text import code, plain, visible
 from contextdelta.dashboard.data import RunLoadError
 from contextdelta.dashboard.timeline import episode_timeline
 
@@ -15,7 +16,7 @@ st.title("Episode")
 folder, runs = _ui.runs_or_stop()
 run = _ui.run_data_or_stop(_ui.select_run(folder, runs))
 if not run.episodes:
-    st.info(f"Run `{run.run_group_id}` has no finished episode yet.")
+    st.info(f"Run {code(run.run_group_id)} has no finished episode yet.")
     st.stop()
 summary = _ui.select_episode(run.episodes)
 attempt: int | None = None
@@ -52,9 +53,9 @@ if superseded:
     )
 
 st.caption(
-    f"Episode `{timeline.run_id}` of run group `{timeline.run_group_id}` · task `{timeline.task}` · world "
-    f"{timeline.world} · hazard {timeline.hazard} · strategy `{timeline.strategy}` · mode "
-    f"`{timeline.protection_mode}` · repeat {timeline.repeat} · model `{timeline.model}`"
+    f"Episode {code(timeline.run_id)} of run group {code(timeline.run_group_id)} · task {code(timeline.task)} · "
+    f"world {code(timeline.world)} · hazard {code(timeline.hazard)} · strategy {code(timeline.strategy)} · mode "
+    f"{code(timeline.protection_mode)} · repeat {timeline.repeat} · model {code(timeline.model)}"
 )
 outcome, steps_col, mutations_col, termination_col = st.columns(4)
 outcome.metric("outcome", "success" if timeline.success else ("failed trial" if timeline.failed_trial else "FAIL"))
@@ -90,10 +91,10 @@ if timeline.details:
     )
 attribution = timeline.attribution
 if attribution is not None:
-    chain = "\n".join(f"{n}. {link}" for n, link in enumerate(attribution.chain, 1))
-    st.error(f"**Failure mode `{attribution.mode.value}`**: {attribution.explanation}\n\n{chain}")
+    chain = "\n".join(f"{n}. {plain(link)}" for n, link in enumerate(attribution.chain, 1))
+    st.error(f"**Failure mode `{attribution.mode.value}`**: {plain(attribution.explanation)}\n\n{chain}")
 if timeline.error:
-    st.warning(f"Episode error: {timeline.error}")
+    st.warning(f"Episode error: {plain(timeline.error)}")
 
 st.subheader("Timeline")
 st.html(_html.legend())
@@ -115,12 +116,12 @@ for step in timeline.steps:
             )
             st.html(_html.messages(step.history, column="history"))
         for line in step.summary_calls:
-            st.caption(f"summary call: {line}")
+            st.caption(f"summary call: {plain(line)}")
         if step.note:
-            st.caption(f"note: {step.note}")
+            st.caption(f"note: {plain(step.note)}")
         st.html(_html.reply(step.reply) + _html.items(step.items))
         if step.error:
-            st.warning(f"step error: {step.error}")
+            st.warning(f"step error: {plain(step.error)}")
 if timeline.final_answer is not None:
     st.markdown("**Final answer**")
-    st.text(timeline.final_answer)
+    st.text(visible(timeline.final_answer))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from contextdelta.dashboard import _ui
+from contextdelta.dashboard._text import code
 from contextdelta.dashboard.data import EPISODE_FILTERS, filter_options, filter_rows, search_episodes
 
 SEARCH_PARAM = "q"
@@ -16,12 +17,12 @@ folder, runs = _ui.runs_or_stop()
 run = _ui.run_data_or_stop(_ui.select_run(folder, runs))
 episodes = list(run.episodes)
 st.caption(
-    f"Run group `{run.run_group_id}`: every finished episode. The search looks through each episode's instruction, "
+    f"Run group {code(run.run_group_id)}: every finished episode. The search looks through each episode's instruction, "
     "the model's replies, every tool call with its arguments and the result it got, and the summaries and digests "
     "the strategy wrote (not the system prompt, which every episode shares); case does not matter."
 )
 if not episodes:
-    st.info(f"Run `{run.run_group_id}` has no finished episode yet.")
+    st.info(f"Run {code(run.run_group_id)} has no finished episode yet.")
     st.stop()
 
 episode_filter, query = _ui.filter_bar(
@@ -37,7 +38,8 @@ shown = filter_rows(episodes, episode_filter)
 hits = search_episodes(run.search, query, [e.run_id for e in shown]) if query else {}
 if query:
     shown = [e for e in shown if e.run_id in hits]
-narrowed = [w for w, on in (("match the filters", episode_filter.active), (f"contain “{query}”", bool(query))) if on]
+searched = f"contain {code(query)}"
+narrowed = [w for w, on in (("match the filters", episode_filter.active), (searched, bool(query))) if on]
 st.markdown(f"**{len(shown)} of {len(episodes)} episodes**" + (f" {' and '.join(narrowed)}." if narrowed else "."))
 if not shown:
     st.info("No episode matches." + (" Every word of a search must occur in the episode." if query else ""))
@@ -67,7 +69,7 @@ st.dataframe(
 picked = st.selectbox("Open the timeline of", [e.run_id for e in shown], key="cd_episodes_open")
 st.page_link(
     "views/episode.py",
-    label=f"Episode timeline of {picked}",
+    label=f"Episode timeline of {code(picked)}",
     icon=":material/timeline:",
     query_params={_ui.RUN_PARAM: run.run_group_id, _ui.EPISODE_PARAM: picked},
 )

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from contextdelta.dashboard import _ui
+from contextdelta.dashboard._text import code
 from contextdelta.dashboard.dose_response import DOSE_LABELS, dose_points, dose_subsets, dose_summary_rows
 
 st.title("Horizon")
@@ -24,7 +25,8 @@ if dose is None:
     st.stop()
 
 st.caption(
-    f"Run group `{run.run_group_id}` · model `{run.manifest.provider.model}` · {dose.tasks} tasks with a horizon "
+    f"Run group {code(run.run_group_id)} · model {code(run.manifest.provider.model)} · {dose.tasks} tasks with a "
+    "horizon "
     f"(horizons {', '.join(str(h) for h in dose.horizons)}) · {int(100 * metrics.analysis.confidence)}% task-cluster "
     f"bootstrap intervals ({metrics.analysis.resamples:,} resamples; exact Clopper-Pearson bounds over a horizon's "
     f"tasks where they all agree) · source: {run.metrics_source}"

@@ -6,11 +6,12 @@ from __future__ import annotations
 import streamlit as st
 
 from contextdelta.dashboard import _ui
+from contextdelta.dashboard._text import code
 from contextdelta.dashboard.data import runs_rows
 
 st.title("Runs")
 folder, runs = _ui.runs_or_stop()
-st.caption(f"Run groups in `{folder}`, newest first. Pick one in the sidebar to open its other pages.")
+st.caption(f"Run groups in {code(folder)}, newest first. Pick one in the sidebar to open its other pages.")
 rows = runs_rows(runs)
 for row in rows:
     row["open"] = f"conditions?{_ui.RUN_PARAM}={row['run group']}"
@@ -32,14 +33,14 @@ running = [s for s in runs if s.readable and s.in_progress]
 if running:
     st.info(
         "Still in progress: "
-        + ", ".join(f"`{s.run_group_id}` ({s.finished} of {s.planned} episodes)" for s in running)
+        + ", ".join(f"{code(s.run_group_id)} ({s.finished} of {s.planned} episodes)" for s in running)
         + ". Their success is shown once they finish; reload for newer counts."
     )
 broken = [s for s in runs if not s.readable]
 if broken:
     st.error(
         "These folders are not readable run directories and are left out:\n\n"
-        + "\n".join(f"- `{s.run_group_id}`: {s.error}" for s in broken)
+        + "\n".join(f"- {code(s.run_group_id)}: {code(s.error)}" for s in broken)
     )
 selected = _ui.select_run(folder, runs)
 _ui.warm_up(selected)

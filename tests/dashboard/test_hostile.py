@@ -1,0 +1,107 @@
+"""Hostile content under ``streamlit.testing.v1.AppTest``: a run whose model name, final answers, errors, notes and
+tool-call arguments hold HTML, a script, markdown images and links, Streamlit's colour syntax, ANSI/OSC escapes, a
+NUL and a right-to-left override, a folder whose name and manifest are such text, and query parameters that are.
+Every page renders without a traceback, nothing of that text is rendered as HTML, no image or link a model wrote
+reaches the page (every markdown string the app sends is rendered here with a CommonMark parser and checked), the
+timeline's HTML holds the text escaped, and nothing in the results folder is written."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+from streamlit.testing.v1 import AppTest
+
+from contextdelta.dashboard._text import visible
+from tests.dashboard.conftest import HOSTILE, make_hostile
+from tests.dashboard.test_app import PAGES, html_text, no_exception, open_page
+from tests.report import runs
+
+MARKDOWN = MarkdownIt("commonmark")  # raw HTML passes through it: a tag that is not escaped shows up below
+HOSTILE_NAME = "zz `![n](https:attacker.example) <img src=x onerror=alert(1)> \u202e"
+
+
+def markdown_strings(node: object) -> Iterator[tuple[str, str]]:
+    """(element type, text) of every markdown-rendered string under ``node``: bodies (markdown, captions, alerts,
+    titles) and labels (expanders, page links, widgets); ``st.html`` left out."""
+    proto = getattr(node, "proto", None)
+    if type(node).__name__ == "Html":  # the timeline's own HTML: checked by `check` apart
+        return
+    for name in ("body", "label"):
+        value = getattr(proto, name, None) if proto is not None else None
+        if isinstance(value, str) and value:
+            yield type(node).__name__, value
+    children = getattr(node, "children", None)
+    if isinstance(children, dict):
+        for child in children.values():
+            yield from markdown_strings(child)
+
+
+def unsafe(text: str) -> list[str]:
+    """What is wrong with one markdown string as the browser would get it: an image, a link, an HTML tag, a control
+    character, a bidirectional override."""
+    rendered = MARKDOWN.render(text)
+    problems = [tag for tag in ("<img", "<a ", "<script", "<b>") if tag in rendered]
+    problems += [f"U+{ord(c):04X}" for c in text if ord(c) < 0x20 and c not in "\n\t" or c in "\x7f\u202e"]
+    return problems
+
+
+def files(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def hostile_results(tmp_path_factory: pytest.TempPathFactory, unsafe_run: Path) -> Path:
+    folder = tmp_path_factory.mktemp("dashboard-hostile")
+    make_hostile(unsafe_run, folder)
+    runs.copy_run(runs.oracle_pair_run(), folder)
+    broken = folder / HOSTILE_NAME
+    broken.mkdir()
+    (broken / "run_manifest.json").write_text('{"run_group_id": "![m](http://attacker.example/m.png)"}')
+    return folder
+
+
+def check(app: AppTest) -> None:
+    no_exception(app)
+    bad = [(kind, text, problems) for kind, text in markdown_strings(app._tree) if (problems := unsafe(text))]
+    assert not bad, bad
+    html = html_text(app)
+    assert "<script" not in html and "<img" not in html and "\x1b" not in html and "\x00" not in html
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", PAGES)
+def test_no_page_renders_what_a_model_or_a_file_wrote(
+    page: str, hostile_results: Path, unsafe_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = files(hostile_results)
+    episode = sorted(runs.records(unsafe_run))[0]
+    for query in (
+        {"run": unsafe_run.name, "episode": episode, "a": unsafe_run.name, "b": runs.oracle_pair_run().name},
+        {"run": unsafe_run.name, "q": "x`![q](http://attacker.example/q.png)", "outcome": "![o](http://a.example/o)"},
+        {"run": "`![r](http://attacker.example/r.png)`", "episode": "<script>`![e](http://a.example/e)", "a": "..\\"},
+        {"run": HOSTILE_NAME},
+    ):
+        check(open_page(hostile_results, monkeypatch, page, query))
+    assert files(hostile_results) == before  # nothing written into a run directory
+
+
+@pytest.mark.slow
+def test_the_timeline_shows_the_hostile_text_escaped(
+    hostile_results: Path, unsafe_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    episode = sorted(runs.records(unsafe_run))[0]
+    app = open_page(hostile_results, monkeypatch, PAGES[3], {"run": unsafe_run.name, "episode": episode})
+    check(app)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html_text(app)
+    assert [t.value for t in app.text] == [visible(HOSTILE)]  # the final answer, as plain text, escapes shown
+    warnings = [w.value for w in app.warning]
+    assert any(w.startswith("Episode error: x\\`\\<\\/code\\>\\<script\\>") for w in warnings), warnings
+    assert any("was changed after its run" in w for w in warnings)  # the seal names the edit
