@@ -35,6 +35,15 @@ def results(tmp_path_factory: pytest.TempPathFactory, trusting_run: Path, unsafe
     return folder
 
 
+@pytest.fixture(scope="session")
+def compare_results(tmp_path_factory: pytest.TempPathFactory, trusting_run: Path, unsafe_run: Path) -> Path:
+    """trusting_run, the oracle run on the same tasks (comparable with it) and unsafe_run (other tasks)."""
+    folder = tmp_path_factory.mktemp("dashboard-compare")
+    for path in (trusting_run, runs.oracle_pair_run(), unsafe_run):
+        runs.copy_run(path, folder)
+    return folder
+
+
 def make_running(source: Path, into: Path, keep: int) -> Path:
     """A copy of ``source`` as a run still in progress: status running, ``keep`` episodes, a torn last line, and
     no report files yet."""

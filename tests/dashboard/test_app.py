@@ -298,15 +298,6 @@ def test_episodes_page_searches_the_text_and_keeps_the_search_in_the_url(
     assert not app.dataframe and any("No episode matches" in i.value for i in app.info)
 
 
-@pytest.fixture(scope="session")
-def compare_results(tmp_path_factory: pytest.TempPathFactory, trusting_run: Path, unsafe_run: Path) -> Path:
-    """trusting_run, the oracle run on the same tasks (comparable with it) and unsafe_run (other tasks)."""
-    folder = tmp_path_factory.mktemp("dashboard-compare")
-    for path in (trusting_run, runs.oracle_pair_run(), unsafe_run):
-        runs.copy_run(path, folder)
-    return folder
-
-
 @pytest.mark.slow
 def test_compare_page_shows_the_numbers_of_contextdelta_compare(
     compare_results: Path, trusting_run: Path, monkeypatch: pytest.MonkeyPatch

@@ -45,7 +45,7 @@ def unsafe(text: str) -> list[str]:
     character, a bidirectional override."""
     rendered = MARKDOWN.render(text)
     problems = [tag for tag in ("<img", "<a ", "<script", "<b>") if tag in rendered]
-    problems += [f"U+{ord(c):04X}" for c in text if ord(c) < 0x20 and c not in "\n\t" or c in "\x7f\u202e"]
+    problems += [f"U+{ord(c):04X}" for c in text if (ord(c) < 0x20 and c not in "\n\t") or c in "\x7f\u202e"]
     return problems
 
 
@@ -105,3 +105,15 @@ def test_the_timeline_shows_the_hostile_text_escaped(
     warnings = [w.value for w in app.warning]
     assert any(w.startswith("Episode error: x\\`\\<\\/code\\>\\<script\\>") for w in warnings), warnings
     assert any("was changed after its run" in w for w in warnings)  # the seal names the edit
+
+
+@pytest.mark.slow
+def test_compare_refuses_a_run_compared_with_itself(
+    compare_results: Path, trusting_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = open_page(compare_results, monkeypatch, PAGES[5], {"a": trusting_run.name, "b": trusting_run.name})
+    no_exception(app)
+    (error,) = app.error
+    assert error.value.startswith(f"Run a and run b are the same run directory, `{trusting_run.name}`")
+    assert "Pick two different run groups" in error.value
+    assert not app.dataframe and not app.get("vega_lite_chart")

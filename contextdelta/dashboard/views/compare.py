@@ -26,6 +26,12 @@ if not readable:
     st.info(f"No readable run directory in {code(folder)}.")
     st.stop()
 a, b = _ui.select_run_pair(readable)
+if a.path.resolve() == b.path.resolve():  # every difference would be 0 by construction; `compare` refuses it too
+    st.error(
+        f"Run a and run b are the same run directory, {code(a.run_group_id)}: a run compared with itself has every "
+        "difference zero by construction. Pick two different run groups."
+    )
+    st.stop()
 st.markdown(f"- a: {code(a.run_group_id)}, model {code(a.model)}\n- b: {code(b.run_group_id)}, model {code(b.model)}")
 try:
     report = _ui.cached_comparison(a.path, b.path)
@@ -50,8 +56,6 @@ facts = [
     ),
 ]
 st.markdown("\n".join(f"- {line}" for line in facts))
-if a.run_group_id == b.run_group_id:
-    st.info("Run a and run b are the same run group: every difference is zero.")
 
 points = compare_difference_points(report)
 if any(p["difference"] is not None for p in points):
