@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
+from urllib.parse import urlencode
 
 import streamlit as st
 
@@ -226,17 +227,17 @@ def _synced_selectbox(
 
 def select_run(folder: Path, runs: list[RunSummary]) -> RunSummary:
     """The run picker in the sidebar (query parameter ``run``; default: the newest run)."""
-    ids = [s.run_group_id for s in runs]
-    by_id = {s.run_group_id: s for s in runs}
+    ids = [s.name for s in runs]
+    by_id = {s.name: s for s in runs}
     wanted = _query_value(RUN_PARAM)
     if wanted is not None and wanted not in by_id:
         st.warning(f"There is no run group {code(wanted)} in {code(folder)}; showing {code(ids[0])} instead.")
     remembered = st.session_state.get("cd_last_run")
     fallback = remembered if remembered in by_id else ids[0]
 
-    def label(run_id: str) -> str:
-        s = by_id[run_id]
-        return f"{run_id} ({s.status})" if s.status != "complete" else run_id
+    def label(name: str) -> str:
+        s = by_id[name]
+        return f"{s.label} ({s.status})" if s.status != "complete" else s.label
 
     choice = _synced_selectbox(
         "Run group", ids, key=_RUN_KEY, param=RUN_PARAM, fallback=fallback, format_func=label, sidebar=True
@@ -244,7 +245,9 @@ def select_run(folder: Path, runs: list[RunSummary]) -> RunSummary:
     st.session_state["cd_last_run"] = choice
     selected = by_id[choice]
     st.sidebar.caption(
-        f"Run group {code(choice)}: {selected.status}"
+        f"Run group {code(selected.run_group_id)}"
+        + (f" (folder {code(choice)})" if choice != selected.run_group_id else "")
+        + f": {selected.status}"
         + (f", model {code(selected.model)}" if selected.model else "")
         + f". Results folder: {code(folder)}"
     )
@@ -254,14 +257,18 @@ def select_run(folder: Path, runs: list[RunSummary]) -> RunSummary:
 def select_run_pair(runs: list[RunSummary]) -> tuple[RunSummary, RunSummary]:
     """Two run pickers (query parameters ``a`` and ``b``): a defaults to the run last picked in the sidebar (else
     the newest), b to the newest other run of the same task set (else the newest other run)."""
-    by_id = {s.run_group_id: s for s in runs}
+    by_id = {s.name: s for s in runs}
     ids = list(by_id)
+    for param in ("a", "b"):
+        wanted = _query_value(param)
+        if wanted is not None and wanted not in by_id:
+            st.warning(f"There is no readable run group {code(wanted)} (`{param}`); pick one below.")
     remembered = st.session_state.get("cd_last_run")
     first = remembered if remembered in by_id else ids[0]
 
-    def label(run_id: str) -> str:
-        s = by_id[run_id]
-        return f"{run_id} · {s.model} · {s.status} · {s.finished} episodes · suite {(s.suite_sha256 or '')[:12]}"
+    def label(name: str) -> str:
+        s = by_id[name]
+        return f"{s.label} · {s.model} · {s.status} · {s.finished} episodes · suite {(s.suite_sha256 or '')[:12]}"
 
     left, right = st.columns(2)
     with left:
@@ -279,11 +286,11 @@ def run_data_or_stop(summary: RunSummary) -> RunData:
     """The selected run's data, with a clear message (and the page stopped) when the directory is malformed, and a
     notice when the run is still in progress."""
     if not summary.readable:
-        malformed(summary.run_group_id, summary.error or "unreadable")
+        malformed(summary.name, summary.error or "unreadable")
     try:
         data = cached_run(summary.path)
     except RunLoadError as exc:
-        malformed(summary.run_group_id, str(exc))
+        malformed(summary.name, str(exc))
     if data.in_progress:
         in_progress(data)
     if data.changed:
@@ -296,7 +303,7 @@ def run_data_or_stop(summary: RunSummary) -> RunData:
 
 
 def malformed(run_id: str, problem: str) -> NoReturn:
-    """Say that a run directory cannot be read, and stop the page."""
+    """Say that a run directory (``run_id``: its folder's name) cannot be read, and stop the page."""
     st.error(
         f"Run directory {code(run_id)} is malformed and cannot be shown.\n\n{code(problem)}\n\n"
         "Pick another run in the sidebar; `contextdelta verify RUN_ID` checks a run directory in full."
@@ -397,4 +404,4 @@ def label_column(label: str, width: int | Literal["small", "medium", "large"] = 
 
 def episode_link(run_id: str, episode: str) -> str:
     """The Episode page's URL of one episode (relative, for a table's link column)."""
-    return f"episode?{RUN_PARAM}={run_id}&{EPISODE_PARAM}={episode}"
+    return f"episode?{urlencode({RUN_PARAM: run_id, EPISODE_PARAM: episode})}"

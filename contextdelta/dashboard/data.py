@@ -125,6 +125,17 @@ class RunSummary:
     error: str | None = None
 
     @property
+    def name(self) -> str:
+        """The folder's name: the RUN_ID every command takes, and what the dashboard picks a run by (two folders can
+        hold the same run group, a copy of a run directory for one)."""
+        return self.path.name
+
+    @property
+    def label(self) -> str:
+        """The run as the pickers name it: its folder, and the run group its manifest names where that differs."""
+        return self.name if self.run_group_id == self.name else f"{self.name} (run group {self.run_group_id})"
+
+    @property
     def readable(self) -> bool:
         """Whether the manifest could be read."""
         return self.error is None
@@ -201,7 +212,16 @@ def _main_matrix_counts(path: Path) -> tuple[int, int, int] | None:
 def list_runs(results_dir: Path) -> list[RunSummary]:
     """Every run directory under ``results_dir``, newest first (by creation time, then name)."""
     summaries = [summarize_run(p) for p in run_directories(results_dir)]
-    return sorted(summaries, key=lambda s: (s.created_at or "", s.run_group_id), reverse=True)
+    return sorted(summaries, key=lambda s: (s.created_at or "", s.run_group_id, s.name), reverse=True)
+
+
+def shared_run_groups(summaries: Iterable[RunSummary]) -> dict[str, list[str]]:
+    """The run groups that more than one folder holds (a copied run directory), with those folders' names."""
+    folders: dict[str, list[str]] = {}
+    for s in summaries:
+        if s.readable:
+            folders.setdefault(s.run_group_id, []).append(s.name)
+    return {group: sorted(names) for group, names in sorted(folders.items()) if len(names) > 1}
 
 
 def runs_rows(summaries: Iterable[RunSummary]) -> list[dict[str, Any]]:
@@ -224,6 +244,7 @@ def runs_rows(summaries: Iterable[RunSummary]) -> list[dict[str, Any]]:
                 "tasks": s.tasks,
                 "repeats": s.repeats,
                 "suite hash": (s.suite_sha256 or "")[:12],
+                "folder": s.name,
             }
         )
     return rows
@@ -402,6 +423,11 @@ class RunData:
     @property
     def run_group_id(self) -> str:
         return self.manifest.run_group_id
+
+    @property
+    def name(self) -> str:
+        """The folder's name, which the pages' links and ``?run=`` name the run by (`RunSummary.name`)."""
+        return self.path.name
 
     @property
     def in_progress(self) -> bool:

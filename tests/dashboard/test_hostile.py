@@ -8,6 +8,7 @@ timeline's HTML holds the text escaped, and nothing in the results folder is wri
 from __future__ import annotations
 
 import hashlib
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -117,3 +118,39 @@ def test_compare_refuses_a_run_compared_with_itself(
     assert error.value.startswith(f"Run a and run b are the same run directory, `{trusting_run.name}`")
     assert "Pick two different run groups" in error.value
     assert not app.dataframe and not app.get("vega_lite_chart")
+
+
+@pytest.mark.slow
+def test_two_folders_holding_one_run_group_are_both_offered(
+    tmp_path: Path, trusting_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = tmp_path / "copy-1", tmp_path / "copy-2"
+    for folder in (first, second):
+        shutil.copytree(trusting_run, folder)  # a plain copy: the manifest still names trusting_run's run group
+    app = open_page(tmp_path, monkeypatch, PAGES[0], {"run": "copy-2"})
+    no_exception(app)
+    assert app.selectbox(key="cd_run").options == [f"copy-{n} (run group {trusting_run.name})" for n in (2, 1)]
+    assert app.selectbox(key="cd_run").value == "copy-2"
+    (warning,) = app.warning
+    assert f"`{trusting_run.name}`: `copy-1`, `copy-2`" in warning.value
+    assert list(app.dataframe[0].value["folder"]) == ["copy-2", "copy-1"]
+    for page in PAGES[1:5]:
+        app = open_page(tmp_path, monkeypatch, page, {"run": "copy-1"})
+        no_exception(app)
+        assert app.selectbox(key="cd_run").value == "copy-1"
+        assert not [e.value for e in app.error if "Failure mode" not in e.value]
+    app = open_page(tmp_path, monkeypatch, PAGES[5], {"a": "copy-1", "b": "copy-2"})
+    no_exception(app)
+    assert (app.selectbox(key="cd_compare_a").value, app.selectbox(key="cd_compare_b").value) == ("copy-1", "copy-2")
+    assert not app.error and len(app.dataframe) == 3  # two folders, compared (every difference zero)
+    assert files(first) == files(second)  # nothing written into either
+
+
+@pytest.mark.slow
+def test_compare_names_a_run_the_url_asks_for_that_is_not_there(
+    compare_results: Path, trusting_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = open_page(compare_results, monkeypatch, PAGES[5], {"a": "../etc", "b": trusting_run.name})
+    no_exception(app)
+    assert [w.value for w in app.warning] == ["There is no readable run group `../etc` (`a`); pick one below."]
+    assert app.selectbox(key="cd_compare_a").value != "../etc"

@@ -43,7 +43,7 @@ if not failures:
     st.success("No failed episode in this run.")
     st.stop()
 
-atlas_filter, _ = _ui.filter_bar(ATLAS_FILTERS, filter_options(failures), prefix="cd_atlas", run_id=run.run_group_id)
+atlas_filter, _ = _ui.filter_bar(ATLAS_FILTERS, filter_options(failures), prefix="cd_atlas", run_id=run.name)
 shown = filter_rows(failures, atlas_filter)
 st.markdown(f"**{len(shown)} of {len(failures)} failures**" + (" match the filters." if atlas_filter.active else "."))
 if not shown:
@@ -51,7 +51,7 @@ if not shown:
     st.stop()
 rows = [r.row() for r in shown]
 for row in rows:
-    row["timeline"] = _ui.episode_link(run.run_group_id, row["episode"])
+    row["timeline"] = _ui.episode_link(run.name, row["episode"])
 st.dataframe(
     rows,
     hide_index=True,
@@ -71,7 +71,7 @@ st.page_link(
     "views/episode.py",
     label=f"Episode timeline of {code(picked)}",
     icon=":material/timeline:",
-    query_params={_ui.RUN_PARAM: run.run_group_id, _ui.EPISODE_PARAM: picked},
+    query_params={_ui.RUN_PARAM: run.name, _ui.EPISODE_PARAM: picked},
 )
 
 with st.expander("Failures per mode and condition"):

@@ -32,7 +32,7 @@ if a.path.resolve() == b.path.resolve():  # every difference would be 0 by const
         "difference zero by construction. Pick two different run groups."
     )
     st.stop()
-st.markdown(f"- a: {code(a.run_group_id)}, model {code(a.model)}\n- b: {code(b.run_group_id)}, model {code(b.model)}")
+st.markdown(f"- a: {code(a.label)}, model {code(a.model)}\n- b: {code(b.label)}, model {code(b.model)}")
 try:
     report = _ui.cached_comparison(a.path, b.path)
 except RunLoadError as exc:

@@ -25,7 +25,7 @@ if summary.attempts > 1:
     try:
         attempts = _ui.cached_attempts(run.path, summary.run_id)
     except RunLoadError as exc:
-        _ui.malformed(run.run_group_id, str(exc))
+        _ui.malformed(run.name, str(exc))
     st.markdown(
         f"**Attempts** ({len(attempts)}): the latest is the episode's record; the earlier ones are failed trials it "
         "superseded (`--retry-failed`), kept as evidence and counted nowhere."
@@ -42,7 +42,7 @@ if summary.attempts > 1:
 try:
     record = _ui.cached_episode(run.path, summary.run_id, attempt)
 except RunLoadError as exc:
-    _ui.malformed(run.run_group_id, str(exc))
+    _ui.malformed(run.name, str(exc))
 superseded = record.attempt < summary.attempts
 attribution = None if superseded else run.attributions.get(summary.run_id)
 timeline = episode_timeline(record, attribution)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from contextdelta.dashboard import _ui
-from contextdelta.dashboard._text import code
+from contextdelta.dashboard._text import code, plain
 from contextdelta.dashboard.data import EPISODE_FILTERS, filter_options, filter_rows, search_episodes
 
 SEARCH_PARAM = "q"
@@ -29,7 +29,7 @@ episode_filter, query = _ui.filter_bar(
     EPISODE_FILTERS,
     filter_options(episodes, EPISODE_FILTERS),
     prefix="cd_episodes",
-    run_id=run.run_group_id,
+    run_id=run.name,
     search_param=SEARCH_PARAM,
     search_label="Search the episodes' text",
     columns=4,
@@ -38,7 +38,7 @@ shown = filter_rows(episodes, episode_filter)
 hits = search_episodes(run.search, query, [e.run_id for e in shown]) if query else {}
 if query:
     shown = [e for e in shown if e.run_id in hits]
-searched = f"contain {code(query)}"
+searched = f"contain “{plain(query)}”"
 narrowed = [w for w, on in (("match the filters", episode_filter.active), (searched, bool(query))) if on]
 st.markdown(f"**{len(shown)} of {len(episodes)} episodes**" + (f" {' and '.join(narrowed)}." if narrowed else "."))
 if not shown:
@@ -47,7 +47,7 @@ if not shown:
 
 rows = []
 for e in shown:
-    row = {"timeline": _ui.episode_link(run.run_group_id, e.run_id), **e.row()}
+    row = {"timeline": _ui.episode_link(run.name, e.run_id), **e.row()}
     if query:
         hit = hits[e.run_id]
         row |= {"match": f"{hit.where}: {hit.snippet}", "fields matched": hit.fields}
@@ -71,5 +71,5 @@ st.page_link(
     "views/episode.py",
     label=f"Episode timeline of {code(picked)}",
     icon=":material/timeline:",
-    query_params={_ui.RUN_PARAM: run.run_group_id, _ui.EPISODE_PARAM: picked},
+    query_params={_ui.RUN_PARAM: run.name, _ui.EPISODE_PARAM: picked},
 )

@@ -3,18 +3,20 @@ shown, the selected run is loaded in the background for the page opened next."""
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 import streamlit as st
 
 from contextdelta.dashboard import _ui
 from contextdelta.dashboard._text import code
-from contextdelta.dashboard.data import runs_rows
+from contextdelta.dashboard.data import runs_rows, shared_run_groups
 
 st.title("Runs")
 folder, runs = _ui.runs_or_stop()
 st.caption(f"Run groups in {code(folder)}, newest first. Pick one in the sidebar to open its other pages.")
 rows = runs_rows(runs)
 for row in rows:
-    row["open"] = f"conditions?{_ui.RUN_PARAM}={row['run group']}"
+    row["open"] = f"conditions?{urlencode({_ui.RUN_PARAM: row['folder']})}"
 if rows:
     st.dataframe(
         rows,
@@ -35,6 +37,13 @@ if running:
         "Still in progress: "
         + ", ".join(f"{code(s.run_group_id)} ({s.finished} of {s.planned} episodes)" for s in running)
         + ". Their success is shown once they finish; reload for newer counts."
+    )
+shared = shared_run_groups(runs)
+if shared:
+    st.warning(
+        "More than one folder holds the same run group (a copied run directory?); the pickers tell them apart by "
+        "folder:\n\n"
+        + "\n".join(f"- {code(group)}: {', '.join(code(f) for f in folders)}" for group, folders in shared.items())
     )
 broken = [s for s in runs if not s.readable]
 if broken:
