@@ -1,7 +1,8 @@
 """``contextdelta export RUN_ID --format inspect|parquet --out PATH``: read a run directory, write another format.
 
 Nothing in the run directory changes. An existing output is refused unless ``overwrite`` (nothing is lost by a
-mistyped path); the inspect log is written atomically, each parquet table too.
+mistyped path), and an output in any run directory always (``overwrite`` there would replace a run's records); the
+inspect log is written atomically, each parquet table too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from contextdelta.export._inspect import eval_log
 from contextdelta.export._tables import TABLES, Column, table_rows
 from contextdelta.rundir import (
+    MANIFEST,
     TASKS_SNAPSHOT,
     EpisodeRecord,
     RunDirectory,
@@ -49,7 +51,22 @@ def _read(path: Path) -> tuple[RunManifest, list[EpisodeRecord], dict[str, Task]
     return manifest, records, {t.task.id: t.task for t in loaded}
 
 
+def _run_directory_holding(out: Path) -> Path | None:
+    """The run directory that ``out`` is, or lies in (a folder with a ``run_manifest.json``), if any."""
+    target = out.resolve()
+    for folder in (target, *target.parents):
+        if (folder / MANIFEST).is_file():
+            return folder
+    return None
+
+
 def _check_target(out: Path, overwrite: bool) -> None:
+    holding = _run_directory_holding(out)
+    if holding is not None:  # --overwrite there would replace a run's own records (raw_runs.jsonl, a manifest)
+        raise ExportError(
+            f"--out {out} is inside the run directory {holding}, which export never writes to; give a path outside "
+            "every run directory"
+        )
     if out.exists() and not overwrite:
         raise ExportError(f"--out {out} already exists; choose another path or pass --overwrite")
     if not out.parent.exists():

@@ -243,3 +243,27 @@ def test_export_of_a_run_changed_after_its_run_warns_and_a_cut_run_is_an_error_l
     assert log["status"] == "error" and len(log["samples"]) == len(lines) // 2
     assert f"holds {len(lines) // 2} of the {len(lines)} episodes" in log["error"]["message"]
     assert read_eval_log(str(out)).status == "error"  # inspect_ai's own reader takes it
+
+
+@pytest.mark.parametrize(
+    ("fmt", "target"),
+    [("inspect", "raw_runs.jsonl"), ("inspect", "tasks/log.json"), ("parquet", "."), ("parquet", "tables")],
+)
+def test_export_never_writes_into_a_run_directory_even_with_overwrite(tmp_path: Path, fmt: str, target: str) -> None:
+    from tests.report import runs as report_runs
+
+    source = report_runs.copy_run(report_runs.oracle_pair_run(), tmp_path)
+    other = report_runs.copy_run(report_runs.single_task_run(), tmp_path)
+    before = {p: p.read_bytes() for folder in (source, other) for p in sorted(folder.rglob("*")) if p.is_file()}
+    for into in (source, other):  # the run exported, and any other run directory
+        out = into / target
+        result = CliRunner().invoke(
+            app,
+            ["export", source.name, "--results-dir", str(tmp_path), "--format", fmt, "--out", str(out), "--overwrite"],
+        )
+        assert result.exit_code == 2, result.output
+        said = " ".join(result.stderr.split())
+        assert f"--out {out} is inside the run directory {into.resolve()}" in said, said
+        assert "give a path outside every run directory" in said
+    after = {p: p.read_bytes() for folder in (source, other) for p in sorted(folder.rglob("*")) if p.is_file()}
+    assert after == before
