@@ -12,6 +12,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from contextdelta.canonical import has_lone_surrogate
 from contextdelta.export._inspect import eval_log
 from contextdelta.export._tables import TABLES, Column, table_rows
 from contextdelta.rundir import (
@@ -76,6 +77,15 @@ def _check_target(out: Path, overwrite: bool) -> None:
 def write_inspect(out: Path, manifest: RunManifest, records: list[EpisodeRecord], tasks: dict[str, Task]) -> Path:
     """The run as one inspect_ai JSON log at ``out``."""
     log = eval_log(manifest, records, tasks)
+    if has_lone_surrogate(log):  # UTF-8 cannot encode it, and inspect_ai refuses the \uD800 escape
+        where = next(
+            (str(sample.get("id")) for sample in log.get("samples", []) if has_lone_surrogate(sample)), "the header"
+        )
+        raise ExportError(
+            f"sample {where} of run {manifest.run_group_id} holds a lone UTF-16 surrogate (a \\uD800-\\uDFFF "
+            "escape without its pair), which an inspect log cannot hold; the runner writes none, so raw_runs.jsonl "
+            f"was edited or damaged after its run (`contextdelta verify {manifest.run_group_id}` names the change)"
+        )
     atomic_write_text(out, json.dumps(log, indent=2, ensure_ascii=False) + "\n")
     return out
 

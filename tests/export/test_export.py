@@ -267,3 +267,24 @@ def test_export_never_writes_into_a_run_directory_even_with_overwrite(tmp_path: 
         assert "give a path outside every run directory" in said
     after = {p: p.read_bytes() for folder in (source, other) for p in sorted(folder.rglob("*")) if p.is_file()}
     assert after == before
+
+
+def test_an_inspect_export_of_a_lone_surrogate_is_refused_naming_the_sample(tmp_path: Path) -> None:
+    from tests.report import runs as report_runs
+
+    path = report_runs.copy_run(report_runs.oracle_pair_run(), tmp_path / "results")
+    raw = path / "raw_runs.jsonl"
+    lines = raw.read_text().splitlines(keepends=True)
+    record = json.loads(lines[0])
+    record["trace"]["final_answer"] = "done \ud800"  # json.dumps writes it as the escape "\ud800"
+    raw.write_text(json.dumps(record) + "\n" + "".join(lines[1:]))
+    out = tmp_path / "log.json"
+    result = CliRunner().invoke(
+        app, ["export", path.name, "--results-dir", str(path.parent), "--format", "inspect", "--out", str(out)]
+    )
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.stderr.split())
+    sample = f"{record['task_id']}.{record['strategy']}.{record['protection_mode']}"
+    assert f"sample {sample} of run {path.name} holds a lone UTF-16 surrogate" in said, said
+    assert "Traceback" not in result.output
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["results"]  # no partial file left
