@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import ValidationError
 
 from contextdelta.attribution import MODE_PRECEDENCE, Attribution, ObservationRef, attribute_run
-from contextdelta.dashboard._text import code
+from contextdelta.dashboard._text import code, visible
 from contextdelta.replay import message_content
 from contextdelta.rundir import (
     AGGREGATE_METRICS,
@@ -814,7 +814,7 @@ def _snippet(found: SearchField, term: str, width: int) -> str:
     at = found.folded.find(term)
     text = found.text if len(found.text) == len(found.folded) else found.folded
     start, end = max(0, at - width // 3), min(len(text), at + len(term) + width)
-    inner = " ".join(text[start:end].split())
+    inner = visible(" ".join(text[start:end].split()))  # a table cell: no control character or lone surrogate
     return ("…" if start > 0 else "") + inner + ("…" if end < len(text) else "")
 
 

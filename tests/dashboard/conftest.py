@@ -75,15 +75,18 @@ def make_malformed(source: Path, into: Path, name: str) -> Path:
 
 HOSTILE = (
     "x`</code><script>alert(1)</script>![p](http://attacker.example/p.png) [l](http://attacker.example/l) "
-    ":red[red] $x^2$ **bold** \x1b]8;;http://attacker.example\x07link\x1b]8;;\x07 \x1b[31mred\x1b[0m \x00 \u202eevil`"
+    ":red[red] $x^2$ **bold** \x1b]8;;http://attacker.example\x07link\x1b]8;;\x07 \x1b[31mred\x1b[0m \x00 "
+    "\ud800 \u202eevil`"
 )
 """Text a model, a provider or an edited file could write: HTML and a script, a markdown image and link, Streamlit's
-colour and formula syntax, ANSI/OSC escapes, a NUL and a right-to-left override, with backticks around it all."""
+colour and formula syntax, ANSI/OSC escapes, a NUL, a lone surrogate (which UTF-8 cannot encode) and a right-to-left
+override, with backticks around it all."""
 
 
 def make_hostile(source: Path, into: Path) -> Path:
     """A copy of ``source`` whose every final answer, episode error, step note, step error and tool-call argument,
-    and whose model name, are `HOSTILE` (the seal then names the change, as it would for an edited run)."""
+    and whose model name (less its lone surrogate), are `HOSTILE` (the seal then names the change, as it would for
+    an edited run)."""
     target = runs.copy_run(source, into)
     records = []
     for line in (target / RAW_RUNS).read_text().splitlines():
@@ -100,6 +103,6 @@ def make_hostile(source: Path, into: Path) -> Path:
         records.append(json.dumps(record) + "\n")
     (target / RAW_RUNS).write_text("".join(records))
     manifest = json.loads((target / MANIFEST).read_text())
-    manifest["provider"]["model"] = HOSTILE
+    manifest["provider"]["model"] = HOSTILE.replace("\ud800", "")  # the manifest's reader refuses a lone surrogate
     (target / MANIFEST).write_text(json.dumps(manifest))
     return target

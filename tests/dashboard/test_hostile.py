@@ -1,6 +1,7 @@
 """Hostile content under ``streamlit.testing.v1.AppTest``: a run whose model name, final answers, errors, notes and
 tool-call arguments hold HTML, a script, markdown images and links, Streamlit's colour syntax, ANSI/OSC escapes, a
-NUL and a right-to-left override, a folder whose name and manifest are such text, and query parameters that are.
+NUL, a lone surrogate and a right-to-left override, a folder whose name and manifest are such text, and query
+parameters that are.
 Every page renders without a traceback, nothing of that text is rendered as HTML, no image or link a model wrote
 reaches the page (every markdown string the app sends is rendered here with a CommonMark parser and checked), the
 timeline's HTML holds the text escaped, and nothing in the results folder is written."""
@@ -46,7 +47,8 @@ def unsafe(text: str) -> list[str]:
     character, a bidirectional override."""
     rendered = MARKDOWN.render(text)
     problems = [tag for tag in ("<img", "<a ", "<script", "<b>") if tag in rendered]
-    problems += [f"U+{ord(c):04X}" for c in text if (ord(c) < 0x20 and c not in "\n\t") or c in "\x7f\u202e"]
+    hidden = [c for c in text if (ord(c) < 0x20 and c not in "\n\t") or c in "\x7f\u202e" or "\ud800" <= c <= "\udfff"]
+    problems += [f"U+{ord(c):04X}" for c in hidden]
     return problems
 
 
@@ -87,6 +89,7 @@ def test_no_page_renders_what_a_model_or_a_file_wrote(
     for query in (
         {"run": unsafe_run.name, "episode": episode, "a": unsafe_run.name, "b": runs.oracle_pair_run().name},
         {"run": unsafe_run.name, "q": "x`![q](http://attacker.example/q.png)", "outcome": "![o](http://a.example/o)"},
+        {"run": unsafe_run.name, "q": "alert"},  # every episode matches: the hostile text in the table's snippets
         {"run": "`![r](http://attacker.example/r.png)`", "episode": "<script>`![e](http://a.example/e)", "a": "..\\"},
         {"run": HOSTILE_NAME},
     ):

@@ -22,7 +22,7 @@ VALUES = [
     "<script>alert(1)</script><img src=x onerror=alert(1)>",
     "**bold** _it_ ~~s~~ :red[red] $x^2$ # head",
     "1. list\n- item\n> quote",
-    "\x1b]8;;http://a\x07link\x1b[31m \x00 \u202eevil",
+    "\x1b]8;;http://a\x07link\x1b[31m \x00 \u202eevil \ud800",
     " ",
     "",
 ]
@@ -46,4 +46,4 @@ def test_plain_shows_the_value_verbatim(value: str) -> None:
 
 
 def test_visible_writes_control_characters_and_overrides_as_escapes() -> None:
-    assert visible("a\x1b[31m\x00\u202e\tb\nc") == "a\\x1b[31m\\x00\\u202e\tb\nc"
+    assert visible("a\x1b[31m\x00\u202e\ud800\tb\nc") == "a\\x1b[31m\\x00\\u202e\\ud800\tb\nc"
