@@ -1489,7 +1489,12 @@ def export_command(
             case_sensitive=False,
         ),
     ],
-    out: Annotated[Path, typer.Option("--out", help="The log file (inspect) or the folder of tables (parquet).")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", help="The log file (inspect) or the folder of tables (parquet), outside every run directory."
+        ),
+    ],
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing --out.")] = False,
     results_dir: ResultsDirOption = None,
 ) -> None:
