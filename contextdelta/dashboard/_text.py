@@ -5,7 +5,7 @@ Every Streamlit element that takes a message (``st.markdown``, ``st.caption``, `
 browser, a link is clickable, and a backtick in a value ends the code span around it. A run group id, a model
 name, a model's reply, a provider's error or a query parameter is none of the dashboard's own text, so it goes
 into such a string only through `code`: one inline code span per line, fenced by more backticks than the value
-holds, in which markdown makes nothing of ``![x](...)``, ``[x](...)``, ``<script>`` or ``:red[x]``. Control
+holds, in which markdown makes nothing of ``![x](...)``, ``[x](...)``, ``<script>``, ``:red[x]`` or a bare URL. Control
 characters (ANSI/OSC escapes, NUL) and the bidirectional overrides that reorder what follows them are shown as
 ``\\x1b`` or ``\\u202e``, never passed to the page.
 """
@@ -42,7 +42,9 @@ _PUNCTUATION = re.compile(r"""([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~])""")
 
 def plain(value: object) -> str:
     """``value`` as prose that markdown shows verbatim: every ASCII punctuation character backslash-escaped (so no
-    image, link, emphasis, HTML, colour or formula), control characters as escapes, lines kept apart by hard line
-    breaks. For a sentence that is not the dashboard's own, such as a provider's error or a cause chain."""
+    image, markdown link, emphasis, HTML, colour or formula), control characters as escapes, lines kept apart by hard
+    line breaks. GitHub-flavoured markdown still makes a bare ``http://...``, ``www....`` or e-mail address a link
+    (it finds them after the escapes are read), so this is for text of the harness's own making that a file may
+    carry (a research question, a protection mode); what a model, a provider or a URL wrote goes through `code`."""
     lines = visible(str(value).replace("\r\n", "\n")).split("\n")
     return "  \n".join(_PUNCTUATION.sub(r"\\\1", line) for line in lines)

@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from contextdelta.dashboard._text import code, plain
+from contextdelta.dashboard._text import code
 from contextdelta.dashboard.data import (
     AttemptRow,
     EpisodeSummary,
@@ -83,7 +83,7 @@ def apply_migrations() -> None:
         return
     problem = _migrate_store(os.environ.get("CONTEXTDELTA_DATABASE_URL"))
     if problem is not None:
-        st.sidebar.warning(f"Trace store not available: {plain(problem)}")
+        st.sidebar.warning(f"Trace store not available: {code(problem)}")
 
 
 # ---- cached loaders -------------------------------------------------------------------------------------------
@@ -296,7 +296,7 @@ def run_data_or_stop(summary: RunSummary) -> RunData:
     if data.changed:
         st.warning(
             f"Run {code(data.run_group_id)} was changed after its run ({len(data.changed)} change(s) found by its "
-            f"seal; first: {plain(data.changed[0])}). The numbers here are recomputed from its episodes as they now "
+            f"seal; first: {code(data.changed[0])}). The numbers here are recomputed from its episodes as they now "
             f"stand; {code(f'contextdelta verify {data.run_group_id}')} names every change."
         )
     return data

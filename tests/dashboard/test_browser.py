@@ -208,3 +208,73 @@ def test_a_request_to_an_outside_host_is_caught(chromium: str, dashboard: str) -
         page.state()  # drains the events received meanwhile
         outside = page.outside_requests()
         assert "https://example.com/x.png" in outside and "https://fonts.gstatic.com/icon.svg" in outside
+
+
+HOSTILE_DOM = (
+    "[...document.querySelectorAll('img, a, iframe, script, object, embed')].filter(e => "
+    "/attacker/.test(e.getAttribute('src') || '') || /attacker/.test(e.getAttribute('href') || '') || "
+    "/alert\\(1\\)/.test(e.textContent || '')).map(e => e.outerHTML.slice(0, 200))"
+)
+"""Elements the page made of what the hostile run holds: an image or link to the attacker, a script with its code."""
+
+
+@pytest.fixture(scope="module")
+def hostile_dashboard(chromium: str, tmp_path_factory: pytest.TempPathFactory, unsafe_run: Path) -> Iterator[str]:
+    """``contextdelta dashboard`` on a results folder with `make_hostile`'s copy of the unsafe run and a folder
+    whose name and manifest are hostile; yields its base URL."""
+    from tests.dashboard.conftest import make_hostile
+
+    tmp_path = tmp_path_factory.mktemp("dashboard-browser-hostile")
+    results = tmp_path / "results"
+    results.mkdir()
+    make_hostile(unsafe_run, results)
+    broken = results / "zz `![n](https:attacker.example) <img src=x onerror=alert(1)>"
+    broken.mkdir()
+    (broken / "run_manifest.json").write_text('{"run_group_id": "![m](http://attacker.example/m.png)"}')
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "contextdelta", "dashboard", "--results-dir", str(results), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "CONTEXTDELTA_DATABASE_URL": f"sqlite:///{tmp_path / 'store.db'}"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, process)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout:
+            process.stdout.close()
+
+
+def test_a_hostile_run_loads_nothing_from_outside_and_runs_no_script(
+    chromium: str, hostile_dashboard: str, unsafe_run: Path
+) -> None:
+    from urllib.parse import urlencode
+
+    run = unsafe_run.name
+    episode = sorted(runs.records(unsafe_run))[0]
+    injected = "`![r](http://attacker.example/r.png)` [l](http://attacker.example/l)"
+    pages = [
+        ("runs", {"run": run}, ["Runs", "not readable run directories"]),
+        ("conditions", {"run": run}, ["Conditions", "was changed after its run"]),
+        ("atlas", {"run": run}, ["Failure atlas"]),
+        ("episode", {"run": run, "episode": episode}, ["Timeline", "Episode error"]),
+        ("episodes", {"run": run, "q": "alert"}, ["Episodes", "contain"]),
+        ("episodes", {"run": injected, "q": injected, "outcome": injected}, ["There is no run group"]),
+        ("compare", {"a": run, "b": injected}, ["Compare", "There is no readable run group"]),
+    ]
+    with chromium_page(chromium, width=WIDTH) as page:
+        for name, query, expect in pages:
+            state = page.load(f"{hostile_dashboard}/{name}?{urlencode(query)}", expect)
+            assert not state.exception, f"{name}: Streamlit shows an exception:\n{state.text[:3000]}"
+            assert "Traceback" not in state.text, name
+            assert page.evaluate(HOSTILE_DOM) == [], name
+            assert page.outside_requests() == [], name
+            assert page.evaluate("window.__hostile_ran === true") is False, name

@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from contextdelta.dashboard import _html, _ui
-from contextdelta.dashboard._text import code, plain, visible
+from contextdelta.dashboard._text import code, visible
 from contextdelta.dashboard.data import RunLoadError
 from contextdelta.dashboard.timeline import episode_timeline
 
@@ -91,10 +91,10 @@ if timeline.details:
     )
 attribution = timeline.attribution
 if attribution is not None:
-    chain = "\n".join(f"{n}. {plain(link)}" for n, link in enumerate(attribution.chain, 1))
-    st.error(f"**Failure mode `{attribution.mode.value}`**: {plain(attribution.explanation)}\n\n{chain}")
+    chain = "\n".join(f"{n}. {code(link)}" for n, link in enumerate(attribution.chain, 1))
+    st.error(f"**Failure mode `{attribution.mode.value}`**: {code(attribution.explanation)}\n\n{chain}")
 if timeline.error:
-    st.warning(f"Episode error: {plain(timeline.error)}")
+    st.warning(f"Episode error: {code(timeline.error)}")
 
 st.subheader("Timeline")
 st.html(_html.legend())
@@ -116,12 +116,12 @@ for step in timeline.steps:
             )
             st.html(_html.messages(step.history, column="history"))
         for line in step.summary_calls:
-            st.caption(f"summary call: {plain(line)}")
+            st.caption(f"summary call: {code(line)}")
         if step.note:
-            st.caption(f"note: {plain(step.note)}")
+            st.caption(f"note: {code(step.note)}")
         st.html(_html.reply(step.reply) + _html.items(step.items))
         if step.error:
-            st.warning(f"step error: {plain(step.error)}")
+            st.warning(f"step error: {code(step.error)}")
 if timeline.final_answer is not None:
     st.markdown("**Final answer**")
     st.text(visible(timeline.final_answer))

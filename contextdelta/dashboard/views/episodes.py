@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from contextdelta.dashboard import _ui
-from contextdelta.dashboard._text import code, plain
+from contextdelta.dashboard._text import code
 from contextdelta.dashboard.data import EPISODE_FILTERS, filter_options, filter_rows, search_episodes
 
 SEARCH_PARAM = "q"
@@ -38,7 +38,7 @@ shown = filter_rows(episodes, episode_filter)
 hits = search_episodes(run.search, query, [e.run_id for e in shown]) if query else {}
 if query:
     shown = [e for e in shown if e.run_id in hits]
-searched = f"contain “{plain(query)}”"
+searched = f"contain “{code(query)}”"
 narrowed = [w for w, on in (("match the filters", episode_filter.active), (searched, bool(query))) if on]
 st.markdown(f"**{len(shown)} of {len(episodes)} episodes**" + (f" {' and '.join(narrowed)}." if narrowed else "."))
 if not shown:
