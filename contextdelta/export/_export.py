@@ -74,6 +74,14 @@ def _check_target(out: Path, overwrite: bool) -> None:
         raise ExportError(f"--out {out}: the folder {out.parent} does not exist")
 
 
+def _lone_surrogate(where: str, manifest: RunManifest, output: str) -> ExportError:
+    return ExportError(
+        f"{where} of run {manifest.run_group_id} holds a lone UTF-16 surrogate (a \\uD800-\\uDFFF escape without "
+        f"its pair), which {output} cannot hold; the runner writes none, so raw_runs.jsonl was edited or damaged "
+        f"after its run (`contextdelta verify {manifest.run_group_id}` names the change)"
+    )
+
+
 def write_inspect(out: Path, manifest: RunManifest, records: list[EpisodeRecord], tasks: dict[str, Task]) -> Path:
     """The run as one inspect_ai JSON log at ``out``."""
     log = eval_log(manifest, records, tasks)
@@ -81,11 +89,7 @@ def write_inspect(out: Path, manifest: RunManifest, records: list[EpisodeRecord]
         where = next(
             (str(sample.get("id")) for sample in log.get("samples", []) if has_lone_surrogate(sample)), "the header"
         )
-        raise ExportError(
-            f"sample {where} of run {manifest.run_group_id} holds a lone UTF-16 surrogate (a \\uD800-\\uDFFF "
-            "escape without its pair), which an inspect log cannot hold; the runner writes none, so raw_runs.jsonl "
-            f"was edited or damaged after its run (`contextdelta verify {manifest.run_group_id}` names the change)"
-        )
+        raise _lone_surrogate(f"sample {where}", manifest, "an inspect log")
     atomic_write_text(out, json.dumps(log, indent=2, ensure_ascii=False) + "\n")
     return out
 
@@ -106,14 +110,19 @@ def write_parquet(out: Path, manifest: RunManifest, records: list[EpisodeRecord]
         import pyarrow.parquet as pq
     except ImportError as exc:
         raise ExportError(PARQUET_MISSING) from exc
+    tables = [(spec, table_rows(spec, manifest, records)) for spec in TABLES]
+    for spec, rows in tables:  # before anything is written: UTF-8 cannot encode a lone surrogate
+        damaged = next((row for row in rows if has_lone_surrogate(row)), None)
+        if damaged is not None:
+            raise _lone_surrogate(f"a row of table {spec.name} (episode {damaged.get('run_id')})", manifest, "parquet")
     out.mkdir(exist_ok=True)
     written = []
-    for spec in TABLES:
+    for spec, rows in tables:
         schema = pa.schema(
             [pa.field(c.name, _arrow_type(c), metadata={"description": c.description}) for c in spec.columns],
             metadata={"table": spec.name, "description": spec.description, "run_group_id": manifest.run_group_id},
         )
-        table = pa.Table.from_pylist(table_rows(spec, manifest, records), schema=schema)
+        table = pa.Table.from_pylist(rows, schema=schema)
         target = out / f"{spec.name}.parquet"
         partial = out / f".{spec.name}.parquet.tmp"
         pq.write_table(table, partial)

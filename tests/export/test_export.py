@@ -288,3 +288,23 @@ def test_an_inspect_export_of_a_lone_surrogate_is_refused_naming_the_sample(tmp_
     assert f"sample {sample} of run {path.name} holds a lone UTF-16 surrogate" in said, said
     assert "Traceback" not in result.output
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["results"]  # no partial file left
+
+
+def test_a_parquet_export_of_a_lone_surrogate_is_refused_before_any_table_is_written(tmp_path: Path) -> None:
+    from tests.report import runs as report_runs
+
+    path = report_runs.copy_run(report_runs.oracle_pair_run(), tmp_path / "results")
+    raw = path / "raw_runs.jsonl"
+    lines = raw.read_text().splitlines(keepends=True)
+    record = json.loads(lines[-1])
+    record["trace"]["steps"][0]["error"] = "error \udc80"  # the steps table's error column
+    raw.write_text("".join(lines[:-1]) + json.dumps(record) + "\n")
+    out = tmp_path / "tables"
+    result = CliRunner().invoke(
+        app, ["export", path.name, "--results-dir", str(path.parent), "--format", "parquet", "--out", str(out)]
+    )
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.stderr.split())
+    assert f"(episode {record['run_id']}) of run {path.name} holds a lone UTF-16 surrogate" in said, said
+    assert "which parquet cannot hold" in said and "Traceback" not in result.output
+    assert not out.exists()  # no table of the export, not even the ones before the damaged one
