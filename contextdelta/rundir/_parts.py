@@ -81,7 +81,8 @@ def sealed_json(value: Any) -> tuple[str, dict[str, str]]:
         if isinstance(node, list) and node and path and keys <= SPLIT_LIST_DEPTH:
             return "[" + ",".join([walk(item, f"{path}[{index}]", keys) for index, item in enumerate(node)]) + "]"
         text = _canonical(node)
-        out[path or "(root)"] = sha256(text.encode()).hexdigest()[:PART_DIGEST_CHARS]
+        # surrogatepass: a lone surrogate (which no writer puts there) gets a digest, so the seal names its part
+        out[path or "(root)"] = sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:PART_DIGEST_CHARS]
         return text
 
     try:
