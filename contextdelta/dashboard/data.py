@@ -15,6 +15,7 @@ which reads manifests only, is up before the statistics code is loaded.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -72,13 +73,32 @@ def run_signature(path: Path) -> Signature:
     return (_stamp(path), *(_stamp(path / name) for name in (MANIFEST, RAW_RUNS, AGGREGATE_METRICS)))
 
 
-def run_directories(results_dir: Path) -> list[Path]:
-    """Every candidate run directory under ``results_dir`` (its sub-folders, hidden ones left out), by name."""
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8, which Python hands over as lone surrogates
+        return False
+    return True
+
+
+def _folders(results_dir: Path) -> list[Path]:
     try:
         entries = list(results_dir.iterdir())
     except OSError:
         return []
     return sorted((p for p in entries if p.is_dir() and not p.name.startswith(".")), key=lambda p: p.name)
+
+
+def run_directories(results_dir: Path) -> list[Path]:
+    """Every candidate run directory under ``results_dir`` (its sub-folders, hidden ones left out), by name; a
+    folder whose name is not UTF-8 text is left out (`unnamed_folders`): no page could show or link it."""
+    return [p for p in _folders(results_dir) if _utf8(p.name)]
+
+
+def unnamed_folders(results_dir: Path) -> list[str]:
+    """The folders of ``results_dir`` that `run_directories` leaves out because their names are not UTF-8 text,
+    each name as Python writes its bytes (``b'run\\xff'``)."""
+    return [repr(os.fsencode(p.name)) for p in _folders(results_dir) if not _utf8(p.name)]
 
 
 def results_signature(results_dir: Path) -> tuple[Signature, ...]:

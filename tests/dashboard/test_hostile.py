@@ -9,6 +9,7 @@ timeline's HTML holds the text escaped, and nothing in the results folder is wri
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -160,3 +161,19 @@ def test_compare_names_a_run_the_url_asks_for_that_is_not_there(
     no_exception(app)
     assert [w.value for w in app.warning] == ["There is no readable run group `../etc` (`a`); pick one below."]
     assert app.selectbox(key="cd_compare_a").value != "../etc"
+
+
+@pytest.mark.slow
+def test_a_folder_whose_name_is_not_utf8_is_named_and_the_rest_browsable(
+    tmp_path: Path, trusting_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs.copy_run(trusting_run, tmp_path)
+    shutil.copytree(trusting_run, os.fsdecode(bytes(tmp_path) + b"/copy-\xff"))  # a name Linux allows
+    for page in PAGES:
+        app = open_page(tmp_path, monkeypatch, page, {"run": trusting_run.name})
+        no_exception(app)
+        if page == PAGES[0]:
+            (warning,) = app.warning
+            assert "their names are not UTF-8 text" in warning.value and "`b'copy-\\xff'`" in warning.value
+        if page in PAGES[:5]:
+            assert app.selectbox(key="cd_run").options == [trusting_run.name]

@@ -9,7 +9,7 @@ import streamlit as st
 
 from contextdelta.dashboard import _ui
 from contextdelta.dashboard._text import code
-from contextdelta.dashboard.data import runs_rows, shared_run_groups
+from contextdelta.dashboard.data import runs_rows, shared_run_groups, unnamed_folders
 
 st.title("Runs")
 folder, runs = _ui.runs_or_stop()
@@ -44,6 +44,12 @@ if shared:
         "More than one folder holds the same run group (a copied run directory?); the pickers tell them apart by "
         "folder:\n\n"
         + "\n".join(f"- {code(group)}: {', '.join(code(f) for f in folders)}" for group, folders in shared.items())
+    )
+unnamed = unnamed_folders(folder)
+if unnamed:
+    st.warning(
+        "These folders are left out: their names are not UTF-8 text, so no page can show or link them. Rename them "
+        "to open them here.\n\n" + "\n".join(f"- {code(name)}" for name in unnamed)
     )
 broken = [s for s in runs if not s.readable]
 if broken:
