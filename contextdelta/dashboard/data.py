@@ -519,6 +519,23 @@ def _seal_problems(path: Path) -> tuple[str, ...]:
         return (str(exc),)
 
 
+_IDENTIFIERS = ("run_id", "task_id", "strategy", "protection_mode", "world", "hazard")
+"""The fields of an episode the pages offer as choices and put into links."""
+
+
+def _check_identifiers(path: Path, records: Sequence[EpisodeRecord]) -> None:
+    """Refuse a record whose identifier holds a lone surrogate: no page could offer it as a choice or link it."""
+    for record in records:
+        for name in _IDENTIFIERS:
+            value = str(getattr(record, name))
+            if not _utf8(value):
+                raise RunLoadError(
+                    f"{path / RAW_RUNS}: episode '{visible(value)}' has a {name} with a lone UTF-16 surrogate (a "
+                    "\\uD800-\\uDFFF escape without its pair), which the runner never writes: the file was edited "
+                    "or damaged after its run"
+                )
+
+
 def load_run(path: Path) -> RunData:
     """Read a run directory: manifest, episodes, metrics and the attribution of every failure.
 
@@ -538,6 +555,7 @@ def load_run(path: Path) -> RunData:
         records = sorted(every.current, key=lambda r: r.run_id)
     except (RunDirectoryError, OSError, ValueError) as exc:
         raise RunLoadError(str(exc)) from exc
+    _check_identifiers(path, records)
     # a run from before receipts has no seal to check; one whose seal was removed is named as changed
     # a status edited after the run (complete -> running) must not switch the check off
     changed = _seal_problems(path) if manifest.status is RunStatus.COMPLETE or directory.manifest_edits() else ()

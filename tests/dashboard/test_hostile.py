@@ -9,6 +9,7 @@ timeline's HTML holds the text escaped, and nothing in the results folder is wri
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -177,3 +178,25 @@ def test_a_folder_whose_name_is_not_utf8_is_named_and_the_rest_browsable(
             assert "their names are not UTF-8 text" in warning.value and "`b'copy-\\xff'`" in warning.value
         if page in PAGES[:5]:
             assert app.selectbox(key="cd_run").options == [trusting_run.name]
+
+
+@pytest.mark.slow
+def test_an_episode_id_with_a_lone_surrogate_makes_its_run_malformed_not_a_traceback(
+    tmp_path: Path, trusting_run: Path, unsafe_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs.copy_run(unsafe_run, tmp_path)
+    damaged = runs.copy_run(trusting_run, tmp_path)
+    raw = damaged / "raw_runs.jsonl"
+    lines = raw.read_text().splitlines(keepends=True)
+    record = json.loads(lines[0])
+    record["run_id"] = "edited-\ud800"
+    raw.write_text(json.dumps(record) + "\n" + "".join(lines[1:]))
+    for page in PAGES[1:5]:
+        app = open_page(tmp_path, monkeypatch, page, {"run": trusting_run.name})
+        no_exception(app)
+        (error,) = app.error
+        assert f"Run directory `{trusting_run.name}` is malformed" in error.value
+        assert "raw_runs.jsonl: episode 'edited-\\ud800' has a run_id with a lone UTF-16 surrogate" in error.value
+        app = open_page(tmp_path, monkeypatch, page, {"run": unsafe_run.name})  # the rest is still browsable
+        no_exception(app)
+        assert not [e.value for e in app.error if "Failure mode" not in e.value]
