@@ -297,7 +297,7 @@ def run_data_or_stop(summary: RunSummary) -> RunData:
         st.warning(
             f"Run {code(data.run_group_id)} was changed after its run ({len(data.changed)} change(s) found by its "
             f"seal; first: {code(data.changed[0])}). The numbers here are recomputed from its episodes as they now "
-            f"stand; {code(f'contextdelta verify {data.run_group_id}')} names every change."
+            f"stand; {code(f'contextdelta verify {data.name}')} names every change."
         )
     return data
 

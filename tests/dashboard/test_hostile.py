@@ -200,3 +200,18 @@ def test_an_episode_id_with_a_lone_surrogate_makes_its_run_malformed_not_a_trace
         app = open_page(tmp_path, monkeypatch, page, {"run": unsafe_run.name})  # the rest is still browsable
         no_exception(app)
         assert not [e.value for e in app.error if "Failure mode" not in e.value]
+
+
+@pytest.mark.slow
+def test_a_changed_run_in_a_renamed_folder_names_the_verify_command_of_its_folder(
+    tmp_path: Path, trusting_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "renamed"
+    shutil.copytree(trusting_run, folder)
+    with (folder / "task_results.csv").open("a") as handle:
+        handle.write("an,edited,line\n")
+    app = open_page(tmp_path, monkeypatch, PAGES[1], {"run": "renamed"})
+    no_exception(app)
+    (warning,) = [w.value for w in app.warning if "was changed after its run" in w.value]
+    assert f"Run `{trusting_run.name}` was changed" in warning
+    assert "`contextdelta verify renamed` names every change" in warning  # the RUN_ID verify takes: the folder
