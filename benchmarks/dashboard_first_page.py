@@ -86,11 +86,12 @@ def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout_s: float = 
     raise SystemExit(f"the dashboard did not answer on {url} within {timeout_s}s")
 
 
-def pages_after_runs(run_id: str) -> list[tuple[str, str, list[str]]]:
-    """The pages visited after the Runs page, in order: (name, path, texts that show it rendered)."""
+def pages_after_runs(run_id: str, episodes: int) -> list[tuple[str, str, list[str]]]:
+    """The pages visited after the Runs page, in order: (name, path, texts that show it rendered); ``episodes`` is
+    the run's number of finished episodes, which the Episodes page lists unfiltered."""
     return [
         ("conditions", f"/conditions?run={run_id}", ["Task-level comparisons", "Difference from full_history"]),
-        ("episodes", f"/episodes?run={run_id}", ["Episodes", "576 of 576 episodes"]),
+        ("episodes", f"/episodes?run={run_id}", ["Episodes", f"{episodes} of {episodes} episodes"]),
         ("search", f"/episodes?run={run_id}&q=refund", ["Episodes", "contain “refund”"]),
         ("atlas", f"/atlas?run={run_id}", ["Failure atlas", "failures"]),
         ("episode", f"/episode?run={run_id}", ["Timeline", run_id]),
@@ -98,7 +99,7 @@ def pages_after_runs(run_id: str) -> list[tuple[str, str, list[str]]]:
     ]
 
 
-def entry_pages(run_id: str, first: str) -> list[tuple[str, str, list[str]]]:
+def entry_pages(run_id: str, episodes: int, first: str) -> list[tuple[str, str, list[str]]]:
     """The pages of one fresh dashboard process: the Runs page and the rest, or the Conditions page alone."""
     if first == "conditions":
         return [
@@ -108,10 +109,12 @@ def entry_pages(run_id: str, first: str) -> list[tuple[str, str, list[str]]]:
                 ["Task-level comparisons", "Difference from full_history"],
             )
         ]
-    return [("runs (first page)", "/", ["Runs", run_id, "newest first"]), *pages_after_runs(run_id)]
+    return [("runs (first page)", "/", ["Runs", run_id, "newest first"]), *pages_after_runs(run_id, episodes)]
 
 
-def one_round(chromium: str, results: Path, run_id: str, work: Path, first: str) -> dict[str, tuple[float, float]]:
+def one_round(
+    chromium: str, results: Path, run_id: str, episodes: int, work: Path, first: str
+) -> dict[str, tuple[float, float]]:
     """(first visit, reload) seconds per page on a freshly started dashboard whose first page is ``first``."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -127,7 +130,7 @@ def one_round(chromium: str, results: Path, run_id: str, work: Path, first: str)
             started = time.perf_counter()
             wait_healthy(url, process)
             timings["server up (from the command's start)"] = (time.perf_counter() - started, 0.0)
-            for name, path, expect in entry_pages(run_id, first):
+            for name, path, expect in entry_pages(run_id, episodes, first):
                 timings[name] = (page.time_to_render(url + path, expect), page.time_to_render(url + path, expect))
             outside = page.outside_requests()
             if outside:
@@ -153,7 +156,10 @@ def main() -> None:
             found = [s for s in list_runs(results) if s.readable]
             if not found:
                 raise SystemExit(f"no readable run directory in {results}")
-            run_id, episodes = found[0].run_group_id, found[0].finished
+            run_id, finished = found[0].run_group_id, found[0].finished
+            if not finished:
+                raise SystemExit(f"the newest run directory in {results}, {run_id}, has no finished episode")
+            episodes = finished
         else:
             results = work / "results"
             started = time.perf_counter()
@@ -166,8 +172,8 @@ def main() -> None:
         )
         rounds = [
             {
-                **one_round(chromium, results, run_id, work, "runs"),
-                **one_round(chromium, results, run_id, work, "conditions"),
+                **one_round(chromium, results, run_id, episodes, work, "runs"),
+                **one_round(chromium, results, run_id, episodes, work, "conditions"),
             }
             for _ in range(args.runs)
         ]
