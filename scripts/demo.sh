@@ -2,7 +2,7 @@
 # `make demo`: the real benchmark, end to end, on the embedded local model. No API key, no network at run time.
 #
 # Starts `contextdelta local-model serve` on a free loopback port, waits for its `ready` line, runs
-# `contextdelta run-benchmark` on the demo slice (every strategy, both protection modes), verifies the run
+# `contextdelta run-benchmark` on the demo slice (four of the six strategies, both protection modes), verifies the run
 # directory, prints the report, and stops the server on exit (also on error or Ctrl-C).
 #
 # The slice, model and limits are chosen to finish within 30 minutes on a 2-core CPU machine (README, "Demo"): a
