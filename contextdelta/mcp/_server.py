@@ -28,6 +28,8 @@ SERVER_NAME = "contextdelta-world"
 TASK_PROMPT = "task"
 MCP_PATH = "/mcp"
 GRACEFUL_SHUTDOWN_S = 2
+SHUTDOWN_GRACE_S = 3
+"""Beyond uvicorn's graceful shutdown, how long the server may take to stop before it is cancelled."""
 
 
 class McpUnavailable(RuntimeError):
@@ -128,16 +130,26 @@ async def serve_http(episode: WorldEpisode, sock: socket.socket) -> AsyncIterato
     )
     server = _Server(config)
     host, port = sock.getsockname()[:2]
+    # The server runs shielded: when the block is cancelled (Ctrl-C of run-external with episodes in flight), it is
+    # told to exit and shuts down as on a normal end, within a bounded time, instead of being cancelled mid-way,
+    # which left uvicorn's lifespan task waiting and printed its CancelledError traceback as the loop closed.
+    shield = anyio.CancelScope(shield=True)
+
+    async def serve() -> None:
+        with shield:
+            await server.serve([sock])
+
     async with anyio.create_task_group() as group:
-        group.start_soon(server.serve, [sock])
-        while not server.started:
-            if server.should_exit:
-                raise RuntimeError("the MCP HTTP server did not start")
-            await anyio.sleep(0.01)
+        group.start_soon(serve)
         try:
+            while not server.started:
+                if server.should_exit:
+                    raise RuntimeError("the MCP HTTP server did not start")
+                await anyio.sleep(0.01)
             yield f"http://{host}:{port}{MCP_PATH}"
         finally:
             server.should_exit = True
+            shield.deadline = anyio.current_time() + GRACEFUL_SHUTDOWN_S + SHUTDOWN_GRACE_S
 
 
 async def serve_stdio(episode: WorldEpisode) -> None:
