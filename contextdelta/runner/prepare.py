@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import socket
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -780,6 +782,13 @@ def _execution(request: BenchmarkRequest, settings: Settings, spec: ProviderSpec
             )
         if spec is None:
             raise BenchmarkError("--executor ray needs a provider built from settings, not a provider object")
+        if request.ray_address is not None:
+            problem = ray_address_problem(request.ray_address)
+            if problem is not None:
+                raise BenchmarkError(
+                    f"--ray-address {request.ray_address!r}: cannot reach a Ray cluster there: {problem}; start it "
+                    "(ray start --head) or correct the address, or leave --ray-address out for a local cluster"
+                )
         return ExecutionPlan("ray", min(workers, request.concurrency) if workers else None, request.ray_address, limits)
     if spec is None:  # a provider object cannot be rebuilt in another process
         return ExecutionPlan("local", 1, None, limits)
@@ -793,6 +802,38 @@ def _execution(request: BenchmarkRequest, settings: Settings, spec: ProviderSpec
             "use --executor ray for more machines"
         )
     return ExecutionPlan("local", max(1, min(chosen, request.concurrency)), None, limits)
+
+
+RAY_CONNECT_TIMEOUT_S = 5.0
+"""How long the check of ``--ray-address`` waits for a connection to its host and port."""
+RAY_DEFAULT_PORTS = {"": 6379, "ray": 10001}
+"""The port Ray assumes when an address names none: a head node's GCS (``host``), the Ray Client server
+(``ray://host``)."""
+
+
+def ray_address_problem(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> str | None:
+    """Why nothing can answer at ``--ray-address`` (the host does not resolve, or nothing listens on the port), or
+    None. ``ray.init`` retries such an address for many minutes, in a thread that Ctrl-C and SIGTERM cannot stop, so
+    the run checks it first. ``auto``, ``local`` and schemes other than ``ray://`` are left to Ray."""
+    if address in ("auto", "local"):
+        return None
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "", address
+    if scheme not in RAY_DEFAULT_PORTS:
+        return None
+    try:
+        parts = urllib.parse.urlsplit("//" + rest)
+        host, port = parts.hostname, parts.port or RAY_DEFAULT_PORTS[scheme]
+    except ValueError as exc:
+        return f"not a host:port address ({exc})"
+    if not host:
+        return "no host in it"
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as exc:
+        return f"nothing answers at {host}:{port} ({exc.strerror or exc})"
+    return None
 
 
 def _provider_info(request: BenchmarkRequest, settings: Settings, provider: ChatProvider) -> ProviderInfo:
