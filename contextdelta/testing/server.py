@@ -76,7 +76,9 @@ def main(
         float, typer.Option(min=0, max=DAY_S, callback=_finite, help="Retry-After seconds sent with each 429.")
     ] = 1.0,
     retry_after_http_date: Annotated[bool, typer.Option(help="Send Retry-After as an HTTP date.")] = False,
-    no_retry_after: Annotated[bool, typer.Option(help="Send 429s without a Retry-After header.")] = False,
+    no_retry_after: Annotated[
+        bool, typer.Option("--no-retry-after", help="Send 429s without a Retry-After header.")
+    ] = False,
     fail_500: Annotated[str | None, typer.Option(metavar=SELECTOR, help="Answer 500.")] = None,
     fail_context_length: Annotated[
         str | None, typer.Option(metavar=SELECTOR, help="Answer 400 context_length_exceeded.")
@@ -102,7 +104,7 @@ def main(
     ] = None,
     silent: Annotated[bool, typer.Option(help="Accept connections and never answer anything.")] = False,
     reject_tools: Annotated[bool, typer.Option(help="Answer 400 to chat requests that carry tools.")] = False,
-    no_models: Annotated[bool, typer.Option(help="Answer 404 to GET /v1/models.")] = False,
+    no_models: Annotated[bool, typer.Option("--no-models", help="Answer 404 to GET /v1/models.")] = False,
     outage_after: Annotated[
         int | None, typer.Option(min=1, help="Start an outage (every request 503) at this chat request number.")
     ] = None,

@@ -167,3 +167,14 @@ def test_a_delay_over_a_day_is_refused_naming_the_flag(flag: str, value: str) ->
         )
     assert result.exit_code == 2 and "ready" not in result.stdout
     assert flag in result.output and "less than or equal to 86400" in result.output
+
+
+def test_flags_that_say_no_have_no_doubled_negation_in_the_help() -> None:
+    from typer.testing import CliRunner
+
+    from contextdelta.testing.server import app
+
+    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0
+    assert "--no-models" in result.output and "--no-retry-after" in result.output
+    assert "--no-no-" not in result.output
