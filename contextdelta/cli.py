@@ -1114,10 +1114,10 @@ def db_import_command(
         raise _fail(str(exc), 2) from None
     finally:
         store.close()
-    typer.echo(
-        f"{report.run_group_id}: {report.total} episodes ({report.added} added, {report.updated} updated, "
-        f"{report.unchanged} unchanged) in {store.url}"
-    )
+    typer.echo(f"{report.run_group_id}: {report.total} episodes ({report.counts()}) in {store.url}")
+    repaired = report.repairs_named()
+    if repaired is not None:
+        typer.echo(f"{report.run_group_id}: {repaired}")
 
 
 @app.command("replay")

@@ -267,11 +267,16 @@ def _table(model: type[Any]) -> Table:
 
 
 def upsert_episode(
-    session: Session, record: EpisodeRecord, attributor: Attributor | None, superseded: Sequence[EpisodeRecord] = ()
+    session: Session,
+    record: EpisodeRecord,
+    attributor: Attributor | None,
+    superseded: Sequence[EpisodeRecord] = (),
+    *,
+    replace: bool = False,
 ) -> str:
     """Insert the episode (its current record, with the ``superseded`` attempts it replaced), replace it when its
-    record or its superseded attempts changed (a failed trial re-run), or leave it; returns added/updated/
-    unchanged."""
+    record or its superseded attempts changed (a failed trial re-run) or when told to (``replace``: its rows were
+    found to differ from the record's), or leave it; returns added/updated/unchanged."""
     digest = record_sha256(record)
     earlier = [attempt_summary(r) for r in superseded] or None
     existing = session.execute(
@@ -279,7 +284,12 @@ def upsert_episode(
             EpisodeRow.run_group_id == record.run_group_id, EpisodeRow.run_id == record.run_id
         )
     ).one_or_none()
-    if existing is not None and existing.record_sha256 == digest and existing.superseded_attempts == earlier:
+    if (
+        not replace
+        and existing is not None
+        and existing.record_sha256 == digest
+        and existing.superseded_attempts == earlier
+    ):
         if existing.failure_mode is None and attributor is not None and not record.verdict.success:
             # rows stored before attribution existed (an older revision) get their failure mode on re-import
             attribution = attributor(record)
@@ -307,3 +317,88 @@ def upsert_episode(
         if children:
             session.execute(insert(_table(model)), [{**values, "episode_id": episode_id} for values in children])
     return "added" if existing is None else "updated"
+
+
+NOT_COMPARED = frozenset({"id", "episode_id", "failure_mode", "failure_cause"})
+"""Columns a row comparison skips: keys the database assigns, and the classifier's attribution (derived at ingest
+by the failure-atlas classifier of the day, not a field of the record)."""
+
+
+def same_value(expected: Any, held: Any) -> bool:
+    """Whether a stored value is the one ``episode_values`` derives. Strict about types a JSON or SQL round trip
+    keeps (``true`` is not ``1``, ``"1"`` is not ``1``, a list is not an object); a number equals the same number
+    as an int or a float (a Float column may read an integer back as a float, PostgreSQL's ``double precision``
+    and SQLite's REAL both keep every float exactly); SQL NULL and JSON ``null`` are both None (SQLAlchemy reads
+    both so); dicts compare by keys, not order (PostgreSQL's jsonb reorders them)."""
+    if expected is None or held is None:
+        return expected is None and held is None
+    if isinstance(expected, bool) or isinstance(held, bool):
+        return isinstance(expected, bool) and isinstance(held, bool) and expected == held
+    if isinstance(expected, int | float) and isinstance(held, int | float):
+        if isinstance(expected, float) and isinstance(held, float) and expected != expected:
+            return held != held  # NaN
+        return expected == held
+    if isinstance(expected, dict) and isinstance(held, dict):
+        return expected.keys() == held.keys() and all(same_value(v, held[k]) for k, v in expected.items())
+    if isinstance(expected, list | tuple) and isinstance(held, list | tuple):
+        return len(expected) == len(held) and all(same_value(e, h) for e, h in zip(expected, held, strict=True))
+    return type(expected) is type(held) and bool(expected == held)
+
+
+def _row_difference(table: str, expected: dict[str, Any], held: dict[str, Any]) -> str | None:
+    for name, value in expected.items():
+        if name in NOT_COMPARED:
+            continue
+        if name not in held:
+            return f"{table}.{name} (missing)"
+        if not same_value(value, held[name]):
+            return f"{table}.{name}"
+    return None
+
+
+def first_difference(expected: EpisodeValues, held: EpisodeValues) -> str | None:
+    """The first column where the rows the store holds for an episode (``held``: its episode row, then its steps,
+    tool events and mutations in order) differ from those ``expected`` (``episode_values`` of its record), as
+    ``table.column`` (with the child's key: ``steps[3].messages``); None when they are equal."""
+    found = _row_difference("episodes", expected[0], held[0])
+    if found is not None:
+        return found
+    for table, key, want, have in (
+        ("steps", "step", expected[1], held[1]),
+        ("tool_events", "seq", expected[2], held[2]),
+        ("hidden_mutations", "position", expected[3], held[3]),
+    ):
+        rows = {row[key]: row for row in have}
+        for row in want:
+            stored = rows.pop(row[key], None)
+            if stored is None:
+                return f"{table}[{key}={row[key]}] (missing)"
+            found = _row_difference(f"{table}[{key}={row[key]}]", row, stored)
+            if found is not None:
+                return found
+        if rows or len(have) != len(want):  # a row not in the record (or a key stored twice)
+            extra = min(rows) if rows else have[0][key]
+            return f"{table}[{key}={extra}] (not in the record)"
+    return None
+
+
+def stored_episode_values(session: Session, run_group_id: str, run_ids: Sequence[str]) -> dict[str, EpisodeValues]:
+    """What the store holds for the episodes ``run_ids`` of a run group, shaped as ``episode_values`` (each row's
+    columns by name; children in their key's order, ``episode_id`` included). Run ids it lacks are left out."""
+    episodes = _table(EpisodeRow)
+    rows = session.execute(
+        select(episodes).where(episodes.c.run_group_id == run_group_id, episodes.c.run_id.in_(list(run_ids)))
+    ).mappings()
+    held: dict[str, EpisodeValues] = {}
+    by_id: dict[int, EpisodeValues] = {}
+    for row in rows:
+        values: EpisodeValues = (dict(row), [], [], [])
+        held[row["run_id"]] = by_id[row["id"]] = values
+    if not by_id:
+        return held
+    for position, (model, key) in enumerate(((StepRow, "step"), (ToolEventRow, "seq"), (MutationRow, "position"))):
+        table = _table(model)
+        query = select(table).where(table.c.episode_id.in_(list(by_id))).order_by(table.c.episode_id, table.c[key])
+        for child in session.execute(query).mappings():
+            cast(list[dict[str, Any]], by_id[child["episode_id"]][position + 1]).append(dict(child))
+    return held

@@ -27,8 +27,13 @@ from contextdelta.store._engine import (
 )
 from contextdelta.store._ingest import (
     Attributor,
+    EpisodeValues,
+    episode_values,
     failure_attribution,
+    first_difference,
     record_sha256,
+    same_value,
+    stored_episode_values,
     upsert_episode,
     upsert_run_group,
 )
@@ -39,6 +44,10 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 WRITE_ATTEMPTS = 5
+REPAIRS_NAMED = 3
+"""How many repaired episodes an import report names (with their first differing column)."""
+CHECK_CHUNK = 64
+"""Episodes whose stored rows are read back and compared per query."""
 
 
 @dataclass
@@ -49,10 +58,27 @@ class ImportReport:
     added: int = 0
     updated: int = 0
     unchanged: int = 0
+    repaired: int = 0
+    """Episodes whose record was stored but whose rows differed from it (edited in the database, or written by a
+    faulty version): replaced by the record's rows."""
+    repairs: list[str] = field(default_factory=list)
+    """``RUN_ID: table.column`` of each repaired episode's first differing column, in order."""
 
     @property
     def total(self) -> int:
-        return self.added + self.updated + self.unchanged
+        return self.added + self.updated + self.repaired + self.unchanged
+
+    def counts(self) -> str:
+        """``N added, N updated, N repaired, N unchanged``."""
+        return f"{self.added} added, {self.updated} updated, {self.repaired} repaired, {self.unchanged} unchanged"
+
+    def repairs_named(self) -> str | None:
+        """The first repaired episodes with their first differing column (None: none repaired)."""
+        if not self.repairs:
+            return None
+        more = len(self.repairs) - REPAIRS_NAMED
+        shown = "; ".join(self.repairs[:REPAIRS_NAMED]) + (f"; and {more} more" if more > 0 else "")
+        return f"repaired {len(self.repairs)} episode(s) whose rows differed from raw_runs.jsonl: {shown}"
 
 
 @dataclass
@@ -163,16 +189,14 @@ class Store:
 
     def import_run(self, directory: RunDirectory | Path) -> ImportReport:
         """Load a run directory: its manifest and every episode of ``raw_runs.jsonl`` (each one's current record,
-        with its superseded attempts). Idempotent."""
+        with its superseded attempts). Idempotent; an episode whose stored rows differ from its record (edited in
+        the database) is replaced and counted as repaired."""
         directory = directory if isinstance(directory, RunDirectory) else RunDirectory(directory)
         manifest = directory.read_manifest()
         attempts = directory.read_attempts()
         self.ingest_manifest(manifest, directory.path.resolve())
-        report = ImportReport(manifest.run_group_id)
-        for record in attempts.current:
-            outcome = self.ingest_episode(record, attempts.attempts_of(record.run_id)[:-1])
-            setattr(report, outcome, getattr(report, outcome) + 1)
-        return report
+        episodes = [(record, attempts.attempts_of(record.run_id)[:-1]) for record in attempts.current]
+        return self._sync(manifest.run_group_id, episodes, attribute_unchanged=True)
 
     def episode_digests(self, run_group_id: str) -> dict[str, str]:
         """Run id -> record SHA-256 of every episode the store holds for a run group."""
@@ -183,21 +207,54 @@ class Store:
     def reconcile(self, run_group_id: str, records: Sequence[EpisodeRecord]) -> ImportReport:
         """Make the store hold exactly ``records`` of the run group as recorded (the run directory's episodes, every
         attempt): each episode's current record (its highest attempt) with the attempts it superseded; each one
-        missing is inserted, each one whose record or superseded attempts differ replaced, none duplicated (the
+        missing is inserted, each one whose record or superseded attempts differ replaced, each one whose rows
+        (episode, steps, tool events, mutations) differ from those its record gives repaired, none duplicated (the
         store keys an episode by run group and run id). What a killed writer thread never wrote is thereby written
         on resume and when the run ends."""
-        held = self.episode_digests(run_group_id)
-        report = ImportReport(run_group_id)
         attempts: dict[str, list[EpisodeRecord]] = {}
         for record in sorted(records, key=lambda r: r.attempt):
             attempts.setdefault(record.run_id, []).append(record)
-        for run_id, every in attempts.items():
-            current, superseded = every[-1], every[:-1]
-            if not superseded and held.get(run_id) == record_sha256(current):
-                report.unchanged += 1
-                continue
-            outcome = self.ingest_episode(current, superseded)
-            setattr(report, outcome, getattr(report, outcome) + 1)
+        return self._sync(run_group_id, [(every[-1], every[:-1]) for every in attempts.values()])
+
+    def _sync(
+        self,
+        run_group_id: str,
+        episodes: Sequence[tuple[EpisodeRecord, Sequence[EpisodeRecord]]],
+        *,
+        attribute_unchanged: bool = False,
+    ) -> ImportReport:
+        """Store each (current record, superseded attempts) pair of a run group unless the store holds exactly the
+        rows it gives (compared column by column, ``first_difference``). ``attribute_unchanged``: an unchanged
+        episode stored without a failure mode gets one (rows of an older revision)."""
+        report = ImportReport(run_group_id)
+        for start in range(0, len(episodes), CHECK_CHUNK):
+            chunk = episodes[start : start + CHECK_CHUNK]
+            with self.read_session() as session:
+                held = stored_episode_values(session, run_group_id, [record.run_id for record, _ in chunk])
+            for record, superseded in chunk:
+                stored = held.get(record.run_id)
+                difference = None
+                if stored is not None:
+                    expected = episode_values(record, None, record_sha256(record), superseded)
+                    if not _same_record(expected, stored):
+                        stored = None  # another record, or other superseded attempts: replaced as "updated"
+                    else:
+                        difference = first_difference(expected, stored)
+                if stored is None:
+                    outcome = self.ingest_episode(record, superseded)
+                elif difference is not None:
+                    self._write(
+                        lambda s, r=record, e=superseded: upsert_episode(s, r, self.attributor, e, replace=True)
+                    )
+                    outcome = "repaired"
+                    report.repairs.append(f"{record.run_id}: {difference}")
+                elif attribute_unchanged:
+                    outcome = self.ingest_episode(record, superseded)
+                else:
+                    outcome = "unchanged"
+                setattr(report, outcome, getattr(report, outcome) + 1)
+        if report.repairs:
+            log.warning("trace store %s: %s", self.url, report.repairs_named())
         return report
 
     def record_proxy_trace(self, trace: ProxyTrace) -> int:
@@ -224,6 +281,12 @@ class Store:
         """Every recorded proxy pair, oldest first."""
         with self.read_session() as session:
             return list(session.scalars(select(ProxyTraceRow).order_by(ProxyTraceRow.id)))
+
+
+def _same_record(expected: EpisodeValues, stored: EpisodeValues) -> bool:
+    """Whether the stored episode row is of the same record and superseded attempts (else it is replaced as an
+    updated record, not repaired)."""
+    return all(same_value(expected[0][name], stored[0].get(name)) for name in ("record_sha256", "superseded_attempts"))
 
 
 def open_store(url: str | None = None, *, attributor: Attributor | None = failure_attribution) -> Store:
@@ -319,7 +382,7 @@ class StoreWriter:
                     continue
                 if isinstance(item, _Reconcile):
                     report = self.store.reconcile(item.run_group_id, item.records)
-                    self.reconciled += report.added + report.updated
+                    self.reconciled += report.added + report.updated + report.repaired
                     continue
                 batch = [item]  # the episodes queued meanwhile go in the same transaction (one commit for all)
                 while len(batch) < BATCH_EPISODES:

@@ -129,8 +129,8 @@ def test_cli_db_upgrade_and_import(sqlite_url: str, mock_run: Path) -> None:
     first = runner.invoke(app, args)
     second = runner.invoke(app, args)
     assert first.exit_code == 0, first.output
-    assert "10 episodes (10 added, 0 updated, 0 unchanged)" in first.stdout
-    assert "10 episodes (0 added, 0 updated, 10 unchanged)" in second.stdout
+    assert "10 episodes (10 added, 0 updated, 0 repaired, 0 unchanged)" in first.stdout
+    assert "10 episodes (0 added, 0 updated, 0 repaired, 10 unchanged)" in second.stdout
 
     bad = runner.invoke(
         app, ["db", "import", "../etc", "--results-dir", str(mock_run.parent), "--database-url", sqlite_url]

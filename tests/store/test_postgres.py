@@ -70,3 +70,34 @@ def test_migrations_and_import_on_postgres(postgres_url: str, mock_run: Path) ->
         second = store.import_run(mock_run)
         assert (first.added, second.unchanged) == (10, 10)
         assert store.episode_count("mock-pipeline") == 10
+
+
+def test_import_repairs_edited_rows_on_postgres(postgres_url: str, mock_run: Path) -> None:
+    """Rows read back from PostgreSQL (JSON parsed by psycopg, double precision, booleans) equal the ones a record
+    gives: a second import repairs nothing; rows edited with SQL, jsonb-reordered JSON aside, are repaired."""
+    grinder = "order-grinder-refund.full_history.unprotected.r1"
+    desk = "order-desk-cancel.full_history.freshness_contract.r1"
+    staging = "cfg-staging-access.full_history.unprotected.r1"
+    with Store.open(postgres_url) as store:
+        store.import_run(mock_run)
+        assert (store.import_run(mock_run).repaired, store.import_run(mock_run).unchanged) == (0, 10)
+        with store.engine.begin() as connection:
+            connection.execute(text("UPDATE episodes SET success = NOT success WHERE run_id = :r"), {"r": desk})
+            connection.execute(
+                text(
+                    "UPDATE steps SET messages = messages::jsonb::json WHERE episode_id IN "
+                    "(SELECT id FROM episodes WHERE run_id = :r)"
+                ),
+                {"r": staging},
+            )  # the same JSON with its keys reordered and respaced by jsonb: not a difference
+            connection.execute(
+                text(
+                    "UPDATE tool_events SET arguments = '{\"order_id\": 1}' WHERE seq = 0 AND episode_id = "
+                    "(SELECT id FROM episodes WHERE run_id = :r)"
+                ),
+                {"r": grinder},
+            )
+        report = store.import_run(mock_run)
+        assert (report.added, report.updated, report.repaired, report.unchanged) == (0, 0, 2, 8)
+        assert report.repairs == [f"{grinder}: tool_events[seq=0].arguments", f"{desk}: episodes.success"]
+        assert store.import_run(mock_run).unchanged == 10
