@@ -9,13 +9,15 @@ record; the attempts it superseded are summarised in ``superseded_attempts`` (th
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, Table, delete, insert, select
+from sqlalchemy import JSON, Boolean, CursorResult, Table, delete, insert, select, type_coerce
 from sqlalchemy.orm import Session
+from sqlalchemy.types import NullType
 
 from contextdelta.canonical import sha256_hex
 from contextdelta.rundir import VERDICT_COLUMNS as TASK_RESULT_VERDICT_COLUMNS
@@ -382,23 +384,69 @@ def first_difference(expected: EpisodeValues, held: EpisodeValues) -> str | None
     return None
 
 
+@dataclass(frozen=True)
+class Unreadable:
+    """A stored value its column's type cannot read (SQLite keeps whatever was written: text in a JSON column that
+    is not JSON); equal to nothing a record gives, so its episode is repaired."""
+
+    raw: Any
+
+
+def _raw_columns(table: Table, sqlite: bool) -> list[Any]:
+    """The columns to select: on SQLite as stored (no type processing, which fails or coerces on hand-edited
+    values: ``json.loads`` on text that is not JSON, ``bool(5)``), elsewhere through their types (the server
+    checks them on write)."""
+    if not sqlite:
+        return list(table.c)
+    return [type_coerce(column, NullType()).label(column.name) for column in table.c]
+
+
+def _read_raw(table: Table, row: Any) -> dict[str, Any]:
+    """A SQLite row read raw, as its column types would give it where that is what was written."""
+    values = dict(row)
+    for column in table.c:
+        value = values[column.name]
+        if value is None:
+            continue
+        if isinstance(column.type, JSON) and isinstance(value, str | bytes):
+            try:
+                values[column.name] = json.loads(value)
+            except ValueError:
+                values[column.name] = Unreadable(value)
+        elif isinstance(column.type, Boolean) and type(value) is int and value in (0, 1):
+            values[column.name] = bool(value)
+    return values
+
+
 def stored_episode_values(session: Session, run_group_id: str, run_ids: Sequence[str]) -> dict[str, EpisodeValues]:
     """What the store holds for the episodes ``run_ids`` of a run group, shaped as ``episode_values`` (each row's
-    columns by name; children in their key's order, ``episode_id`` included). Run ids it lacks are left out."""
+    columns by name; children in their key's order, ``episode_id`` included). Run ids it lacks are left out. A
+    value its column's type cannot read is an :class:`Unreadable`."""
+    sqlite = session.get_bind().dialect.name == "sqlite"
+
+    def read(table: Table, row: Any) -> dict[str, Any]:
+        return _read_raw(table, row) if sqlite else dict(row)
+
     episodes = _table(EpisodeRow)
     rows = session.execute(
-        select(episodes).where(episodes.c.run_group_id == run_group_id, episodes.c.run_id.in_(list(run_ids)))
+        select(*_raw_columns(episodes, sqlite)).where(
+            episodes.c.run_group_id == run_group_id, episodes.c.run_id.in_(list(run_ids))
+        )
     ).mappings()
     held: dict[str, EpisodeValues] = {}
     by_id: dict[int, EpisodeValues] = {}
     for row in rows:
-        values: EpisodeValues = (dict(row), [], [], [])
+        values: EpisodeValues = (read(episodes, row), [], [], [])
         held[row["run_id"]] = by_id[row["id"]] = values
     if not by_id:
         return held
     for position, (model, key) in enumerate(((StepRow, "step"), (ToolEventRow, "seq"), (MutationRow, "position"))):
         table = _table(model)
-        query = select(table).where(table.c.episode_id.in_(list(by_id))).order_by(table.c.episode_id, table.c[key])
+        query = (
+            select(*_raw_columns(table, sqlite))
+            .where(table.c.episode_id.in_(list(by_id)))
+            .order_by(table.c.episode_id, table.c[key])
+        )
         for child in session.execute(query).mappings():
-            cast(list[dict[str, Any]], by_id[child["episode_id"]][position + 1]).append(dict(child))
+            cast(list[dict[str, Any]], by_id[child["episode_id"]][position + 1]).append(read(table, child))
     return held

@@ -253,8 +253,6 @@ class Store:
                 else:
                     outcome = "unchanged"
                 setattr(report, outcome, getattr(report, outcome) + 1)
-        if report.repairs:
-            log.warning("trace store %s: %s", self.url, report.repairs_named())
         return report
 
     def record_proxy_trace(self, trace: ProxyTrace) -> int:
@@ -383,6 +381,8 @@ class StoreWriter:
                 if isinstance(item, _Reconcile):
                     report = self.store.reconcile(item.run_group_id, item.records)
                     self.reconciled += report.added + report.updated + report.repaired
+                    if report.repairs:  # rows edited (or written wrong) while the run went on
+                        log.warning("trace store %s: %s", self.store.url, report.repairs_named())
                     continue
                 batch = [item]  # the episodes queued meanwhile go in the same transaction (one commit for all)
                 while len(batch) < BATCH_EPISODES:

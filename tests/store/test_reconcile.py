@@ -164,18 +164,30 @@ def test_reconcile_repairs_rows_and_names_the_first_differing_column(sqlite_url:
         store.import_run(directory)
         _edit(
             sqlite_url,
-            f"UPDATE episodes SET latency_s = latency_s + 0.5, final_answer = NULL WHERE run_id = '{DESK}'",
+            # true written as 5: SQLite's bool() would read it as true again
+            f"UPDATE episodes SET success = 5, final_answer = NULL WHERE run_id = '{DESK}'",
+            f"UPDATE episodes SET latency_s = latency_s + 0.5 WHERE run_id = '{REVIEW}'",
+            # text that is not JSON in a JSON column: read as unreadable, not a crash
+            f"UPDATE steps SET summary_calls = 'not json' WHERE step = 1 AND episode_id = {_episode(LEGACY)}",
             f"UPDATE hidden_mutations SET versions_after = '{{}}' WHERE episode_id = {_episode(GRINDER)}",
             f"INSERT INTO tool_events (episode_id, seq, step, call_index, tool, outcome, result, stale, duplicate, "
             f"prohibited, state_before, state_after) VALUES ({_episode(SPLIT)}, 99, 1, 0, 'x', 'ok', '', 0, 0, 0, "
             "'a', 'b')",
         )
         report = store.reconcile("mock-pipeline", records)
-        assert (report.added, report.updated, report.repaired, report.unchanged) == (0, 0, 3, 7)
+        assert (report.added, report.updated, report.repaired, report.unchanged) == (0, 0, 5, 5)
         assert report.repairs == [
             f"{GRINDER}: hidden_mutations[position=0].versions_after",
+            f"{LEGACY}: steps[step=1].summary_calls",
             f"{SPLIT}: tool_events[seq=99] (not in the record)",
-            f"{DESK}: episodes.latency_s",  # the first of its two edited columns
+            f"{REVIEW}: episodes.latency_s",
+            f"{DESK}: episodes.success",  # the first of its two edited columns
         ]
         again = store.reconcile("mock-pipeline", records)
         assert (again.repaired, again.unchanged) == (0, 10)
+        with store.read_session() as session:
+            desk = session.scalars(select(EpisodeRow).where(EpisodeRow.run_id == DESK)).one()
+            assert (desk.success, desk.final_answer) == (
+                True,
+                next(r for r in records if r.run_id == DESK).trace.final_answer,
+            )
