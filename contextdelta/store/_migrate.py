@@ -33,6 +33,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
 from contextdelta.store._engine import (
+    READ_ONLY,
     StoreError,
     create_store_engine,
     database_problem,
@@ -177,7 +178,8 @@ def upgrade_database(target: Engine | str) -> UpgradeReport:
     try:
         with _migration_lock(engine):
             head = head_revision()
-            with engine.connect() as connection:
+            # a plain read: another writer's transaction (a run storing episodes) must not make it wait
+            with engine.execution_options(**{READ_ONLY: True}).connect() as connection:
                 tables = _tables(connection)
                 before = MigrationContext.configure(connection).get_current_revision()
                 connection.rollback()

@@ -353,6 +353,12 @@ class StoreWriter:
             return
         self._queue.put(_STOP)
         self._thread.join(timeout_s)
+        if self._thread.is_alive():  # blocked on a database another writer holds locked, or a slow server
+            self._fail(
+                f"trace store {self.store.url}: still writing after {timeout_s:g}s (is another process holding the "
+                "database locked?); the episodes not yet written are missing from it. The run directory is "
+                "complete, load it later with `contextdelta db import RUN_ID`"
+            )
         self._thread = None
 
     def _failed(self, exc: Exception) -> None:

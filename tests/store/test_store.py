@@ -1,0 +1,53 @@
+"""The store when another process holds its SQLite database locked (a second run, or a user's open transaction):
+opening it does not wait for the lock, and a writer that cannot finish says so when the run closes it."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from contextdelta.store import Store, StoreWriter
+from examples.smoke.mock_pipeline import Fixture
+
+
+@contextmanager
+def _locked(url: str) -> Iterator[None]:
+    """Another writer holding the database's write lock (an open ``BEGIN IMMEDIATE`` transaction)."""
+    connection = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None, check_same_thread=False)
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        connection.execute("ROLLBACK")
+        connection.close()
+
+
+def test_a_store_locked_by_another_writer_opens_without_waiting_for_the_lock(sqlite_url: str) -> None:
+    Store.open(sqlite_url).close()  # at head: opening only reads the revision
+    with _locked(sqlite_url):
+        started = time.monotonic()
+        with Store.open(sqlite_url) as store:
+            assert store.upgrade is not None and (store.upgrade.found, store.upgrade.changed) == ("versioned", False)
+            assert store.episode_count() == 0  # reads go on beside the writer
+        assert time.monotonic() - started < 5  # not the 30 s busy timeout, then "database is locked"
+
+
+def test_a_writer_still_blocked_when_closed_says_what_is_missing(sqlite_url: str, mock_fixture: Fixture) -> None:
+    store = Store.open(sqlite_url)
+    store.ingest_manifest(mock_fixture.manifest)
+    errors: list[str] = []
+    writer = StoreWriter(store, on_error=errors.append)
+    with _locked(sqlite_url):
+        writer.start()
+        thread = writer._thread
+        writer.episode(mock_fixture.episodes[0].record)
+        writer.close(timeout_s=0.5)
+        assert len(errors) == 1
+        assert errors[0].startswith(f"trace store {store.url}: still writing after 0.5s (is another process holding")
+        assert "`contextdelta db import RUN_ID`" in errors[0]
+    assert thread is not None
+    thread.join(60)  # the lock released, the queued episode is written after all
+    assert store.episode_count() == 1 and writer.written == 1
+    store.close()
