@@ -24,6 +24,7 @@ from contextdelta.store._engine import (
     create_store_engine,
     database_problem,
     redact_database_url,
+    sqlite_path,
 )
 from contextdelta.store._ingest import (
     Attributor,
@@ -136,6 +137,17 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def recreate_if_deleted(self) -> bool:
+        """When the SQLite file was deleted while open (its connections go on writing to the unlinked file, which
+        nothing can read), close them and create the store anew at the same path, migrated to head; True when it
+        did. Other databases: False."""
+        path = sqlite_path(self.engine.url)
+        if path is None or path.exists():
+            return False
+        self.engine.dispose()
+        upgrade_database(self.engine.url.render_as_string(hide_password=False))
+        return True
 
     def __enter__(self) -> Store:
         return self
@@ -328,6 +340,8 @@ class StoreWriter:
     """Episodes a reconciliation inserted or replaced (ones an earlier, killed session never stored)."""
     errors: list[str] = field(default_factory=list)
     _queue: queue.Queue[Any] = field(default_factory=queue.Queue)
+    _manifest: tuple[RunManifest, Path | None] | None = None
+    """The last manifest written (the run group row to write again into a store created anew)."""
     _thread: threading.Thread | None = None
 
     def start(self) -> StoreWriter:
@@ -383,8 +397,17 @@ class StoreWriter:
                 if isinstance(item, tuple):
                     manifest, path = item
                     self.store.ingest_manifest(manifest, path)
+                    self._manifest = item
                     continue
                 if isinstance(item, _Reconcile):
+                    if self.store.recreate_if_deleted():
+                        self._fail(
+                            f"trace store {self.store.url}: its file was deleted while the run wrote to it; created "
+                            "it again with this run's episodes (what it held of other runs is gone: load their run "
+                            "directories with `contextdelta db import RUN_ID`)"
+                        )
+                        if self._manifest is not None:
+                            self.store.ingest_manifest(*self._manifest)
                     report = self.store.reconcile(item.run_group_id, item.records)
                     self.reconciled += report.added + report.updated + report.repaired
                     if report.repairs:  # rows edited (or written wrong) while the run went on

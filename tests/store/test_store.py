@@ -7,6 +7,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from contextdelta.store import Store, StoreWriter
 from examples.smoke.mock_pipeline import Fixture
@@ -51,3 +52,33 @@ def test_a_writer_still_blocked_when_closed_says_what_is_missing(sqlite_url: str
     thread.join(60)  # the lock released, the queued episode is written after all
     assert store.episode_count() == 1 and writer.written == 1
     store.close()
+
+
+def test_a_store_file_deleted_during_a_run_is_created_again_with_its_episodes(
+    sqlite_url: str, mock_fixture: Fixture
+) -> None:
+    path = Path(sqlite_url.removeprefix("sqlite:///"))
+    records = [e.record for e in mock_fixture.episodes]
+    store = Store.open(sqlite_url)
+    errors: list[str] = []
+    writer = StoreWriter(store, on_error=errors.append).start()
+    writer.manifest(mock_fixture.manifest)
+    for record in records[:4]:
+        writer.episode(record)
+    writer.close()  # drained: four episodes stored
+    for file in path.parent.glob(path.name + "*"):  # the database and its -wal and -shm
+        file.unlink()
+    writer.start()
+    for record in records[4:]:  # written to the deleted file by the connections still open
+        writer.episode(record)
+    writer.reconcile(mock_fixture.manifest.run_group_id, records)  # what a run queues when it ends
+    writer.close()
+    store.close()
+    assert errors == [
+        f"trace store {store.url}: its file was deleted while the run wrote to it; created it again with this run's "
+        "episodes (what it held of other runs is gone: load their run directories with `contextdelta db import "
+        "RUN_ID`)"
+    ]
+    assert path.exists()
+    with Store.open(sqlite_url) as reopened:
+        assert reopened.episode_count(mock_fixture.manifest.run_group_id) == len(records)
