@@ -147,7 +147,15 @@ def _migration_lock(engine: Engine) -> Iterator[None]:
             yield
             return
         lock = path.with_name(path.name + ".migrate.lock")
-        with lock.open("a") as handle:
+        try:
+            opened = lock.open("a")
+        except OSError as exc:  # the store could not be created or written there either
+            raise StoreError(
+                f"cannot open the trace store {redact_database_url(engine.url)}: cannot write in its folder "
+                f"{path.parent} ({exc.strerror or type(exc).__name__}); set --database-url or "
+                "CONTEXTDELTA_DATABASE_URL to a SQLite file in a writable folder"
+            ) from None
+        with opened as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield

@@ -239,3 +239,14 @@ def test_counting_helper_agrees_with_the_store(sqlite_url: str, mock_run: Path) 
     with store.read_session() as session:
         assert session.execute(select(func.count()).select_from(EpisodeRow)).scalar_one() == store.episode_count()
     store.close()
+
+
+def test_a_store_in_a_folder_nothing_can_write_names_the_folder_not_a_lock_file() -> None:
+    # /proc refuses new files even to root (a read-only folder does not)
+    with pytest.raises(StoreError) as raised:
+        upgrade_database("sqlite:////proc/contextdelta-store.db")
+    assert str(raised.value) == (
+        "cannot open the trace store sqlite:////proc/contextdelta-store.db: cannot write in its folder /proc (No "
+        "such file or directory); set --database-url or CONTEXTDELTA_DATABASE_URL to a SQLite file in a writable "
+        "folder"
+    )
