@@ -268,6 +268,23 @@ def _table(model: type[Any]) -> Table:
     return cast(Table, model.__table__)
 
 
+def _delete_episode_ids(session: Session, ids: Sequence[int]) -> None:
+    # Children first: SQLite may run with foreign keys off (then ON DELETE CASCADE does nothing).
+    for table in (StepRow, ToolEventRow, MutationRow):
+        session.execute(delete(table).where(table.episode_id.in_(list(ids))))
+    session.execute(delete(EpisodeRow).where(EpisodeRow.id.in_(list(ids))))
+    session.flush()
+
+
+def delete_episodes(session: Session, run_group_id: str, run_ids: Sequence[str]) -> None:
+    """Delete the episodes ``run_ids`` of a run group with their steps, tool events and mutations."""
+    ids = session.scalars(
+        select(EpisodeRow.id).where(EpisodeRow.run_group_id == run_group_id, EpisodeRow.run_id.in_(list(run_ids)))
+    ).all()
+    if ids:
+        _delete_episode_ids(session, ids)
+
+
 def upsert_episode(
     session: Session,
     record: EpisodeRecord,
@@ -301,11 +318,7 @@ def upsert_episode(
                 row.failure_mode, row.failure_cause = attribution.failure_mode, attribution.cause
         return "unchanged"
     if existing is not None:
-        # Children first: SQLite may run with foreign keys off (then ON DELETE CASCADE does nothing).
-        for table in (StepRow, ToolEventRow, MutationRow):
-            session.execute(delete(table).where(table.episode_id == existing.id))
-        session.execute(delete(EpisodeRow).where(EpisodeRow.id == existing.id))
-        session.flush()
+        _delete_episode_ids(session, [existing.id])
     episode, steps, events, mutations = episode_values(
         record, attributor(record) if attributor else None, digest, superseded
     )

@@ -29,6 +29,7 @@ from contextdelta.store._engine import (
 from contextdelta.store._ingest import (
     Attributor,
     EpisodeValues,
+    delete_episodes,
     episode_values,
     failure_attribution,
     first_difference,
@@ -63,6 +64,9 @@ class ImportReport:
     """Episodes whose record was stored but whose rows differed from it (edited in the database, or written by a
     faulty version): replaced by the record's rows."""
     repairs: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    """Run ids of the episodes the store held for the run group that its run directory does not (inserted by hand):
+    deleted."""
     """``RUN_ID: table.column`` of each repaired episode's first differing column, in order."""
 
     @property
@@ -70,16 +74,23 @@ class ImportReport:
         return self.added + self.updated + self.repaired + self.unchanged
 
     def counts(self) -> str:
-        """``N added, N updated, N repaired, N unchanged``."""
-        return f"{self.added} added, {self.updated} updated, {self.repaired} repaired, {self.unchanged} unchanged"
+        """``N added, N updated, N repaired, N unchanged`` (then ``, N removed`` when some were)."""
+        text = f"{self.added} added, {self.updated} updated, {self.repaired} repaired, {self.unchanged} unchanged"
+        return text + (f", {len(self.removed)} removed" if self.removed else "")
 
     def repairs_named(self) -> str | None:
-        """The first repaired episodes with their first differing column (None: none repaired)."""
-        if not self.repairs:
-            return None
-        more = len(self.repairs) - REPAIRS_NAMED
-        shown = "; ".join(self.repairs[:REPAIRS_NAMED]) + (f"; and {more} more" if more > 0 else "")
-        return f"repaired {len(self.repairs)} episode(s) whose rows differed from raw_runs.jsonl: {shown}"
+        """The first repaired episodes with their first differing column, and the first removed ones (None: none
+        repaired or removed)."""
+        parts = []
+        if self.repairs:
+            more = len(self.repairs) - REPAIRS_NAMED
+            shown = "; ".join(self.repairs[:REPAIRS_NAMED]) + (f"; and {more} more" if more > 0 else "")
+            parts.append(f"repaired {len(self.repairs)} episode(s) whose rows differed from raw_runs.jsonl: {shown}")
+        if self.removed:
+            more = len(self.removed) - REPAIRS_NAMED
+            shown = ", ".join(self.removed[:REPAIRS_NAMED]) + (f" and {more} more" if more > 0 else "")
+            parts.append(f"removed {len(self.removed)} episode(s) of the run group not in raw_runs.jsonl: {shown}")
+        return "; ".join(parts) or None
 
 
 @dataclass
@@ -265,6 +276,11 @@ class Store:
                 else:
                     outcome = "unchanged"
                 setattr(report, outcome, getattr(report, outcome) + 1)
+        recorded = {record.run_id for record, _ in episodes}
+        strays = sorted(set(self.episode_digests(run_group_id)) - recorded)
+        if strays:
+            self._write(lambda session: delete_episodes(session, run_group_id, strays))
+            report.removed = strays
         return report
 
     def record_proxy_trace(self, trace: ProxyTrace) -> int:
@@ -410,7 +426,7 @@ class StoreWriter:
                             self.store.ingest_manifest(*self._manifest)
                     report = self.store.reconcile(item.run_group_id, item.records)
                     self.reconciled += report.added + report.updated + report.repaired
-                    if report.repairs:  # rows edited (or written wrong) while the run went on
+                    if report.repairs or report.removed:  # rows edited (or written wrong) while the run went on
                         log.warning("trace store %s: %s", self.store.url, report.repairs_named())
                     continue
                 batch = [item]  # the episodes queued meanwhile go in the same transaction (one commit for all)

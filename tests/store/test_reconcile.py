@@ -133,9 +133,12 @@ def test_db_import_repairs_rows_edited_in_the_database(sqlite_url: str, mock_run
         "UPDATE episodes SET verdict = json(verdict) WHERE run_id = 'cfg-staging-access.full_history.unprotected.r1'",
     )
     _reorder_keys(sqlite_url, "cfg-staging-access.full_history.unprotected.r1")
+    with Store.open(sqlite_url) as store:  # an episode the run directory does not hold, added to its run group
+        store.ingest_episode(RunDirectory(mock_run).read_episodes()[0].model_copy(update={"run_id": "stray"}))
     repaired = runner.invoke(app, args)
     assert repaired.exit_code == 0, repaired.output
-    assert "10 episodes (0 added, 0 updated, 6 repaired, 4 unchanged)" in repaired.stdout
+    assert "10 episodes (0 added, 0 updated, 6 repaired, 4 unchanged, 1 removed)" in repaired.stdout
+    assert "; removed 1 episode(s) of the run group not in raw_runs.jsonl: stray\n" in repaired.stdout
     assert (
         f"repaired 6 episode(s) whose rows differed from raw_runs.jsonl: {GRINDER}: steps[step=2].messages; "
         f"{LEGACY}: tool_events[seq=3].result; cfg-legacy-cleanup.full_history.unprotected.r1: episodes.verdict; "
@@ -174,8 +177,11 @@ def test_reconcile_repairs_rows_and_names_the_first_differing_column(sqlite_url:
             f"prohibited, state_before, state_after) VALUES ({_episode(SPLIT)}, 99, 1, 0, 'x', 'ok', '', 0, 0, 0, "
             "'a', 'b')",
         )
+        store.ingest_episode(records[0].model_copy(update={"run_id": "stray.full_history.unprotected.r1"}))
         report = store.reconcile("mock-pipeline", records)
         assert (report.added, report.updated, report.repaired, report.unchanged) == (0, 0, 5, 5)
+        assert report.removed == ["stray.full_history.unprotected.r1"]  # in the store, not in the run directory
+        assert store.episode_count("mock-pipeline") == len(records)
         assert report.repairs == [
             f"{GRINDER}: hidden_mutations[position=0].versions_after",
             f"{LEGACY}: steps[step=1].summary_calls",
