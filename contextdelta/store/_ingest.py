@@ -268,6 +268,17 @@ def _table(model: type[Any]) -> Table:
     return cast(Table, model.__table__)
 
 
+def _json_value(value: Any) -> Any:
+    """A JSON column's value selected without its type: SQLite gives the text (parsed here; an
+    :class:`Unreadable` when it is not JSON), PostgreSQL's driver the parsed value."""
+    if not isinstance(value, str | bytes):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return Unreadable(value)
+
+
 def _delete_episode_ids(session: Session, ids: Sequence[int]) -> None:
     # Children first: SQLite may run with foreign keys off (then ON DELETE CASCADE does nothing).
     for table in (StepRow, ToolEventRow, MutationRow):
@@ -298,16 +309,20 @@ def upsert_episode(
     found to differ from the record's), or leave it; returns added/updated/unchanged."""
     digest = record_sha256(record)
     earlier = [attempt_summary(r) for r in superseded] or None
+    # superseded_attempts read raw: a hand-edited value that is not JSON is one to replace, not a crash
     existing = session.execute(
-        select(EpisodeRow.id, EpisodeRow.record_sha256, EpisodeRow.failure_mode, EpisodeRow.superseded_attempts).where(
-            EpisodeRow.run_group_id == record.run_group_id, EpisodeRow.run_id == record.run_id
-        )
+        select(
+            EpisodeRow.id,
+            EpisodeRow.record_sha256,
+            EpisodeRow.failure_mode,
+            type_coerce(EpisodeRow.superseded_attempts, NullType()).label("superseded_attempts"),
+        ).where(EpisodeRow.run_group_id == record.run_group_id, EpisodeRow.run_id == record.run_id)
     ).one_or_none()
     if (
         not replace
         and existing is not None
         and existing.record_sha256 == digest
-        and existing.superseded_attempts == earlier
+        and same_value(earlier, _json_value(existing.superseded_attempts))
     ):
         if existing.failure_mode is None and attributor is not None and not record.verdict.success:
             # rows stored before attribution existed (an older revision) get their failure mode on re-import
@@ -421,11 +436,8 @@ def _read_raw(table: Table, row: Any) -> dict[str, Any]:
         value = values[column.name]
         if value is None:
             continue
-        if isinstance(column.type, JSON) and isinstance(value, str | bytes):
-            try:
-                values[column.name] = json.loads(value)
-            except ValueError:
-                values[column.name] = Unreadable(value)
+        if isinstance(column.type, JSON):
+            values[column.name] = _json_value(value)
         elif isinstance(column.type, Boolean) and type(value) is int and value in (0, 1):
             values[column.name] = bool(value)
     return values

@@ -259,10 +259,9 @@ class Store:
                 difference = None
                 if stored is not None:
                     expected = episode_values(record, None, record_sha256(record), superseded)
-                    if not _same_record(expected, stored):
+                    difference = first_difference(expected, stored)
+                    if not _same_record(expected, stored) and not _only_keys_differ(expected, stored):
                         stored = None  # another record, or other superseded attempts: replaced as "updated"
-                    else:
-                        difference = first_difference(expected, stored)
                 if stored is None:
                     outcome = self.ingest_episode(record, superseded)
                 elif difference is not None:
@@ -313,6 +312,13 @@ def _same_record(expected: EpisodeValues, stored: EpisodeValues) -> bool:
     """Whether the stored episode row is of the same record and superseded attempts (else it is replaced as an
     updated record, not repaired)."""
     return all(same_value(expected[0][name], stored[0].get(name)) for name in ("record_sha256", "superseded_attempts"))
+
+
+def _only_keys_differ(expected: EpisodeValues, stored: EpisodeValues) -> bool:
+    """Whether the stored rows are those of the record but for its record hash or superseded attempts (edited in
+    the database: a repair, not another record)."""
+    episode = {k: v for k, v in expected[0].items() if k not in ("record_sha256", "superseded_attempts")}
+    return first_difference((episode, expected[1], expected[2], expected[3]), stored) is None
 
 
 def open_store(url: str | None = None, *, attributor: Attributor | None = failure_attribution) -> Store:

@@ -170,6 +170,11 @@ def test_reconcile_repairs_rows_and_names_the_first_differing_column(sqlite_url:
             # true written as 5: SQLite's bool() would read it as true again
             f"UPDATE episodes SET success = 5, final_answer = NULL WHERE run_id = '{DESK}'",
             f"UPDATE episodes SET latency_s = latency_s + 0.5 WHERE run_id = '{REVIEW}'",
+            # the record's hash, and the superseded attempts as text that is not JSON: a repair, not another record
+            "UPDATE episodes SET record_sha256 = 'x' WHERE run_id = "
+            "'cfg-legacy-cleanup.semantic_summary.unprotected.r1'",
+            "UPDATE episodes SET superseded_attempts = 'garbage' WHERE run_id = "
+            "'order-grinder-refund.last_n.unprotected.r1'",
             # text that is not JSON in a JSON column: read as unreadable, not a crash
             f"UPDATE steps SET summary_calls = 'not json' WHERE step = 1 AND episode_id = {_episode(LEGACY)}",
             f"UPDATE hidden_mutations SET versions_after = '{{}}' WHERE episode_id = {_episode(GRINDER)}",
@@ -179,18 +184,21 @@ def test_reconcile_repairs_rows_and_names_the_first_differing_column(sqlite_url:
         )
         store.ingest_episode(records[0].model_copy(update={"run_id": "stray.full_history.unprotected.r1"}))
         report = store.reconcile("mock-pipeline", records)
-        assert (report.added, report.updated, report.repaired, report.unchanged) == (0, 0, 5, 5)
+        assert (report.added, report.updated, report.repaired, report.unchanged) == (0, 0, 7, 3)
         assert report.removed == ["stray.full_history.unprotected.r1"]  # in the store, not in the run directory
         assert store.episode_count("mock-pipeline") == len(records)
         assert report.repairs == [
             f"{GRINDER}: hidden_mutations[position=0].versions_after",
             f"{LEGACY}: steps[step=1].summary_calls",
+            "cfg-legacy-cleanup.semantic_summary.unprotected.r1: episodes.record_sha256",
             f"{SPLIT}: tool_events[seq=99] (not in the record)",
+            "order-grinder-refund.last_n.unprotected.r1: episodes.superseded_attempts",
             f"{REVIEW}: episodes.latency_s",
             f"{DESK}: episodes.success",  # the first of its two edited columns
         ]
         again = store.reconcile("mock-pipeline", records)
         assert (again.repaired, again.unchanged) == (0, 10)
+        assert store.episode_digests("mock-pipeline") == {r.run_id: record_sha256(r) for r in records}
         with store.read_session() as session:
             desk = session.scalars(select(EpisodeRow).where(EpisodeRow.run_id == DESK)).one()
             assert (desk.success, desk.final_answer) == (
