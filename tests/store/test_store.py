@@ -9,7 +9,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from contextdelta.store import Store, StoreWriter
+import pytest
+from sqlalchemy import select
+
+from contextdelta.store import EpisodeRow, Store, StoreWriter
 from examples.smoke.mock_pipeline import Fixture
 
 
@@ -82,3 +85,29 @@ def test_a_store_file_deleted_during_a_run_is_created_again_with_its_episodes(
     assert path.exists()
     with Store.open(sqlite_url) as reopened:
         assert reopened.episode_count(mock_fixture.manifest.run_group_id) == len(records)
+
+
+def test_the_writer_reconciling_a_run_repairs_an_edited_row_and_counts_it(
+    sqlite_url: str, mock_fixture: Fixture, caplog: pytest.LogCaptureFixture
+) -> None:
+    records = [e.record for e in mock_fixture.episodes]
+    with Store.open(sqlite_url) as store:
+        store.ingest_manifest(mock_fixture.manifest)
+        for record in records:
+            store.ingest_episode(record)
+        connection = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))
+        with connection:
+            connection.execute("UPDATE episodes SET success = 1 WHERE run_id = ?", (records[0].run_id,))
+        connection.close()
+        writer = StoreWriter(store).start()
+        writer.reconcile(mock_fixture.manifest.run_group_id, records)  # what a run queues when it ends
+        writer.close()
+        assert (writer.reconciled, writer.errors) == (1, [])
+        assert (
+            f"repaired 1 episode(s) whose rows differed from raw_runs.jsonl: {records[0].run_id}: episodes.success"
+            in (caplog.text)
+        )
+        with store.read_session() as session:
+            assert session.scalars(select(EpisodeRow.success).where(EpisodeRow.run_id == records[0].run_id)).one() is (
+                records[0].verdict.success
+            )
