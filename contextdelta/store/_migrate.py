@@ -220,7 +220,13 @@ def upgrade_database(target: Engine | str) -> UpgradeReport:
     except CommandError as exc:
         raise StoreError(f"migrating {where} failed: {exc}") from exc
     except (SQLAlchemyError, OSError) as exc:  # not a database, unreadable, or the server is down
-        raise StoreError(f"cannot open the trace store {where}: {database_problem(exc)}") from None
+        problem = database_problem(exc)
+        if "file is not a database" in problem:  # SQLite: some other file at the store's path
+            problem += (
+                "; set --database-url or CONTEXTDELTA_DATABASE_URL to the trace store or to a new file (this one is "
+                "left as it is)"
+            )
+        raise StoreError(f"cannot open the trace store {where}: {problem}") from None
     finally:
         if engine is not target:
             engine.dispose()

@@ -250,3 +250,15 @@ def test_a_store_in_a_folder_nothing_can_write_names_the_folder_not_a_lock_file(
         "such file or directory); set --database-url or CONTEXTDELTA_DATABASE_URL to a SQLite file in a writable "
         "folder"
     )
+
+
+def test_a_file_that_is_not_a_database_is_named_left_as_it_is_and_the_fix_said(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    path.write_text("my notes, not a database\n" * 200)
+    with pytest.raises(StoreError) as raised:
+        upgrade_database(f"sqlite:///{path}")
+    assert str(raised.value) == (
+        f"cannot open the trace store sqlite:///{path}: DatabaseError: file is not a database; set --database-url or "
+        "CONTEXTDELTA_DATABASE_URL to the trace store or to a new file (this one is left as it is)"
+    )
+    assert path.read_text() == "my notes, not a database\n" * 200
