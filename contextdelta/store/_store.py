@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -265,9 +266,7 @@ class Store:
                 if stored is None:
                     outcome = self.ingest_episode(record, superseded)
                 elif difference is not None:
-                    self._write(
-                        lambda s, r=record, e=superseded: upsert_episode(s, r, self.attributor, e, replace=True)
-                    )
+                    self._write(partial(_replace_episode, record=record, superseded=superseded, store=self))
                     outcome = "repaired"
                     report.repairs.append(f"{record.run_id}: {difference}")
                 elif attribute_unchanged:
@@ -312,6 +311,12 @@ def _same_record(expected: EpisodeValues, stored: EpisodeValues) -> bool:
     """Whether the stored episode row is of the same record and superseded attempts (else it is replaced as an
     updated record, not repaired)."""
     return all(same_value(expected[0][name], stored[0].get(name)) for name in ("record_sha256", "superseded_attempts"))
+
+
+def _replace_episode(
+    session: Session, *, record: EpisodeRecord, superseded: Sequence[EpisodeRecord], store: Store
+) -> str:
+    return upsert_episode(session, record, store.attributor, superseded, replace=True)
 
 
 def _only_keys_differ(expected: EpisodeValues, stored: EpisodeValues) -> bool:
