@@ -91,13 +91,14 @@ def test_no_page_renders_what_a_model_or_a_file_wrote(
 ) -> None:
     before = files(hostile_results)
     episode = sorted(runs.records(unsafe_run))[0]
-    for query in (
+    queries: list[dict[str, str | list[str]]] = [
         {"run": unsafe_run.name, "episode": episode, "a": unsafe_run.name, "b": runs.oracle_pair_run().name},
         {"run": unsafe_run.name, "q": "x`![q](http://attacker.example/q.png)", "outcome": "![o](http://a.example/o)"},
         {"run": unsafe_run.name, "q": "alert"},  # every episode matches: the hostile text in the table's snippets
         {"run": "`![r](http://attacker.example/r.png)`", "episode": "<script>`![e](http://a.example/e)", "a": "..\\"},
         {"run": HOSTILE_NAME},
-    ):
+    ]
+    for query in queries:
         check(open_page(hostile_results, monkeypatch, page, query))
     assert files(hostile_results) == before  # nothing written into a run directory
 
