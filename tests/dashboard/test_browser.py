@@ -10,6 +10,7 @@ Needs Debian's ``chromium``: outside CI the test skips when it is missing, in CI
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -69,6 +70,32 @@ def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout_s: float = 
     raise AssertionError(f"the dashboard did not answer on {url} within {timeout_s}s")
 
 
+@contextlib.contextmanager
+def served_dashboard(results: Path, store: Path) -> Iterator[str]:
+    """``contextdelta dashboard`` on ``results`` (its own trace store at ``store``) in a process of its own; yields
+    its base URL once healthy, and stops it."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "contextdelta", "dashboard", "--results-dir", str(results), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "CONTEXTDELTA_DATABASE_URL": f"sqlite:///{store}"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, process)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout:
+            process.stdout.close()
+
+
 @pytest.fixture(scope="session")
 def chromium() -> str:
     """The Chromium executable (skips outside CI when there is none; fails in CI)."""
@@ -86,26 +113,8 @@ def dashboard(
     results.mkdir()
     for path in (trusting_run, unsafe_run, runs.oracle_pair_run()):
         runs.copy_run(path, results)
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "contextdelta", "dashboard", "--results-dir", str(results), "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "CONTEXTDELTA_DATABASE_URL": f"sqlite:///{tmp_path / 'store.db'}"},
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, process)
+    with served_dashboard(results, tmp_path / "store.db") as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stdout:
-            process.stdout.close()
 
 
 HEADERS = (
@@ -231,26 +240,8 @@ def hostile_dashboard(chromium: str, tmp_path_factory: pytest.TempPathFactory, u
     broken = results / "zz `![n](https:attacker.example) <img src=x onerror=alert(1)>"
     broken.mkdir()
     (broken / "run_manifest.json").write_text('{"run_group_id": "![m](http://attacker.example/m.png)"}')
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "contextdelta", "dashboard", "--results-dir", str(results), "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "CONTEXTDELTA_DATABASE_URL": f"sqlite:///{tmp_path / 'store.db'}"},
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, process)
+    with served_dashboard(results, tmp_path / "store.db") as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stdout:
-            process.stdout.close()
 
 
 def test_a_hostile_run_loads_nothing_from_outside_and_runs_no_script(

@@ -137,12 +137,12 @@ RETRIES = RetryPolicy(max_attempts=3, max_total_s=60.0, initial_backoff_s=0.5, m
 MESSAGES = [{"role": "user", "content": "Look up order A-1001."}]
 
 
-def complete(endpoint: RawEndpoint, sleep: RecordingSleep) -> Any:
+def complete(endpoint: RawEndpoint, sleep: RecordingSleep, api_key: str = "k") -> Any:
     """One call's ProviderResponse, or the ProviderFailure it raised."""
 
     async def go() -> Any:
         async with OpenAIProvider(
-            base_url=endpoint.base_url, model="raw", api_key="k", retry=RETRIES, sleep=sleep, timeout_s=30
+            base_url=endpoint.base_url, model="raw", api_key=api_key, retry=RETRIES, sleep=sleep, timeout_s=30
         ) as provider:
             try:
                 return await provider.complete(MESSAGES, None)

@@ -3,7 +3,6 @@ trial (``provider_error``) or as an invalid tool call the world answers, never a
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Iterator
@@ -13,11 +12,9 @@ import pytest
 
 from contextdelta.agent import TerminationReason
 from contextdelta.canonical import MAX_JSON_DEPTH, content_hash
-from contextdelta.providers import MAX_RESPONSE_BYTES, OpenAIProvider, ProviderFailure
+from contextdelta.providers import MAX_RESPONSE_BYTES, ProviderFailure
 from contextdelta.providers.errors import MAX_ERROR_MESSAGE_CHARS
 from tests.providers.conftest import (
-    MESSAGES,
-    RETRIES,
     RawEndpoint,
     RecordingSleep,
     complete,
@@ -288,19 +285,6 @@ AZURE_KEY = "azure0123456789abcdef0123456789ab"
 """A key that is not key-shaped (no ``sk-``): only its exact value lets the redactor find it."""
 
 
-def complete_with_key(endpoint: RawEndpoint, sleep: RecordingSleep) -> Any:
-    async def go() -> Any:
-        async with OpenAIProvider(
-            base_url=endpoint.base_url, model="raw", api_key=AZURE_KEY, retry=RETRIES, sleep=sleep, timeout_s=30
-        ) as provider:
-            try:
-                return await provider.complete(MESSAGES, None)
-            except ProviderFailure as failure:
-                return failure
-
-    return asyncio.run(go())
-
-
 @pytest.mark.parametrize("status", [200, 400])
 @pytest.mark.parametrize("offset", [190, 1990])
 def test_a_key_echoed_where_a_reply_is_cut_leaks_none_of_it(sleep: RecordingSleep, status: int, offset: int) -> None:
@@ -308,7 +292,7 @@ def test_a_key_echoed_where_a_reply_is_cut_leaks_none_of_it(sleep: RecordingSlee
     before (a key cut in two is no longer recognised, and its first half would be recorded)."""
     body = ("x" * offset + AZURE_KEY + "y" * 3000).encode()
     with RawEndpoint([body], status=status) as endpoint:
-        failure = complete_with_key(endpoint, sleep)
+        failure = complete(endpoint, sleep, api_key=AZURE_KEY)
     assert isinstance(failure, ProviderFailure)
     assert AZURE_KEY[:6] not in failure.message
 
