@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shutil
 import socket
 import statistics
 import subprocess
@@ -86,6 +87,28 @@ def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout_s: float = 
     raise SystemExit(f"the dashboard did not answer on {url} within {timeout_s}s")
 
 
+COPY = "-b"
+"""The Compare page compares the run with a copy of it in a folder of this name more (the dashboard refuses a run
+compared with itself): the same work as comparing two runs of its size."""
+
+
+def served_folder(run: Path, work: Path) -> Path:
+    """A results folder for the dashboard in ``work``: the run and a copy of it (files hard-linked where the file
+    system allows, else copied); the user's results folder is only read."""
+
+    def link_or_copy(source: str, target: str) -> None:
+        try:
+            os.link(source, target)
+        except OSError:
+            shutil.copy2(source, target)
+
+    served = work / "served"
+    served.mkdir()
+    for name in (run.name, run.name + COPY):
+        shutil.copytree(run, served / name, copy_function=link_or_copy)
+    return served
+
+
 def pages_after_runs(run_id: str, episodes: int) -> list[tuple[str, str, list[str]]]:
     """The pages visited after the Runs page, in order: (name, path, texts that show it rendered); ``episodes`` is
     the run's number of finished episodes, which the Episodes page lists unfiltered."""
@@ -93,9 +116,9 @@ def pages_after_runs(run_id: str, episodes: int) -> list[tuple[str, str, list[st
         ("conditions", f"/conditions?run={run_id}", ["Task-level comparisons", "Difference from full_history"]),
         ("episodes", f"/episodes?run={run_id}", ["Episodes", f"{episodes} of {episodes} episodes"]),
         ("search", f"/episodes?run={run_id}&q=refund", ["Episodes", "contain “refund”"]),
-        ("atlas", f"/atlas?run={run_id}", ["Failure atlas", "failures"]),
+        ("atlas", f"/atlas?run={run_id}", ["Failure atlas", "failed episodes of"]),
         ("episode", f"/episode?run={run_id}", ["Timeline", run_id]),
-        ("compare", f"/compare?a={run_id}&b={run_id}", ["Compare", "harmful action", "run a - run b"]),
+        ("compare", f"/compare?a={run_id}&b={run_id}{COPY}", ["Compare", "harmful action", "run a - run b"]),
     ]
 
 
@@ -156,16 +179,17 @@ def main() -> None:
             found = [s for s in list_runs(results) if s.readable]
             if not found:
                 raise SystemExit(f"no readable run directory in {results}")
-            run_id, finished = found[0].run_group_id, found[0].finished
+            path, finished = found[0].path, found[0].finished
             if not finished:
-                raise SystemExit(f"the newest run directory in {results}, {run_id}, has no finished episode")
+                raise SystemExit(f"the newest run directory in {results}, {path.name}, has no finished episode")
             episodes = finished
         else:
-            results = work / "results"
             started = time.perf_counter()
-            path = generate(results)
-            run_id, episodes = path.name, sum(1 for _ in (path / "raw_runs.jsonl").open())
-            print(f"generated {run_id}: {episodes} episodes in {time.perf_counter() - started:.1f} s")
+            path = generate(work / "results")
+            episodes = sum(1 for _ in (path / "raw_runs.jsonl").open())
+            print(f"generated {path.name}: {episodes} episodes in {time.perf_counter() - started:.1f} s")
+        run_id = path.name  # the dashboard picks runs by folder name
+        results = served_folder(path, work)
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         print(
             f"machine: {platform.platform()} | cpus={os.cpu_count()} | python {platform.python_version()} | load {load}"
