@@ -36,17 +36,20 @@ SELECTOR = "SELECTOR"
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
-def _finite(value: float) -> float:
-    """A typer callback refusing nan and inf, which pass typer's ``min`` (nan passes every comparison)."""
-    if not math.isfinite(value):
-        raise typer.BadParameter(f"{value} is not a finite number; allowed: at least 0")
-    return value
-
-
 DAY_S = 86_400.0
 """The longest delay a flag sets (--retry-after, --outage-s): longer is a typo, and a delay of 1e300 s overflows the
 event loop's clock."""
 DAY_MS = 86_400_000
+
+
+def _delay(value: float) -> float:
+    """A typer callback for a delay in seconds: refuses nan and inf, which pass typer's ``min`` (nan passes every
+    comparison; a range's ``max`` would call them "too big"), and more than a day."""
+    if not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number; allowed: 0 to {DAY_S:g}")
+    if value > DAY_S:
+        raise typer.BadParameter(f"{value:g} is more than a day; allowed: 0 to {DAY_S:g} (seconds)")
+    return value
 
 
 @app.command()
@@ -73,7 +76,7 @@ def main(
     ] = PromptCacheMode.OFF,
     fail_429: Annotated[str | None, typer.Option(metavar=SELECTOR, help="Answer 429 with Retry-After.")] = None,
     retry_after: Annotated[
-        float, typer.Option(min=0, max=DAY_S, callback=_finite, help="Retry-After seconds sent with each 429.")
+        float, typer.Option(min=0, callback=_delay, help="Retry-After seconds sent with each 429.")
     ] = 1.0,
     retry_after_http_date: Annotated[bool, typer.Option(help="Send Retry-After as an HTTP date.")] = False,
     no_retry_after: Annotated[
@@ -109,7 +112,7 @@ def main(
         int | None, typer.Option(min=1, help="Start an outage (every request 503) at this chat request number.")
     ] = None,
     outage_s: Annotated[
-        float, typer.Option(min=0, max=DAY_S, callback=_finite, help="How long the outage lasts, in seconds.")
+        float, typer.Option(min=0, callback=_delay, help="How long the outage lasts, in seconds.")
     ] = 0.0,
     verbose: Annotated[bool, typer.Option(help="Log every request to stderr.")] = False,
 ) -> None:
