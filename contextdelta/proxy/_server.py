@@ -312,6 +312,31 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the default logs the request line; the handler logs method, path, status and latency itself
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The server's own refusals (a request line it cannot parse, a header block too long, a method nobody
+        serves) in OpenAI's error shape, as JSON, not ``http.server``'s HTML page; the connection is closed."""
+        self.close_connection = True
+        text = message or http.client.responses.get(code, "Error")
+        body = _error_body(code, f"{text.rstrip('.')}.", "bad_request" if code < 500 else "not_implemented")
+        self._send_whole(code, [("Content-Type", "application/json"), ("Connection", "close")], body)
+
+    def _not_allowed(self) -> None:
+        """405 for a method the proxy does not serve (the API has GET and POST); a HEAD answer has no body."""
+        path = urlsplit(self.path).path.rstrip("/") or "/"
+        body = _error_body(
+            405, f"Method {self.command} is not allowed on {path}; use GET or POST.", "method_not_allowed"
+        )
+        headers = [("Content-Type", "application/json"), ("Allow", "GET, POST")]
+        if self.command == "HEAD":
+            with contextlib.suppress(OSError):
+                self.wfile.write(self._head(405, [*headers, ("Content-Length", str(len(body)))]) + b"\r\n")
+                self.wfile.flush()
+        else:
+            self.close_connection = True  # any body it came with is left unread
+            self._send_whole(405, headers, body)
+
+    do_HEAD = do_OPTIONS = do_PUT = do_PATCH = do_DELETE = _not_allowed
+
     # ---- routing ----------------------------------------------------------------------------------------
 
     def do_GET(self) -> None:
@@ -337,9 +362,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_simple(400, _error_body(400, message, "bad_content_length"))
             return
         if length > MAX_BODY_BYTES:
-            self._send_simple(413, _error_body(413, "Request body too large.", "body_too_large"))
+            self.close_connection = True  # the body is left unread: read as requests, it would be obeyed
+            message = f"Request body of {length} bytes is larger than the {MAX_BODY_BYTES} bytes the proxy takes."
+            self._send_simple(413, _error_body(413, message, "body_too_large"))
             return
         raw = self.rfile.read(length) if length else b""
+        if len(raw) < length:  # the client went away mid-body: what came is not the request it meant
+            self.close_connection = True
+            message = f"The request body ended after {len(raw)} of its {length} bytes (Content-Length)."
+            self._send_simple(400, _error_body(400, message, "incomplete_body"))
+            log.info("%s %s -> 400 (body cut short)", self.command, urlsplit(self.path).path)
+            return
         path = urlsplit(self.path).path.rstrip("/")
         if path != "/v1/chat/completions":
             self._send_simple(404, _error_body(404, f"No route for POST {path or '/'}.", "not_found"))

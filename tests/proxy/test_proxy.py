@@ -623,3 +623,75 @@ def test_serve_refuses_an_open_host_without_a_token_and_credentials_in_the_upstr
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split())
     assert "abcd1234" not in result.output and "pw@" not in result.output
+
+
+# ---- what the proxy itself refuses: methods, request lines, bodies it will not read or that end short ----------
+
+
+def _exchange(port: int, data: bytes) -> bytes:
+    """Send raw bytes to the proxy and read until it closes the connection (or 2 s pass)."""
+    received = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+        sock.sendall(data)
+        with contextlib.suppress(TimeoutError):
+            while piece := sock.recv(65536):
+                received += piece
+    return received
+
+
+@pytest.mark.parametrize(
+    ("request_line", "status", "code"),
+    [
+        ("OPTIONS /v1/chat/completions", 405, "method_not_allowed"),
+        ("PUT /v1/models", 405, "method_not_allowed"),
+        ("DELETE /v1/models", 405, "method_not_allowed"),
+        ("BREW /v1/models", 501, "not_implemented"),
+        ("GARBAGE", 400, "bad_request"),
+    ],
+)
+def test_what_the_proxy_does_not_serve_is_refused_in_openai_error_shape(
+    request_line: str, status: int, code: str, oracle_url: str, store: Store
+) -> None:
+    with RecordingProxy(ProxyConfig(upstream=oracle_url), store) as proxy:
+        answer = _exchange(proxy.port, f"{request_line} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n".encode())
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(f"HTTP/1.1 {status} ".encode()) and b"Content-Type: application/json" in head
+    assert json.loads(body)["error"]["code"] == code
+    assert store.proxy_traces() == []
+
+
+def test_a_head_request_is_a_405_without_a_body(oracle_url: str, store: Store) -> None:
+    with RecordingProxy(ProxyConfig(upstream=oracle_url), store) as proxy:
+        connection = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        connection.request("HEAD", "/v1/models")
+        response = connection.getresponse()
+        assert (response.status, response.getheader("Allow"), response.read()) == (405, "GET, POST", b"")
+        connection.request("GET", "/v1/models")  # the connection is still good for the next request
+        assert connection.getresponse().status == 200
+        connection.close()
+
+
+def test_the_body_of_a_refused_oversized_request_is_never_read_as_a_request(oracle_url: str, store: Store) -> None:
+    """The bytes after a refused request's headers are its body: were they read as the next request on the
+    connection, a client could slip a request past the proxy's framing (request smuggling)."""
+    smuggled = b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"
+    with RecordingProxy(ProxyConfig(upstream=oracle_url), store) as proxy:
+        answer = _exchange(
+            proxy.port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 70000000\r\n\r\n" + smuggled
+        )
+    assert answer.startswith(b"HTTP/1.1 413 ") and answer.count(b"HTTP/1.1 ") == 1
+    assert b"larger than the 67108864 bytes the proxy takes" in answer
+    assert store.proxy_traces() == []  # the smuggled listing was never forwarded
+
+
+def test_a_request_body_cut_short_is_not_forwarded(oracle_url: str, store: Store) -> None:
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"
+    with (
+        RecordingProxy(ProxyConfig(upstream=oracle_url), store) as proxy,
+        socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock,
+    ):
+        sock.sendall(head + b'{"model": "m"}')
+        sock.shutdown(socket.SHUT_WR)  # the client gives up after 14 of its 1000 bytes
+        answer = sock.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 400 ") and b"ended after 14 of its 1000 bytes" in answer
+    assert store.proxy_traces() == []  # the upstream never saw the half request
