@@ -2,9 +2,13 @@
 
 ``POST /v1/chat/completions`` (plain and ``stream: true``), ``GET /v1/models`` and ``GET /v1/models/<id>`` are
 forwarded to the upstream base URL (``--upstream``, e.g. ``http://127.0.0.1:8000/v1``); the answer goes back to
-the client unchanged (status, body, content type and the rate-limit/retry headers), upstream errors included.
-A stream is relayed chunk by chunk as it arrives. After the answer is sent, the pair is stored in the trace
-store with its latency, time to first byte and token usage (for a stream: reassembled from the chunks).
+the client unchanged (status, body, content type and encoding, and the rate-limit/retry headers), upstream errors
+included. A stream is relayed chunk by chunk as it arrives. After the answer is sent, the pair is stored in the
+trace store with its latency, time to first byte and token usage (for a stream: reassembled from the chunks; a
+gzip or deflate body: decoded). A redirect is not followed (a client following it would go round the proxy, and
+the pair would go unrecorded): the client gets a 502 naming where it points. An upstream that sends no answer
+within ``--timeout-s`` is a 504; one that cannot be reached, or breaks off its answer, a 502. Every failure is
+recorded as a pair with its error.
 
 Credentials never reach the store or the log: the Authorization header is never stored, and the request and
 response are redacted (:class:`~contextdelta.proxy.Redactor`) first. The upstream is called with
@@ -24,6 +28,7 @@ import logging
 import socket
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
@@ -31,18 +36,33 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from contextdelta._loopback import LoopbackService, ThreadedHTTPServer
-from contextdelta.providers import READ_CHUNK_BYTES, CappedBody, EndpointResponseTooLarge, load_json_body
+from contextdelta.providers import (
+    MAX_RESPONSE_BYTES,
+    READ_CHUNK_BYTES,
+    CappedBody,
+    EndpointResponseTooLarge,
+    load_json_body,
+)
 from contextdelta.redaction import Redactor
-from contextdelta.settings import redact_url
+from contextdelta.settings import redact_url, redact_url_text
 from contextdelta.store import ProxyTrace, Store
 
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 FORWARDED_REQUEST_HEADERS = ("content-type", "accept", "user-agent", "openai-organization", "openai-project")
-PASSED_RESPONSE_HEADERS = ("content-type", "retry-after", "x-request-id", "openai-processing-ms", "openai-version")
+PASSED_RESPONSE_HEADERS = (
+    "content-type",
+    "content-encoding",
+    "retry-after",
+    "x-request-id",
+    "openai-processing-ms",
+    "openai-version",
+)
 PASSED_RESPONSE_PREFIXES = ("x-ratelimit-",)
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "content-length"}
+DECODED_ENCODINGS = ("gzip", "x-gzip", "deflate")
+"""The ``Content-Encoding`` values the proxy decodes to record a body (the client gets the bytes as they came)."""
 
 
 @dataclass(frozen=True)
@@ -204,6 +224,33 @@ def _read_body(response: http.client.HTTPResponse, deadline: float, timeout_s: f
     if response.length:  # read(n) returns short, where read() raises, when a Content-Length is not met
         raise http.client.IncompleteRead(body.value(), response.length)
     return body.value()
+
+
+def _decoded(raw: bytes, encoding: str | None) -> bytes:
+    """A body as it reads once its ``Content-Encoding`` is undone, for recording (the client gets the bytes as they
+    came). gzip and deflate are decoded, to no more than ``MAX_RESPONSE_BYTES`` (a small body can unpack to
+    gigabytes). Raises ValueError naming what could not be decoded."""
+    name = (encoding or "").strip().lower()
+    if name in ("", "identity"):
+        return raw
+    if name not in DECODED_ENCODINGS:
+        raise ValueError(f"the body came in Content-Encoding {encoding!r}, which the proxy does not decode to record")
+    tries = (16 + zlib.MAX_WBITS,) if "gzip" in name else (zlib.MAX_WBITS, -zlib.MAX_WBITS)  # deflate: zlib or raw
+    for wbits in tries:
+        decoder = zlib.decompressobj(wbits)
+        try:
+            value = decoder.decompress(raw, MAX_RESPONSE_BYTES + 1)
+        except zlib.error:
+            continue
+        if len(value) > MAX_RESPONSE_BYTES:
+            raise ValueError(
+                f"the {name} body decodes to more than the {MAX_RESPONSE_BYTES // (1024 * 1024)} MiB a response may "
+                "have (MAX_RESPONSE_BYTES); it was not recorded"
+            )
+        if not decoder.eof:
+            raise ValueError(f"the {name} body ends short of its end; it was not recorded")
+        return value
+    raise ValueError(f"the body is not valid {name} (Content-Encoding); it was not recorded")
 
 
 def _usage(value: Any) -> tuple[int | None, int | None, int | None]:
@@ -397,11 +444,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_simple(401, _error_body(401, "Missing or wrong bearer token for this proxy.", "unauthorized"))
             log.info("%s %s -> 401 (bad proxy token)", self.command, urlsplit(self.path).path)
             return
+        parts = urlsplit(self.path)
         client_secret = client_auth.split(None, 1)[-1] if client_auth else ""
         request_json = _json_or_none(body) if body is not None else None
         stream = bool(isinstance(request_json, dict) and request_json.get("stream"))
         model = request_json.get("model") if isinstance(request_json, dict) else None
-        parts = urlsplit(self.path)
         target = proxy.upstream.base_path + parts.path[len("/v1") :] + (f"?{parts.query}" if parts.query else "")
         trace = ProxyTrace(
             created_at=created,
@@ -415,7 +462,6 @@ class _Handler(BaseHTTPRequestHandler):
             request=proxy.redactor.json(request_json, [client_secret]) if request_json is not None else None,
         )
         if body is not None and request_json is None:
-            trace.response_text = None
             trace.error = "request body is not JSON"
         connection = proxy.upstream.connection(proxy.config.timeout_s)
         try:
@@ -424,10 +470,26 @@ class _Handler(BaseHTTPRequestHandler):
                 if connection.sock is not None:
                     connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 response = connection.getresponse()
+            except TimeoutError:
+                timeout_s = proxy.config.timeout_s
+                message = f"upstream {proxy.upstream.display} did not answer within {timeout_s:g} s (--timeout-s)"
+                self._send_simple(504, _error_body(504, message, "upstream_timeout"))
+                trace.status_code, trace.error = 504, message
+                return
             except (OSError, http.client.HTTPException) as exc:
                 message = f"upstream {proxy.upstream.display} unreachable: {type(exc).__name__}: {exc}"
                 message = proxy.redactor.text(message, [client_secret])
                 self._send_simple(502, _error_body(502, message, "upstream_unreachable"))
+                trace.status_code, trace.error = 502, message
+                return
+            if 300 <= response.status < 400 and response.status != 304:  # a client following it would go round us
+                location = redact_url_text(response.getheader("location") or "") or "nowhere"
+                message = proxy.redactor.text(
+                    f"upstream {proxy.upstream.display} answered HTTP {response.status}, a redirect to {location}; "
+                    "the proxy does not follow redirects: set --upstream to where the endpoint is",
+                    [client_secret],
+                )
+                self._send_simple(502, _error_body(502, message, "upstream_redirect"))
                 trace.status_code, trace.error = 502, message
                 return
             trace.first_byte_s = time.perf_counter() - started
@@ -436,10 +498,14 @@ class _Handler(BaseHTTPRequestHandler):
             content_type = response.getheader("content-type") or ""
             if stream and response.status == 200 and "text/event-stream" in content_type:
                 raw = self._relay_stream(response, headers, trace)
-                text = raw.decode("utf-8", errors="replace")
+                try:
+                    text = _decoded(raw, response.getheader("content-encoding")).decode("utf-8", errors="replace")
+                except ValueError as exc:
+                    text = ""
+                    trace.error = trace.error or str(exc)
                 reassembled = reassemble_stream(text)
                 trace.response = proxy.redactor.json(reassembled, [client_secret]) if reassembled else None
-                trace.response_text = proxy.redactor.text(text, [client_secret])
+                trace.response_text = proxy.redactor.text(text, [client_secret]) if text else None
             else:
                 try:
                     raw = _read_body(response, started + proxy.config.timeout_s, proxy.config.timeout_s)
@@ -458,13 +524,17 @@ class _Handler(BaseHTTPRequestHandler):
                     trace.response_text = proxy.redactor.text(text, [client_secret]) if text else None
                     return
                 self._send_whole(response.status, headers, raw)
-                parsed = _json_or_none(raw)
+                try:
+                    decoded = _decoded(raw, response.getheader("content-encoding"))
+                except ValueError as exc:
+                    decoded, trace.error = b"", str(exc)
+                parsed = _json_or_none(decoded)
                 if parsed is not None:
                     trace.response = proxy.redactor.json(parsed, [client_secret])
-                else:
-                    trace.response_text = proxy.redactor.text(raw.decode("utf-8", errors="replace"), [client_secret])
-                    if response.status < 400:
-                        trace.error = f"upstream answered HTTP {response.status} with a body that is not JSON"
+                elif decoded or not trace.error:
+                    text = decoded.decode("utf-8", errors="replace")
+                    trace.response_text = proxy.redactor.text(text, [client_secret])
+                    trace.error = f"upstream answered HTTP {response.status} with a body that is not JSON"
             if isinstance(trace.response, dict):
                 trace.prompt_tokens, trace.completion_tokens, trace.total_tokens = _usage(trace.response)
                 if isinstance(trace.response.get("model"), str) and trace.model is None:

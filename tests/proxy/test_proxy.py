@@ -4,12 +4,14 @@ upstream: recorded pairs, redaction, streaming passthrough, upstream errors, the
 from __future__ import annotations
 
 import contextlib
+import gzip
 import http.client
 import json
 import logging
 import socket
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -320,7 +322,9 @@ class _BrokenHandler(BaseHTTPRequestHandler):
     ``/v1/stall/...`` sends half its body and stalls, ``/v1/cut/...`` cuts an SSE stream after two events,
     ``/v1/html/...`` answers 200 with HTML; ``/v1/huge/...`` declares a body past the cap, ``/v1/endless/...``
     sends one (chunked, no Content-Length), ``/v1/flood/...`` an SSE stream past it; ``/v1/surrogate/...``
-    answers JSON holding lone surrogates; ``/v1/drip/...`` sends a whole body a byte at a time, for about 5 s."""
+    answers JSON holding lone surrogates; ``/v1/drip/...`` sends a whole body a byte at a time, for about 5 s;
+    ``/v1/gzip/...`` and ``/v1/deflate/...`` answer a compressed completion (``/v1/gzipstream/...`` a compressed
+    SSE stream), ``/v1/redirect/...`` a 307, ``/v1/hang/...`` nothing for 3 s, ``/v1/text502/...`` a plain-text 502."""
 
     protocol_version = "HTTP/1.1"
 
@@ -332,6 +336,19 @@ class _BrokenHandler(BaseHTTPRequestHandler):
         kind = self.path.split("/")[2]
         if kind in ("huge", "endless", "flood"):
             self._send_too_much(kind)
+            return
+        if kind in ENCODED:
+            status, content_type, headers, body = ENCODED[kind]
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        if kind == "hang":
+            time.sleep(3)
             return
         if kind == "garbled":
             self.send_response(200)
@@ -442,6 +459,24 @@ SURROGATE_COMPLETION = json.dumps(
     }
 ).encode()
 """``json.dumps`` writes each lone surrogate as its ``\\ud800`` escape, as a misbehaving server would."""
+
+
+COMPLETION = {
+    "id": "chatcmpl-zip",
+    "object": "chat.completion",
+    "model": "m",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "packed"}, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+}
+_COMPLETION_BYTES = json.dumps(COMPLETION).encode()
+ENCODED: dict[str, tuple[int, str, dict[str, str], bytes]] = {
+    "gzip": (200, "application/json", {"Content-Encoding": "gzip"}, gzip.compress(_COMPLETION_BYTES)),
+    "deflate": (200, "application/json", {"Content-Encoding": "deflate"}, zlib.compress(_COMPLETION_BYTES)),
+    "gzipstream": (200, "text/event-stream", {"Content-Encoding": "gzip"}, gzip.compress(GARBLED_STREAM)),
+    "redirect": (307, "text/plain", {"Location": "https://user:pw@elsewhere.example/v1/chat/completions?k=1"}, b""),
+    "text502": (502, "text/plain", {}, b"Bad gateway"),
+}
+"""What ``_BrokenHandler`` answers for these kinds: status, content type, further headers, body."""
 
 
 @pytest.fixture
@@ -623,6 +658,93 @@ def test_serve_refuses_an_open_host_without_a_token_and_credentials_in_the_upstr
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split())
     assert "abcd1234" not in result.output and "pw@" not in result.output
+
+
+# ---- compressed bodies, redirects, silence and plain-text errors from the upstream ----------
+
+
+@pytest.mark.parametrize("kind", ["gzip", "deflate"])
+def test_a_compressed_answer_reaches_the_client_with_its_encoding_and_is_recorded_decoded(
+    kind: str, broken_root: str, store: Store
+) -> None:
+    with RecordingProxy(ProxyConfig(upstream=f"{broken_root}/v1/{kind}"), store) as proxy:
+        completion = _client(proxy).chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert completion.choices[0].message.content == "packed"  # the client could undo the encoding it was told of
+    (trace,) = store.proxy_traces()
+    assert trace.status_code == 200 and trace.error is None
+    assert trace.response == COMPLETION and (trace.prompt_tokens, trace.total_tokens) == (3, 4)
+
+
+def test_a_compressed_stream_is_relayed_with_its_encoding_and_recorded_decoded(broken_root: str, store: Store) -> None:
+    import urllib.request
+
+    with RecordingProxy(ProxyConfig(upstream=f"{broken_root}/v1/gzipstream"), store) as proxy:
+        request = urllib.request.Request(
+            f"{proxy.base_url}/chat/completions", data=b'{"model": "m", "messages": [], "stream": true}'
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.headers["Content-Encoding"] == "gzip"
+            assert gzip.decompress(response.read()) == GARBLED_STREAM
+    (trace,) = store.proxy_traces()
+    assert trace.error is None and trace.response is not None
+    assert trace.response["choices"][0]["message"]["content"] == "Looking it up."
+    assert trace.response_text == GARBLED_STREAM.decode()
+
+
+def test_a_gzip_bomb_is_passed_on_but_not_unpacked_past_the_cap(store: Store) -> None:
+    from contextdelta.proxy._server import _decoded
+
+    bomb = gzip.compress(b" " * (MAX_RESPONSE_BYTES + 1))  # about 64 KiB that unpacks past the cap
+    with pytest.raises(ValueError, match="decodes to more than the 64 MiB"):
+        _decoded(bomb, "gzip")
+    with pytest.raises(ValueError, match="does not decode to record"):
+        _decoded(b"...", "br")
+    with pytest.raises(ValueError, match="ends short"):
+        _decoded(gzip.compress(_COMPLETION_BYTES)[:-12], "gzip")
+    assert _decoded(_COMPLETION_BYTES, None) == _COMPLETION_BYTES
+
+
+def test_an_upstream_redirect_is_a_502_naming_where_it_points_without_its_credentials(
+    broken_root: str, store: Store
+) -> None:
+    config = ProxyConfig(upstream=f"{broken_root}/v1/redirect")
+    with RecordingProxy(config, store) as proxy, pytest.raises(openai.APIStatusError) as raised:
+        _client(proxy).chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert raised.value.status_code == 502
+    body = raised.value.body
+    assert isinstance(body, dict) and body["code"] == "upstream_redirect"
+    assert "HTTP 307, a redirect to https://elsewhere.example/v1/chat/completions;" in body["message"]
+    assert "set --upstream" in body["message"] and "pw" not in body["message"] and "k=1" not in body["message"]
+    (trace,) = store.proxy_traces()
+    assert trace.status_code == 502 and trace.error == body["message"]
+
+
+def test_an_upstream_that_sends_no_answer_is_a_504_recorded_as_a_timeout(broken_root: str, store: Store) -> None:
+    config = ProxyConfig(upstream=f"{broken_root}/v1/hang", timeout_s=1.0)
+    with RecordingProxy(config, store) as proxy, pytest.raises(openai.APIStatusError) as raised:
+        _client(proxy).chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert raised.value.status_code == 504
+    body = raised.value.body
+    assert isinstance(body, dict) and body["code"] == "upstream_timeout"
+    assert body["message"].endswith("did not answer within 1 s (--timeout-s)")
+    (trace,) = store.proxy_traces()
+    assert trace.status_code == 504 and trace.error == body["message"]
+
+
+def test_an_upstream_error_that_is_not_json_is_passed_on_and_recorded_as_an_error(
+    broken_root: str, store: Store
+) -> None:
+    import urllib.error
+    import urllib.request
+
+    with RecordingProxy(ProxyConfig(upstream=f"{broken_root}/v1/text502"), store) as proxy:
+        request = urllib.request.Request(f"{proxy.base_url}/chat/completions", data=b'{"model": "m", "messages": []}')
+        with pytest.raises(urllib.error.HTTPError) as raised:
+            urllib.request.urlopen(request, timeout=10)
+        assert raised.value.code == 502 and raised.value.read() == b"Bad gateway"
+    (trace,) = store.proxy_traces()
+    assert trace.status_code == 502 and trace.response_text == "Bad gateway"
+    assert trace.error == "upstream answered HTTP 502 with a body that is not JSON"
 
 
 # ---- what the proxy itself refuses: methods, request lines, bodies it will not read or that end short ----------
