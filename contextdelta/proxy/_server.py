@@ -10,11 +10,12 @@ the pair would go unrecorded): the client gets a 502 naming where it points. An 
 within ``--timeout-s`` is a 504; one that cannot be reached, or breaks off its answer, a 502. Every failure is
 recorded as a pair with its error.
 
-Credentials never reach the store or the log: the Authorization header is never stored, and the request and
-response are redacted (:class:`~contextdelta.proxy.Redactor`) first. The upstream is called with
-``--upstream-api-key`` when given; without one, the client's own Authorization header is passed on (unless
-it was the proxy's bearer token). Built on ``http.server.ThreadingHTTPServer`` like the scripted test server;
-sockets use TCP_NODELAY and a non-stream response is written in one send.
+Credentials never reach the store or the log: no header is stored, the key a client sent (in Authorization, an
+``api-key`` or ``x-api-key`` header, or the query string) is cut out of what is, and the request and response are
+redacted (:class:`~contextdelta.proxy.Redactor`) first. The upstream is called with ``--upstream-api-key`` when
+given; without one, the client's own Authorization header is passed on (unless it was the proxy's bearer token).
+Built on ``http.server.ThreadingHTTPServer`` like the scripted test server; sockets use TCP_NODELAY and a
+non-stream response is written in one send.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from contextdelta._loopback import LoopbackService, ThreadedHTTPServer
 from contextdelta.providers import (
@@ -43,7 +44,7 @@ from contextdelta.providers import (
     EndpointResponseTooLarge,
     load_json_body,
 )
-from contextdelta.redaction import Redactor
+from contextdelta.redaction import Redactor, is_secret_key
 from contextdelta.settings import redact_url, redact_url_text
 from contextdelta.store import ProxyTrace, Store
 
@@ -61,6 +62,9 @@ PASSED_RESPONSE_HEADERS = (
 )
 PASSED_RESPONSE_PREFIXES = ("x-ratelimit-",)
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "content-length"}
+CLIENT_KEY_HEADERS = ("api-key", "x-api-key")
+"""Headers in which clients (Azure OpenAI, Anthropic-style gateways) send their key: never forwarded, and their
+values are cut out of what is recorded like the bearer token's."""
 DECODED_ENCODINGS = ("gzip", "x-gzip", "deflate")
 """The ``Content-Encoding`` values the proxy decodes to record a body (the client gets the bytes as they came)."""
 
@@ -445,7 +449,11 @@ class _Handler(BaseHTTPRequestHandler):
             log.info("%s %s -> 401 (bad proxy token)", self.command, urlsplit(self.path).path)
             return
         parts = urlsplit(self.path)
-        client_secret = client_auth.split(None, 1)[-1] if client_auth else ""
+        client_secrets = [  # the client's own key, however it sent it, is cut out of what is recorded
+            client_auth.split(None, 1)[-1] if client_auth else "",
+            *(self.headers.get(name) or "" for name in CLIENT_KEY_HEADERS),
+            *(value for name, value in parse_qsl(parts.query) if is_secret_key(name)),
+        ]
         request_json = _json_or_none(body) if body is not None else None
         stream = bool(isinstance(request_json, dict) and request_json.get("stream"))
         model = request_json.get("model") if isinstance(request_json, dict) else None
@@ -459,7 +467,7 @@ class _Handler(BaseHTTPRequestHandler):
             latency_s=0.0,
             stream=stream,
             model=model if isinstance(model, str) else None,
-            request=proxy.redactor.json(request_json, [client_secret]) if request_json is not None else None,
+            request=proxy.redactor.json(request_json, client_secrets) if request_json is not None else None,
         )
         if body is not None and request_json is None:
             trace.error = "request body is not JSON"
@@ -478,7 +486,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             except (OSError, http.client.HTTPException) as exc:
                 message = f"upstream {proxy.upstream.display} unreachable: {type(exc).__name__}: {exc}"
-                message = proxy.redactor.text(message, [client_secret])
+                message = proxy.redactor.text(message, client_secrets)
                 self._send_simple(502, _error_body(502, message, "upstream_unreachable"))
                 trace.status_code, trace.error = 502, message
                 return
@@ -487,7 +495,7 @@ class _Handler(BaseHTTPRequestHandler):
                 message = proxy.redactor.text(
                     f"upstream {proxy.upstream.display} answered HTTP {response.status}, a redirect to {location}; "
                     "the proxy does not follow redirects: set --upstream to where the endpoint is",
-                    [client_secret],
+                    client_secrets,
                 )
                 self._send_simple(502, _error_body(502, message, "upstream_redirect"))
                 trace.status_code, trace.error = 502, message
@@ -504,8 +512,8 @@ class _Handler(BaseHTTPRequestHandler):
                     text = ""
                     trace.error = trace.error or str(exc)
                 reassembled = reassemble_stream(text)
-                trace.response = proxy.redactor.json(reassembled, [client_secret]) if reassembled else None
-                trace.response_text = proxy.redactor.text(text, [client_secret]) if text else None
+                trace.response = proxy.redactor.json(reassembled, client_secrets) if reassembled else None
+                trace.response_text = proxy.redactor.text(text, client_secrets) if text else None
             else:
                 try:
                     raw = _read_body(response, started + proxy.config.timeout_s, proxy.config.timeout_s)
@@ -517,11 +525,11 @@ class _Handler(BaseHTTPRequestHandler):
                 except (OSError, http.client.HTTPException) as exc:  # cut short, or stalled past --timeout-s
                     partial = exc.partial if isinstance(exc, http.client.IncompleteRead) else b""
                     message = f"upstream {proxy.upstream.display} broke off its response: {type(exc).__name__}: {exc}"
-                    message = proxy.redactor.text(message, [client_secret])
+                    message = proxy.redactor.text(message, client_secrets)
                     self._send_simple(502, _error_body(502, message, "upstream_broken_response"))
                     trace.status_code, trace.error = 502, message
                     text = partial.decode("utf-8", errors="replace")
-                    trace.response_text = proxy.redactor.text(text, [client_secret]) if text else None
+                    trace.response_text = proxy.redactor.text(text, client_secrets) if text else None
                     return
                 self._send_whole(response.status, headers, raw)
                 try:
@@ -530,10 +538,10 @@ class _Handler(BaseHTTPRequestHandler):
                     decoded, trace.error = b"", str(exc)
                 parsed = _json_or_none(decoded)
                 if parsed is not None:
-                    trace.response = proxy.redactor.json(parsed, [client_secret])
+                    trace.response = proxy.redactor.json(parsed, client_secrets)
                 elif decoded or not trace.error:
                     text = decoded.decode("utf-8", errors="replace")
-                    trace.response_text = proxy.redactor.text(text, [client_secret])
+                    trace.response_text = proxy.redactor.text(text, client_secrets)
                     trace.error = f"upstream answered HTTP {response.status} with a body that is not JSON"
             if isinstance(trace.response, dict):
                 trace.prompt_tokens, trace.completion_tokens, trace.total_tokens = _usage(trace.response)

@@ -817,3 +817,27 @@ def test_a_request_body_cut_short_is_not_forwarded(oracle_url: str, store: Store
         answer = sock.recv(65536)
     assert answer.startswith(b"HTTP/1.1 400 ") and b"ended after 14 of its 1000 bytes" in answer
     assert store.proxy_traces() == []  # the upstream never saw the half request
+
+
+# ---- keys the client sends outside the Authorization header -------------------------------------------------
+
+
+def test_a_key_sent_in_an_api_key_header_or_the_query_is_not_recorded(
+    broken_root: str, tmp_path: Path, store: Store
+) -> None:
+    import urllib.request
+
+    header_key, query_key = "azurekey0123XYZ", "querykey0123XYZ"
+    with RecordingProxy(ProxyConfig(upstream=f"{broken_root}/v1/html"), store) as proxy:
+        body = {"model": "m", "messages": [{"role": "user", "content": f"keys {header_key} and {query_key}"}]}
+        request = urllib.request.Request(
+            f"{proxy.base_url}/chat/completions?api_key={query_key}",
+            data=json.dumps(body).encode(),
+            headers={"api-key": header_key, "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+    (trace,) = store.proxy_traces()
+    assert trace.request["messages"][0]["content"] == f"keys {REDACTED} and {REDACTED}"
+    database = _database_bytes(tmp_path)
+    assert header_key.encode() not in database and query_key.encode() not in database
