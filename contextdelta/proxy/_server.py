@@ -36,6 +36,8 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from contextdelta._loopback import LoopbackService, ThreadedHTTPServer
 from contextdelta.providers import (
     MAX_RESPONSE_BYTES,
@@ -179,7 +181,18 @@ class RecordingProxy(LoopbackService):
         except Exception as exc:  # a store failure must not break the client's call
             with self._lock:
                 self.record_errors += 1
-            log.warning("could not record a proxy trace: %s", type(exc).__name__)
+            # the driver's own words ("database is locked", "no such table"), never SQLAlchemy's whole message,
+            # which quotes the row's parameters: the request and response
+            reason = getattr(exc, "orig", None) or (exc if not isinstance(exc, SQLAlchemyError) else None)
+            detail = self.redactor.text(f": {str(reason)[:300]}") if reason is not None and str(reason) else ""
+            log.warning(
+                "could not record the pair %s %s -> %d in the trace store: %s%s",
+                trace.method,
+                trace.path,
+                trace.status_code,
+                type(exc).__name__,
+                detail,
+            )
 
 
 def _now() -> str:

@@ -841,3 +841,30 @@ def test_a_key_sent_in_an_api_key_header_or_the_query_is_not_recorded(
     assert trace.request["messages"][0]["content"] == f"keys {REDACTED} and {REDACTED}"
     database = _database_bytes(tmp_path)
     assert header_key.encode() not in database and query_key.encode() not in database
+
+
+def test_a_pair_the_store_refuses_is_logged_with_the_request_and_the_reason_not_the_row(
+    oracle_url: str, store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import sqlite3
+
+    from sqlalchemy.exc import OperationalError
+
+    def locked(trace: Any) -> int:
+        raise OperationalError(
+            "INSERT INTO proxy_traces ...",
+            {"request": "row-content-0123"},
+            sqlite3.OperationalError("database is locked"),
+        )
+
+    monkeypatch.setattr(store, "record_proxy_trace", locked)
+    caplog.set_level(logging.WARNING)
+    with RecordingProxy(ProxyConfig(upstream=oracle_url), store) as proxy:
+        assert [m.id for m in _client(proxy).models.list().data] == ["scripted-oracle"]  # the client is served
+        assert proxy.wait_idle()
+        assert (proxy.recorded, proxy.record_errors) == (0, 1)
+    assert (
+        "could not record the pair GET /v1/models -> 200 in the trace store: OperationalError: database is locked"
+        in caplog.text
+    )
+    assert "row-content-0123" not in caplog.text
