@@ -405,7 +405,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = urlsplit(self.path).path.rstrip("/")
-        if path == "/v1/models" or path.startswith("/v1/models/"):
+        # a model id may hold slashes (``org/model``) but no ``..``: forwarded, ``/v1/models/../../x`` would reach
+        # any upstream path, with --upstream-api-key attached
+        segments = unquote(path).split("/")
+        if (path == "/v1/models" or path.startswith("/v1/models/")) and not {".", ".."} & set(segments):
             self._forward(None)
         else:
             self._send_simple(404, _error_body(404, f"No route for GET {path or '/'}.", "not_found"))

@@ -868,3 +868,18 @@ def test_a_pair_the_store_refuses_is_logged_with_the_request_and_the_reason_not_
         in caplog.text
     )
     assert "row-content-0123" not in caplog.text
+
+
+@pytest.mark.parametrize("path", ["/v1/models/../../admin", "/v1/models/%2e%2e/%2E%2E/admin", "/v1/models/./x"])
+def test_dot_segments_cannot_take_a_request_past_the_models_route(path: str, oracle_url: str, store: Store) -> None:
+    with RecordingProxy(ProxyConfig(upstream=oracle_url, upstream_api_key=UPSTREAM_KEY), store) as proxy:
+        connection = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        connection.request("GET", path)
+        response = connection.getresponse()
+        body = json.loads(response.read())
+        connection.request("GET", "/v1/models/org/model-with-a-slash")  # a slash in a model id is forwarded
+        forwarded = connection.getresponse()
+        forwarded.read()
+        connection.close()
+    assert response.status == 404 and body["error"]["code"] == "not_found"
+    assert [t.path for t in store.proxy_traces()] == ["/v1/models/org/model-with-a-slash"]  # only it went upstream
