@@ -71,6 +71,19 @@ DECODED_ENCODINGS = ("gzip", "x-gzip", "deflate")
 """The ``Content-Encoding`` values the proxy decodes to record a body (the client gets the bytes as they came)."""
 
 
+class _FinalResponse(http.client.HTTPResponse):
+    """An upstream response that passes over every interim ``1xx`` answer (``103 Early Hints`` ...) to the final
+    one, as HTTP clients do: ``http.client`` passes over ``100 Continue`` only, and took a 103 for the answer (the
+    proxy relayed it as final, and a client waited on for the answer that never came)."""
+
+    def _read_status(self) -> tuple[str, int, str]:
+        while True:
+            version, status, reason = super()._read_status()  # type: ignore[misc]
+            if not (100 < status < 200 and status != 101):
+                return version, status, reason
+            http.client.parse_headers(self.fp)  # the interim answer's headers, passed over
+
+
 @dataclass(frozen=True)
 class Upstream:
     """Where the proxy forwards to: scheme, host, port, the base path (``/v1``) and any credentials."""
@@ -94,7 +107,9 @@ class Upstream:
 
     def connection(self, timeout_s: float) -> http.client.HTTPConnection:
         cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
-        return cls(self.host, self.port, timeout=timeout_s)
+        connection = cls(self.host, self.port, timeout=timeout_s)
+        connection.response_class = _FinalResponse
+        return connection
 
     @property
     def display(self) -> str:

@@ -324,7 +324,8 @@ class _BrokenHandler(BaseHTTPRequestHandler):
     sends one (chunked, no Content-Length), ``/v1/flood/...`` an SSE stream past it; ``/v1/surrogate/...``
     answers JSON holding lone surrogates; ``/v1/drip/...`` sends a whole body a byte at a time, for about 5 s;
     ``/v1/gzip/...`` and ``/v1/deflate/...`` answer a compressed completion (``/v1/gzipstream/...`` a compressed
-    SSE stream), ``/v1/redirect/...`` a 307, ``/v1/hang/...`` nothing for 3 s, ``/v1/text502/...`` a plain-text 502."""
+    SSE stream, ``/v1/early/...`` the gzip one after a 103 Early Hints), ``/v1/redirect/...`` a 307,
+    ``/v1/hang/...`` nothing for 3 s, ``/v1/text502/...`` a plain-text 502."""
 
     protocol_version = "HTTP/1.1"
 
@@ -337,6 +338,11 @@ class _BrokenHandler(BaseHTTPRequestHandler):
         if kind in ("huge", "endless", "flood"):
             self._send_too_much(kind)
             return
+        if kind == "early":  # an interim 103 Early Hints, then the answer
+            self.send_response_only(103)
+            self.send_header("Link", "</style.css>; rel=preload")
+            self.end_headers()
+            kind = "gzip"
         if kind in ENCODED:
             status, content_type, headers, body = ENCODED[kind]
             self.send_response(status)
@@ -883,3 +889,12 @@ def test_dot_segments_cannot_take_a_request_past_the_models_route(path: str, ora
         connection.close()
     assert response.status == 404 and body["error"]["code"] == "not_found"
     assert [t.path for t in store.proxy_traces()] == ["/v1/models/org/model-with-a-slash"]  # only it went upstream
+
+
+def test_an_interim_103_from_the_upstream_is_passed_over_to_the_answer(broken_root: str, store: Store) -> None:
+    with RecordingProxy(ProxyConfig(upstream=f"{broken_root}/v1/early"), store) as proxy:
+        client = openai.OpenAI(base_url=proxy.base_url, api_key=CLIENT_KEY, max_retries=0, timeout=5)
+        completion = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert completion.choices[0].message.content == "packed"  # not a 103 taken for the answer, then silence
+    (trace,) = store.proxy_traces()
+    assert trace.status_code == 200 and trace.response == COMPLETION
