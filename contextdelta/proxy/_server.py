@@ -285,6 +285,12 @@ def _decoded(raw: bytes, encoding: str | None) -> bytes:
     raise ValueError(f"the body is not valid {name} (Content-Encoding); it was not recorded")
 
 
+def _is_key_parameter(name: str) -> bool:
+    """Whether a query parameter carries a credential: a credential-like name (``api_key``, ``access_token``), or
+    the bare ``key`` and ``token`` some endpoints take (Google's ``?key=``)."""
+    return is_secret_key(name) or name.strip().lower() in ("key", "token")
+
+
 def _usage(value: Any) -> tuple[int | None, int | None, int | None]:
     usage = value.get("usage") if isinstance(value, dict) else None
     if not isinstance(usage, dict):
@@ -483,7 +489,7 @@ class _Handler(BaseHTTPRequestHandler):
         client_secrets = [  # the client's own key, however it sent it, is cut out of what is recorded
             client_auth.split(None, 1)[-1] if client_auth else "",
             *(self.headers.get(name) or "" for name in CLIENT_KEY_HEADERS),
-            *(value for name, value in parse_qsl(parts.query) if is_secret_key(name)),
+            *(value for name, value in parse_qsl(parts.query) if _is_key_parameter(name)),
         ]
         request_json = _json_or_none(body) if body is not None else None
         stream = bool(isinstance(request_json, dict) and request_json.get("stream"))

@@ -828,8 +828,9 @@ def test_a_request_body_cut_short_is_not_forwarded(oracle_url: str, store: Store
 # ---- keys the client sends outside the Authorization header -------------------------------------------------
 
 
+@pytest.mark.parametrize("parameter", ["api_key", "key"])
 def test_a_key_sent_in_an_api_key_header_or_the_query_is_not_recorded(
-    broken_root: str, tmp_path: Path, store: Store
+    parameter: str, broken_root: str, tmp_path: Path, store: Store
 ) -> None:
     import urllib.request
 
@@ -837,7 +838,7 @@ def test_a_key_sent_in_an_api_key_header_or_the_query_is_not_recorded(
     with RecordingProxy(ProxyConfig(upstream=f"{broken_root}/v1/html"), store) as proxy:
         body = {"model": "m", "messages": [{"role": "user", "content": f"keys {header_key} and {query_key}"}]}
         request = urllib.request.Request(
-            f"{proxy.base_url}/chat/completions?api_key={query_key}",
+            f"{proxy.base_url}/chat/completions?api-version=2024-06-01&{parameter}={query_key}",
             data=json.dumps(body).encode(),
             headers={"api-key": header_key, "Content-Type": "application/json"},
         )
