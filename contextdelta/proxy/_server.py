@@ -26,6 +26,7 @@ import hmac
 import http.client
 import json
 import logging
+import re
 import socket
 import threading
 import time
@@ -64,6 +65,8 @@ PASSED_RESPONSE_HEADERS = (
 )
 PASSED_RESPONSE_PREFIXES = ("x-ratelimit-",)
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "content-length"}
+_FOLD = re.compile(r"[\r\n]+[ \t]*")
+"""A line break in a header value and the whitespace that continues it."""
 CLIENT_KEY_HEADERS = ("api-key", "x-api-key")
 """Headers in which clients (Azure OpenAI, Anthropic-style gateways) send their key: never forwarded, and their
 values are cut out of what is recorded like the bearer token's."""
@@ -600,7 +603,9 @@ class _Handler(BaseHTTPRequestHandler):
             if lower in HOP_BY_HOP:
                 continue
             if lower in PASSED_RESPONSE_HEADERS or lower.startswith(PASSED_RESPONSE_PREFIXES):
-                passed.append((name, value))
+                # a value folded over lines (obs-fold) is unfolded, as RFC 9112 asks of a proxy: passed on as it
+                # came, its continuation lines would be written into the client's header block
+                passed.append((name, _FOLD.sub(" ", value).strip()))
         return passed
 
     def _head(self, status: int, headers: list[tuple[str, str]]) -> bytes:

@@ -325,7 +325,8 @@ class _BrokenHandler(BaseHTTPRequestHandler):
     answers JSON holding lone surrogates; ``/v1/drip/...`` sends a whole body a byte at a time, for about 5 s;
     ``/v1/gzip/...`` and ``/v1/deflate/...`` answer a compressed completion (``/v1/gzipstream/...`` a compressed
     SSE stream, ``/v1/early/...`` the gzip one after a 103 Early Hints), ``/v1/redirect/...`` a 307,
-    ``/v1/hang/...`` nothing for 3 s, ``/v1/text502/...`` a plain-text 502."""
+    ``/v1/hang/...`` nothing for 3 s, ``/v1/text502/...`` a plain-text 502,
+    ``/v1/folded/...`` a completion with a header folded over two lines."""
 
     protocol_version = "HTTP/1.1"
 
@@ -481,6 +482,7 @@ ENCODED: dict[str, tuple[int, str, dict[str, str], bytes]] = {
     "gzipstream": (200, "text/event-stream", {"Content-Encoding": "gzip"}, gzip.compress(GARBLED_STREAM)),
     "redirect": (307, "text/plain", {"Location": "https://user:pw@elsewhere.example/v1/chat/completions?k=1"}, b""),
     "text502": (502, "text/plain", {}, b"Bad gateway"),
+    "folded": (200, "application/json", {"x-request-id": "req-1\r\n\tcontinued"}, _COMPLETION_BYTES),
 }
 """What ``_BrokenHandler`` answers for these kinds: status, content type, further headers, body."""
 
@@ -899,3 +901,14 @@ def test_an_interim_103_from_the_upstream_is_passed_over_to_the_answer(broken_ro
     assert completion.choices[0].message.content == "packed"  # not a 103 taken for the answer, then silence
     (trace,) = store.proxy_traces()
     assert trace.status_code == 200 and trace.response == COMPLETION
+
+
+def test_a_header_folded_over_lines_is_passed_on_unfolded(broken_root: str, store: Store) -> None:
+    with RecordingProxy(ProxyConfig(upstream=f"{broken_root}/v1/folded"), store) as proxy:
+        answer = _exchange(
+            proxy.port,
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}",
+        )
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert b"\r\nx-request-id: req-1 continued\r\n" in head and b"\tcontinued" not in head
+    assert json.loads(body) == COMPLETION
