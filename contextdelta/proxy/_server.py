@@ -138,6 +138,8 @@ class RecordingProxy(LoopbackService):
     """The recording proxy. ``start``/``stop`` (background thread), or ``serve_forever`` in the foreground."""
 
     thread_name = "recording-proxy"
+    shutdown_grace_s = 10.0
+    """How long stopping waits for the requests in flight to be answered and recorded."""
 
     def __init__(self, config: ProxyConfig, store: Store | None) -> None:
         self.config = config
@@ -159,7 +161,14 @@ class RecordingProxy(LoopbackService):
             return self._idle.wait_for(lambda: self._in_flight == 0, timeout_s)
 
     def _before_close(self) -> None:
-        self.wait_idle()  # let the requests in flight finish recording
+        if not self.wait_idle(self.shutdown_grace_s):  # let the requests in flight finish recording
+            with self._lock:
+                in_flight = self._in_flight
+            log.warning(
+                "stopping with %d request(s) still in flight after %g s: their pairs may not be recorded",
+                in_flight,
+                self.shutdown_grace_s,
+            )
 
     # ---- used by the handler ----------------------------------------------------------------------------
 

@@ -912,3 +912,22 @@ def test_a_header_folded_over_lines_is_passed_on_unfolded(broken_root: str, stor
     head, _, body = answer.partition(b"\r\n\r\n")
     assert b"\r\nx-request-id: req-1 continued\r\n" in head and b"\tcontinued" not in head
     assert json.loads(body) == COMPLETION
+
+
+def test_stopping_with_a_request_in_flight_says_its_pair_may_be_lost(
+    broken_root: str, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    proxy = RecordingProxy(ProxyConfig(upstream=f"{broken_root}/v1/hang", timeout_s=10), store).start()
+    proxy.shutdown_grace_s = 0.2
+    client = threading.Thread(
+        target=lambda: _exchange(proxy.port, b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"),
+        daemon=True,
+    )
+    client.start()
+    deadline = time.monotonic() + 5
+    while proxy.wait_idle(0.01) and time.monotonic() < deadline:  # until the request is being forwarded
+        pass
+    proxy.stop()
+    assert "stopping with 1 request(s) still in flight after 0.2 s: their pairs may not be recorded" in caplog.text
+    assert proxy.wait_idle(15)  # the straggler finishes (and records) before the store closes
