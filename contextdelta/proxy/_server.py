@@ -447,6 +447,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_simple(404, _error_body(404, f"No route for GET {path or '/'}.", "not_found"))
 
     def do_POST(self) -> None:
+        if not self.proxy.authorized(self.headers.get("authorization")):
+            self.close_connection = True  # the body is left unread: a stranger's 64 MiB is never buffered
+            self._refuse_unauthorized()
+            return
         if "chunked" in (self.headers.get("transfer-encoding") or "").lower():
             self.close_connection = True  # the chunked body is left unread
             message = "Chunked request bodies are not accepted; send the body with a Content-Length."
@@ -494,8 +498,7 @@ class _Handler(BaseHTTPRequestHandler):
         created = _now()
         client_auth = self.headers.get("authorization")
         if not proxy.authorized(client_auth):
-            self._send_simple(401, _error_body(401, "Missing or wrong bearer token for this proxy.", "unauthorized"))
-            log.info("%s %s -> 401 (bad proxy token)", self.command, urlsplit(self.path).path)
+            self._refuse_unauthorized()
             return
         parts = urlsplit(self.path)
         client_secrets = [  # the client's own key, however it sent it, is cut out of what is recorded
@@ -604,6 +607,10 @@ class _Handler(BaseHTTPRequestHandler):
             trace.latency_s = time.perf_counter() - started
             log.info("%s %s -> %d in %.3fs", self.command, parts.path, trace.status_code, trace.latency_s)
             proxy.record(trace)
+
+    def _refuse_unauthorized(self) -> None:
+        self._send_simple(401, _error_body(401, "Missing or wrong bearer token for this proxy.", "unauthorized"))
+        log.info("%s %s -> 401 (bad proxy token)", self.command, urlsplit(self.path).path)
 
     def _passed_headers(self, response: http.client.HTTPResponse) -> list[tuple[str, str]]:
         passed = []

@@ -931,3 +931,16 @@ def test_stopping_with_a_request_in_flight_says_its_pair_may_be_lost(
     proxy.stop()
     assert "stopping with 1 request(s) still in flight after 0.2 s: their pairs may not be recorded" in caplog.text
     assert proxy.wait_idle(15)  # the straggler finishes (and records) before the store closes
+
+
+def test_a_request_without_the_token_is_refused_before_its_body_is_read(oracle_url: str, store: Store) -> None:
+    """A stranger announcing a 60 MiB body is answered at once: the proxy neither waits for it nor buffers it."""
+    with RecordingProxy(ProxyConfig(upstream=oracle_url, token="proxy-token-abcdef123456"), store) as proxy:
+        started = time.perf_counter()
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock:
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 60000000\r\n\r\n{")
+            answer = sock.recv(65536)
+        waited = time.perf_counter() - started
+    assert answer.startswith(b"HTTP/1.1 401 ") and b'"code": "unauthorized"' in answer
+    assert waited < 3
+    assert store.proxy_traces() == []
