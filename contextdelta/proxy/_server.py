@@ -555,7 +555,7 @@ class _Handler(BaseHTTPRequestHandler):
             trace.first_byte_s = time.perf_counter() - started
             trace.status_code = response.status
             headers = self._passed_headers(response)
-            content_type = response.getheader("content-type") or ""
+            content_type = (response.getheader("content-type") or "").lower()  # media types ignore case
             if stream and response.status == 200 and "text/event-stream" in content_type:
                 raw = self._relay_stream(response, headers, trace)
                 try:

@@ -326,7 +326,8 @@ class _BrokenHandler(BaseHTTPRequestHandler):
     ``/v1/gzip/...`` and ``/v1/deflate/...`` answer a compressed completion (``/v1/gzipstream/...`` a compressed
     SSE stream, ``/v1/early/...`` the gzip one after a 103 Early Hints), ``/v1/redirect/...`` a 307,
     ``/v1/hang/...`` nothing for 3 s, ``/v1/text502/...`` a plain-text 502,
-    ``/v1/folded/...`` a completion with a header folded over two lines."""
+    ``/v1/folded/...`` a completion with a header folded over two lines, ``/v1/shouted/...`` a stream
+    whose content type is in capitals."""
 
     protocol_version = "HTTP/1.1"
 
@@ -482,6 +483,7 @@ ENCODED: dict[str, tuple[int, str, dict[str, str], bytes]] = {
     "gzipstream": (200, "text/event-stream", {"Content-Encoding": "gzip"}, gzip.compress(GARBLED_STREAM)),
     "redirect": (307, "text/plain", {"Location": "https://user:pw@elsewhere.example/v1/chat/completions?k=1"}, b""),
     "text502": (502, "text/plain", {}, b"Bad gateway"),
+    "shouted": (200, "Text/Event-Stream; charset=UTF-8", {}, GARBLED_STREAM),
     "folded": (200, "application/json", {"x-request-id": "req-1\r\n\tcontinued"}, _COMPLETION_BYTES),
 }
 """What ``_BrokenHandler`` answers for these kinds: status, content type, further headers, body."""
@@ -574,12 +576,13 @@ def test_a_stream_past_the_cap_is_cut_for_the_client_and_recorded_as_failed(brok
     assert trace.response is None and not trace.response_text
 
 
+@pytest.mark.parametrize("kind", ["garbled", "shouted"])
 def test_a_stream_of_garbled_chunks_is_relayed_and_recorded_as_far_as_it_makes_sense(
-    broken_root: str, store: Store
+    kind: str, broken_root: str, store: Store
 ) -> None:
     import urllib.request
 
-    with RecordingProxy(ProxyConfig(upstream=f"{broken_root}/v1/garbled"), store) as proxy:
+    with RecordingProxy(ProxyConfig(upstream=f"{broken_root}/v1/{kind}"), store) as proxy:
         request = urllib.request.Request(
             f"{proxy.base_url}/chat/completions", data=b'{"model": "m", "messages": [], "stream": true}'
         )
