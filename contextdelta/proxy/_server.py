@@ -7,8 +7,9 @@ included. A stream is relayed chunk by chunk as it arrives. After the answer is 
 trace store with its latency, time to first byte and token usage (for a stream: reassembled from the chunks; a
 gzip or deflate body: decoded). A redirect is not followed (a client following it would go round the proxy, and
 the pair would go unrecorded): the client gets a 502 naming where it points. An upstream that sends no answer
-within ``--timeout-s`` is a 504; one that cannot be reached, or breaks off its answer, a 502. Every failure is
-recorded as a pair with its error.
+within ``--timeout-s`` is a 504; one that cannot be reached, or breaks off its answer, a 502. A client that
+hangs up before its answer, or during a stream, has the upstream request cancelled then (recorded as 499 or
+as an interrupted stream). Every failure is recorded as a pair with its error.
 
 Credentials never reach the store or the log: no header is stored, the key a client sent (in Authorization, an
 ``api-key`` or ``x-api-key`` header, or the query string) is cut out of what is, and the request and response are
@@ -27,6 +28,7 @@ import http.client
 import json
 import logging
 import re
+import select
 import socket
 import threading
 import time
@@ -391,6 +393,52 @@ def _index(value: Any, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
 
 
+class _ClientWatch:
+    """Watches the client's connection while the upstream works on its request: when the client hangs up (before
+    the answer, or while a stream is quiet), the upstream connection is shut down, so that the upstream stops
+    generating for nobody and the pair is recorded as cancelled at once, not when the upstream is done. A client
+    that sends its next request meanwhile (pipelining) is not watched further."""
+
+    POLL_S = 0.1
+
+    def __init__(self, client: socket.socket, upstream: http.client.HTTPConnection) -> None:
+        self.gone = False
+        self._client = client
+        self._upstream = upstream
+        self._done = threading.Event()
+        threading.Thread(target=self._watch, name="proxy-client-watch", daemon=True).start()
+
+    def _watch(self) -> None:
+        while not self._done.is_set():
+            try:
+                readable, _, _ = select.select([self._client], [], [], self.POLL_S)
+                if not readable or self._done.is_set():
+                    continue
+                if self._client.recv(1, socket.MSG_PEEK):
+                    return  # the client's next request: it is still there
+            except ValueError:  # the client's socket was closed: the request is over
+                return
+            except OSError:
+                pass  # reset by the client: gone too
+            self.gone = True
+            upstream = self._upstream.sock
+            if upstream is not None and not self._done.is_set():
+                with contextlib.suppress(OSError):
+                    # the plain socket's shutdown: an SSLSocket's own drops its TLS state under the reading thread
+                    socket.socket.shutdown(upstream, socket.SHUT_RDWR)
+            return
+
+    def stop(self) -> None:
+        """Stop watching (the thread ends within ``POLL_S``; nobody waits for it)."""
+        self._done.set()
+
+
+CLIENT_GONE = 499
+"""The status recorded for a request whose client hung up before its answer (nginx's "client closed request")."""
+CLIENT_GONE_BEFORE_ANSWER = "client disconnected before the answer; the upstream request was cancelled"
+CLIENT_GONE_DURING_STREAM = "client disconnected during the stream; the upstream request was cancelled"
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "contextdelta-proxy/1"
@@ -524,11 +572,13 @@ class _Handler(BaseHTTPRequestHandler):
         if body is not None and request_json is None:
             trace.error = "request body is not JSON"
         connection = proxy.upstream.connection(proxy.config.timeout_s)
+        watch: _ClientWatch | None = None
         try:
             try:
                 connection.request(self.command, target, body=body, headers=proxy.upstream_headers(self.headers))
                 if connection.sock is not None:
                     connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                watch = _ClientWatch(self.connection, connection)
                 response = connection.getresponse()
             except TimeoutError:
                 timeout_s = proxy.config.timeout_s
@@ -537,6 +587,9 @@ class _Handler(BaseHTTPRequestHandler):
                 trace.status_code, trace.error = 504, message
                 return
             except (OSError, http.client.HTTPException) as exc:
+                if watch is not None and watch.gone:
+                    trace.status_code, trace.error = CLIENT_GONE, CLIENT_GONE_BEFORE_ANSWER
+                    return
                 message = f"upstream {proxy.upstream.display} unreachable: {type(exc).__name__}: {exc}"
                 message = proxy.redactor.text(message, client_secrets)
                 self._send_simple(502, _error_body(502, message, "upstream_unreachable"))
@@ -558,6 +611,9 @@ class _Handler(BaseHTTPRequestHandler):
             content_type = (response.getheader("content-type") or "").lower()  # media types ignore case
             if stream and response.status == 200 and "text/event-stream" in content_type:
                 raw = self._relay_stream(response, headers, trace)
+                watch.stop()
+                if watch.gone and trace.error is not None:  # the stream broke off because the client went
+                    trace.error = CLIENT_GONE_DURING_STREAM
                 try:
                     text = _decoded(raw, response.getheader("content-encoding")).decode("utf-8", errors="replace")
                 except ValueError as exc:
@@ -576,6 +632,11 @@ class _Handler(BaseHTTPRequestHandler):
                     return
                 except (OSError, http.client.HTTPException) as exc:  # cut short, or stalled past --timeout-s
                     partial = exc.partial if isinstance(exc, http.client.IncompleteRead) else b""
+                    if watch.gone:
+                        trace.status_code, trace.error = CLIENT_GONE, CLIENT_GONE_BEFORE_ANSWER
+                        text = partial.decode("utf-8", errors="replace")
+                        trace.response_text = proxy.redactor.text(text, client_secrets) if text else None
+                        return
                     message = f"upstream {proxy.upstream.display} broke off its response: {type(exc).__name__}: {exc}"
                     message = proxy.redactor.text(message, client_secrets)
                     self._send_simple(502, _error_body(502, message, "upstream_broken_response"))
@@ -603,6 +664,8 @@ class _Handler(BaseHTTPRequestHandler):
                 if response.status >= 400 and isinstance(error, dict):
                     trace.error = str(error.get("message"))[:2000]
         finally:
+            if watch is not None:
+                watch.stop()
             connection.close()
             trace.latency_s = time.perf_counter() - started
             log.info("%s %s -> %d in %.3fs", self.command, parts.path, trace.status_code, trace.latency_s)
@@ -675,7 +738,7 @@ class _Handler(BaseHTTPRequestHandler):
                     self.wfile.flush()
                 except OSError:
                     client_open = False
-                    trace.error = "client disconnected during the stream"
+                    trace.error = CLIENT_GONE_DURING_STREAM
                     break
         if client_open:
             with contextlib.suppress(OSError):

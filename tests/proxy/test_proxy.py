@@ -327,7 +327,8 @@ class _BrokenHandler(BaseHTTPRequestHandler):
     SSE stream, ``/v1/early/...`` the gzip one after a 103 Early Hints), ``/v1/redirect/...`` a 307,
     ``/v1/hang/...`` nothing for 3 s, ``/v1/text502/...`` a plain-text 502,
     ``/v1/folded/...`` a completion with a header folded over two lines, ``/v1/shouted/...`` a stream
-    whose content type is in capitals."""
+    whose content type is in capitals, ``/v1/quiet/...`` one
+    event of a stream and then 3 s of silence."""
 
     protocol_version = "HTTP/1.1"
 
@@ -356,6 +357,16 @@ class _BrokenHandler(BaseHTTPRequestHandler):
             self.wfile.write(body)
             return
         if kind == "hang":
+            time.sleep(3)
+            return
+        if kind == "quiet":  # one event of a stream, then silence
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            event = b'data: {"id": "q", "choices": [{"index": 0, "delta": {"content": "thinking"}}]}\n\n'
+            self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+            self.wfile.flush()
             time.sleep(3)
             return
         if kind == "garbled":
@@ -947,3 +958,35 @@ def test_a_request_without_the_token_is_refused_before_its_body_is_read(oracle_u
     assert answer.startswith(b"HTTP/1.1 401 ") and b'"code": "unauthorized"' in answer
     assert waited < 3
     assert store.proxy_traces() == []
+
+
+@pytest.mark.parametrize("kind", ["hang", "quiet"])
+def test_a_client_that_hangs_up_cancels_the_upstream_request_and_the_pair_says_so(
+    kind: str, broken_root: str, store: Store
+) -> None:
+    """The upstream is quiet for 3 s; the client hangs up after 0.3 s: the upstream request ends then, not when the
+    upstream is done."""
+    stream = kind == "quiet"
+    body = json.dumps({"model": "m", "messages": [], "stream": stream}).encode()
+    with RecordingProxy(ProxyConfig(upstream=f"{broken_root}/v1/{kind}", timeout_s=10), store) as proxy:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock:
+            sock.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+            )
+            received = b""
+            while stream and b"thinking" not in received:  # the head and the first event may come apart
+                piece = sock.recv(65536)
+                assert piece, received
+                received += piece
+            time.sleep(0.3)
+        hung_up = time.perf_counter()
+        assert proxy.wait_idle(2)
+        assert time.perf_counter() - hung_up < 1.5
+    (trace,) = store.proxy_traces()
+    if stream:
+        assert trace.status_code == 200
+        assert trace.error == "client disconnected during the stream; the upstream request was cancelled"
+        assert trace.response is not None and trace.response["choices"][0]["message"]["content"] == "thinking"
+    else:
+        assert trace.status_code == 499
+        assert trace.error == "client disconnected before the answer; the upstream request was cancelled"
