@@ -30,10 +30,13 @@ Decisions:
 
 from __future__ import annotations
 
+import contextlib
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import anyio
 
 from contextdelta.agent.prompt import (
     EMPTY_RESPONSE_NUDGE,
@@ -61,7 +64,8 @@ from contextdelta.context import (
     TransformResult,
     count_message_tokens,
     count_tool_tokens,
-    message_sequence_problems,
+    detached,
+    transform_problems,
 )
 from contextdelta.providers import ChatProvider, ProviderFailure, ProviderResponse, Usage, one_line, shorten
 from contextdelta.tasks import PublicTask
@@ -221,17 +225,20 @@ class _Episode:
         draft.mutations_before = self.world.begin_step(k)
         draft.context = ContextRecord(canonical_message_count=len(self.history))
         try:
-            reduced = await self.strategy.transform(list(self.history))
+            reduced = await self._transform()
         except ProviderFailure as failure:
             draft.error = f"summary call failed: {failure.message}"
             self.totals.summary_calls += 1
             self.totals.summary_retries += failure.retries
             self._end(TerminationReason(failure.reason), draft.error)
             return
-        self._record_context(draft, reduced)
-        problems = message_sequence_problems(reduced.messages)
+        problems = transform_problems(self.history, reduced)
         if problems:
+            if isinstance(reduced, TransformResult):  # its summary calls were made (and paid for): counted
+                with contextlib.suppress(ValueError):
+                    self._record_context(draft, reduced)
             raise HarnessError(f"strategy {self.strategy.name} produced an invalid message sequence: {problems}")
+        self._record_context(draft, reduced)
         draft.messages = reduced.messages
         draft.harness_prompt_tokens = count_message_tokens(reduced.messages)
         self.totals.harness_prompt_tokens += draft.harness_prompt_tokens
@@ -275,6 +282,25 @@ class _Episode:
             # a filtered or cut-off reply says why it is empty: the reason names it
             why = f" (finish_reason {finish!r})" if finish not in (None, "stop", "tool_calls") else ""
             self._end(TerminationReason.PROVIDER_ERROR, f"empty response{why}")
+
+    async def _transform(self) -> TransformResult:
+        """The strategy's context for the history, given a copy of it (a strategy that edits its input cannot change
+        the canonical history); a deterministic one is bounded by the provider's per-call timeout (``--timeout-s``:
+        it makes no model call, so a transform that takes longer never returns). Its failures name it."""
+        name = self.strategy.name
+        limit = getattr(self.provider, "timeout_s", None) if getattr(self.strategy, "deterministic", False) else None
+        try:
+            with anyio.fail_after(limit if isinstance(limit, int | float) and limit > 0 else None):
+                reduced: TransformResult = await self.strategy.transform(detached(self.history))
+        except ProviderFailure:
+            raise
+        except TimeoutError:
+            raise HarnessError(
+                f"strategy {name}: transform did not return within {limit} s (the per-call timeout, --timeout-s)"
+            ) from None
+        except Exception as exc:
+            raise HarnessError(f"strategy {name}: transform failed: {type(exc).__name__}: {exc}") from exc
+        return reduced
 
     def _run_tools(self, k: int, draft: _StepDraft, response: ProviderResponse) -> None:
         ids: list[str] = []

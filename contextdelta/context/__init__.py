@@ -51,7 +51,7 @@ from contextdelta.context.token_budget_trim import DEFAULT_TOKEN_BUDGET, TokenBu
 from contextdelta.context.tokens import ENCODING_NAME, count_message_tokens, count_text_tokens, count_tool_tokens
 from contextdelta.context.tool_result_clearing import CLEARED_PLACEHOLDER, ToolResultClearing, clear_tool_results
 from contextdelta.context.typed_state_digest import DIGEST_VERSION, TypedStateDigest, build_state_digest, render_digest
-from contextdelta.context.validation import message_sequence_problems
+from contextdelta.context.validation import MESSAGE_KEYS, detached, message_sequence_problems, transform_problems
 
 STRATEGY_NAMES = BUILTIN_STRATEGIES
 """The built-in strategy names (plug-ins come from the registry)."""
@@ -63,6 +63,7 @@ __all__ = [
     "DIGEST_VERSION",
     "ENCODING_NAME",
     "ENTRY_POINT_GROUP",
+    "MESSAGE_KEYS",
     "PINNED",
     "STRATEGY_NAMES",
     "SUMMARY_MARKER",
@@ -100,6 +101,7 @@ __all__ = [
     "count_tool_tokens",
     "create_strategy",
     "describe_strategy",
+    "detached",
     "installed_plugins",
     "message_sequence_problems",
     "parse_history",
@@ -109,5 +111,6 @@ __all__ = [
     "resolve_strategy",
     "source_changes",
     "summary_request",
+    "transform_problems",
     "trim_to_budget",
 ]

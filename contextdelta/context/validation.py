@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from contextdelta.context.base import Message
+from contextdelta.canonical import canonical_json
+from contextdelta.context.base import PINNED, Message, TransformResult
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 
@@ -66,3 +68,96 @@ def message_sequence_problems(messages: Sequence[Message]) -> list[str]:
     if pending:
         problems.append(f"tool calls {pending} at the end were never answered")
     return problems
+
+
+MESSAGE_KEYS: dict[str, frozenset[str]] = {
+    "system": frozenset({"role", "content", "name"}),
+    "user": frozenset({"role", "content", "name"}),
+    "assistant": frozenset({"role", "content", "name", "tool_calls"}),
+    "tool": frozenset({"role", "content", "tool_call_id"}),
+}
+"""The keys a message of each role may carry (what the agent loop writes, plus ``name``): an endpoint rejects
+others, or worse, reads them."""
+
+
+def detached(history: Sequence[Message]) -> list[Message]:
+    """A copy of ``history`` that shares no dict or list with it: what a strategy is given, so that one that
+    edits its input in place cannot change the canonical history."""
+    return [_copy(message) for message in history]
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def transform_problems(history: Sequence[Message], result: object) -> list[str]:
+    """Every way ``result`` is not an honest :class:`TransformResult` of ``history``; empty when it is one.
+
+    Beyond the chat-sequence rules of :func:`message_sequence_problems`: the result is a TransformResult whose
+    ``messages`` is a list of plain-JSON message dicts with only their role's keys (:data:`MESSAGE_KEYS`);
+    ``removed`` lists ascending, distinct history indices after the pinned messages and ``inserted`` ascending,
+    distinct indices of ``messages``; and what it says is true: the messages not in ``inserted`` are, in order,
+    exactly the history's messages not in ``removed`` (a message the strategy rewrote is in both). The record
+    keeps ``removed`` and ``inserted`` as the account of what the model was not shown; this keeps it right.
+    """
+    if not isinstance(result, TransformResult):
+        return [f"transform returned {type(result).__name__}, not a TransformResult"]
+    messages = result.messages
+    if not isinstance(messages, list):
+        return [f"messages is {type(messages).__name__}, not a list of message dicts"]
+    problems: list[str] = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            problems.append(f"message {i} is {type(message).__name__}, not a message dict")
+            continue
+        allowed = MESSAGE_KEYS.get(message.get("role"))  # type: ignore[arg-type]
+        extra = sorted(str(k) for k in message if allowed is not None and k not in allowed)
+        if extra:
+            problems.append(f"message {i} ({message.get('role')}) has keys a chat message does not have: {extra}")
+    if problems:
+        return problems
+    try:
+        canonical_json(messages)
+    except (TypeError, ValueError) as exc:
+        return [f"messages are not plain JSON data: {exc}"]
+    problems.extend(message_sequence_problems(messages))
+    removed, inserted = result.removed, result.inserted
+    if not _ascending(removed, PINNED, len(history)):
+        problems.append(
+            f"removed {removed} is not a list of ascending, distinct history indices from {PINNED} to "
+            f"{len(history) - 1} (the pinned messages are always sent)"
+        )
+    if not _ascending(inserted, 0, len(messages)):
+        problems.append(
+            f"inserted {inserted} is not a list of ascending, distinct indices of the {len(messages)} messages"
+        )
+    if problems:
+        return problems
+    dropped, added = set(removed), set(inserted)
+    kept = [(i, m) for i, m in enumerate(history) if i not in dropped]
+    sent = [(j, m) for j, m in enumerate(messages) if j not in added]
+    if [m for _, m in sent] != [m for _, m in kept]:
+        where = next(
+            (f"message {j} is not history message {i}" for (j, a), (i, b) in zip(sent, kept, strict=False) if a != b),
+            f"{len(sent)} messages are not listed in inserted, {len(kept)} history messages not in removed",
+        )
+        problems.append(
+            f"the messages not listed in inserted are not the history's messages not listed in removed ({where}): "
+            "list every history message not sent verbatim in removed and every message the strategy wrote in inserted"
+        )
+    return problems
+
+
+def _ascending(indices: object, low: int, high: int) -> bool:
+    if not isinstance(indices, list):
+        return False
+    previous = low - 1
+    for index in indices:
+        if isinstance(index, bool) or not isinstance(index, int) or index <= previous or index >= high:
+            return False
+        previous = index
+    return True

@@ -1,0 +1,150 @@
+"""Strategy plug-ins that misbehave in ``transform``: each breaks its own episode as a ``harness_error`` that names
+the strategy, never a success; the canonical history and the record stay what the world and the model made."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from contextdelta.agent import EpisodeTrace, TerminationReason, run_episode
+from contextdelta.context import ContextStrategy, Message, StrategyBase, TransformResult
+from contextdelta.providers import MockProvider
+from tests.agent.helpers import GET, REFUND, make_task, make_world, reply
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def run(strategy: ContextStrategy, *, timeout_s: float | None = None) -> tuple[EpisodeTrace, MockProvider]:
+    task = make_task(None)
+    provider = MockProvider([reply(None, GET), reply(None, REFUND), reply("Refunded.")], model="fake-model")
+    if timeout_s is not None:
+        provider.timeout_s = timeout_s  # type: ignore[attr-defined]  # as the HTTP provider's --timeout-s
+    trace = await run_episode(task.public_task, make_world(task), provider, strategy, max_steps=5, seed=7)
+    return trace, provider
+
+
+class _Plugin(StrategyBase):
+    name = "plug"
+    deterministic = True
+
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        return TransformResult(messages=list(history))
+
+
+class Raises(_Plugin):
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        raise KeyError("no such key")
+
+
+class ReturnsAList(_Plugin):
+    async def transform(self, history: Sequence[Message]) -> Any:
+        return list(history)
+
+
+class NotDicts(_Plugin):
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        return TransformResult.model_construct(messages=[1, 2], removed=[], inserted=[], summary_calls=[])
+
+
+class ExtraKey(_Plugin):
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        messages = [dict(m) for m in history]
+        messages[1]["cache_hint"] = "ephemeral"
+        return TransformResult(messages=messages)
+
+
+class NotJson(_Plugin):
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        messages = [dict(m) for m in history]
+        messages[1]["content"] = {"a", "set"}
+        return TransformResult.model_construct(messages=messages, removed=[], inserted=[], summary_calls=[])
+
+
+class ClearsInPlace(_Plugin):
+    """Blanks every tool result by editing the history it was given, and says it sent everything verbatim."""
+
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        for message in history:
+            if message["role"] == "tool":
+                message["content"] = "CLEARED"
+        return TransformResult(messages=list(history))
+
+
+class ClearsHonestly(_Plugin):
+    """The same clearing on copies, declared: the cleared messages are in ``removed`` and ``inserted``."""
+
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        cleared = [i for i, m in enumerate(history) if m["role"] == "tool"]
+        messages = [{**m, "content": "CLEARED"} if i in cleared else m for i, m in enumerate(history)]
+        return TransformResult(messages=messages, removed=cleared, inserted=list(cleared))
+
+
+class RemovesOutOfRange(_Plugin):
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        return TransformResult(messages=list(history), removed=[len(history) + 5])
+
+
+class Hangs(_Plugin):
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        import anyio
+
+        await anyio.sleep(3600)
+        raise AssertionError("unreachable")
+
+
+@pytest.mark.parametrize(
+    ("strategy", "words"),
+    [
+        (Raises(), "strategy plug: transform failed: KeyError: 'no such key'"),
+        (ReturnsAList(), "transform returned list, not a TransformResult"),
+        (NotDicts(), "message 0 is int, not a message dict"),
+        (ExtraKey(), "message 1 (user) has keys a chat message does not have: ['cache_hint']"),
+        (NotJson(), "messages are not plain JSON data"),
+        (ClearsInPlace(), "the messages not listed in inserted are not the history's messages not listed in removed"),
+        (RemovesOutOfRange(), "is not a list of ascending, distinct history indices"),
+    ],
+)
+async def test_a_broken_transform_is_a_harness_error_naming_the_strategy(strategy: _Plugin, words: str) -> None:
+    trace, provider = await run(strategy)
+    assert trace.termination is TerminationReason.HARNESS_ERROR
+    assert trace.error is not None and "strategy plug" in trace.error and words in trace.error, trace.error
+    assert len(provider.requests) == len(trace.steps) - 1  # the broken context was never sent
+    assert trace.final_answer is None
+
+
+async def test_a_strategy_editing_its_input_leaves_the_canonical_history_and_the_record_intact() -> None:
+    trace, _ = await run(ClearsInPlace())
+    # the first step's context is the two pinned messages: nothing to clear, so it was sent
+    assert trace.termination is TerminationReason.HARNESS_ERROR and len(trace.steps) == 2
+    tool_message = trace.steps[0].appended[1]
+    assert tool_message["role"] == "tool" and tool_message["content"] == trace.steps[0].tool_calls[0].result
+    assert "CLEARED" not in tool_message["content"]
+    # the canonical history keeps what the world returned
+    assert all(m.get("content") != "CLEARED" for m in trace.canonical_history())
+
+
+async def test_a_strategy_that_declares_what_it_rewrote_runs() -> None:
+    trace, provider = await run(ClearsHonestly())
+    assert trace.termination is TerminationReason.FINAL_ANSWER
+    assert [m["content"] for m in provider.requests[1].messages if m["role"] == "tool"] == ["CLEARED"]
+    assert trace.steps[1].context.removed == [3] and trace.steps[1].context.inserted == [3]
+    assert all(m.get("content") != "CLEARED" for m in trace.canonical_history())
+
+
+async def test_a_deterministic_transform_that_never_returns_is_bounded_by_the_call_timeout() -> None:
+    import anyio
+
+    with anyio.fail_after(30):  # without the bound the episode never ends
+        trace, _ = await run(Hangs(), timeout_s=0.2)
+    assert trace.termination is TerminationReason.HARNESS_ERROR
+    assert (
+        trace.error
+        == "HarnessError: strategy plug: transform did not return within 0.2 s (the per-call timeout, --timeout-s)"
+    )
