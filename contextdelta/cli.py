@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import math
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, get_args
@@ -683,6 +685,7 @@ def run_benchmark_command(
         no_store=no_store,
         quiet=quiet,
         retry_hint=True,
+        stdout_is_the_result=True,
     )
 
 
@@ -721,6 +724,30 @@ def _check_database_url(url: str | None, flag: str | None) -> None:
         )
 
 
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Send stdout to stderr for the length of the block: Python's ``sys.stdout`` and, where stdout is a real
+    file descriptor, the descriptor itself (what a worker process started meanwhile inherits, and what C code
+    writes to)."""
+    sys.stdout.flush()
+    try:
+        fd = sys.stdout.fileno()
+        target = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # a captured stream (tests): Python's level is all there is
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+        return
+    saved = os.dup(fd)
+    try:
+        os.dup2(target, fd)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, fd)
+        os.close(saved)
+
+
 def _run_with_recorders(
     run: Callable[[list[Recorder]], RunOutcome],
     *,
@@ -731,10 +758,13 @@ def _run_with_recorders(
     restart_hint: str | None = None,
     retry_hint: bool = False,
     out: Callable[[str], None] = typer.echo,
+    stdout_is_the_result: bool = False,
 ) -> None:
     """Run a benchmark-shaped command with the trace store and the progress bar as recorders, print the summary
     to stderr and the run directory (the last line) through ``out``; exit 2 for refusals, 3 for a run that stopped
-    early, 4 for one whose every episode is a failed trial, 130 if interrupted."""
+    early, 4 for one whose every episode is a failed trial, 130 if interrupted. ``stdout_is_the_result``: while
+    the run runs, whatever writes to stdout (a strategy plug-in that prints, on import or in its transform, here or
+    in a worker process) goes to stderr, so the run directory stays the only line on stdout."""
     from rich.markup import escape
 
     from contextdelta.rundir import OpenedLater, RunStart
@@ -761,7 +791,8 @@ def _run_with_recorders(
     if display is not None:
         recorders.append(display)
     try:
-        outcome = run(recorders)
+        with _stdout_to_stderr() if stdout_is_the_result else contextlib.nullcontext():
+            outcome = run(recorders)
     except BenchmarkError as exc:
         err.print(f"[red]error:[/red] {escape(exc.message)}", highlight=False, soft_wrap=True)
         raise typer.Exit(exc.exit_code) from None
