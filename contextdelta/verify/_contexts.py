@@ -36,6 +36,7 @@ from contextdelta.context import (
     SummaryCall,
     count_message_tokens,
     describe_strategy,
+    detached,
     rebuild_strategy,
     resolve_strategy,
 )
@@ -205,7 +206,7 @@ async def _rederive(
         # a summary call that failed ends the episode at once: the step records the error and no call
         summary_failed = index == last and not step.messages and (step.error or "").startswith("summary call failed")
         try:
-            result = await episode.transform(list(history))
+            result = await episode.transform(detached(history))
         except ProviderFailure as exc:
             if summaries is None or not summary_failed:
                 found.append((f"{where}.messages", f"re-deriving the context failed: {exc.message}"))
