@@ -8,7 +8,7 @@ deterministic (it calls the summary model), but everything except the model's re
 provider that answers each summary call with the reply the step recorded (:class:`RecordedSummaries`), so the
 summary requests (their messages, hash, token count and the steps they cover) and every sent context are
 re-derived, and a summary call the strategy would not make (or a recorded one it would) is named. Other
-non-deterministic plug-ins are left to the hash chain (``contextdelta.rundir.receipts``).
+non-deterministic plug-ins are left to the hash chain (``contextdelta.rundir.receipts``), and a note names each.
 
 Per episode and step: the canonical history before the step is the initial messages plus every earlier step's
 ``appended`` messages; the rebuilt strategy (a fresh per-episode copy, bound to the same episode context as the
@@ -127,6 +127,11 @@ def rebuild_run_strategies(manifest: RunManifest) -> RunStrategies:
             _rebuild_summary(manifest, config, out)
             continue
         if not config.deterministic:
+            # nothing to compare a model's (or any outside) answer with: said, never passed over in silence
+            out.notes.append(
+                f"strategy {config.name!r} ({config.source.label()}) declares itself not deterministic: its contexts "
+                "are not re-derived, only checked against the receipts' hash chain and their own hashes and counts"
+            )
             continue
         if config.source.kind != "builtin":
             try:
