@@ -209,7 +209,8 @@ class ContextStrategy(Protocol):
       False when it calls a model or anything else outside the history (its recorded contexts are then checked
       for consistency, not re-derived);
     - ``params``: its configuration as plain JSON data, and ``config_hash`` over name and params;
-    - ``for_episode``: a fresh copy bound to one episode (no state shared between episodes);
+    - ``for_episode``: a fresh copy bound to one episode (no state shared between episodes; StrategyBase's copies
+      every list, dict and set attribute, anything else that holds episode state is dropped by ``_reset``);
     - ``transform``: the messages to send. It must keep the two pinned messages first and never orphan a tool
       call or result (the agent loop checks this and ends the episode as ``harness_error`` otherwise).
 
@@ -261,6 +262,14 @@ class StrategyBase(ABC):
 
     def for_episode(self, context: EpisodeContext) -> ContextStrategy:
         clone = copy.copy(self)
+        # a list, dict or set the configured instance holds (``self.seen = []`` in ``__init__``) would otherwise be
+        # one object shared by every episode: each copy gets its own, so no episode sees another's state
+        for key, value in vars(clone).items():
+            if isinstance(value, list | dict | set):
+                try:
+                    setattr(clone, key, copy.deepcopy(value))
+                except Exception:  # holds something that cannot be copied: its _reset must drop that state
+                    continue
         clone.episode = context
         clone._reset()
         return clone

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import pytest
@@ -410,10 +410,7 @@ async def test_trace_round_trips_through_json() -> None:
 
 class _Recorder(StrategyBase):
     name = "recorder"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.contexts: list[EpisodeContext] = []
+    contexts: ClassVar[list[EpisodeContext]] = []  # a class's: each episode copy gets its own list attributes
 
     async def transform(self, history: Sequence[Message]) -> TransformResult:
         self.contexts.append(self.episode)
@@ -422,6 +419,7 @@ class _Recorder(StrategyBase):
 
 async def test_strategy_gets_the_seed_and_the_write_tools() -> None:
     recorder = _Recorder()
+    _Recorder.contexts.clear()
     await run([reply("done")], strategy=recorder)
     (context,) = recorder.contexts
     assert context.seed == 7
