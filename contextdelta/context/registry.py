@@ -33,16 +33,18 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
+import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from contextdelta.canonical import sha256_hex
-from contextdelta.context.base import ContextStrategy
+from contextdelta.context.base import ContextStrategy, EpisodeContext
 from contextdelta.context.full_history import FullHistory
 from contextdelta.context.last_n import LastN
 from contextdelta.context.semantic_summary import SemanticSummary
 from contextdelta.context.token_budget_trim import DEFAULT_TOKEN_BUDGET, TokenBudgetTrim
 from contextdelta.context.tool_result_clearing import ToolResultClearing
 from contextdelta.context.typed_state_digest import TypedStateDigest
+from contextdelta.context.validation import detached, transform_problems
 from contextdelta.providers import ChatProvider
 
 ENTRY_POINT_GROUP = "contextdelta.strategies"
@@ -364,6 +366,38 @@ def _check_strategy(name: str, strategy: object) -> None:
         raise StrategyError(f"strategy {name!r}: its params are not plain JSON data: {exc}") from exc
     except Exception as exc:  # a plug-in's params property that fails
         raise StrategyError(f"strategy {name!r}: reading its params failed: {type(exc).__name__}: {exc}") from exc
+
+
+PROBE_HISTORY: tuple[dict[str, Any], ...] = (
+    {"role": "system", "content": "You are an operations agent."},
+    {"role": "user", "content": "Check order A-1 and tell me its status."},
+)
+"""The smallest history (the two pinned messages), which every episode's first step is transformed from."""
+
+PROBE_TIMEOUT_S = 30.0
+"""How long the probe waits for a deterministic strategy's transform of :data:`PROBE_HISTORY`."""
+
+
+def probe_strategy(strategy: ContextStrategy) -> str | None:
+    """What is wrong with a deterministic strategy's context of the smallest history (every episode's first step),
+    or None when it is a valid one. A strategy that fails here would fail every episode as a harness error, so a run
+    refuses it before it starts; one that is not deterministic is not probed (its transform may call a model)."""
+    if not getattr(strategy, "deterministic", False):
+        return None
+    history = detached(PROBE_HISTORY)
+
+    async def probe() -> object:
+        with anyio.fail_after(PROBE_TIMEOUT_S):
+            return await strategy.for_episode(EpisodeContext()).transform(detached(history))
+
+    try:
+        result = anyio.run(probe)
+    except TimeoutError:
+        return f"its transform did not return within {PROBE_TIMEOUT_S:g} s"
+    except Exception as exc:  # the plug-in's own failure, on one line
+        return f"its transform failed: {type(exc).__name__}: {exc}"
+    problems = transform_problems(history, result)
+    return "; ".join(problems) if problems else None
 
 
 def create_strategy(

@@ -33,6 +33,7 @@ from contextdelta.context import (
     StrategyServices,
     check_window,
     configure_strategies,
+    probe_strategy,
     resolve_strategy,
     source_changes,
 )
@@ -520,6 +521,15 @@ def _configure(specs: list[str], params: StrategyParams, services: StrategyServi
         )
     except StrategyError as exc:
         raise BenchmarkError(str(exc)) from exc
+    for strategy, description in built:
+        if description.source.kind == "builtin":
+            continue
+        problem = probe_strategy(strategy)
+        if problem is not None:  # it would fail every episode's first step: refused before anything is written
+            raise BenchmarkError(
+                f"plug-in strategy {description.name!r} ({description.source.label()}) gives no valid context for "
+                f"the smallest history (the system prompt and the instruction): {problem}"
+            )
     return [description for _, description in built]
 
 
