@@ -26,6 +26,7 @@ import inspect
 import json
 import re
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -390,13 +391,24 @@ def probe_strategy(strategy: ContextStrategy) -> str | None:
         with anyio.fail_after(PROBE_TIMEOUT_S):
             return await strategy.for_episode(EpisodeContext()).transform(detached(history))
 
-    try:
-        result = anyio.run(probe)
-    except TimeoutError:
+    outcome: list[object] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(anyio.run(probe))
+        except BaseException as exc:  # reported below, whatever the plug-in raised
+            failure.append(exc)
+
+    # in a thread of its own: a transform that blocks (time.sleep, a busy loop) is left behind, not waited for
+    thread = threading.Thread(target=run, name="strategy-probe", daemon=True)
+    thread.start()
+    thread.join(PROBE_TIMEOUT_S + 1)
+    if thread.is_alive() or (failure and isinstance(failure[0], TimeoutError)):
         return f"its transform did not return within {PROBE_TIMEOUT_S:g} s"
-    except Exception as exc:  # the plug-in's own failure, on one line
-        return f"its transform failed: {type(exc).__name__}: {exc}"
-    problems = transform_problems(history, result)
+    if failure:
+        return f"its transform failed: {type(failure[0]).__name__}: {failure[0]}"
+    problems = transform_problems(history, outcome[0])
     return "; ".join(problems) if problems else None
 
 

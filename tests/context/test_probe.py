@@ -1,0 +1,33 @@
+"""``probe_strategy``: a deterministic strategy's transform of the smallest history, checked before a run."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import pytest
+
+from contextdelta.context import Message, StrategyBase, TransformResult, create_strategy, probe_strategy, registry
+
+
+class Blocks(StrategyBase):
+    """Blocks the thread it runs on (a busy loop or a sleep, not an await): no event-loop timeout can end it."""
+
+    name = "blocks"
+    deterministic = True
+
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        time.sleep(8)
+        return TransformResult(messages=list(history))
+
+
+def test_a_transform_that_blocks_is_reported_not_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "PROBE_TIMEOUT_S", 0.5)
+    started = time.monotonic()
+    assert probe_strategy(Blocks()) == "its transform did not return within 0.5 s"
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("name", ["full_history", "last_n", "typed_state_digest", "tool_result_clearing"])
+def test_the_built_ins_pass_the_probe(name: str) -> None:
+    assert probe_strategy(create_strategy(name)) is None
