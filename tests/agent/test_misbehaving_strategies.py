@@ -50,7 +50,8 @@ class ReturnsAList(_Plugin):
 
 class NotDicts(_Plugin):
     async def transform(self, history: Sequence[Message]) -> TransformResult:
-        return TransformResult.model_construct(messages=[1, 2], removed=[], inserted=[], summary_calls=[])
+        not_messages: list[Any] = [1, 2]
+        return TransformResult.model_construct(messages=not_messages, removed=[], inserted=[], summary_calls=[])
 
 
 class ExtraKey(_Plugin):
