@@ -382,7 +382,8 @@ PROBE_TIMEOUT_S = 30.0
 def probe_strategy(strategy: ContextStrategy) -> str | None:
     """What is wrong with a deterministic strategy's context of the smallest history (every episode's first step),
     or None when it is a valid one. A strategy that fails here would fail every episode as a harness error, so a run
-    refuses it before it starts; one that is not deterministic is not probed (its transform may call a model)."""
+    refuses it before it starts; one that is not deterministic is not probed (its transform may call a model). The
+    probe's copy is bound to an empty :class:`EpisodeContext` (seed None: no episode); it runs in the driver."""
     if not getattr(strategy, "deterministic", False):
         return None
     history = detached(PROBE_HISTORY)

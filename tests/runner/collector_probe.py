@@ -23,7 +23,7 @@ class CollectorProbe(StrategyBase):
 
     async def transform(self, history: Sequence[Message]) -> TransformResult:
         path = os.environ.get(LOG)
-        if path:
+        if path and self.episode.seed is not None:  # an episode's step, not the run's probe before it starts
             seen = {"pid": os.getpid(), "threshold": list(gc.get_threshold()), "frozen": gc.get_freeze_count()}
             with open(path, "a", encoding="utf-8") as log:
                 log.write(json.dumps(seen) + "\n")
