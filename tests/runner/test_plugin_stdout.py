@@ -17,7 +17,7 @@ from tests.runner.conftest import TASKS
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("workers", [[], ["--workers", "2"]], ids=["in-process", "workers"])
+@pytest.mark.parametrize("workers", [["--workers", "1"], ["--workers", "2"]], ids=["in-process", "workers"])
 def test_a_plugin_that_prints_leaves_the_run_directory_alone_on_stdout(
     oracle_url: str, tmp_path: Path, workers: list[str]
 ) -> None:
