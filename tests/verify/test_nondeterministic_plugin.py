@@ -7,10 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from contextdelta.context import Message, StrategyBase, TransformResult
-from contextdelta.runner import run_benchmark
-from contextdelta.testing import serve_scripted
 from contextdelta.verify import verify_run
-from tests.runner.conftest import TASKS, benchmark_request
+from tests.verify.conftest import oracle_run
 
 
 class Jotter(StrategyBase):
@@ -25,16 +23,7 @@ class Jotter(StrategyBase):
 
 
 def test_verify_names_a_plugin_whose_contexts_it_does_not_re_derive(tmp_path: Path) -> None:
-    with serve_scripted("oracle", TASKS) as url:
-        outcome = run_benchmark(
-            benchmark_request(
-                url,
-                tmp_path,
-                task_ids=["order-grinder-refund"],
-                strategies=["tests.verify.test_nondeterministic_plugin:Jotter", "last_n"],
-                protection_modes=["unprotected"],
-            )
-        )
+    outcome = oracle_run(tmp_path, ["tests.verify.test_nondeterministic_plugin:Jotter", "last_n"])
     assert outcome.manifest.counts.succeeded == 2
     result = verify_run(outcome.path)
     assert result.ok, result.lines()

@@ -7,22 +7,11 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from contextdelta.cli import app
-from contextdelta.runner import run_benchmark
-from contextdelta.testing import serve_scripted
-from tests.runner.conftest import TASKS, benchmark_request
+from tests.verify.conftest import oracle_run
 
 
 def test_verify_keeps_its_stdout_when_a_plugin_prints(tmp_path: Path) -> None:
-    with serve_scripted("oracle", TASKS) as url:
-        outcome = run_benchmark(
-            benchmark_request(
-                url,
-                tmp_path,
-                task_ids=["order-grinder-refund"],
-                strategies=["tests.runner.printing_plugin:Chatty"],
-                protection_modes=["unprotected"],
-            )
-        )
+    outcome = oracle_run(tmp_path, ["tests.runner.printing_plugin:Chatty"])
     assert outcome.manifest.counts.succeeded == 1
     result = CliRunner().invoke(app, ["verify", outcome.path.name, "--results-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
