@@ -335,6 +335,16 @@ class _BrokenHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def _answer(self, status: int, content_type: str, body: bytes, headers: dict[str, str] | None = None) -> None:
+        """One whole answer with its Content-Length."""
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers["content-length"]))
         kind = self.path.split("/")[2]
@@ -348,13 +358,7 @@ class _BrokenHandler(BaseHTTPRequestHandler):
             kind = "gzip"
         if kind in ENCODED:
             status, content_type, headers, body = ENCODED[kind]
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self._answer(status, content_type, body, headers)
             return
         if kind == "hang":
             time.sleep(3)
@@ -389,12 +393,7 @@ class _BrokenHandler(BaseHTTPRequestHandler):
                     time.sleep(0.05)
             return
         if kind == "surrogate":
-            body = SURROGATE_COMPLETION
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self._answer(200, "application/json", SURROGATE_COMPLETION)
             return
         if kind == "cut":
             self.send_response(200)
