@@ -1033,12 +1033,12 @@ def _fail(message: str, code: int) -> typer.Exit:
 
 def _open_store(database_url: str | None, results_dir: Path | None = None) -> object:
     """The trace store at ``database_url``, else CONTEXTDELTA_DATABASE_URL, else in the results folder in use."""
-    from contextdelta.store import StoreError, open_store
+    from contextdelta.store import StoreError, StoreUrlError, open_store
 
     try:
         return open_store(database_url or _settings().database_url_for(results_dir))
-    except StoreError as exc:
-        raise _fail(str(exc), 1) from None
+    except StoreError as exc:  # a URL naming something that is not a store is bad input (2), like a malformed one
+        raise _fail(str(exc), 2 if isinstance(exc, StoreUrlError) else 1) from None
 
 
 def _run_directory(run_id: str, results_dir: Path | None) -> Path:
@@ -1100,13 +1100,13 @@ ColorOption = Annotated[
 @db_app.command("upgrade")
 def db_upgrade_command(database_url: DatabaseUrlOption = None) -> None:
     """Apply the migrations (fresh, unversioned or older databases are upgraded in place; rows are kept)."""
-    from contextdelta.store import StoreError, redact_database_url, upgrade_database
+    from contextdelta.store import StoreError, StoreUrlError, redact_database_url, upgrade_database
 
     url = database_url or _settings().database_url_for()
     try:
         report = upgrade_database(url)
     except StoreError as exc:
-        raise _fail(str(exc), 1) from None
+        raise _fail(str(exc), 2 if isinstance(exc, StoreUrlError) else 1) from None
     where = redact_database_url(url)
     if report.changed:
         typer.echo(f"{where}: {report.found} database upgraded from {report.before or 'empty'} to {report.after}")

@@ -6,7 +6,7 @@ URL works (PostgreSQL through psycopg). Migrations (Alembic, ``migrations/``) ap
     store.import_run(Path("results/RUN_ID"))  # idempotent
 """
 
-from contextdelta.store._engine import StoreError, create_store_engine, redact_database_url
+from contextdelta.store._engine import StoreError, StoreUrlError, create_store_engine, redact_database_url
 from contextdelta.store._ingest import Attributor, FailureAttribution, failure_attribution, record_sha256
 from contextdelta.store._migrate import (
     UpgradeReport,
@@ -43,6 +43,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreRecorder",
+    "StoreUrlError",
     "StoreWriter",
     "ToolEventRow",
     "UpgradeReport",

@@ -30,6 +30,12 @@ class StoreError(RuntimeError):
     """The trace store cannot be opened, migrated or written; the message says why (URLs are redacted)."""
 
 
+class StoreUrlError(StoreError):
+    """The store URL names something that is not a trace store (a file that is not a database, a folder): the
+    user's setting is wrong, not the database; the message names the path and says how to fix it. The commands
+    exit 2 on it, as on a malformed URL."""
+
+
 def redact_database_url(url: str | URL) -> str:
     """The URL with its password hidden, safe for messages and logs."""
     try:

@@ -35,6 +35,7 @@ from sqlalchemy.pool import StaticPool
 from contextdelta.store._engine import (
     READ_ONLY,
     StoreError,
+    StoreUrlError,
     create_store_engine,
     database_problem,
     redact_database_url,
@@ -183,6 +184,15 @@ def upgrade_database(target: Engine | str) -> UpgradeReport:
     else:
         engine = create_store_engine(target.url if isinstance(target, Engine) else target, foreign_keys=False)
     where = redact_database_url(engine.url)
+    path = sqlite_path(engine.url)
+    if path is not None and path.is_dir():
+        if engine is not target:
+            engine.dispose()
+        raise StoreUrlError(
+            f"cannot open the trace store {where}: {path} is a folder, not a database file; set --database-url or "
+            "CONTEXTDELTA_DATABASE_URL to a file in it, e.g. "
+            f"sqlite:///{path / 'contextdelta.db'} (the folder is left as it is)"
+        )
     try:
         with _migration_lock(engine):
             head = head_revision()
@@ -221,11 +231,11 @@ def upgrade_database(target: Engine | str) -> UpgradeReport:
         raise StoreError(f"migrating {where} failed: {exc}") from exc
     except (SQLAlchemyError, OSError) as exc:  # not a database, unreadable, or the server is down
         problem = database_problem(exc)
-        if "file is not a database" in problem:  # SQLite: some other file at the store's path
-            problem += (
-                "; set --database-url or CONTEXTDELTA_DATABASE_URL to the trace store or to a new file (this one is "
-                "left as it is)"
-            )
+        if "file is not a database" in problem:  # SQLite: some other file at the store's path, the user's mistake
+            raise StoreUrlError(
+                f"cannot open the trace store {where}: {problem}; set --database-url or CONTEXTDELTA_DATABASE_URL "
+                "to the trace store or to a new file (this one is left as it is)"
+            ) from None
         raise StoreError(f"cannot open the trace store {where}: {problem}") from None
     finally:
         if engine is not target:

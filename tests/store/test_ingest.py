@@ -278,7 +278,11 @@ def test_the_writer_stores_queued_episodes_a_batch_at_a_time_and_a_bad_one_loses
 
 
 @pytest.mark.parametrize("content", [b"\x00garbage" * 500, b"hello\n", None])
-def test_a_file_that_is_not_a_trace_store_is_a_one_line_error(content: bytes | None, tmp_path: Path) -> None:
+def test_a_file_that_is_not_a_trace_store_is_a_one_line_usage_error_naming_it_and_the_fix(
+    content: bytes | None, tmp_path: Path
+) -> None:
+    """A store URL naming a file that is not a database (or a folder) is the user's setting gone wrong: exit 2, as
+    for a malformed URL, with the path and how to fix it; the file is left as it was."""
     path = tmp_path / "store.db"
     if content is None:
         path.mkdir()
@@ -286,9 +290,17 @@ def test_a_file_that_is_not_a_trace_store_is_a_one_line_error(content: bytes | N
         path.write_bytes(content)
     for args in (["db", "upgrade"], ["serve", "--upstream", "http://127.0.0.1:9/v1"]):
         result = runner.invoke(app, [*args, "--database-url", f"sqlite:///{path}"])
-        assert result.exit_code == 1, result.output
+        assert result.exit_code == 2, result.output
+        assert "\n" not in result.stderr.strip()
         message = result.stderr.strip()
-        assert message.startswith(f"error: cannot open the trace store sqlite:///{path}: ") and "\n" not in message
+        assert message.startswith(f"error: cannot open the trace store sqlite:///{path}: ")
+        assert "set --database-url or CONTEXTDELTA_DATABASE_URL to" in message
+        assert "is left as it is" in message
+        if content is None:
+            assert f"{path} is a folder, not a database file" in message and path.is_dir()
+            assert list(path.iterdir()) == []
+        else:
+            assert "file is not a database" in message and path.read_bytes() == content
 
 
 @pytest.mark.parametrize("url", ["garbage", "sqlite:/results.db", "postgresql psycopg://u@h/d"])
