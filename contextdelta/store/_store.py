@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import shlex
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -13,7 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, event, func, select
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -334,6 +335,12 @@ def open_store(url: str | None = None, *, attributor: Attributor | None = failur
 _STOP = object()
 BATCH_EPISODES = 32
 """At most this many queued episodes are written in one transaction by the background writer."""
+CLOSE_STALL_S = 10.0
+"""How long closing a store writer (the end of a run) waits while none of its statements completes (a SQLite file
+whose write lock another process holds: each write waits up to the 30 s busy timeout, five times): past it, the
+run ends without the episodes not yet written and says how to import them. A writer that makes progress is waited
+for up to ``StoreWriter.close``'s ``timeout_s`` (120 s) in all."""
+IMPORT_LATER = "`contextdelta db import RUN_ID`"
 
 
 @dataclass(frozen=True)
@@ -367,14 +374,23 @@ class StoreWriter:
     """Episodes a reconciliation inserted or replaced (ones an earlier, killed session never stored)."""
     errors: list[str] = field(default_factory=list)
     _queue: queue.Queue[Any] = field(default_factory=queue.Queue)
+    import_hint: str = IMPORT_LATER
+    """The command that loads the run directory into the store later, named when the writer cannot finish."""
     _manifest: tuple[RunManifest, Path | None] | None = None
     """The last manifest written (the run group row to write again into a store created anew)."""
     _thread: threading.Thread | None = None
+    _progress_at: float = 0.0
+    """``time.monotonic()`` when a statement of the store's last completed (what closing measures a stall by)."""
 
     def start(self) -> StoreWriter:
+        if not event.contains(self.store.engine, "after_cursor_execute", self._progressed):
+            event.listen(self.store.engine, "after_cursor_execute", self._progressed)
         self._thread = threading.Thread(target=self._work, name="contextdelta-store-writer", daemon=True)
         self._thread.start()
         return self
+
+    def _progressed(self, *args: Any) -> None:
+        self._progress_at = time.monotonic()
 
     def episode(self, record: EpisodeRecord, superseded: Sequence[EpisodeRecord] = ()) -> None:
         """Queue one finished episode (with the earlier attempts it supersedes)."""
@@ -388,24 +404,36 @@ class StoreWriter:
         """Queue a reconciliation of the run group with ``records`` (:meth:`Store.reconcile`)."""
         self._queue.put(_Reconcile(run_group_id, tuple(records)))
 
-    def close(self, timeout_s: float = 120.0) -> None:
-        """Write everything queued, then stop the thread."""
+    def close(self, timeout_s: float = 120.0, stall_s: float = CLOSE_STALL_S) -> None:
+        """Write everything queued, then stop the thread. Waits while the writer's statements complete, for
+        ``timeout_s`` at most, and no more than ``stall_s`` (``CLOSE_STALL_S``) after the last one did (a database
+        another process holds locked); then gives up, says what is missing and how to import it
+        (``import_hint``), and leaves the thread to finish, or die with the process."""
         if self._thread is None:
             return
         self._queue.put(_STOP)
-        self._thread.join(timeout_s)
+        started = time.monotonic()
+        stalled = False
+        while self._thread.is_alive():
+            now = time.monotonic()
+            stall_ends = max(self._progress_at, started) + stall_s
+            if now >= started + timeout_s or now >= stall_ends:
+                stalled = now >= stall_ends
+                break
+            self._thread.join(min(started + timeout_s, stall_ends) - now)
         if self._thread.is_alive():  # blocked on a database another writer holds locked, or a slow server
+            waited = f"no write got through for {stall_s:g}s" if stalled else f"still writing after {timeout_s:g}s"
             self._fail(
-                f"trace store {self.store.url}: still writing after {timeout_s:g}s (is another process holding the "
-                "database locked?); the episodes not yet written are missing from it. The run directory is "
-                "complete, load it later with `contextdelta db import RUN_ID`"
+                f"trace store {self.store.url}: {waited} (is another process holding the database locked?); stopped "
+                "waiting, and the episodes not yet written are missing from it. The run directory is complete: load "
+                f"it later with {self.import_hint}"
             )
         self._thread = None
 
     def _failed(self, exc: Exception) -> None:
         self._fail(
             f"trace store {self.store.url}: {type(exc).__name__}: {exc}; the run directory is complete, load it "
-            "later with `contextdelta db import RUN_ID`"
+            f"later with {self.import_hint}"
         )
 
     def _fail(self, message: str) -> None:
@@ -502,6 +530,10 @@ class StoreRecorder:
     def start(self, run: RunStart) -> None:
         for earlier in sorted([*run.superseded, *run.done], key=lambda r: r.attempt):
             self.attempts.setdefault(earlier.run_id, []).append(earlier)
+        self.writer.import_hint = (
+            f"`contextdelta db import {shlex.quote(str(run.path.resolve()))} --database-url "
+            f"{shlex.quote(self.store.url)}`"
+        )
         self.writer.manifest(run.manifest, run.path.resolve())
         if run.done:  # an earlier session may have been killed before its writer thread stored everything
             self.writer.reconcile(run.manifest.run_group_id, [*run.superseded, *run.done])

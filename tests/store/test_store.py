@@ -111,3 +111,68 @@ def test_the_writer_reconciling_a_run_repairs_an_edited_row_and_counts_it(
             assert session.scalars(select(EpisodeRow.success).where(EpisodeRow.run_id == records[0].run_id)).one() is (
                 records[0].verdict.success
             )
+
+
+def test_a_run_ending_on_a_store_another_process_holds_locked_waits_the_stall_limit_then_names_the_import(
+    sqlite_url: str, mock_run: Path, mock_fixture: Fixture
+) -> None:
+    """Another process holds the SQLite file's write lock for the whole end of a run: the run's end waits no more
+    than CLOSE_STALL_S past the writer's last statement (it waited 120 s), says the episodes are missing, and
+    names the command that loads the run directory later, which then does."""
+    import subprocess
+    import sys
+
+    from typer.testing import CliRunner
+
+    from contextdelta.cli import app
+    from contextdelta.rundir import RunEnd, RunStart
+    from contextdelta.store import StoreRecorder
+    from contextdelta.store._store import CLOSE_STALL_S
+
+    Store.open(sqlite_url).close()  # migrated before the other process takes the lock
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys\n"
+            "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+            "c.execute('BEGIN IMMEDIATE')\n"
+            "print('locked', flush=True)\n"
+            "sys.stdin.read()\n",
+            sqlite_url.removeprefix("sqlite:///"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdin is not None
+    assert holder.stdout.readline() == "locked\n"
+    records = tuple(e.record for e in mock_fixture.episodes)
+    errors: list[str] = []
+    try:
+        recorder = StoreRecorder.open(sqlite_url, errors.append)
+        assert recorder is not None
+        thread = recorder.writer._thread
+        recorder.start(RunStart(mock_run, mock_fixture.manifest, len(records), (), len(records)))
+        for record in records:
+            recorder.episode(record)
+        started = time.monotonic()
+        recorder.finish(RunEnd(mock_run, mock_fixture.manifest, records, len(records)))
+        waited = time.monotonic() - started
+    finally:
+        holder.stdin.close()  # the other process lets go
+        holder.wait(30)
+    assert CLOSE_STALL_S - 1 <= waited < CLOSE_STALL_S + 10, waited  # not the old 120 s
+    assert len(errors) == 1, errors
+    command = f"contextdelta db import {mock_run.resolve()} --database-url {sqlite_url}"
+    assert errors[0] == (
+        f"trace store {sqlite_url}: no write got through for {CLOSE_STALL_S:g}s (is another process holding the "
+        "database locked?); stopped waiting, and the episodes not yet written are missing from it. The run "
+        f"directory is complete: load it later with `{command}`"
+    )
+    assert thread is not None
+    thread.join(120)  # the lock released, the writer left behind finishes or gives up
+    result = CliRunner().invoke(app, command.split()[1:])
+    assert result.exit_code == 0, result.output
+    with Store.open(sqlite_url) as store:
+        assert store.episode_count(mock_fixture.manifest.run_group_id) == len(records)
