@@ -14,7 +14,9 @@ as an interrupted stream). Every failure is recorded as a pair with its error.
 Credentials never reach the store or the log: no header is stored, the key a client sent (in Authorization, an
 ``api-key`` or ``x-api-key`` header, or the query string) is cut out of what is, and the request and response are
 redacted (:class:`~contextdelta.proxy.Redactor`) first. The upstream is called with ``--upstream-api-key`` when
-given; without one, the client's own Authorization header is passed on (unless it was the proxy's bearer token).
+given (in place of any ``api-key``/``x-api-key`` header the client sent, else as ``Authorization: Bearer``); without
+one, the client's own credential headers are passed on as sent: Authorization (unless it was the proxy's bearer
+token), ``api-key`` (Azure OpenAI) and ``x-api-key``.
 Built on ``http.server.ThreadingHTTPServer`` like the scripted test server; sockets use TCP_NODELAY and a
 non-stream response is written in one send.
 """
@@ -70,8 +72,9 @@ HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", 
 _FOLD = re.compile(r"[\r\n]+[ \t]*")
 """A line break in a header value and the whitespace that continues it."""
 CLIENT_KEY_HEADERS = ("api-key", "x-api-key")
-"""Headers in which clients (Azure OpenAI, Anthropic-style gateways) send their key: never forwarded, and their
-values are cut out of what is recorded like the bearer token's."""
+"""Headers in which clients (Azure OpenAI, Anthropic-style gateways) send their key: forwarded upstream as sent
+(``--upstream-api-key`` replaces their value), never stored, and their values cut out of what is recorded like the
+bearer token's."""
 DECODED_ENCODINGS = ("gzip", "x-gzip", "deflate")
 """The ``Content-Encoding`` values the proxy decodes to record a body (the client gets the bytes as they came)."""
 
@@ -181,10 +184,21 @@ class RecordingProxy(LoopbackService):
         return header is not None and hmac.compare_digest(header.strip().encode(), expected)
 
     def upstream_headers(self, incoming: Any) -> dict[str, str]:
+        """The headers the upstream gets: the forwarded ones, and the credentials. The client's own credential
+        headers (Authorization unless it carried the proxy's token, ``api-key``, ``x-api-key``) go on as sent;
+        ``--upstream-api-key`` replaces them: it goes in place of the value of each ``api-key``/``x-api-key`` header
+        the client sent (an Azure OpenAI client sends ``api-key``), and as ``Authorization: Bearer KEY`` unless the
+        client's credential was such a header alone."""
         headers = {name: incoming[name] for name in FORWARDED_REQUEST_HEADERS if incoming.get(name)}
+        key_headers = {name: incoming[name] for name in CLIENT_KEY_HEADERS if incoming.get(name)}
+        client_authorization = self.config.token is None and bool(incoming.get("authorization"))
         if self.config.upstream_api_key:
-            headers["Authorization"] = f"Bearer {self.config.upstream_api_key}"
-        elif self.config.token is None and incoming.get("authorization"):
+            headers.update(dict.fromkeys(key_headers, self.config.upstream_api_key))
+            if client_authorization or not key_headers:  # an Azure key alone: no bearer beside it
+                headers["Authorization"] = f"Bearer {self.config.upstream_api_key}"
+            return headers
+        headers.update(key_headers)
+        if client_authorization:
             headers["Authorization"] = incoming["authorization"]
         elif self.upstream.userinfo:
             user, password = self.upstream.userinfo

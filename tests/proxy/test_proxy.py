@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import openai
 import pytest
@@ -989,3 +989,95 @@ def test_a_client_that_hangs_up_cancels_the_upstream_request_and_the_pair_says_s
     else:
         assert trace.status_code == 499
         assert trace.error == "client disconnected before the answer; the upstream request was cancelled"
+
+
+# ---- credentials in key headers, HTTP/1.0 streams, bodies that are not JSON, the connection cap ---------------
+
+
+class _EchoHandler(BaseHTTPRequestHandler):
+    """An upstream that keeps each request it gets (headers and body) in ``seen`` and answers a small completion;
+    under ``/slow`` after 1.5 s; a body that is not JSON gets a 400 in OpenAI's error shape."""
+
+    protocol_version = "HTTP/1.1"
+    seen: ClassVar[list[tuple[dict[str, str], bytes]]] = []
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("content-length") or 0))
+        type(self).seen.append(({k.lower(): v for k, v in self.headers.items()}, body))
+        if self.path.startswith("/slow"):
+            time.sleep(1.5)
+        try:
+            json.loads(body)
+        except ValueError:
+            status = 400
+            answer = {"error": {"message": "We could not parse the JSON body of your request.", "code": None}}
+        else:
+            status = 200
+            answer = {
+                "id": "chatcmpl-echo",
+                "object": "chat.completion",
+                "model": "echo",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
+        data = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def echo_root() -> Iterator[str]:
+    _EchoHandler.seen = []
+    with serve_handler(_EchoHandler) as root:
+        yield root
+
+
+CHAT = json.dumps({"model": "echo", "messages": [{"role": "user", "content": "hi"}]}).encode()
+
+
+@pytest.mark.parametrize("header", ["api-key", "x-api-key"])
+@pytest.mark.parametrize("upstream_key", [None, UPSTREAM_KEY])
+def test_a_key_sent_in_an_api_key_header_reaches_the_upstream_and_never_the_store(
+    header: str, upstream_key: str | None, echo_root: str, tmp_path: Path, store: Store
+) -> None:
+    """An Azure OpenAI client sends its key as ``api-key``: the upstream gets it as sent (the proxy dropped it, and
+    Azure answered 401), or --upstream-api-key in its place; the store holds neither."""
+    azure_key = "azurekey-0123456789-XYZ"
+    config = ProxyConfig(upstream=f"{echo_root}/v1", upstream_api_key=upstream_key)
+    with RecordingProxy(config, store) as proxy:
+        connection = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        connection.request(
+            "POST",
+            "/v1/chat/completions?api-version=2024-06-01",
+            body=CHAT,
+            headers={header: azure_key, "Content-Type": "application/json"},
+        )
+        assert connection.getresponse().status == 200
+        connection.close()
+    ((headers, body),) = _EchoHandler.seen
+    assert headers[header] == (upstream_key or azure_key)
+    assert "authorization" not in headers  # the key header was the client's credential: no bearer beside it
+    assert body == CHAT
+    (trace,) = store.proxy_traces()
+    assert trace.status_code == 200 and trace.error is None
+    database = _database_bytes(tmp_path)
+    assert b"chatcmpl-echo" in database  # the file is readable as bytes: the check below means something
+    assert azure_key.encode() not in database and UPSTREAM_KEY.encode() not in database
+
+
+def test_a_bearer_client_still_gets_the_upstream_key_as_a_bearer_and_its_own_otherwise(
+    echo_root: str, store: Store
+) -> None:
+    for upstream_key, expected in ((None, f"Bearer {CLIENT_KEY}"), (UPSTREAM_KEY, f"Bearer {UPSTREAM_KEY}")):
+        _EchoHandler.seen.clear()
+        with RecordingProxy(ProxyConfig(upstream=f"{echo_root}/v1", upstream_api_key=upstream_key), store) as proxy:
+            _client(proxy).chat.completions.create(model="echo", messages=[{"role": "user", "content": "hi"}])
+        ((headers, _),) = _EchoHandler.seen
+        assert headers["authorization"] == expected
+        assert "api-key" not in headers and "x-api-key" not in headers
