@@ -721,11 +721,16 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> bytes:
         """Pass an SSE stream on chunk by chunk (chunked transfer encoding); returns every byte relayed. A stream
         past the provider's cap (``MAX_RESPONSE_BYTES``) is cut there, as one that broke off, and none of it is
-        returned to be recorded."""
+        returned to be recorded. An HTTP/1.0 client, which knows no chunked encoding, gets the stream as a body
+        that ends when the connection closes (``Connection: close``, no ``Transfer-Encoding``)."""
         received = CappedBody()
         client_open = True
+        chunked = self.request_version != "HTTP/1.0"
+        if not chunked:
+            self.close_connection = True  # the end of the body is the end of the connection
+        framing = ("Transfer-Encoding", "chunked") if chunked else ("Connection", "close")
         try:
-            self.wfile.write(self._head(200, [*headers, ("Transfer-Encoding", "chunked")]) + b"\r\n")
+            self.wfile.write(self._head(200, [*headers, framing]) + b"\r\n")
             self.wfile.flush()
         except OSError:
             client_open = False
@@ -748,13 +753,13 @@ class _Handler(BaseHTTPRequestHandler):
                 return b""
             if client_open:
                 try:
-                    self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                    self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n" if chunked else piece)
                     self.wfile.flush()
                 except OSError:
                     client_open = False
                     trace.error = CLIENT_GONE_DURING_STREAM
                     break
-        if client_open:
+        if client_open and chunked:
             with contextlib.suppress(OSError):
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()

@@ -1081,3 +1081,47 @@ def test_a_bearer_client_still_gets_the_upstream_key_as_a_bearer_and_its_own_oth
         ((headers, _),) = _EchoHandler.seen
         assert headers["authorization"] == expected
         assert "api-key" not in headers and "x-api-key" not in headers
+
+
+def _read_until_closed(sock: socket.socket) -> bytes:
+    received = b""
+    while piece := sock.recv(65536):
+        received += piece
+    return received
+
+
+def test_an_http_1_0_client_gets_a_stream_as_a_body_that_ends_with_the_connection(sse_url: str, store: Store) -> None:
+    """HTTP/1.0 has no chunked encoding: a stream for an HTTP/1.0 client is sent as it comes, without
+    Transfer-Encoding, and ends when the proxy closes the connection."""
+    body = json.dumps({"model": "sse-model", "messages": [{"role": "user", "content": "hi"}], "stream": True})
+    with (
+        RecordingProxy(ProxyConfig(upstream=sse_url), store) as proxy,
+        socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as sock,
+    ):
+        sock.sendall(
+            f"POST /v1/chat/completions HTTP/1.0\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n{body}".encode()
+        )
+        answer = _read_until_closed(sock)  # the proxy closes: that is the end of the body
+    head, _, sse = answer.partition(b"\r\n\r\n")
+    head_lines = head.decode().lower().split("\r\n")
+    assert head_lines[0].startswith("http/1.1 200 ")
+    assert "connection: close" in head_lines and not any(h.startswith("transfer-encoding") for h in head_lines)
+    events = [line[6:] for line in sse.decode().split("\n") if line.startswith("data: ")]  # no chunk-size lines
+    assert sse.startswith(b"data: ") and events[-1] == "[DONE]"
+    pieces = [json.loads(e)["choices"][0]["delta"].get("content") for e in events[:-1] if json.loads(e)["choices"]]
+    assert "".join(p for p in pieces if p) == "".join(PIECES)
+    (trace,) = store.proxy_traces()
+    assert trace.stream and trace.status_code == 200 and trace.error is None
+    assert trace.response["choices"][0]["message"]["content"] == "".join(PIECES)
+
+
+def test_an_http_1_1_client_still_gets_a_stream_chunked(sse_url: str, store: Store) -> None:
+    body = json.dumps({"model": "sse-model", "messages": [{"role": "user", "content": "hi"}], "stream": True})
+    with RecordingProxy(ProxyConfig(upstream=sse_url), store) as proxy:
+        connection = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        connection.request("POST", "/v1/chat/completions", body=body, headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        assert response.getheader("Transfer-Encoding") == "chunked" and response.getheader("Connection") is None
+        assert response.read().rstrip().endswith(b"data: [DONE]")
+        connection.close()
