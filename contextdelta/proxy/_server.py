@@ -261,6 +261,18 @@ def _json_or_none(raw: bytes) -> Any:
         return None
 
 
+def _request_note(body: bytes | None, content_type: str | None) -> str | None:
+    """What a recorded pair says of a request body that is not stored: one that is not JSON (its size and
+    Content-Type, which is what the upstream was sent), or an empty one; None for a request without a body (GET)."""
+    if body is None:
+        return None
+    kind = _FOLD.sub(" ", content_type).strip()[:200] if content_type else None
+    sent = f"Content-Type {kind!r}" if kind else "no Content-Type"
+    if not body:
+        return f"request body is empty (0 bytes, {sent})"
+    return f"request body is not JSON ({len(body)} bytes, {sent}); it was forwarded but is not stored"
+
+
 def _read_body(response: http.client.HTTPResponse, deadline: float, timeout_s: float) -> bytes:
     """The whole upstream body, read in chunks and given up past the provider's cap (``MAX_RESPONSE_BYTES``) or
     past ``deadline`` (``time.perf_counter()``: the request's start plus ``--timeout-s``), as the provider gives up
@@ -583,8 +595,10 @@ class _Handler(BaseHTTPRequestHandler):
             model=model if isinstance(model, str) else None,
             request=proxy.redactor.json(request_json, client_secrets) if request_json is not None else None,
         )
-        if body is not None and request_json is None:
-            trace.error = "request body is not JSON"
+        # a body that is not JSON is not stored (the store keeps JSON requests), but the pair says one came, of what
+        # size and type, whatever else goes wrong (an upstream's 400 about it would otherwise take its place)
+        request_note = _request_note(body, self.headers.get("content-type")) if request_json is None else None
+        trace.error = request_note
         connection = proxy.upstream.connection(proxy.config.timeout_s)
         watch: _ClientWatch | None = None
         try:
@@ -681,6 +695,8 @@ class _Handler(BaseHTTPRequestHandler):
             if watch is not None:
                 watch.stop()
             connection.close()
+            if request_note is not None and not (trace.error or "").startswith(request_note):
+                trace.error = f"{request_note}; {trace.error}" if trace.error else request_note
             trace.latency_s = time.perf_counter() - started
             log.info("%s %s -> %d in %.3fs", self.command, parts.path, trace.status_code, trace.latency_s)
             proxy.record(trace)

@@ -1125,3 +1125,34 @@ def test_an_http_1_1_client_still_gets_a_stream_chunked(sse_url: str, store: Sto
         assert response.getheader("Transfer-Encoding") == "chunked" and response.getheader("Connection") is None
         assert response.read().rstrip().endswith(b"data: [DONE]")
         connection.close()
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "note"),
+    [
+        (b"hello, not json", "text/plain", "request body is not JSON (15 bytes, Content-Type 'text/plain')"),
+        (b"\xff\xfe\x00binary", None, "request body is not JSON (9 bytes, no Content-Type)"),
+        (b"", "application/json", "request body is empty (0 bytes, Content-Type 'application/json')"),
+    ],
+)
+def test_a_request_body_that_is_not_json_is_recorded_as_received_with_its_size_and_type(
+    body: bytes, content_type: str | None, note: str, echo_root: str, store: Store
+) -> None:
+    """The store keeps a request as JSON; one whose body is not JSON is forwarded as it came, and its pair says so
+    (size and Content-Type), also when the upstream's own error about it is recorded (which took the note's place,
+    and the pair read as a request without a body)."""
+    with RecordingProxy(ProxyConfig(upstream=f"{echo_root}/v1"), store) as proxy:
+        connection = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        connection.putrequest("POST", "/v1/chat/completions", skip_accept_encoding=True)
+        if content_type is not None:
+            connection.putheader("Content-Type", content_type)
+        connection.putheader("Content-Length", str(len(body)))
+        connection.endheaders(body)
+        assert connection.getresponse().status == 400
+        connection.close()
+    ((_, forwarded),) = _EchoHandler.seen
+    assert forwarded == body
+    (trace,) = store.proxy_traces()
+    assert trace.request is None and trace.status_code == 400
+    assert trace.error is not None and trace.error.startswith(note)
+    assert trace.error.endswith("; We could not parse the JSON body of your request.")
