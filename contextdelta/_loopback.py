@@ -23,9 +23,10 @@ class LoopbackService:
     """Serve ``handler`` on (host, port) from a daemon thread; ``with`` starts and stops it."""
 
     thread_name = "loopback-service"
+    server_class: type[ThreadedHTTPServer] = ThreadedHTTPServer
 
     def _bind(self, host: str, port: int, handler: type[BaseHTTPRequestHandler]) -> None:
-        self._httpd = ThreadedHTTPServer((host, port), handler, self)
+        self._httpd = self.server_class((host, port), handler, self)
         self._thread: threading.Thread | None = None
 
     @property

@@ -1650,6 +1650,15 @@ def serve_command(
             callback=_seconds(PROXY_MAX_TIMEOUT_S),
         ),
     ] = 600.0,
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=65536,
+            help="Client connections served at once (each holds a thread and up to 64 MiB of request); one more "
+            "is answered 503 with Retry-After.",
+        ),
+    ] = 128,
 ) -> None:
     """OpenAI-compatible recording proxy: forwards /v1/chat/completions (streaming too) and /v1/models to
     --upstream and stores every request/response pair, redacted, in the trace store."""
@@ -1687,7 +1696,13 @@ def serve_command(
     try:
         proxy = RecordingProxy(
             ProxyConfig(
-                upstream=upstream, host=host, port=port, token=token, upstream_api_key=key, timeout_s=timeout_s
+                upstream=upstream,
+                host=host,
+                port=port,
+                token=token,
+                upstream_api_key=key,
+                timeout_s=timeout_s,
+                max_connections=max_connections,
             ),
             store,
         )

@@ -126,9 +126,22 @@ class Upstream:
         return f"{self.scheme}://{host}:{self.port}{self.base_path}"
 
 
+DEFAULT_MAX_CONNECTIONS = 128
+"""How many client connections the proxy serves at once (``--max-connections``): each holds a thread and, while its
+request is forwarded, up to ``MAX_BODY_BYTES`` of body (and the upstream's answer); one more is answered 503 with
+``Retry-After``, so that memory stays bounded however many clients connect."""
+RETRY_AFTER_S = 1
+"""The ``Retry-After`` of the 503 for a connection past ``--max-connections``."""
+REFUSAL_LINGER_S = 2.0
+"""How long the proxy reads (and drops) what a refused client still sends after its 503, before it closes: closed
+at once, with the request unread, the connection would be reset and the client could lose the 503."""
+
+
 @dataclass
 class ProxyConfig:
-    """How the proxy runs. ``token``: clients must send ``Authorization: Bearer <token>``; None: no check."""
+    """How the proxy runs. ``token``: clients must send ``Authorization: Bearer <token>``; None: no check.
+    ``max_connections``: client connections served at once (open ones, idle keep-alive ones included); one more
+    gets a 503 with ``Retry-After``."""
 
     upstream: str
     host: str = "127.0.0.1"
@@ -137,12 +150,37 @@ class ProxyConfig:
     upstream_api_key: str | None = None
     timeout_s: float = 600.0
     extra_secrets: list[str] = field(default_factory=list)
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+
+
+class _CappedServer(ThreadedHTTPServer):
+    """The proxy's server: a thread per connection up to the proxy's ``max_connections``; a connection past them
+    gets a 503 with ``Retry-After`` from a short-lived thread that reads none of its request."""
+
+    owner: RecordingProxy
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.owner.admit():
+            self.owner.refuse(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread started: its slot is free again
+            self.owner.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.owner.release()
 
 
 class RecordingProxy(LoopbackService):
     """The recording proxy. ``start``/``stop`` (background thread), or ``serve_forever`` in the foreground."""
 
     thread_name = "recording-proxy"
+    server_class = _CappedServer
     shutdown_grace_s = 10.0
     """How long stopping waits for the requests in flight to be answered and recorded."""
 
@@ -158,6 +196,12 @@ class RecordingProxy(LoopbackService):
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._in_flight = 0
+        if config.max_connections < 1:
+            raise ValueError(f"--max-connections must be 1 or more, got {config.max_connections}")
+        self._connections = 0
+        self._refusing = 0
+        self.refused = 0
+        """Connections answered 503 because ``max_connections`` were being served."""
         self._bind(config.host, config.port, _Handler)
 
     def wait_idle(self, timeout_s: float = 10.0) -> bool:
@@ -174,6 +218,74 @@ class RecordingProxy(LoopbackService):
                 in_flight,
                 self.shutdown_grace_s,
             )
+
+    # ---- the connection cap (used by the server) --------------------------------------------------------
+
+    def admit(self) -> bool:
+        """Take a connection slot; False when ``max_connections`` are taken."""
+        with self._lock:
+            if self._connections >= self.config.max_connections:
+                return False
+            self._connections += 1
+            return True
+
+    def release(self) -> None:
+        with self._lock:
+            self._connections -= 1
+
+    def refuse(self, sock: socket.socket) -> None:
+        """Answer a connection past ``max_connections`` with a 503 and ``Retry-After``, from a thread of its own
+        (at most ``max_connections`` of them at once: past that, the connection is closed unanswered)."""
+        with self._lock:
+            self.refused += 1
+            refused = self.refused
+            answering = self._refusing < self.config.max_connections
+            self._refusing += answering
+        if refused == 1 or refused % 100 == 0:
+            log.warning(
+                "refused a connection (503): %d connections are being served, the most --max-connections allows "
+                "(%d refused so far)",
+                self.config.max_connections,
+                refused,
+            )
+        if not answering:
+            with contextlib.suppress(OSError):
+                sock.close()
+            return
+        threading.Thread(target=self._answer_refused, args=(sock,), name="proxy-refusal", daemon=True).start()
+
+    def _answer_refused(self, sock: socket.socket) -> None:
+        message = (
+            f"The proxy is serving as many connections as it takes ({self.config.max_connections}, "
+            f"--max-connections); retry after {RETRY_AFTER_S} s."
+        )
+        body = _error_body(503, message, "too_many_connections")
+        head = (
+            "HTTP/1.1 503 Service Unavailable\r\n"
+            f"Server: {_Handler.server_version}\r\n"
+            "Content-Type: application/json\r\n"
+            f"Retry-After: {RETRY_AFTER_S}\r\n"
+            "Connection: close\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        try:
+            sock.settimeout(REFUSAL_LINGER_S)
+            sock.sendall(head.encode("latin-1") + body)
+            sock.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + REFUSAL_LINGER_S
+            drained = 0  # what the client sends meanwhile is dropped: its request is never read
+            while time.monotonic() < deadline and drained < MAX_BODY_BYTES:
+                piece = sock.recv(65536)
+                if not piece:
+                    break
+                drained += len(piece)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                sock.close()
+            with self._lock:
+                self._refusing -= 1
 
     # ---- used by the handler ----------------------------------------------------------------------------
 

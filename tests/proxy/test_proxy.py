@@ -1156,3 +1156,68 @@ def test_a_request_body_that_is_not_json_is_recorded_as_received_with_its_size_a
     assert trace.request is None and trace.status_code == 400
     assert trace.error is not None and trace.error.startswith(note)
     assert trace.error.endswith("; We could not parse the JSON body of your request.")
+
+
+def test_connections_past_max_connections_get_a_503_with_retry_after_and_none_is_lost(
+    echo_root: str, store: Store
+) -> None:
+    """With --max-connections 2, a slow client (half its request sent) and a request the upstream is slow to answer
+    hold both slots: a third connection gets a 503 with Retry-After at once, its request never forwarded; both
+    held requests are answered and recorded, and once they are done a new connection is served."""
+    with RecordingProxy(ProxyConfig(upstream=f"{echo_root}/slow/v1", max_connections=2), store) as proxy:
+        slow_client = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+        slow_client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")  # the rest comes later
+        answers: list[int] = []
+
+        def held_request() -> None:
+            connection = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+            connection.request("POST", "/v1/chat/completions", body=CHAT, headers={"Content-Type": "application/json"})
+            answers.append(connection.getresponse().status)
+            connection.close()
+
+        holder = threading.Thread(target=held_request)
+        holder.start()
+        deadline = time.monotonic() + 5
+        while not _EchoHandler.seen and time.monotonic() < deadline:  # the held request reached the upstream
+            time.sleep(0.01)
+        refused = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        refused.request("POST", "/v1/chat/completions", body=CHAT, headers={"Content-Type": "application/json"})
+        response = refused.getresponse()
+        assert (response.status, response.getheader("Retry-After"), response.getheader("Connection")) == (
+            503,
+            "1",
+            "close",
+        )
+        error = json.loads(response.read())["error"]
+        assert error["code"] == "too_many_connections" and "--max-connections" in error["message"]
+        refused.close()
+        assert len(_EchoHandler.seen) == 1  # the refused request never went upstream
+        slow_client.sendall(f"Content-Type: application/json\r\nContent-Length: {len(CHAT)}\r\n\r\n".encode() + CHAT)
+        slow_answer = slow_client.recv(65536)
+        slow_client.close()
+        holder.join(10)
+        assert answers == [200] and slow_answer.startswith(b"HTTP/1.1 200 ")
+        deadline = time.monotonic() + 5
+        while proxy._connections and time.monotonic() < deadline:  # both handlers saw their clients go
+            time.sleep(0.01)
+        later = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        later.request("POST", "/v1/chat/completions", body=CHAT, headers={"Content-Type": "application/json"})
+        assert later.getresponse().status == 200
+        later.close()
+        assert proxy.refused == 1
+    traces = store.proxy_traces()
+    assert [(t.status_code, t.error) for t in traces] == [(200, None)] * 3
+    assert len(_EchoHandler.seen) == 3
+
+
+def test_serve_refuses_a_max_connections_below_one(oracle_url: str, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from contextdelta.cli import app
+
+    result = CliRunner().invoke(
+        app,
+        ["serve", "--upstream", oracle_url, "--max-connections", "0", "--database-url", f"sqlite:///{tmp_path / 'x'}"],
+    )
+    assert result.exit_code == 2 and "--max-connections" in result.output and "is not in the range" in result.output
+    assert not (tmp_path / "x").exists()
