@@ -17,8 +17,14 @@ redacted (:class:`~contextdelta.proxy.Redactor`) first. The upstream is called w
 given (in place of any ``api-key``/``x-api-key`` header the client sent, else as ``Authorization: Bearer``); without
 one, the client's own credential headers are passed on as sent: Authorization (unless it was the proxy's bearer
 token), ``api-key`` (Azure OpenAI) and ``x-api-key``.
-Built on ``http.server.ThreadingHTTPServer`` like the scripted test server; sockets use TCP_NODELAY and a
-non-stream response is written in one send.
+A request body that is not JSON is forwarded as it came; the pair records that it came, its size and content type
+(the store keeps requests as JSON), not the body. An HTTP/1.0 client gets a stream as a body that ends when the
+connection closes (HTTP/1.0 has no chunked encoding).
+
+Built on ``http.server.ThreadingHTTPServer`` like the scripted test server, a thread per connection: at most
+``--max-connections`` (default 128) are served at once, and one more is answered 503 with ``Retry-After`` (each
+connection can hold up to 64 MiB of request body). Sockets use TCP_NODELAY and a non-stream response is written in
+one send.
 """
 
 from __future__ import annotations
