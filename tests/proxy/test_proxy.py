@@ -1013,7 +1013,9 @@ class _EchoHandler(BaseHTTPRequestHandler):
             json.loads(body)
         except ValueError:
             status = 400
-            answer = {"error": {"message": "We could not parse the JSON body of your request.", "code": None}}
+            answer: dict[str, object] = {
+                "error": {"message": "We could not parse the JSON body of your request.", "code": None}
+            }
         else:
             status = 200
             answer = {
