@@ -8,12 +8,13 @@ resource model does not have; arguments a tool does not take; an initial state t
 from __future__ import annotations
 
 import json
+import re
 import types
 import typing
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from contextdelta.tasks.loader import TaskProblem
 from contextdelta.tasks.schema import Task, TrajectoryCall, VersionFromCall
@@ -36,13 +37,13 @@ def _unwrap(annotation: Any) -> list[Any]:
     return [annotation]
 
 
-def field_path_error(model: type[BaseModel], path: str) -> str | None:
-    """Why ``path`` (dotted, integer segments index lists) is not a field path of ``model``; None if it is.
+def _walk(model: type[BaseModel], path: str) -> tuple[list[Any], str | None]:
+    """The annotations a dotted ``path`` of ``model`` may hold, or why it is not a field path.
 
-    ``version`` is always valid: it addresses the resource's version, not a field.
+    ``version`` addresses the resource's version (an integer), not a field.
     """
     if path == "version":
-        return None
+        return [int], None
     candidates: list[Any] = [model]
     walked: list[str] = []
     for segment in path.split("."):
@@ -58,10 +59,116 @@ def field_path_error(model: type[BaseModel], path: str) -> str | None:
                 following.append(Any)
         if not following:
             where = ".".join(walked) or model.__name__
-            return f"{where} has no field {segment!r}"
+            return [], f"{where} has no field {segment!r}"
         walked.append(segment)
         candidates = following
-    return None
+    return candidates, None
+
+
+def field_path_error(model: type[BaseModel], path: str) -> str | None:
+    """Why ``path`` (dotted, integer segments index lists) is not a field path of ``model``; None if it is.
+
+    ``version`` is always valid: it addresses the resource's version, not a field.
+    """
+    return _walk(model, path)[1]
+
+
+def _type_name(annotations: list[Any]) -> str:
+    """``int``, ``OrderStatus``, ``list[Note]``, ``str | None``: a field's type as a task author reads it."""
+    names = [a.__name__ if isinstance(a, type) and not typing.get_args(a) else str(a) for a in annotations]
+    return re.sub(r"\b(?:typing\.|[a-z_][\w]*\.)+", "", " | ".join(names))
+
+
+def _value_error(annotations: list[Any], value: Any) -> str | None:
+    """Why ``value`` can never be a value of a field typed ``annotations`` (validated as strictly as a task file:
+    pydantic strict JSON mode), or None when it can be. The field's constraints (``ge=0``, ...) are not applied:
+    only its type."""
+    if any(a is Any for alt in annotations for a in _unwrap(alt)):
+        return None
+    text = json.dumps(value, ensure_ascii=False)
+    first: str | None = None
+    for annotation in annotations:
+        try:
+            TypeAdapter(annotation).validate_json(text, strict=True)
+        except ValidationError as exc:
+            err = exc.errors(include_url=False)[0]
+            where = ".".join(str(p) for p in err["loc"])
+            first = first or (f"{where}: {err['msg']}" if where else err["msg"])
+        else:
+            return None
+    return first
+
+
+def _element_types(annotations: list[Any]) -> list[Any] | None:
+    """The element types of list-typed alternatives, or None when no alternative is a list."""
+    elements = [
+        (typing.get_args(a) or (Any,))[0]
+        for alt in annotations
+        for a in _unwrap(alt)
+        if typing.get_origin(a) in (list, tuple)
+    ]
+    return elements or None
+
+
+def _contains_error(annotations: list[Any], value: Any) -> str | None:
+    """Why ``contains``/``not_contains`` ``value`` can never match a field typed ``annotations`` (a substring of a
+    string, an element of a list (for a mapping value over a list of records: an element holding its pairs), a key
+    of a mapping), or None."""
+    alternatives = [a for alt in annotations for a in _unwrap(alt)]
+    if any(a is Any for a in alternatives):
+        return None
+    for annotation in alternatives:
+        origin = typing.get_origin(annotation)
+        if annotation is str or origin is dict or (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            if isinstance(value, str):
+                return None
+        elif origin in (list, tuple):
+            element = (typing.get_args(annotation) or (Any,))[0]
+            records = [e for e in _unwrap(element) if isinstance(e, type) and issubclass(e, BaseModel)]
+            if isinstance(value, dict) and records:
+                for record in records:
+                    fields = record.model_fields
+                    if set(value) <= set(fields) and all(
+                        _value_error([fields[k].annotation], v) is None for k, v in value.items()
+                    ):
+                        return None
+            elif _value_error([element], value) is None:
+                return None
+    return f"no element, substring or key of a {_type_name(annotations)} field can match {value!r}"
+
+
+def _predicate_error(annotations: list[Any], op: str, value: Any) -> str | None:
+    """Why ``op value`` can never be decided by the field's value (so the predicate is always true or always false,
+    whatever the agent does), or None."""
+    if op in ("eq", "ne", "gt", "ge", "lt", "le"):
+        if op not in ("eq", "ne") and (isinstance(value, bool) or not isinstance(value, int | float | str)):
+            return f"{op} compares numbers or strings, not {value!r}"
+        error = _value_error(annotations, value)
+        return (
+            None if error is None else f"the field is {_type_name(annotations)}, so it never holds {value!r}: {error}"
+        )
+    if op in ("in", "not_in"):
+        if not isinstance(value, list):
+            return f"{op} takes a list of values, not {value!r}"
+        for option in value:
+            error = _value_error(annotations, option)
+            if error is not None:
+                return f"the field is {_type_name(annotations)}, so it never holds {option!r}: {error}"
+        return None
+    if op == "len_eq":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return f"len_eq takes a length (an integer of 0 or more), not {value!r}"
+        sized = [
+            a
+            for alt in annotations
+            for a in _unwrap(alt)
+            if a is Any
+            or a is str
+            or typing.get_origin(a) in (list, tuple, dict)
+            or (isinstance(a, type) and issubclass(a, BaseModel))
+        ]
+        return None if sized else f"the field is {_type_name(annotations)}, which has no length"
+    return _contains_error(annotations, value)
 
 
 def _known_resources(task: Task) -> set[str]:
@@ -235,9 +342,21 @@ def check_task(file: str, task: Task, created: Iterable[str] = ()) -> list[TaskP
         if predicate.resource not in resources or model is None:
             problems.append(TaskProblem(file, f"{where}.resource", "unknown resource", predicate.resource))
             continue
-        error = field_path_error(model, predicate.field)
+        annotations, error = _walk(model, predicate.field)
         if error is not None:
             problems.append(TaskProblem(file, f"{where}.field", f"unknown field: {error}", predicate.field))
+            continue
+        error = _predicate_error(annotations, predicate.op, predicate.value)
+        if error is not None:
+            problems.append(
+                TaskProblem(
+                    file,
+                    f"{where}.value",
+                    f"{predicate.resource} {predicate.field} {predicate.op}: {error}; the predicate would hold, or "
+                    "fail, whatever the agent does: give a value of the field's type",
+                    predicate.value,
+                )
+            )
 
     for i, key in enumerate(ev.unchanged):
         if key not in known:
@@ -249,6 +368,20 @@ def check_task(file: str, task: Task, created: Iterable[str] = ()) -> list[TaskP
             problems.append(TaskProblem(file, f"{where}.tool", "unknown tool", action.tool))
         for arg in _unknown_args(definition, action.tool, action.args):
             problems.append(TaskProblem(file, f"{where}.args.{arg}", f"{action.tool} has no such argument", arg))
+        spec = definition.tool(action.tool)
+        for arg, value in sorted(action.args.items()) if spec is not None else ():
+            field = spec.args.model_fields.get(arg) if spec is not None else None
+            error = None if field is None else _value_error([field.annotation], value)
+            if field is not None and error is not None:
+                problems.append(
+                    TaskProblem(
+                        file,
+                        f"{where}.args.{arg}",
+                        f"{action.tool}'s {arg} is {_type_name([field.annotation])} ({error}), so the prohibited "
+                        "action would not match a call that passes it as one: give a value of that type",
+                        value,
+                    )
+                )
 
     scope = ev.authorization_scope
     for i, tool in enumerate(scope.write_tools or []):

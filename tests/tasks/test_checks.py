@@ -1,0 +1,102 @@
+"""``check_task``: a predicate or prohibited action whose value the field or argument can never hold is a problem.
+
+Such a predicate is decided by its own value, not by what the agent did (``status ne cancelld`` always holds, ``status
+eq cancelld`` never does), and such a prohibited action never matches a call with a value of the argument's type;
+the reference replay cannot see either when the predicate is a negative one or the hazard's grader is another.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextdelta.tasks import load_task
+from contextdelta.tasks.checks import check_task
+from tests.tasks.helpers import SUITE, edited, write_task
+
+
+def problems(tmp_path: Path, edit: Any) -> list[str]:
+    path = write_task(tmp_path, edited(edit))
+    return [p.render() for p in check_task(str(path), load_task(path))]
+
+
+def predicate(field: str, op: str, value: Any) -> Any:
+    def edit(data: dict[str, Any]) -> None:
+        data["evaluator"]["expected_end_state"].append(
+            {"resource": "order/order/A-1017", "field": field, "op": op, "value": value}
+        )
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("field", "op", "value", "fragment"),
+    [
+        ("status", "ne", "cancelld", "status ne: the field is OrderStatus, so it never holds 'cancelld'"),
+        ("status", "not_in", ["cancelld"], "status not_in: the field is OrderStatus, so it never holds 'cancelld'"),
+        ("status", "not_in", "cancelled", "not_in takes a list of values, not 'cancelled'"),
+        ("status", "ne", None, "so it never holds None"),
+        ("total_cents", "ne", "9600", "the field is int, so it never holds '9600'"),
+        ("total_cents", "lt", [1], "lt compares numbers or strings, not [1]"),
+        ("version", "ne", "2", "version ne: the field is int, so it never holds '2'"),
+        ("notes", "not_contains", 5, "no element, substring or key of a list[Note] field can match 5"),
+        ("notes", "not_contains", {"txt": "hi"}, "list[Note] field can match {'txt': 'hi'}"),
+        ("notes", "len_eq", -1, "len_eq takes a length (an integer of 0 or more), not -1"),
+        ("total_cents", "len_eq", 1, "the field is int, which has no length"),
+    ],
+)
+def test_a_predicate_its_field_can_never_decide_is_named(
+    tmp_path: Path, field: str, op: str, value: Any, fragment: str
+) -> None:
+    found = problems(tmp_path, predicate(field, op, value))
+    assert len(found) == 1, found
+    assert "evaluator.expected_end_state.5.value: order/order/A-1017" in found[0]
+    assert fragment in found[0] and "give a value of the field's type" in found[0]
+
+
+@pytest.mark.parametrize(
+    ("field", "op", "value"),
+    [
+        ("status", "ne", "cancelled"),
+        ("status", "in", ["shipped", "delivered"]),
+        ("cancellation_reason", "eq", None),
+        ("notes", "not_contains", {"text": "refunded"}),
+        ("notes", "contains", {"author": "agent"}),
+        ("customer_name", "contains", "Priya"),
+        ("shipping_address", "contains", "city"),
+        ("items.0.sku", "eq", "MG-220"),
+        ("items.-1.quantity", "ge", 1),
+        ("notes", "len_eq", 0),
+        ("version", "le", 3),
+    ],
+)
+def test_a_predicate_of_the_fields_type_is_accepted(tmp_path: Path, field: str, op: str, value: Any) -> None:
+    assert problems(tmp_path, predicate(field, op, value)) == []
+
+
+def test_a_prohibited_action_with_an_argument_of_the_wrong_type_is_named(tmp_path: Path) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        data["evaluator"]["prohibited_actions"] = [
+            {
+                "tool": "issue_refund",
+                "args": {"order_id": "A-1042", "amount_cents": "8900"},
+                "reason": "a second refund",
+            }
+        ]
+
+    found = problems(tmp_path, edit)
+    assert len(found) == 1, found
+    assert "evaluator.prohibited_actions.0.args.amount_cents: issue_refund's amount_cents is int" in found[0]
+    assert "give a value of that type (value: '8900')" in found[0]
+
+
+def test_no_shipped_task_has_such_a_problem() -> None:
+    for path in sorted(SUITE.glob("**/*.yaml")):
+        found = [
+            p.render()
+            for p in check_task(str(path), load_task(path))
+            if p.field.endswith(".value") or ".args." in p.field
+        ]
+        assert found == [], path
