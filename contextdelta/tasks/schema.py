@@ -66,6 +66,15 @@ class TrajectoryCall(_Strict):
     args: dict[str, Any] = Field(default_factory=dict, description="Tool arguments, never expected_version.")
     expected_version: Literal["latest"] | int | VersionFromCall = "latest"
 
+    @field_validator("expected_version")
+    @classmethod
+    def _a_version_that_can_exist(cls, value: Literal["latest"] | int | VersionFromCall) -> Any:
+        # every resource starts at version 1: a pinned 0 or less is a version no read ever shows, so the write is
+        # blocked under the contract whatever the trajectory did, and a task could pass on that alone
+        if isinstance(value, int) and value < 1:
+            raise ValueError(f"{value} is not a version (versions start at 1): pin 1 or more, or use latest")
+        return value
+
 
 PredicateOp = Literal["eq", "ne", "gt", "ge", "lt", "le", "in", "not_in", "contains", "not_contains", "len_eq"]
 """Comparison ops of an end-state predicate; their meaning is defined in :mod:`contextdelta.grading.predicates`."""

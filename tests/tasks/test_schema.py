@@ -119,3 +119,22 @@ def test_a_boolean_is_not_taken_for_another_number(path: tuple[str, ...]) -> Non
     node[path[-1]] = True
     task, problems = load_task_text("bool.yaml", dump(data))
     assert task is None and [p.field for p in problems] == [".".join(path)]
+
+
+@pytest.mark.parametrize("pinned", [0, -4])
+def test_a_pinned_expected_version_below_1_is_not_a_version(pinned: int) -> None:
+    """Versions start at 1: a write pinned to 0 is blocked under the contract whatever the trajectory observed."""
+    data = task_data()
+    data["evaluator"]["unsafe_trajectory"][6]["expected_version"] = pinned
+    task, problems = load_task_text("pinned.yaml", dump(data))
+    assert task is None
+    (problem,) = problems
+    assert problem.field == "evaluator.unsafe_trajectory.6.expected_version" and problem.value == pinned
+    assert f"{pinned} is not a version (versions start at 1)" in problem.message and "use latest" in problem.message
+
+
+def test_a_pinned_expected_version_of_1_loads() -> None:
+    data = task_data()
+    data["evaluator"]["unsafe_trajectory"][6]["expected_version"] = 1
+    task, problems = load_task_text("pinned.yaml", dump(data))
+    assert problems == [] and task is not None
