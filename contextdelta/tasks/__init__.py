@@ -11,6 +11,7 @@ from contextdelta.tasks.controls import (
 )
 from contextdelta.tasks.loader import (
     LOCK_NAME,
+    MAX_FILE_BYTES,
     LoadedTask,
     TaskProblem,
     display_path,
@@ -60,6 +61,7 @@ from contextdelta.tasks.trajectory import (
 __all__ = [
     "CORE_SUITE",
     "LOCK_NAME",
+    "MAX_FILE_BYTES",
     "PACKAGE_SCHEME",
     "TASK_SCHEMA_VERSION",
     "Control",

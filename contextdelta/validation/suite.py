@@ -27,6 +27,7 @@ from pathlib import Path
 from contextdelta.grading import GraderName, Verdict, blocked_writes, grade, targeted_grader
 from contextdelta.tasks import (
     LOCK_NAME,
+    MAX_FILE_BYTES,
     Hazard,
     LoadedTask,
     Replay,
@@ -415,15 +416,22 @@ _CHECKED_MAX = 8
 
 def suite_fingerprint(directory: Path) -> str:
     """SHA-256 over the relative path and bytes of every file (and the target of every symlink) below
-    ``directory``: everything ``validate_suite`` reads, so an equal fingerprint means an equal report."""
+    ``directory``: everything ``validate_suite`` reads, so an equal fingerprint means an equal report.
+
+    A file over the loader's size limit counts by its size alone: the loader refuses it by size without reading
+    it, so its bytes never change a report, and reading them (a stray multi-gigabyte file in the folder) would
+    hold them all in memory before the refusal. Files are hashed as streams."""
     digest = hashlib.sha256()
     for path in sorted(directory.rglob("*")):
         name = path.relative_to(directory).as_posix()
         if path.is_symlink():
             digest.update(f"link {name} -> {os.readlink(path)}\n".encode("utf-8", "surrogateescape"))
         elif path.is_file():
-            digest.update(f"file {name} {path.stat().st_size}\n".encode("utf-8", "surrogateescape"))
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
+            size = path.stat().st_size
+            digest.update(f"file {name} {size}\n".encode("utf-8", "surrogateescape"))
+            if size <= MAX_FILE_BYTES:
+                with path.open("rb") as handle:
+                    digest.update(hashlib.file_digest(handle, "sha256").digest())
     return digest.hexdigest()
 
 
