@@ -481,7 +481,8 @@ class FolderListing:
 
 def list_folder(directory: Path) -> FolderListing:
     """Every ``*.yaml`` file below ``directory`` (sorted, symlinked folders not followed), plus the entries that
-    are refused: ``.yml`` files (the suite's files end in ``.yaml``) and symlinked folders.
+    are refused: ``.yml`` files and other spellings of the suffix (``.YAML``; the suite's files end in ``.yaml``),
+    folders named like task files, and symlinked folders.
 
     A subfolder holding its own ``SUITE.lock`` is a suite of its own (``tasks/horizon/`` beside the hand-written
     ``tasks/<world>/``): it is validated and run on its own, never as part of the folder above it."""
@@ -495,7 +496,7 @@ def list_folder(directory: Path) -> FolderListing:
         for name in sorted(dirs):
             if (base / name).is_symlink():
                 refused.append((base / name, "a symlinked folder (task folders are read without following links)"))
-            elif name.endswith((TASK_SUFFIX, *OTHER_YAML_SUFFIXES)):
+            elif name.lower().endswith((TASK_SUFFIX, *OTHER_YAML_SUFFIXES)):
                 refused.append(
                     (base / name, "a folder named like a task file; task files are files: remove or rename it")
                 )
@@ -503,7 +504,7 @@ def list_folder(directory: Path) -> FolderListing:
             path = base / name
             if name.endswith(TASK_SUFFIX):
                 files.append(path)
-            elif name.endswith(OTHER_YAML_SUFFIXES):
+            elif name.lower().endswith((TASK_SUFFIX, *OTHER_YAML_SUFFIXES)):  # .yml, and .YAML or .Yml on any system
                 refused.append((path, f"task files end in {TASK_SUFFIX}; rename it to {Path(name).stem}{TASK_SUFFIX}"))
     return FolderListing(sorted(files), sorted(refused))
 

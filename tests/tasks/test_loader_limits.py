@@ -299,3 +299,17 @@ def test_a_folder_named_like_a_task_file_is_a_named_problem(name: str, tmp_path:
 def test_an_empty_task_file_is_named_empty(text: str) -> None:
     """It was 'a task file must be a YAML mapping (value: NoneType)': a type the author never wrote."""
     assert only_problem(text) == "t.yaml: the file is empty: a task file is a YAML mapping (schema_version: 1, id, ...)"
+
+
+@pytest.mark.parametrize("name", [f"{BASE_ID}.YAML", f"{BASE_ID}.Yaml", f"{BASE_ID}.YML"])
+def test_a_task_file_with_another_spelling_of_the_suffix_is_named_not_skipped(name: str, tmp_path: Path) -> None:
+    """``order/x.YAML`` was skipped in silence (the listing matched ``.yaml`` case-sensitively): a suite without a lock
+    passed without the task its author wrote."""
+    write_task(tmp_path, task_data("cfg-change-request"))
+    (tmp_path / "order").mkdir()
+    (tmp_path / "order" / name).write_text(dump(task_data()), encoding="utf-8")
+    result = validate(tmp_path)
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.output.split())
+    assert f"order/{name}: task files end in .yaml; rename it to {BASE_ID}.yaml" in text
+    assert "all tasks pass" not in text
