@@ -14,7 +14,6 @@ which reads manifests only, is up before the statistics code is loaded.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,6 +35,7 @@ from contextdelta.rundir import (
     RunDirectoryError,
     RunManifest,
     RunStatus,
+    parse_json,
 )
 
 if TYPE_CHECKING:
@@ -223,7 +223,7 @@ def _main_matrix_counts(path: Path) -> tuple[int, int, int] | None:
     """(finished, succeeded, failed trials) of the main matrix of a run with control episodes, from its
     ``aggregate_metrics.json``; None when that file does not say (unreadable, or written before 0.6.0)."""
     try:
-        counts = json.loads((path / AGGREGATE_METRICS).read_text(encoding="utf-8"))["episodes"]["main_matrix"]
+        counts = parse_json((path / AGGREGATE_METRICS).read_text(encoding="utf-8"))["episodes"]["main_matrix"]
         return int(counts["finished"]), int(counts["succeeded"]), int(counts["failed_trials"])
     except (OSError, ValueError, KeyError, TypeError):
         return None

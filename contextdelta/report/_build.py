@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +25,7 @@ from contextdelta.rundir import (
     RunStart,
     atomic_write_json,
     atomic_write_text,
+    parse_json,
 )
 from contextdelta.stats import DEFAULT_PARAMS, AnalysisParams
 
@@ -89,7 +89,7 @@ def params_of(analysis: Any) -> AnalysisParams:
 def recorded_params(directory: RunDirectory) -> AnalysisParams | None:
     """The analysis parameters recorded in the run's ``aggregate_metrics.json``; None when absent or unreadable."""
     try:
-        value = json.loads(directory.read_text(AGGREGATE_METRICS))
+        value = parse_json(directory.read_text(AGGREGATE_METRICS))
         return params_of(value["analysis"])
     except (OSError, ValueError, KeyError, TypeError, ValidationError):
         return None

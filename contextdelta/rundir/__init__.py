@@ -17,6 +17,7 @@ from contextdelta.rundir.io import (
     SessionLock,
     atomic_write_json,
     atomic_write_text,
+    parse_json,
     read_jsonl,
     repair_torn_tail,
 )
@@ -178,6 +179,7 @@ __all__ = [
     "manifest_edits",
     "new_run_group_id",
     "odd_entries",
+    "parse_json",
     "part_differences",
     "parts_of",
     "read_jsonl",

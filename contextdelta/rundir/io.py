@@ -17,6 +17,24 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number (no run writes it; canonical JSON has no NaN or Infinity)")
+
+
+def parse_json(data: str | bytes) -> Any:
+    """A JSON value of a run directory's file, parsed as strictly as the runner writes it.
+
+    ``json.loads`` accepts ``NaN``, ``Infinity`` and ``-Infinity``, which no run writes and which canonical JSON
+    (every digest, every comparison) cannot encode, and it raises RecursionError on nesting deeper than the
+    interpreter's stack: an edited file must read as malformed JSON, a ValueError every reader already handles,
+    never as a crash.
+    """
+    try:
+        return json.loads(data, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply to be a record a run wrote") from None
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the new one, never a partial one."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -136,7 +154,7 @@ def repair_torn_tail(path: Path) -> bool:
     torn = not data.endswith(b"\n")
     if not torn:
         try:
-            json.loads(last)
+            parse_json(last)
         except ValueError:
             torn = True
     if torn:
@@ -155,7 +173,7 @@ def read_jsonl(path: Path, *, allow_torn_tail: bool = True) -> Iterator[tuple[in
     for number, raw in enumerate(lines, start=1):
         is_last = number == len(lines)
         try:
-            value = json.loads(raw)
+            value = parse_json(raw)
         except ValueError as exc:
             if is_last and allow_torn_tail:
                 return

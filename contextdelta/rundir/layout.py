@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import shutil
 import stat
@@ -24,7 +23,7 @@ from contextdelta.canonical import canonical_json
 from contextdelta.grading import harmful_actions
 from contextdelta.rundir.attempts import EpisodeAttempts
 from contextdelta.rundir.ids import MANIFEST_NAME
-from contextdelta.rundir.io import atomic_write_json, atomic_write_text, read_jsonl, repair_torn_tail
+from contextdelta.rundir.io import atomic_write_json, atomic_write_text, parse_json, read_jsonl, repair_torn_tail
 from contextdelta.rundir.legacy import add_grader_details
 from contextdelta.rundir.receipts import (
     RECEIPTS,
@@ -290,7 +289,7 @@ class RunDirectory:
         """Refresh the seal's file digests after derived files were rewritten on purpose (``report --write``),
         leaving every other part of the manifest and its seal as it was. False when the manifest has no seal."""
         path = self.file(MANIFEST)
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = parse_json(path.read_text(encoding="utf-8"))
         if not isinstance(value, dict) or not isinstance(value.get("seal"), dict):
             return False
         value["seal"]["files"] = file_digests(self.path, SEALED_APART)
@@ -340,7 +339,7 @@ class RunDirectory:
         """The fields of ``run_manifest.json`` edited since it was sealed (none for a manifest without a seal);
         ``seal (removed)`` for a run that must carry a seal and has none (:meth:`seal_expected`)."""
         try:
-            value = json.loads(self.read_text(MANIFEST))
+            value = parse_json(self.read_text(MANIFEST))
         except (OSError, ValueError):
             return []
         if not isinstance(value, dict):
@@ -365,7 +364,7 @@ class RunDirectory:
         lines = complete_lines(self.file(RAW_RUNS))
         if lines:
             try:
-                json.loads(lines[-1])
+                parse_json(lines[-1])
             except ValueError:  # what the repair cuts as torn
                 lines = lines[:-1]
         try:
@@ -389,7 +388,7 @@ class RunDirectory:
         """The files of the task snapshot changed, added or removed since the manifest sealed them (none for a
         manifest without a seal): a session that resumes would seal them as the run's."""
         try:
-            value = json.loads(self.read_text(MANIFEST))
+            value = parse_json(self.read_text(MANIFEST))
         except (OSError, ValueError):
             return []
         seal = value.get("seal") if isinstance(value, dict) else None
@@ -405,13 +404,19 @@ class RunDirectory:
         path = self.file(MANIFEST)
         _refuse_special(path)
         try:
-            return RunManifest.model_validate_json(_read_utf8(path))
+            text = _read_utf8(path)
+            manifest = RunManifest.model_validate_json(text)
         except FileNotFoundError as exc:
             raise RunDirectoryError(f"{path}: missing (not a run directory?)") from exc
         except ValidationError as exc:
             err = exc.errors(include_url=False)[0]
             where = ".".join(str(p) for p in err["loc"]) or "(the whole file)"
             raise RunDirectoryError(f"{path}: {where}: {err['msg']}") from exc
+        try:
+            parse_json(text)  # pydantic reads NaN and Infinity, which no run writes and no digest can encode
+        except ValueError as exc:
+            raise RunDirectoryError(f"{path}: (the whole file): {exc}") from None
+        return manifest
 
     def read_episodes(self, *, repair: bool = False) -> list[EpisodeRecord]:
         """Every episode's current record (its highest attempt: ``contextdelta.rundir.attempts``) in

@@ -19,7 +19,6 @@ against edits, not proof against a forger who recomputes every digest (docs/deci
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -29,7 +28,7 @@ from typing import Any
 
 from contextdelta.canonical import canonical_json, content_hash, sha256_hex
 from contextdelta.rundir._parts import PART_DIGEST_CHARS, parts_of
-from contextdelta.rundir.io import atomic_write_text
+from contextdelta.rundir.io import atomic_write_text, parse_json
 from contextdelta.rundir.records import EpisodeRecord, RecordReceipt, RecordsSeal, Seal
 
 RECEIPTS = "raw_runs.receipts.jsonl"
@@ -65,7 +64,7 @@ def receipt_for(line_text: str | bytes, line: int, previous: str) -> RecordRecei
     ``previous``. A line that is not a JSON object still gets one (its parts are then the whole line)."""
     data = line_text.encode("utf-8") if isinstance(line_text, str) else line_text
     try:
-        value: Any = json.loads(data)
+        value: Any = parse_json(data)
     except ValueError:
         value = None
     digest = sha256_hex(data)

@@ -43,6 +43,7 @@ from contextdelta.rundir import (
     chain_start,
     file_digests,
     odd_entries,
+    parse_json,
     part_differences,
     parts_of,
     seal_sha256,
@@ -77,7 +78,7 @@ class SealFindings:
 def _run_id_of(raw: bytes) -> str | None:
     """The run id a line holds, even a torn one (canonical JSON puts ``run_id`` early)."""
     try:
-        value = json.loads(raw)
+        value = parse_json(raw)
         return str(value["run_id"]) if isinstance(value, dict) and "run_id" in value else None
     except ValueError:
         marker = b'"run_id":"'
@@ -140,7 +141,7 @@ class _SealCheck:
     def check_manifest(self, seal: Seal) -> None:
         # bytes, not text: read_text would turn "\r\n" back into "\n" and hide a converted file
         data = self.directory.file(MANIFEST).read_bytes()
-        value = json.loads(data)
+        value = parse_json(data)
         form = _manifest_form(data, value)
         if form is not None:
             self.diverge(None, MANIFEST, form)
@@ -283,7 +284,7 @@ class _SealCheck:
                 run_id, RAW_RUNS, f"{where} holds the record sealed as line {j + 1}: lines out of order", attempt
             )
         try:
-            value: Any = json.loads(raw)
+            value: Any = parse_json(raw)
         except ValueError:
             value = None
         if last_torn or value is None:
@@ -348,7 +349,7 @@ def _legacy_torn_tail(directory: RunDirectory, manifest: RunManifest, out: SealF
     last = lines[-1]
     if not torn:
         try:
-            json.loads(last)
+            parse_json(last)
             return
         except ValueError:
             pass

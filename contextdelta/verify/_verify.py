@@ -42,7 +42,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -77,6 +76,7 @@ from contextdelta.rundir import (
     RunStatus,
     episode_cost,
     horizons_recorded,
+    parse_json,
     render_tool_events,
     stories_recorded,
     task_result_columns,
@@ -573,7 +573,7 @@ class _Verifier:
         rows: dict[tuple[str, int], Any] = {}
         for number, line in enumerate(text.splitlines(), start=1):
             try:
-                value = json.loads(line)
+                value = parse_json(line)
                 key = (str(value["run_id"]), int(value["seq"]))
             except (ValueError, KeyError, TypeError):
                 self.diverge(self.group, f"{TOOL_EVENTS} line {number}", "not a tool event line")
@@ -587,7 +587,7 @@ class _Verifier:
 
     def check_reports(self) -> None:
         try:
-            recorded = json.loads(self.directory.file(AGGREGATE_METRICS).read_text(encoding="utf-8"))
+            recorded = parse_json(self.directory.file(AGGREGATE_METRICS).read_text(encoding="utf-8"))
             analysis = recorded["analysis"]
             params = params_of(analysis)
         except (ValueError, KeyError, TypeError) as exc:
@@ -641,7 +641,7 @@ class _Verifier:
         metrics schema. Removing the field from a newer manifest changes the plan hash and every episode seed,
         which verify names."""
         try:
-            return "seed_rule" not in json.loads(self.directory.file(MANIFEST).read_text(encoding="utf-8"))
+            return "seed_rule" not in parse_json(self.directory.file(MANIFEST).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return False
 
