@@ -31,6 +31,7 @@ from contextdelta.rundir.receipts import (
     complete_lines,
     file_digests,
     file_kind,
+    lines_unlike_receipts,
     manifest_edits,
     read_receipts,
     reconcile_receipts,
@@ -383,6 +384,15 @@ class RunDirectory:
             f"{RAW_RUNS_RECEIPTS} holds {receipts} receipts, but the manifest sealed {sealed}; resuming would derive "
             f"the missing ones from the lines of {RAW_RUNS} as they stand now, sealing any edit of them"
         )
+
+    def records_edited(self) -> list[int]:
+        """The lines of ``raw_runs.jsonl`` edited since they were written: their bytes are not those their receipt
+        sealed (empty for a run without receipts, or with receipts too damaged to compare: those are named
+        elsewhere). A session that resumes would count them, and write the reports and the seal from them."""
+        try:
+            return lines_unlike_receipts(self.file(RAW_RUNS), self.file(RAW_RUNS_RECEIPTS))
+        except (OSError, ValueError):
+            return []
 
     def snapshot_edits(self) -> list[str]:
         """The files of the task snapshot changed, added or removed since the manifest sealed them (none for a

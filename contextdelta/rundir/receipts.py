@@ -163,6 +163,17 @@ def complete_lines(path: Path) -> list[bytes]:
     return lines[:-1] if torn else lines
 
 
+def lines_unlike_receipts(raw_runs: Path, receipts: Path) -> list[int]:
+    """The numbers of the complete lines of ``raw_runs`` whose bytes are not those their receipt sealed. A line is
+    written before its receipt, so no kill leaves a receipted line different from its receipt: such a line was
+    edited (or removed, moving the lines after it) since it was written. Raises :class:`ReceiptsError` for a
+    receipts file damaged other than at its end."""
+    lines = complete_lines(raw_runs)
+    return [
+        r.line for r in read_receipts(receipts) if r.line <= len(lines) and sha256_hex(lines[r.line - 1]) != r.sha256
+    ]
+
+
 def reconcile_receipts(raw_runs: Path, receipts: Path, run_group_id: str) -> int:
     """Bring ``receipts`` in line with ``raw_runs`` after a killed session: drop a torn or unreadable tail and any
     receipt past the last complete line, then add receipts for complete lines that lack one (a kill between the

@@ -49,6 +49,7 @@ from contextdelta.providers import (
     RetryPolicy,
 )
 from contextdelta.rundir import (
+    RAW_RUNS,
     RAW_RUNS_RECEIPTS,
     EpisodeAttempts,
     EpisodeRecord,
@@ -605,6 +606,14 @@ def _resume_target(results_dir: Path, run_id: str) -> tuple[RunDirectory, RunMan
     if lost:  # the repair would drop them and the resume run those episodes again, sealing the new records
         raise BenchmarkError(
             f"cannot resume {manifest.run_group_id}: {lost}: restore {directory.path} as the run wrote it "
+            f"(`contextdelta verify {manifest.run_group_id} --allow-incomplete` names what changed)"
+        )
+    edited_lines = directory.records_edited()
+    if edited_lines:  # a kill never changes a line it wrote: resuming would count the edit and report it as the run's
+        shown = ", ".join(str(n) for n in edited_lines[:10]) + (", ..." if len(edited_lines) > 10 else "")
+        raise BenchmarkError(
+            f"cannot resume {manifest.run_group_id}: {RAW_RUNS} line(s) {shown} changed after they were written (not "
+            f"the bytes their receipts sealed): restore {directory.path} as the run wrote it "
             f"(`contextdelta verify {manifest.run_group_id} --allow-incomplete` names what changed)"
         )
     lock_run(directory).release()  # said now, before the endpoint check and the suite's checks; taken again to open

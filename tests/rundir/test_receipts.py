@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -251,3 +252,30 @@ def test_a_task_snapshot_changed_after_its_seal_refuses_a_resume(tmp_path: Path)
         extra = path / "tasks" / "order" / "extra.yaml"
         extra.write_text("id: extra\n")
         assert RunDirectory(path).snapshot_edits() == sorted([name, "tasks/order/extra.yaml"])
+
+
+@pytest.mark.parametrize("status", [RunStatus.RUNNING, RunStatus.COMPLETE])
+@pytest.mark.parametrize("damage", ["verdict edited", "record removed"])
+def test_a_record_edited_after_its_receipt_refuses_a_resume(tmp_path: Path, status: RunStatus, damage: str) -> None:
+    """A line is written before its receipt, so no kill leaves a receipted line changed. The resume of a killed run
+    took such an edit as the run's: it counted the flipped verdict, printed it and wrote the reports from it."""
+    with serve_scripted("oracle", TASKS, in_process=True) as url:
+        path = _small_run(url, tmp_path)
+        directory = RunDirectory(path)
+        directory.write_manifest(directory.read_manifest().model_copy(update={"status": status}))
+        raw = path / RAW_RUNS
+        lines = raw.read_text().splitlines(keepends=True)
+        if damage == "verdict edited":
+            record = json.loads(lines[0])
+            record["verdict"]["success"] = not record["verdict"]["success"]
+            lines[0] = canonical_json(record) + "\n"
+            expected = "line(s) 1 changed"
+        else:
+            lines = lines[1:]
+            expected = "line(s) 1 changed" if status is RunStatus.RUNNING else "but the manifest sealed 2"
+        raw.write_text("".join(lines))
+        before = {p.name: p.read_bytes() for p in path.iterdir() if p.is_file()}
+        with pytest.raises(BenchmarkError, match=rf"{re.escape(expected)}.*restore .* as the run wrote it"):
+            _resume(url, path)
+    assert {p.name: p.read_bytes() for p in path.iterdir() if p.is_file()} == before
+    assert directory.records_edited() == [1]
