@@ -74,6 +74,10 @@ def render_lock(tasks: Sequence[Task], generator: dict[str, Any] | None = None) 
     return "\n".join([*header, *lines]) + "\n"
 
 
+def _not_a_json_number(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def read_lock(path: Path) -> SuiteLock:
     """Parse a lock file; malformed lines become problems on the lock, never exceptions."""
     lock = SuiteLock(path)
@@ -95,9 +99,13 @@ def read_lock(path: Path) -> SuiteLock:
         generator = _GENERATOR.match(text)
         if generator:
             try:
-                record = json.loads(generator["json"])
+                record = json.loads(generator["json"], parse_constant=_not_a_json_number)
             except json.JSONDecodeError as exc:
                 lock.problems.append(TaskProblem(file, "generator", f"not JSON: {exc.msg}", generator["json"], number))
+                continue
+            except (ValueError, RecursionError) as exc:  # NaN/Infinity, or nesting past the interpreter's stack
+                why = str(exc) if isinstance(exc, ValueError) else "nested too deeply"
+                lock.problems.append(TaskProblem(file, "generator", f"not JSON: {why}", generator["json"], number))
                 continue
             lock.generator = record if isinstance(record, dict) else None
             continue
