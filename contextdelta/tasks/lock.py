@@ -88,6 +88,7 @@ def read_lock(path: Path) -> SuiteLock:
         lock.problems.append(TaskProblem(file, "", str(exc)))
         lock.unreadable = True
         return lock
+    text = text.removeprefix("\ufeff")  # a byte-order mark some editors save, as the YAML of a task file may start with
     for number, raw in enumerate(text.splitlines(), start=1):
         text = raw.strip()
         if not text or text.startswith("#"):

@@ -30,3 +30,14 @@ def test_a_generator_record_that_is_not_json_is_a_problem_not_a_crash(tmp_path: 
     (problem,) = [p for p in lock.problems if p.field == "generator"]
     assert problem.field == "generator" and problem.line == 1
     assert why in problem.render()
+
+
+def test_a_lock_saved_with_a_byte_order_mark_reads_as_without_one(tmp_path: Path) -> None:
+    """Task files may start with a UTF-8 byte-order mark (YAML allows it); the lock's first line with one was "not an
+    'id@version:sha256' line", whatever it held."""
+    line = "order-grinder-refund@1:" + "a" * 64
+    path = tmp_path / "SUITE.lock"
+    path.write_text(f"\ufeff{line}\n{HEADER}", encoding="utf-8")
+    lock = read_lock(path)
+    assert [e.text for e in lock.entries.values()] == [line]
+    assert not [p for p in lock.problems if "not an 'id@version:sha256' line" in p.message]
