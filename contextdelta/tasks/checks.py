@@ -12,9 +12,9 @@ import re
 import types
 import typing
 from collections.abc import Iterable
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from contextdelta.tasks.loader import TaskProblem
 from contextdelta.tasks.schema import Task, TrajectoryCall, VersionFromCall
@@ -37,13 +37,18 @@ def _unwrap(annotation: Any) -> list[Any]:
     return [annotation]
 
 
+VERSION = Annotated[int, Field(ge=1)]
+"""A resource's version: every resource starts at 1 (a predicate on ``version`` with 0 or less always holds or never
+does)."""
+
+
 def _walk(model: type[BaseModel], path: str) -> tuple[list[Any], str | None]:
     """The annotations a dotted ``path`` of ``model`` may hold, or why it is not a field path.
 
     ``version`` addresses the resource's version (an integer), not a field.
     """
     if path == "version":
-        return [int], None
+        return [VERSION], None
     candidates: list[Any] = [model]
     walked: list[str] = []
     for segment in path.split("."):
@@ -75,14 +80,16 @@ def field_path_error(model: type[BaseModel], path: str) -> str | None:
 
 def _type_name(annotations: list[Any]) -> str:
     """``int``, ``OrderStatus``, ``list[Note]``, ``str | None``: a field's type as a task author reads it."""
+    if annotations == [VERSION]:
+        return "a version (an integer of 1 or more)"
     names = [a.__name__ if isinstance(a, type) and not typing.get_args(a) else str(a) for a in annotations]
     return re.sub(r"\b(?:typing\.|[a-z_][\w]*\.)+", "", " | ".join(names))
 
 
 def _value_error(annotations: list[Any], value: Any) -> str | None:
     """Why ``value`` can never be a value of a field typed ``annotations`` (validated as strictly as a task file:
-    pydantic strict JSON mode), or None when it can be. The field's constraints (``ge=0``, ...) are not applied:
-    only its type."""
+    pydantic strict JSON mode), or None when it can be. A field's constraints (``ge=0``, ...) are not applied,
+    only its type; a resource's ``version`` is 1 or more (:data:`VERSION`)."""
     if any(a is Any for alt in annotations for a in _unwrap(alt)):
         return None
     text = json.dumps(value, ensure_ascii=False)
