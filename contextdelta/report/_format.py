@@ -50,8 +50,10 @@ def counted(estimate: Estimate, decimals: int = 1, tasks: int | None = None, epi
 
 def pp(estimate: Estimate, decimals: int = 1) -> str:
     """A difference of rates in percentage points, ``"-8 [-21, +0] pp"`` (``exact`` for an exact bound)."""
-    if estimate.estimate is None or estimate.low is None or estimate.high is None:
+    if estimate.estimate is None:
         return estimate.format()
+    if estimate.low is None or estimate.high is None:
+        return f"{_signed(100 * estimate.estimate, decimals)} pp (no interval: {estimate.no_interval})"
     point, low, high = (_signed(100 * v, decimals) for v in (estimate.estimate, estimate.low, estimate.high))
     return f"{point} [{low}, {high}] pp" + (" exact" if estimate.is_exact else "")
 
@@ -126,7 +128,9 @@ def crossing_text(crossing: HorizonCrossing) -> str:
     def at(horizon: int | None) -> str:
         return "not reached" if horizon is None else f"h={horizon}"
 
-    if crossing.horizon is None and crossing.low is None and crossing.high is None:
+    if crossing.status == "constant":
+        text = f"{at(crossing.horizon)} ({crossing.note})"
+    elif crossing.horizon is None and crossing.low is None and crossing.high is None:
         text = f"not reached up to h={crossing.largest_horizon}"
     else:
         text = f"{at(crossing.horizon)} [{at(crossing.low)}, {at(crossing.high)}]"

@@ -197,8 +197,9 @@ def _methods(metrics: AggregateMetrics) -> list[str]:
         f"- **Rates**: share of episodes, with a {level} hierarchical task-cluster bootstrap interval (tasks, then "
         f"repeats within a task; {a.resamples:,} resamples, seed {a.seed}). Where the bootstrap has nothing to "
         "resample (every task at 0, every task at 1, or one task) the interval is an exact Clopper-Pearson bound "
-        "with n = the number of tasks, marked `exact`. Cells state their numbers of tasks and episodes when they "
-        "differ from their row's.",
+        "with n = the number of tasks, marked `exact`; a mean (tokens, cost, harmful actions per episode) there has "
+        "no interval at all, marked `no interval` with the reason (a zero-width interval would read as certainty). "
+        "Cells state their numbers of tasks and episodes when they differ from their row's.",
         "- **Paired comparisons**: per task, the mean of each condition over its repeats, and their difference; "
         "the effect is the mean of these differences over the tasks, with a task-cluster bootstrap interval (an "
         "exact bound over tasks when no task is discordant). The test is an exact sign-flip permutation test over "
@@ -552,7 +553,7 @@ def _statement(c: Comparison, family_size: int, alpha: float, decimals: int, uni
     d, t = c.difference, c.test
     words = _METRIC_WORDS.get(c.metric, c.metric)
     units = f"{t.n_tasks} {unit if t.n_tasks == 1 else _units(unit)}"
-    if d.estimate is None or d.low is None or d.high is None:
+    if d.estimate is None:
         return f"- {c.name}: no task has episodes in both conditions; nothing to compare."
     if not t.testable:
         # A nonzero effect without a discordant unit: the test saw the tasks with a failed trial on one side on the
@@ -586,7 +587,7 @@ def _statement(c: Comparison, family_size: int, alpha: float, decimals: int, uni
         f"({t.n_positive} higher under a, {t.n_negative} under b), p = {primary_pvalue(t, alpha)}, Holm-adjusted "
         f"p = {pvalue(holm, alpha)} over {family_size} comparison{'s' if family_size != 1 else ''}: {verdict}."
     )
-    if holm is not None and holm >= alpha:
+    if holm is not None and holm >= alpha and d.low is not None and d.high is not None:
         sentence += (
             f" The interval admits differences from {100 * d.low:+.{decimals}f} to {100 * d.high:+.{decimals}f} pp; "
             f"{_reach(c, unit)}."

@@ -276,24 +276,26 @@ def _interval(
             "bootstrap to resample",
             **common,
         )
+    # An unbounded quantity with nothing to resample has no interval: [v, v] would read as certainty.
     if units == 1:
         return Estimate(
             estimate=point,
-            low=point,
-            high=point,
+            low=None,
+            high=None,
             status=EstimateStatus.SINGLE_TASK,
-            note="one task: no between-task variation, interval collapsed to the estimate"
+            note="no interval: one task, so there is no between-task variation for a bootstrap to resample"
             if n_stories is None
-            else f"one story ({n_tasks} tasks): no between-story variation, interval collapsed to the estimate",
+            else f"no interval: one story ({n_tasks} tasks), so there is no between-story variation for a bootstrap "
+            "to resample",
             **common,
         )
     if constant:
         return Estimate(
             estimate=point,
-            low=point,
-            high=point,
+            low=None,
+            high=None,
             status=EstimateStatus.CONSTANT,
-            note="every observation has the same value",
+            note=f"no interval: all {n_tasks} tasks have the same value, so the bootstrap cannot vary",
             **common,
         )
     finite = replicates[np.isfinite(replicates)]

@@ -39,7 +39,14 @@ import numpy.typing as npt
 
 from contextdelta.stats._bootstrap import FloatVector, _order_statistic_levels, check_binary, means_with_replicates
 from contextdelta.stats._params import DEFAULT_PARAMS, AnalysisParams
-from contextdelta.stats._results import Estimate, HorizonCrossing, InfiniteEnd, LogisticSlope, SlopeStatus
+from contextdelta.stats._results import (
+    Estimate,
+    EstimateStatus,
+    HorizonCrossing,
+    InfiniteEnd,
+    LogisticSlope,
+    SlopeStatus,
+)
 from contextdelta.stats._samples import ClusteredSample
 
 K = TypeVar("K", bound=Hashable)
@@ -384,12 +391,36 @@ def _first_crossing(rates: FloatMatrix, horizons: npt.NDArray[np.float64], thres
 
 
 def _crossing(
-    point: float, replicates: FloatVector, horizons: list[int], threshold: float, params: AnalysisParams
+    point: float,
+    replicates: FloatVector,
+    horizons: list[int],
+    threshold: float,
+    params: AnalysisParams,
+    rates: Mapping[int, Estimate] | None = None,
 ) -> HorizonCrossing:
     common = {"threshold": threshold, "confidence": params.confidence}
     if not horizons:
         return HorizonCrossing(status="no_data", horizon=None, low=None, high=None, largest_horizon=None, **common)
     defined = np.sort(replicates[~np.isnan(replicates)])
+    if not math.isinf(point) and defined.size == replicates.size and bool((defined == point).all()):
+        # [h, h] would read as certainty: say why every resample gives the same horizon instead
+        agree = rates is not None and all(rates[h].status is not EstimateStatus.OK for h in horizons)
+        n_tasks = sum(rates[h].n_tasks for h in horizons) if rates is not None else 0
+        why = (
+            f"at each horizon every task has the same value ({n_tasks} tasks over {len(horizons)} horizons), so the "
+            "bootstrap cannot vary"
+            if agree
+            else f"all {replicates.size} resamples cross at this horizon of the grid"
+        )
+        return HorizonCrossing(
+            status="constant",
+            horizon=int(point),
+            low=None,
+            high=None,
+            largest_horizon=max(horizons),
+            note=f"no interval: {why}",
+            **common,
+        )
     low = high = None
     if defined.size:
         q_low, q_high = (q / 100.0 for q in params.percentiles)
@@ -486,7 +517,7 @@ def dose_curves(curves: Mapping[K, DoseInput], params: AnalysisParams = DEFAULT_
         elif curve.threshold is not None:
             columns = [column[h] for h in used[key]]
             crossed = _first_crossing(rates[block][:, columns], horizon_values[columns], curve.threshold)
-            crossing = _crossing(float(crossed[0]), crossed[1:], used[key], curve.threshold, params)
+            crossing = _crossing(float(crossed[0]), crossed[1:], used[key], curve.threshold, params, per_horizon)
         out[key] = DoseCurve(rates=per_horizon, slope=slope, crossing=crossing)
     return out
 

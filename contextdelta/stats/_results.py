@@ -32,9 +32,11 @@ class EstimateStatus(StrEnum):
     """The bootstrap degenerates (every task at the same value, or one task) and the quantity is bounded (a rate,
     a share of tasks, a difference of rates): an exact Clopper-Pearson bound over tasks (`exact_bound`)."""
     CONSTANT = "constant"
-    """An unbounded quantity (tokens, counts) with every observation equal: the interval is that value, [v, v]."""
+    """An unbounded quantity (tokens, counts) with every observation equal: the bootstrap cannot vary, so there is
+    no interval (``low`` and ``high`` are None), never a zero-width [v, v] that would read as certainty."""
     SINGLE_TASK = "single_task"
-    """An unbounded quantity from one task: no between-task variation to resample; the interval is the estimate."""
+    """An unbounded quantity from one task (or one story): no between-task variation to resample, so there is no
+    interval (``low`` and ``high`` are None)."""
     NO_DATA = "no_data"
     """Nothing to estimate from (empty condition, no paired episodes, no task with k repeats)."""
     UNDEFINED = "undefined"
@@ -45,14 +47,21 @@ class Estimate(BaseModel):
     """A point estimate with its percentile bootstrap interval.
 
     ``estimate``, ``low`` and ``high`` are all ``None`` exactly when ``status`` is ``no_data`` or
-    ``undefined``; otherwise all three are finite and ``low <= high``.
+    ``undefined``; ``low`` and ``high`` alone are ``None`` when it is ``constant`` or ``single_task`` (nothing for
+    a bootstrap to resample: no interval); otherwise all three are finite and ``low <= high``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     estimate: float | None = Field(description="Point estimate on the observed episodes.")
-    low: float | None = Field(description="Lower bound of the interval.")
-    high: float | None = Field(description="Upper bound of the interval.")
+    low: float | None = Field(
+        description="Lower bound of the interval; null when there is none (status constant, single_task, no_data, "
+        "undefined)."
+    )
+    high: float | None = Field(
+        description="Upper bound of the interval; null when there is none (status constant, single_task, no_data, "
+        "undefined)."
+    )
     confidence: float = Field(description="Two-sided level of the interval, e.g. 0.95.")
     n_tasks: int = Field(ge=0, description="Tasks (clusters) the estimate is based on.")
     n_episodes: int = Field(
@@ -82,10 +91,24 @@ class Estimate(BaseModel):
         """True when estimate, low and high are numbers."""
         return self.estimate is not None
 
+    @property
+    def no_interval(self) -> str:
+        """Why an estimate has no interval, in a few words (``"1 task"``, ``"all 3 tasks equal"``); ``""`` when it
+        has one or has no estimate."""
+        if self.estimate is None or (self.low is not None and self.high is not None):
+            return ""
+        if self.status is EstimateStatus.CONSTANT:
+            return f"all {self.n_tasks} tasks equal"
+        return "1 task" if self.n_tasks == 1 else f"1 story of {self.n_tasks} tasks"
+
     def format(self, digits: int = 3, scale: float = 1.0, suffix: str = "") -> str:
-        """Render as ``"0.625 [0.500, 0.750]"`` (values times ``scale``), or ``"no data"`` / ``"undefined"``."""
-        if self.estimate is None or self.low is None or self.high is None:
+        """Render as ``"0.625 [0.500, 0.750]"`` (values times ``scale``), ``"1.000 (no interval: 1 task)"`` where
+        the bootstrap had nothing to resample, or ``"no data"`` / ``"undefined"``."""
+        if self.estimate is None:
             return self.status.value.replace("_", " ")
+        if self.low is None or self.high is None:
+            point = f"{_unsigned_zero(f'{scale * self.estimate:.{digits}f}')}{suffix}"
+            return f"{point} (no interval: {self.no_interval})"
         point, low, high = (
             f"{_unsigned_zero(f'{scale * v:.{digits}f}')}{suffix}" for v in (self.estimate, self.low, self.high)
         )
@@ -252,12 +275,16 @@ class HorizonCrossing(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     threshold: float = Field(description="The rate the crossing must exceed (strictly).")
-    status: Literal["ok", "no_data"] = Field(description="no_data: no horizon has an episode with a value.")
+    status: Literal["ok", "constant", "no_data"] = Field(
+        description="no_data: no horizon has an episode with a value; constant: every resample crosses at the "
+        "crossing horizon itself, so there is no interval (low and high null, `note` says why)."
+    )
     horizon: int | None = Field(description="The smallest horizon whose rate exceeds the threshold; null: not reached.")
-    low: int | None = Field(description="Lower end of the interval; null: not reached.")
-    high: int | None = Field(description="Upper end of the interval; null: not reached.")
+    low: int | None = Field(description="Lower end of the interval; null: not reached (or no interval: `constant`).")
+    high: int | None = Field(description="Upper end of the interval; null: not reached (or no interval: `constant`).")
     confidence: float = Field(description="Two-sided level of the interval.")
     largest_horizon: int | None = Field(description="The largest horizon with data (how far 'not reached' looked).")
     resamples_left_out: int = Field(
         default=0, ge=0, description="Resamples in which a horizon had no episode with a value, left out."
     )
+    note: str = Field(default="", description="One sentence for the report when status is `constant`.")

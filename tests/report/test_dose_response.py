@@ -79,7 +79,9 @@ def test_the_curve_has_intervals_slopes_and_crossing_horizons() -> None:
     assert window["slopes"]["stale_action"]["estimate"] == "inf"
     assert window["slopes"]["success"]["estimate"] == "-inf"
     crossing = window["stale_crossing"]
-    assert (crossing["horizon"], crossing["low"], crossing["high"], crossing["threshold"]) == (4, 4, 4, 0.1)
+    # every task agrees at each horizon, so every resample crosses at h=4: no interval, never [h=4, h=4]
+    assert (crossing["horizon"], crossing["low"], crossing["high"], crossing["threshold"]) == (4, None, None, 0.1)
+    assert crossing["status"] == "constant" and "every task has the same value" in crossing["note"]
     baseline = curve(metrics, "full_history", "unprotected")
     assert baseline["slopes"]["stale_action"]["status"] == "not_estimable"
     assert baseline["slopes"]["stale_action"]["estimate"] is None
@@ -98,8 +100,10 @@ def test_the_report_prints_the_curves_and_verify_re_derives_them() -> None:
     assert (
         "| not estimable (separation, rising): the rate is 0 at every horizon below a step and 1 at every horizon "
         "above it, so no finite slope fits (the maximum-likelihood slope is infinite), and every resample is "
-        "separated too | h=4 [h=4, h=4] |" in section
+        "separated too | h=4 (no interval: at each horizon every task has the same value (20 tasks over 5 horizons), "
+        "so the bootstrap cannot vary) |" in section
     )
+    assert "[h=4, h=4]" not in section
     assert "inf [" not in section and "+inf" not in section
     assert "not estimable: 0 at every horizon | not reached up to h=16 |" in section
     assert verify_run(path).lines() == ["MATCH"]

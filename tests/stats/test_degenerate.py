@@ -31,12 +31,15 @@ REPEATS = np.tile([0, 1, 2], 4)
 
 
 @pytest.mark.parametrize("value", [3.0, 0.0, 0.1])
-def test_constant_unbounded_mean_gives_a_zero_width_interval_at_that_value(value: float) -> None:
+def test_constant_unbounded_mean_has_no_interval_and_says_why(value: float) -> None:
+    """A zero-width [v, v] reads as certainty: the estimate stands alone, and the JSON has no interval ends."""
     result = bootstrap_mean(cluster_by_task(TASKS, REPEATS, np.full(12, value)), PARAMS)
-    assert (result.low, result.high) == (result.estimate, result.estimate)
+    assert (result.low, result.high) == (None, None)
     assert result.estimate == pytest.approx(value)
     assert result.status is EstimateStatus.CONSTANT
-    assert result.format() == f"{value:.3f} [{value:.3f}, {value:.3f}]"
+    assert "all 4 tasks have the same value" in result.note and "cannot vary" in result.note
+    assert result.format() == f"{value:.3f} (no interval: all 4 tasks equal)"
+    assert json.loads(result.model_dump_json())["low"] is None
 
 
 def test_zero_of_576_episodes_over_24_tasks_is_an_exact_bound_over_tasks() -> None:
@@ -64,8 +67,9 @@ def test_one_task_gets_the_exact_bound_with_n_one_and_says_so() -> None:
     assert rate.low is not None and rate.high is not None and rate.low < 0.05 and rate.high > 0.99
     assert (rate.status, rate.n_tasks, rate.n_episodes) == (EstimateStatus.EXACT_BOUND, 1, 3)
     mean = bootstrap_mean(cluster_by_task(["a", "a", "a"], [0, 1, 2], [1.0, 5.0, 3.0]), PARAMS)
-    assert mean.low == mean.high == mean.estimate == 3.0
+    assert mean.estimate == 3.0 and mean.low is None and mean.high is None
     assert mean.status is EstimateStatus.SINGLE_TASK and "one task" in mean.note
+    assert mean.format(digits=1) == "3.0 (no interval: 1 task)"
 
 
 def test_exact_bound_scales_the_deviation_to_the_range() -> None:

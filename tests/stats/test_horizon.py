@@ -134,7 +134,10 @@ def test_separated_data_report_an_infinite_slope_that_survives_json() -> None:
     assert (slope.low, slope.high) == ("inf", "inf") and "separated" in slope.note
     again = LogisticSlope.model_validate_json(slope.model_dump_json())
     assert again == slope and float(again.estimate) == math.inf  # type: ignore[arg-type]
-    assert found.crossing is not None and (found.crossing.horizon, found.crossing.low, found.crossing.high) == (4, 4, 4)
+    crossing = found.crossing
+    assert crossing is not None and (crossing.horizon, crossing.low, crossing.high) == (4, None, None)
+    # every task agrees at each horizon: no interval, never a fake [h=4, h=4]
+    assert crossing.status == "constant" and "every task has the same value" in crossing.note
     flat = dose_curves({"c": DoseInput(curve_samples({h: [[0.0]] * 4 for h in HORIZONS}))}, PARAMS)["c"]
     assert flat.slope.status is SlopeStatus.NOT_ESTIMABLE and flat.slope.estimate is None
     assert flat.slope.note == "0 at every horizon" and flat.crossing is None
