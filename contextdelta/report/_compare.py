@@ -23,6 +23,7 @@ from contextdelta.report._table import episode_values, story_labels
 from contextdelta.rundir import EpisodeRecord, RunManifest, RunStatus
 from contextdelta.stats import (
     DEFAULT_PARAMS,
+    MIN_TASKS_FOR_COVERAGE,
     AnalysisParams,
     ClusteredSample,
     Estimate,
@@ -196,6 +197,16 @@ def compare_runs(
     notes = _notes(a, b, runs, failed)
     task_ids = sorted({r.task_id for _, r in rows})
     labels = story_labels((a, b), task_ids)
+    paired = [row.comparison.test.n_tasks for family in families for row in family.comparisons]
+    if any(0 < n < MIN_TASKS_FOR_COVERAGE for n in paired):
+        one, many = ("task", "tasks") if labels is None else ("story", "stories")
+        least = min(n for n in paired if n)
+        notes.append(
+            f"few {many}: comparisons rest on as few as {least} {one if least == 1 else many} (fewer than "
+            f"{MIN_TASKS_FOR_COVERAGE}), where the bootstrap intervals are too narrow (95% intervals held the true "
+            "value in about 88-93% of simulated runs with 4 to 10 tasks): read them as optimistic; the sign-flip "
+            "p-values stay exact"
+        )
     errors = [
         e.mc_se
         for family in families

@@ -216,8 +216,9 @@ class ReportWarning(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    code: Literal["failed_trials", "failed_discordance"] = Field(
-        description="failed_trials (too many) or failed_discordance (failed trials drive a comparison)."
+    code: Literal["failed_trials", "failed_discordance", "few_tasks"] = Field(
+        description="failed_trials (too many), failed_discordance (failed trials drive a comparison) or few_tasks "
+        "(rates or comparisons rest on fewer tasks than the bootstrap intervals need to reach their level)."
     )
     message: str = Field(description="The warning's text.")
 

@@ -70,3 +70,9 @@ def _expanded_percentiles(confidence: float, n_tasks: int) -> tuple[float, float
 
 
 DEFAULT_PARAMS = AnalysisParams()
+
+MIN_TASKS_FOR_COVERAGE = 12
+"""Below this many tasks (stories, where tasks share them) the task-cluster bootstrap intervals under-cover: in
+`benchmarks/stats_coverage.py`'s settings (3 repeats, 800 datasets a row, Monte-Carlo sd 0.008) the 95% intervals
+of a rate and of a paired difference held the truth in 0.88-0.90 of datasets at 4 tasks and 0.93 at 6 and 10,
+and 0.945-0.96 from 12 tasks on. The report warns when a rate or a comparison rests on fewer."""

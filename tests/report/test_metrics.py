@@ -243,7 +243,8 @@ def test_analysis_receipt_and_failure_modes_are_recorded(trusting: Path) -> None
         "with_verdict": 48,
         "by_termination": {"final_answer": 48},
     }
-    assert data["warnings"] == []
+    # no failed trial; only the 3 tasks, fewer than the intervals need, are warned about
+    assert [w["code"] for w in data["warnings"]] == ["few_tasks", "few_tasks"]
     assert "harmful_action" in data["definitions"] and "stale" in data["definitions"]["harmful_action"]
 
 
