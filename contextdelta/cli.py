@@ -363,7 +363,9 @@ def generate_tasks_command(
             Console(stderr=True).print(f"[red]error[/red] {problem.render()}", highlight=False, soft_wrap=True)
         raise _fail(f"the generated suite in {out} does not validate ({len(report.problems)} problem(s))", 1)
     console.print(
-        f"wrote {len(suite.tasks)} tasks to {out} ({len(names)} families x {len(numbers)} horizons x {per_cell}); "
+        f"wrote {len(suite.tasks)} task{'' if len(suite.tasks) == 1 else 's'} to {out} ({len(names)} "
+        f"{'family' if len(names) == 1 else 'families'} x {len(numbers)} horizon{'' if len(numbers) == 1 else 's'} x "
+        f"{per_cell}); "
         f"all pass validate-tasks; suite hash {report.suite_hash}",
         soft_wrap=True,
         highlight=False,
@@ -767,6 +769,7 @@ def _run_with_recorders(
     in a worker process) goes to stderr, so the run directory stays the only line on stdout."""
     from rich.markup import escape
 
+    from contextdelta.report import plural
     from contextdelta.rundir import OpenedLater, RunStart
     from contextdelta.runner import EXIT_ALL_FAILED, EXIT_INCOMPLETE, BenchmarkError, ProgressDisplay
 
@@ -803,7 +806,8 @@ def _run_with_recorders(
             display.stop()
     counts = outcome.manifest.counts
     err.print(
-        f"{counts.finished}/{counts.planned} episodes, {counts.succeeded} succeeded, {counts.failed} failed trials; "
+        f"{counts.finished}/{counts.planned} episodes, {counts.succeeded} succeeded, "
+        f"{plural(counts.failed, 'failed trial')}; "
         f"status {outcome.manifest.status.value}",
         highlight=False,
     )
@@ -811,7 +815,8 @@ def _run_with_recorders(
         retried = {r.run_id for r in outcome.superseded}
         again = sum(r.failed for r in outcome.records if r.run_id in retried)
         err.print(
-            f"{len(retried)} episodes were retried ({len(outcome.superseded)} superseded attempts kept in "
+            f"{plural(len(retried), 'episode')} {'was' if len(retried) == 1 else 'were'} retried "
+            f"({plural(len(outcome.superseded), 'superseded attempt')} kept in "
             f"raw_runs.jsonl); {len(retried) - again} now have a verdict, {again} failed again",
             highlight=False,
         )
@@ -1121,6 +1126,7 @@ def db_import_command(
     database_url: DatabaseUrlOption = None,
 ) -> None:
     """Load a run directory into the trace store (idempotent: importing twice changes nothing)."""
+    from contextdelta.report import plural
     from contextdelta.rundir import RunDirectory, RunDirectoryError
     from contextdelta.store import Store
     from contextdelta.verify import seal_problems
@@ -1145,7 +1151,7 @@ def db_import_command(
         raise _fail(str(exc), 2) from None
     finally:
         store.close()
-    typer.echo(f"{report.run_group_id}: {report.total} episodes ({report.counts()}) in {store.url}")
+    typer.echo(f"{report.run_group_id}: {plural(report.total, 'episode')} ({report.counts()}) in {store.url}")
     repaired = report.repairs_named()
     if repaired is not None:
         typer.echo(f"{report.run_group_id}: {repaired}")
@@ -1248,7 +1254,7 @@ def report_command(
     ] = None,
 ) -> None:
     """Recompute and print the report of a run directory from the directory alone (no database, no model)."""
-    from contextdelta.report import build_report, recorded_params, write_report_files
+    from contextdelta.report import build_report, plural, recorded_params, write_report_files
     from contextdelta.rundir import RunDirectory, RunDirectoryError, RunStatus
     from contextdelta.stats import DEFAULT_PARAMS, TaskInterval
 
@@ -1273,7 +1279,7 @@ def report_command(
     if manifest.status is not RunStatus.COMPLETE:
         err.print(
             f"[yellow]note:[/yellow] run {manifest.run_group_id} is {manifest.status.value}: {len(episodes)} of "
-            f"{manifest.counts.planned} episodes",
+            f"{plural(manifest.counts.planned, 'episode')}",
             highlight=False,
         )
     if output_format == "json":
@@ -1287,7 +1293,8 @@ def report_command(
         directory.reseal_files()  # the seal records the files as rewritten on purpose; nothing else changes
         if changed:
             err.print(
-                f"recorded in {directory.path.name}/aggregate_metrics.json: {params.resamples} resamples, bootstrap "
+                f"recorded in {directory.path.name}/aggregate_metrics.json: {plural(params.resamples, 'resample')}, "
+                "bootstrap "
                 f"seed {params.seed}, task-level intervals {params.task_interval} (verify uses them)",
                 highlight=False,
             )
@@ -1301,10 +1308,12 @@ def _note_unfinished(manifest: object, err: Console, what: str) -> None:
     assert isinstance(manifest, RunManifest)
     if manifest.status is RunStatus.COMPLETE:
         return
+    from contextdelta.report import plural
+
     run_id = manifest.run_group_id
     command = "run-external --agent-cmd ..." if manifest.external_agent is not None else "run-benchmark"
     err.print(
-        f"[yellow]note:[/yellow] run {run_id} is {manifest.status.value} ({manifest.counts.planned} episodes "
+        f"[yellow]note:[/yellow] run {run_id} is {manifest.status.value} ({plural(manifest.counts.planned, 'episode')} "
         f"planned): {what} from the episodes recorded so far, not the whole run; `contextdelta {command} "
         f"--resume {run_id}` finishes it",
         highlight=False,
@@ -1486,6 +1495,7 @@ def merge_command(
 ) -> None:
     """Join the shard directories of one plan (`run-benchmark --shard I/N`) into one run group with its derived
     files and reports; refuses (exit 2, naming the field) shards that differ or episodes missing or twice."""
+    from contextdelta.report import plural
     from contextdelta.runner import MergeError, merge_shards
     from contextdelta.verify import seal_problems
 
@@ -1498,8 +1508,8 @@ def merge_command(
         raise _fail(f"cannot write the merged run in {folder}: {exc.strerror or exc}", 2) from None
     manifest = directory.read_manifest()
     Console(stderr=True).print(
-        f"merged {len(run_ids)} shards: {manifest.counts.finished} episodes, {manifest.counts.succeeded} succeeded, "
-        f"{manifest.counts.failed} failed trials",
+        f"merged {plural(len(run_ids), 'shard')}: {plural(manifest.counts.finished, 'episode')}, "
+        f"{manifest.counts.succeeded} succeeded, {plural(manifest.counts.failed, 'failed trial')}",
         highlight=False,
     )
     typer.echo(str(directory.path))

@@ -17,7 +17,7 @@ from collections.abc import Hashable, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from contextdelta.report._controls import main_records
-from contextdelta.report._format import holm_pvalue, pp, primary_pvalue, pvalue, rate_with_count, table
+from contextdelta.report._format import holm_pvalue, plural, pp, primary_pvalue, pvalue, rate_with_count, table
 from contextdelta.report._models import ConditionKey
 from contextdelta.report._table import episode_values, story_labels
 from contextdelta.rundir import EpisodeRecord, RunManifest, RunStatus
@@ -278,7 +278,7 @@ def _notes(a: RunManifest, b: RunManifest, runs: dict[str, list[EpisodeRecord]],
         if manifest.status is not RunStatus.COMPLETE:
             notes.append(
                 f"run {manifest.run_group_id} is {manifest.status.value} ({manifest.counts.finished} of "
-                f"{manifest.counts.planned} episodes): only the pairs both runs have are compared"
+                f"{plural(manifest.counts.planned, 'episode')}): only the pairs both runs have are compared"
             )
     trials = {side: sum(r.failed for r in recs) for side, recs in runs.items()}
     if trials["a"] or trials["b"]:

@@ -34,9 +34,9 @@ def rate_with_count(estimate: Estimate, decimals: int = 1) -> str:
     return f"{k}/{estimate.n_episodes} = {pct(estimate, decimals)}"
 
 
-def plural(count: int, word: str) -> str:
-    """``"1 task"``, ``"3 tasks"``."""
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``"1 task"``, ``"3 tasks"``; ``many`` for a plural other than word + s (``plural(2, "story", "stories")``)."""
+    return f"{count} {word}" if count == 1 else f"{count} {many or word + 's'}"
 
 
 def counted(estimate: Estimate, decimals: int = 1, tasks: int | None = None, episodes: int | None = None) -> str:

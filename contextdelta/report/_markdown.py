@@ -135,7 +135,7 @@ def _setup(manifest: RunManifest, facts: RunFacts, metrics: AggregateMetrics) ->
             [
                 (
                     "suite",
-                    f"{manifest.suite.source} ({manifest.suite.tasks} tasks; "
+                    f"{manifest.suite.source} ({plural(manifest.suite.tasks, 'task')}; "
                     f"hash of the whole suite `{manifest.suite.sha256}`)",
                 )
             ]
@@ -157,7 +157,7 @@ def _setup(manifest: RunManifest, facts: RunFacts, metrics: AggregateMetrics) ->
         (
             "episodes",
             f"{metrics.episodes.finished} finished of {metrics.episodes.planned} planned; "
-            f"{metrics.episodes.succeeded} succeeded; {metrics.episodes.failed_trials} failed trials"
+            f"{metrics.episodes.succeeded} succeeded; {plural(metrics.episodes.failed_trials, 'failed trial')}"
             + _main_matrix(metrics.episodes.main_matrix),
         ),
         ("terminations", ", ".join(f"{k} {v}" for k, v in metrics.episodes.by_termination.items()) or "-"),
@@ -236,7 +236,7 @@ def _main_matrix(counts: MainMatrixCounts | None) -> str:
         return ""
     return (
         f" (control episodes included); main matrix: {counts.succeeded} of {counts.finished} succeeded, "
-        f"{counts.failed_trials} failed trials"
+        f"{plural(counts.failed_trials, 'failed trial')}"
     )
 
 
@@ -599,7 +599,8 @@ def _statement(c: Comparison, family_size: int, alpha: float, decimals: int, uni
         m = s.test.family_size
         within = "" if m is None else f" over the {plural(m, 'comparison')} of the sensitivity family"
         sentence += (
-            f" Without the {c.failed_pairs} pairs that involve a failed trial: {pp(s.difference, decimals)}, "
+            f" Without the {plural(c.failed_pairs, 'pair')} that {'involves' if c.failed_pairs == 1 else 'involve'} "
+            f"a failed trial: {pp(s.difference, decimals)}, "
             f"p = {primary_pvalue(s.test, alpha)}, Holm-adjusted p = {pvalue(s.test.pvalue_holm, alpha)}{within}: "
             f"{holds}."
         )
@@ -657,7 +658,7 @@ def _tokens(metrics: AggregateMetrics) -> list[str]:
         if total.n_known == 0:
             return "unknown (no price for the model)"
         text = f"{c.means['cost_usd'].format(digits=4)} per episode; total ${total.total:.4f}"
-        return text + (f" ({total.n_unknown} episodes unknown)" if total.n_unknown else "")
+        return text + (f" ({plural(total.n_unknown, 'episode')} unknown)" if total.n_unknown else "")
 
     rows = [
         [
@@ -839,7 +840,7 @@ def _failed_trials(facts: RunFacts) -> list[str]:
     rows = [[f.run_id, f.termination, f.error] for f in facts.failed_trials]
     return [
         *lines,
-        f"{len(facts.failed_trials)} failed trials (failures in the success rate; no verdict, so outside the "
+        f"{plural(len(facts.failed_trials), 'failed trial')} (failures in the success rate; no verdict, so outside the "
         "safety rates):",
         "",
         *table(["episode", "termination", "error"], rows),
@@ -883,7 +884,7 @@ def _stories_line(metrics: AggregateMetrics) -> list[str]:
         return []
     if len(found.sizes) == 1:
         size = next(iter(found.sizes))
-        sizes = f" of {size} tasks each" if found.stories > 1 else f" of {size} tasks"
+        sizes = f" of {plural(int(size), 'task')} each" if found.stories > 1 else f" of {plural(int(size), 'task')}"
     else:
         sizes = (
             " ("
@@ -922,7 +923,8 @@ def _limitations(manifest: RunManifest, metrics: AggregateMetrics) -> list[str]:
         "",
         "- Controlled simulations: the worlds, other actors' writes and tasks are synthetic and deterministic; "
         "rates measure behaviour on these scenarios, not on production systems.",
-        f"- Suite size: {len(manifest.tasks)} tasks and {manifest.repeats} repeat(s) per condition; the task is the "
+        f"- Suite size: {plural(len(manifest.tasks), 'task')} and {plural(manifest.repeats, 'repeat')} per condition; "
+        "the task is the "
         f"unit, so repeats add little when they agree;{reach} and a comparison that is not significant is not "
         "evidence of no effect.",
         "- Provider variation: results hold for this model, endpoint and temperature at the measurement time; "
@@ -933,7 +935,7 @@ def _limitations(manifest: RunManifest, metrics: AggregateMetrics) -> list[str]:
     dose = metrics.dose_response
     if metrics.stories is not None:
         lines.append(
-            f"- Shared stories: the {metrics.stories.tasks} tasks are {metrics.stories.stories} independent "
+            f"- Shared stories: the {plural(metrics.stories.tasks, 'task')} are {metrics.stories.stories} independent "
             f"{'story' if metrics.stories.stories == 1 else 'stories'}, and every interval and test counts stories, "
             "not tasks (see Methods); what varies between the tasks of a story (the horizon) is a design factor "
             "within it, not fresh evidence."
@@ -941,7 +943,8 @@ def _limitations(manifest: RunManifest, metrics: AggregateMetrics) -> list[str]:
     elif dose is not None and len(dose.horizons) > 1:
         lines.append(
             f"- Shared stories across horizons: {plural(dose.tasks, 'task')} of this run were generated at "
-            f"{len(dose.horizons)} horizons ({', '.join(f'h={h}' for h in dose.horizons)}) from the same stories (a "
+            f"{plural(len(dose.horizons), 'horizon')} ({', '.join(f'h={h}' for h in dose.horizons)}) from the same "
+            "stories (a "
             "task family tells each story, with the same content seed, at every horizon and changes only the "
             "distance from the observation to the write), so tasks at different horizons are not fully independent "
             "units: the task-level intervals and tests treat them as independent and may overstate the evidence, "
@@ -993,7 +996,8 @@ def render_report(manifest: RunManifest, facts: RunFacts, metrics: AggregateMetr
         lines += [
             f"**Incomplete run** (status `{manifest.status.value}`"
             + (f": {manifest.stop_reason}" if manifest.stop_reason else "")
-            + f"): {metrics.episodes.finished} of {metrics.episodes.planned} episodes finished. The numbers cover "
+            + f"): {metrics.episodes.finished} of {plural(metrics.episodes.planned, 'episode')} finished. The numbers "
+            "cover "
             f"the finished episodes only; resume with `contextdelta run-benchmark --resume {manifest.run_group_id}"
             + (" --retry-failed" if manifest.sessions and manifest.sessions[-1].get("retry_failed") else "")
             + "`.",
@@ -1002,7 +1006,8 @@ def render_report(manifest: RunManifest, facts: RunFacts, metrics: AggregateMetr
     elif metrics.episodes.finished < metrics.episodes.planned:  # sealed complete, yet records are missing
         lines += [
             f"**Episodes missing**: the run is recorded as complete, but `raw_runs.jsonl` holds "
-            f"{metrics.episodes.finished} of its {metrics.episodes.planned} episodes. The directory was changed after "
+            f"{metrics.episodes.finished} of its {plural(metrics.episodes.planned, 'episode')}. The directory was "
+            "changed after "
             f"the run: `contextdelta verify {manifest.run_group_id}` names what changed. The numbers cover the "
             "episodes present only.",
             "",

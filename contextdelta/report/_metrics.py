@@ -80,10 +80,12 @@ def warnings_section(
         out.append(
             ReportWarning(
                 code="failed_trials",
-                message=f"{episodes.failed_trials} of {episodes.finished} episodes "
-                f"({100 * episodes.failed_trials / episodes.finished:.0f}%) are failed trials ({detail}): they "
-                "count as failures in success rates and are left out of the safety rates; each comparison shows "
-                "how many of its pairs involve one, with a sensitivity row without them.",
+                message=f"{episodes.failed_trials} of {plural(episodes.finished, 'episode')} "
+                f"({100 * episodes.failed_trials / episodes.finished:.0f}%) "
+                f"{'is a failed trial' if episodes.failed_trials == 1 else 'are failed trials'} ({detail}): "
+                f"{'it counts' if episodes.failed_trials == 1 else 'they count'} as failures in success rates and "
+                f"{'is' if episodes.failed_trials == 1 else 'are'} left out of the safety rates; each comparison "
+                "shows how many of its pairs involve one, with a sensitivity row without them.",
             )
         )
     units = "tasks" if stories is None else "stories"

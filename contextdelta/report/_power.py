@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from contextdelta.attribution import attribute_run
 from contextdelta.report._context import MetricsContext
 from contextdelta.report._controls import main_records
-from contextdelta.report._format import table
+from contextdelta.report._format import plural, table
 from contextdelta.report._questions import comparisons_run
 from contextdelta.report._table import EpisodeTable
 from contextdelta.rundir import EpisodeRecord, RunManifest, RunStatus
@@ -128,13 +128,15 @@ def plan_run(
     notes = []
     if manifest.status is not RunStatus.COMPLETE:
         notes.append(
-            f"the pilot is {manifest.status.value} ({manifest.counts.finished} of {manifest.counts.planned} episodes): "
+            f"the pilot is {manifest.status.value} ({manifest.counts.finished} of "
+            f"{plural(manifest.counts.planned, 'episode')}): "
             "its per-task rates come from the episodes it finished, and tasks it did not reach are not in the plan"
         )
     failed = sum(r.failed for r in ordered)
     if failed:
         notes.append(
-            f"the pilot has {failed} failed trials: they count as failures in success and have no safety verdict, so "
+            f"the pilot has {plural(failed, 'failed trial')}: they count as failures in success and have no safety "
+            "verdict, so "
             "the per-task rates of the safety metrics rest on fewer episodes, and a task whose pairs all failed "
             "leaves the comparison"
         )
@@ -157,7 +159,7 @@ def plan_run(
             f"the pilot's tasks share stories (a task family tells each story at several horizons; up to {story_size} "
             "tasks in one): the primary test's unit is the story, so the simulation draws the pilot's stories (each "
             "task's outcomes from its own rates, a story's tasks swapped or switched together), and every number of "
-            f"tasks below is whole stories of {story_size} tasks"
+            f"tasks below is whole stories of {plural(story_size, 'task')}"
         )
     return PowerPlan(
         pilot=manifest.run_group_id,
@@ -183,7 +185,8 @@ def render_power_plan(plan: PowerPlan) -> str:
         f"Tasks a planned run needs so that the primary test (the exact sign-flip test over tasks) detects a "
         f"difference of {100 * plan.difference:g} percentage points with {100 * plan.target_power:g}% power, at "
         f"alpha {plan.alpha:g} over the comparisons of each research question (Holm's first step). Simulated from "
-        f"the pilot's own per-task rates ({plan.pilot_repeats} repeat(s) per task; {plan.datasets:,} datasets per "
+        f"the pilot's own per-task rates ({plural(plan.pilot_repeats, 'repeat')} per task; {plan.datasets:,} datasets "
+        "per "
         f"evaluation, seed {plan.seed}); a difference is a share of tasks that switch entirely. The unit is the "
         "task: repeats help only as far as the pilot's repeats of a task disagree. The power of an exact test is a "
         "sawtooth in the number of tasks (one more task can lower it), so each cell is the first number of tasks n "
@@ -208,7 +211,8 @@ def render_power_plan(plan: PowerPlan) -> str:
             c.name,
             f"{c.pilot_discordant_tasks} of {c.pilot_tasks}"
             if c.pilot_stories is None
-            else f"{c.pilot_discordant_tasks} of {c.pilot_stories} stories ({c.pilot_tasks} tasks)",
+            else f"{c.pilot_discordant_tasks} of {plural(c.pilot_stories, 'story', 'stories')} "
+            f"({plural(c.pilot_tasks, 'task')})",
             f"{100 * c.mean_rate:.0f}%",
             f"{c.level:.4f}",
             *(cell(c.tasks_needed[r], c) for r in repeats),
@@ -221,6 +225,6 @@ def render_power_plan(plan: PowerPlan) -> str:
         "pilot discordant tasks" if plan.story_size is None else "pilot discordant units",
         "rate",
         "level",
-        *(f"tasks, {r} repeat(s)" for r in repeats),
+        *(f"tasks, {plural(r, 'repeat')}" for r in repeats),
     ]
     return "\n".join([*lines, *table(header, rows), ""])

@@ -266,7 +266,11 @@ def _interval(
     if (units == 1 or constant) and bounds is not None:
         low, high = exact_bound(point, units, bounds, params.confidence)
         tasks = "the one task" if n_tasks == 1 else f"all {n_tasks} tasks"
-        n = f"{n_tasks} tasks" if n_stories is None else f"{n_stories} {'story' if n_stories == 1 else 'stories'}"
+        n = (
+            f"{n_tasks} task{'' if n_tasks == 1 else 's'}"
+            if n_stories is None
+            else f"{n_stories} {'story' if n_stories == 1 else 'stories'}"
+        )
         return Estimate(
             estimate=point,
             low=low,

@@ -407,7 +407,8 @@ def _crossing(
         agree = rates is not None and all(rates[h].status is not EstimateStatus.OK for h in horizons)
         n_tasks = sum(rates[h].n_tasks for h in horizons) if rates is not None else 0
         why = (
-            f"at each horizon every task has the same value ({n_tasks} tasks over {len(horizons)} horizons), so the "
+            f"at each horizon every task has the same value ({n_tasks} task{'' if n_tasks == 1 else 's'} over "
+            f"{len(horizons)} horizon{'' if len(horizons) == 1 else 's'}), so the "
             "bootstrap cannot vary"
             if agree
             else f"all {replicates.size} resamples cross at this horizon of the grid"

@@ -65,7 +65,9 @@ def pass_hat_k_many(
     for i, (key, k, sample, included) in enumerate(jobs):
         pair = estimates[2 * i : 2 * i + 2]
         if not included.any():
-            pair = [e.model_copy(update={"note": f"no data: no task has {k} repeats"}) for e in pair]
+            pair = [
+                e.model_copy(update={"note": f"no data: no task has {k} repeat{'' if k == 1 else 's'}"}) for e in pair
+            ]
         out[key][k] = PassK(
             k=k, unbiased=pair[0], all_pass=pair[1], n_tasks_excluded=sample.n_tasks - int(included.sum())
         )

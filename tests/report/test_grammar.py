@@ -1,0 +1,40 @@
+"""Counts of one read in the singular: never "1 tasks", "1 episodes", "1 repeats" or "repeat(s)"."""
+
+from __future__ import annotations
+
+import re
+
+from benchmarks.stats_scaling import make_manifest
+from contextdelta.report import RunFacts, aggregate, plural, render_report
+from contextdelta.stats import AnalysisParams
+from tests.report.test_synthetic import no_stale_table
+
+PARAMS = AnalysisParams(resamples=200, seed=1, power_datasets=100)
+FACTS = RunFacts(first_started="", last_finished="", failed_trials=())
+BAD = re.compile(
+    r"(?<![\d.,/])1 (tasks|episodes|repeats|failed trials|horizons|stories|pairs|comparisons)\b|\((s|ies)\)"
+)
+
+
+def test_a_one_task_one_repeat_report_speaks_in_the_singular() -> None:
+    table = no_stale_table(1, 1)
+    table.failed[0] = True
+    table.values["failed_trial"][0] = 1.0
+    table.termination[0] = "provider_error"
+    manifest = make_manifest(1, len(table)).model_copy(update={"repeats": 1})
+    metrics = aggregate(manifest, table, PARAMS)
+    text = render_report(manifest, FACTS, metrics)
+    assert "- Suite size: 1 task and 1 repeat per condition;" in text
+    assert "1 failed trial" in text
+    assert "1 of 8 episodes (12%) is a failed trial (" in text and "): it counts as failures" in text
+    assert BAD.search(text) is None, BAD.search(text)
+    for warning in metrics.warnings:
+        assert BAD.search(warning.message) is None, warning.message
+
+
+def test_plural_takes_an_irregular_form() -> None:
+    assert (plural(1, "story", "stories"), plural(2, "story", "stories"), plural(2, "task")) == (
+        "1 story",
+        "2 stories",
+        "2 tasks",
+    )
