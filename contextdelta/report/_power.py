@@ -225,6 +225,6 @@ def render_power_plan(plan: PowerPlan) -> str:
         "pilot discordant tasks" if plan.story_size is None else "pilot discordant units",
         "rate",
         "level",
-        *(f"tasks, {plural(r, 'repeat')}" for r in repeats),
+        *(f"tasks, {plural(int(r), 'repeat')}" for r in repeats),
     ]
     return "\n".join([*lines, *table(header, rows), ""])

@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 
 from benchmarks.stats_scaling import make_manifest
-from contextdelta.report import RunFacts, aggregate, plural, render_report
+from contextdelta.report import RunFacts, aggregate, plan_run, plural, render_power_plan, render_report
+from contextdelta.rundir.layout import RunDirectory
 from contextdelta.stats import AnalysisParams
+from tests.report import runs
 from tests.report.test_synthetic import no_stale_table
 
 PARAMS = AnalysisParams(resamples=200, seed=1, power_datasets=100)
@@ -38,3 +40,9 @@ def test_plural_takes_an_irregular_form() -> None:
         "2 stories",
         "2 tasks",
     )
+
+
+def test_the_power_plan_header_says_1_repeat() -> None:
+    directory = RunDirectory(runs.oracle_pair_run())
+    plan = plan_run(directory.read_manifest(), directory.read_episodes(), 0.5, repeats=[1, 2], params=PARAMS)
+    assert "| tasks, 1 repeat | tasks, 2 repeats |" in render_power_plan(plan)
