@@ -48,8 +48,8 @@ class PlannedComparison(BaseModel):
     level: float = Field(description="alpha / the number of comparisons of the question that the pilot ran.")
     tasks_needed: dict[str, int | None] = Field(
         description="Per number of repeats (keys): the fewest tasks n with the target power such that the next "
-        "max(5, n/20) numbers of tasks reach it too (power is a sawtooth in n); None: more than max_tasks or beyond "
-        "the largest difference."
+        "max(5, n/20) numbers of tasks reach it too (power is a sawtooth in n); None: more than max_tasks, beyond "
+        "the largest difference, or no pilot task to simulate from (pilot_tasks 0)."
     )
 
 
@@ -98,8 +98,11 @@ def plan_run(
             if pairs.clusters is not None:
                 story_size = size
             level = params.alpha / len(ran)
-            needed = {}
+            needed: dict[str, int | None] = {}
             for r in repeats:
+                if pairs.n_tasks == 0:  # nothing to simulate from: no pilot task has a value in both conditions
+                    needed[str(r)] = None
+                    continue
                 units = tasks_needed(
                     pilot,
                     difference,
@@ -152,6 +155,14 @@ def plan_run(
             "as copies (as at temperature 0), and more repeats then never help; a pilot with 2 or more repeats "
             "measures it"
         )
+    empty = [row.name for row in rows if row.pilot_tasks == 0]
+    if empty:
+        notes.append(
+            f"{len(empty)} of {plural(len(rows), 'comparison')} ({', '.join(sorted(set(empty)))}) "
+            f"{'has' if len(empty) == 1 else 'have'} no pilot task with a value in both conditions (every episode "
+            "a failed trial, for a safety metric), so there is nothing to simulate "
+            "from: their cells say no data, not a number of tasks"
+        )
     if not rows:
         notes.append("the pilot ran no comparison of the research questions (a condition of each pair is missing)")
     if story_size is not None:
@@ -201,6 +212,8 @@ def render_power_plan(plan: PowerPlan) -> str:
     def cell(value: int | None, row: PlannedComparison) -> str:
         if value is not None:
             return str(value)
+        if row.pilot_tasks == 0:
+            return "no data"
         if plan.difference > row.largest_difference:
             return f"not reachable (at most {100 * row.largest_difference:.0f} pp)"
         return f"more than {plan.max_tasks:,}"
@@ -213,7 +226,7 @@ def render_power_plan(plan: PowerPlan) -> str:
             if c.pilot_stories is None
             else f"{c.pilot_discordant_tasks} of {plural(c.pilot_stories, 'story', 'stories')} "
             f"({plural(c.pilot_tasks, 'task')})",
-            f"{100 * c.mean_rate:.0f}%",
+            f"{100 * c.mean_rate:.0f}%" if c.pilot_tasks else "no data",
             f"{c.level:.4f}",
             *(cell(c.tasks_needed[r], c) for r in repeats),
         ]

@@ -1,0 +1,46 @@
+"""`power` from a pilot whose comparison has no task with a value in both conditions (every episode a failed
+trial) says "no data", never "more than 20,000" tasks simulated from nothing."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from contextdelta.report import plan_run, render_power_plan
+from contextdelta.rundir.layout import RunDirectory
+from contextdelta.runner import BenchmarkRequest, run_benchmark
+from contextdelta.stats import AnalysisParams
+from contextdelta.testing import serve_scripted
+from tests.report import runs
+
+
+@functools.cache
+def all_failed_run() -> Path:
+    """oracle on 2 tasks, full_history and last_n, unprotected, the server refusing every request as too long for
+    the context window: every one of the 4 episodes is a failed trial."""
+    fields: dict[str, object] = {
+        "tasks_dir": runs.TASKS,
+        "model": "scripted-oracle",
+        "results_dir": runs.results_dir(),
+        "task_ids": runs.TRUST_TASKS[:2],
+        "strategies": ["full_history", "last_n"],
+        "protection_modes": ["unprotected"],
+        "repeats": 1,
+        "concurrency": 2,
+    }
+    with serve_scripted("oracle", runs.TASKS, in_process=True, fail_context_length="every:1") as url:
+        fields["base_url"] = url
+        return run_benchmark(BenchmarkRequest.model_validate(fields)).path
+
+
+def test_a_comparison_without_pilot_tasks_is_no_data() -> None:
+    directory = RunDirectory(all_failed_run())
+    episodes = directory.read_episodes()
+    assert episodes and all(r.failed for r in episodes)
+    plan = plan_run(directory.read_manifest(), episodes, 0.2, repeats=[1, 2], params=AnalysisParams(power_datasets=100))
+    (row,) = plan.comparisons  # RQ1, stale action: no verdict anywhere
+    assert row.pilot_tasks == 0 and row.tasks_needed == {"1": None, "2": None}
+    text = render_power_plan(plan)
+    assert "| RQ1 | last_n vs full_history (unprotected) | 0 of 0 | no data | 0.0500 | no data | no data |" in text
+    assert "more than" not in text
+    assert any("no pilot task with a value in both conditions" in note for note in plan.notes)
