@@ -655,6 +655,8 @@ def _tokens(metrics: AggregateMetrics) -> list[str]:
 
     def cost(c: ConditionMetrics) -> str:
         total = c.totals["cost_usd"]
+        if total.n_known == 0 and total.n_unknown == 0:
+            return "no data"  # a condition without episodes: nothing to price
         if total.n_known == 0:
             return "unknown (no price for the model)"
         text = f"{c.means['cost_usd'].format(digits=4)} per episode; total ${total.total:.4f}"
