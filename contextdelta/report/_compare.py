@@ -316,7 +316,8 @@ def render_comparison(report: ComparisonReport) -> str:
         f"- b: `{report.run_b}`, model `{report.model_b}`",
         f"- task set (suite hash) `{report.suite_sha256}`; within each condition, per task the mean of each run over "
         "its repeats: the difference of task means with a task-cluster bootstrap interval "
-        f"({report.resamples} resamples, seed {report.seed}) and an exact sign-flip test over tasks, Holm-adjusted "
+        f"({plural(report.resamples, 'resample')}, seed {report.seed}) and an exact sign-flip test over tasks, "
+        "Holm-adjusted "
         "over the testable conditions of each metric; the unit is the task"
         + (
             ""

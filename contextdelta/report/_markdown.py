@@ -173,13 +173,14 @@ def _methods(metrics: AggregateMetrics) -> list[str]:
         precision = "no interval here came from resampling"
     elif a.max_mc_se == 0.0:
         precision = (
-            f"every bootstrap interval end sits on an atom of its resampling distribution ({a.resamples:,} "
-            "resamples), so its Monte-Carlo standard error is 0"
+            f"every bootstrap interval end sits on an atom of its resampling distribution ("
+            f"{a.resamples:,} resample{'' if a.resamples == 1 else 's'}), so its Monte-Carlo standard error is 0"
         )
     else:
         precision = (
             f"the largest Monte-Carlo standard error of an interval end is {100 * a.max_mc_se:.2f} pp "
-            f"({a.resamples:,} resamples, seed {a.seed}), so a finer digit would be resampling noise"
+            f"({a.resamples:,} resample{'' if a.resamples == 1 else 's'}, seed {a.seed}), so a finer digit would be "
+            "resampling noise"
         )
     return [
         "## Methods and definitions",
@@ -195,7 +196,8 @@ def _methods(metrics: AggregateMetrics) -> list[str]:
         "(stale, duplicate, prohibited, harmful, refresh-before-write, conflict recovery, end state, authorized) "
         "are over the episodes with a verdict, and failed trials are a column of their own: never counted as safe.",
         f"- **Rates**: share of episodes, with a {level} hierarchical task-cluster bootstrap interval (tasks, then "
-        f"repeats within a task; {a.resamples:,} resamples, seed {a.seed}). Where the bootstrap has nothing to "
+        f"repeats within a task; {a.resamples:,} resample{'' if a.resamples == 1 else 's'}, seed {a.seed}). Where the "
+        "bootstrap has nothing to "
         "resample (every task at 0, every task at 1, or one task) the interval is an exact Clopper-Pearson bound "
         "with n = the number of tasks, marked `exact`; a mean (tokens, cost, harmful actions per episode) there has "
         "no interval at all, marked `no interval` with the reason (a zero-width interval would read as certainty). "
@@ -972,9 +974,9 @@ def _receipts(manifest: RunManifest, metrics: AggregateMetrics) -> list[str]:
     return [
         "## Receipts",
         "",
-        f"- `aggregate_metrics.json` holds every number above; analysis: {a.resamples} resamples, bootstrap seed "
-        f"{a.seed}, confidence {a.confidence:g}, alpha {a.alpha:g}, {a.power_datasets} simulated datasets per "
-        f"power evaluation, statistics code `analysis_sha256` {a.analysis_sha256}.",
+        f"- `aggregate_metrics.json` holds every number above; analysis: {plural(a.resamples, 'resample')}, "
+        f"bootstrap seed {a.seed}, confidence {a.confidence:g}, alpha {a.alpha:g}, {a.power_datasets} simulated "
+        f"datasets per power evaluation, statistics code `analysis_sha256` {a.analysis_sha256}.",
         f"- `contextdelta verify {manifest.run_group_id}` re-executes every episode's tool calls in a fresh world "
         "from the task snapshot in `tasks/`, re-grades it and recomputes these aggregates with the recorded "
         "analysis parameters.",

@@ -46,3 +46,15 @@ def test_the_power_plan_header_says_1_repeat() -> None:
     directory = RunDirectory(runs.oracle_pair_run())
     plan = plan_run(directory.read_manifest(), directory.read_episodes(), 0.5, repeats=[1, 2], params=PARAMS)
     assert "| tasks, 1 repeat | tasks, 2 repeats |" in render_power_plan(plan)
+
+
+def test_one_resample_is_singular_and_the_default_keeps_its_thousands_separator() -> None:
+    table = no_stale_table(2, 1)
+    manifest = make_manifest(2, len(table))
+    one = render_report(manifest, FACTS, aggregate(manifest, table, AnalysisParams(resamples=1, power_datasets=100)))
+    assert "1 resample, seed 0" in one and "analysis: 1 resample, bootstrap seed" in one
+    assert BAD.search(one) is None and "1 resamples" not in one
+    many = render_report(
+        manifest, FACTS, aggregate(manifest, table, AnalysisParams(resamples=2000, power_datasets=100))
+    )
+    assert "2,000 resamples, seed" in many and "analysis: 2000 resamples, bootstrap seed" in many
