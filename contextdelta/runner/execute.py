@@ -218,7 +218,8 @@ class CircuitBreaker:
     def stop_reason(self) -> str | None:
         last = f"; last error: {self.last_error}" if self.last_error else ""
         if self.in_a_row >= self.max_consecutive:
-            return f"circuit breaker: {self.in_a_row} failed trials in a row{last}"
+            trials = "failed trial" if self.in_a_row == 1 else "failed trials"
+            return f"circuit breaker: {self.in_a_row} {trials} in a row{last}"
         share = self.failed / self.finished if self.finished else 0.0
         if self.finished >= self.min_finished and share > self.max_failed_share:
             return (

@@ -85,6 +85,19 @@ def test_the_breaker_counts_outages_only() -> None:
     assert breaker.stop_reason() == "circuit breaker: 2 failed trials in a row; last error: boom"
 
 
+def test_one_failed_trial_in_a_row_is_singular() -> None:
+    breaker = CircuitBreaker(max_consecutive=1, max_failed_share=1.0)
+
+    class Fake:
+        def __init__(self) -> None:
+            from contextdelta.agent import TerminationReason
+
+            self.trace = type("T", (), {"termination": TerminationReason("provider_error"), "error": "HTTP 500"})()
+
+    breaker.observe(Fake())  # type: ignore[arg-type]
+    assert breaker.stop_reason() == "circuit breaker: 1 failed trial in a row; last error: HTTP 500"
+
+
 def test_the_cli_exits_3_and_says_how_to_resume(tmp_path: Path) -> None:
     with serve_scripted("oracle", TASKS, in_process=True, fail_500="first:100000") as url:
         args = ["run-benchmark", "--tasks", str(TASKS), "--base-url", url, "--model", "scripted-oracle"]
