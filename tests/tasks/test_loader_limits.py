@@ -295,6 +295,29 @@ def test_a_folder_named_like_a_task_file_is_a_named_problem(name: str, tmp_path:
     assert [p.file.endswith(f"order/{name}") for p in problems] == [True]
 
 
+@pytest.mark.parametrize("suffix", [".YAML", ".Yaml", ".YML"])
+def test_a_task_file_with_an_upper_case_suffix_is_a_named_problem(suffix: str, tmp_path: Path) -> None:
+    """``order/<id>.YAML`` was skipped in silence: every other task passed and ran while this one was left out."""
+    write_task(tmp_path, task_data())
+    twin = task_data("order-desk-cancel")
+    (tmp_path / "order" / f"order-desk-cancel{suffix}").write_text(dump(twin), encoding="utf-8")
+    result = validate(tmp_path)
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.output.split())
+    assert f"order/order-desk-cancel{suffix}: task files end in .yaml; rename it to order-desk-cancel.yaml" in text
+    assert "all tasks pass" not in text
+    _, problems = load_directory(tmp_path)
+    assert [p.file.endswith(f"order-desk-cancel{suffix}") for p in problems] == [True]
+
+
+@pytest.mark.parametrize("name", ["x.YAML", "x.Yml"])
+def test_a_folder_named_like_a_task_file_in_upper_case_is_a_named_problem(name: str, tmp_path: Path) -> None:
+    write_task(tmp_path, task_data())
+    (tmp_path / "order" / name).mkdir()
+    _, problems = load_directory(tmp_path)
+    assert [p.file.endswith(f"order/{name}") for p in problems] == [True]
+
+
 @pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n"])
 def test_an_empty_task_file_is_named_empty(text: str) -> None:
     """It was 'a task file must be a YAML mapping (value: NoneType)': a type the author never wrote."""
