@@ -1282,6 +1282,7 @@ def report_command(
             f"{plural(manifest.counts.planned, 'episode')}",
             highlight=False,
         )
+    _note_shard(manifest, err, "the report comes")
     if output_format == "json":
         typer.echo(json.dumps(report.metrics_json(), indent=2, sort_keys=True))
     else:
@@ -1316,6 +1317,26 @@ def _note_unfinished(manifest: object, err: Console, what: str) -> None:
         f"[yellow]note:[/yellow] run {run_id} is {manifest.status.value} ({plural(manifest.counts.planned, 'episode')} "
         f"planned): {what} from the episodes recorded so far, not the whole run; `contextdelta {command} "
         f"--resume {run_id}` finishes it",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _note_shard(manifest: object, err: Console, what: str) -> None:
+    """A note on stderr when the run directory is one shard of a plan (``run-benchmark --shard I/N``, N > 1): its
+    status says complete, yet it holds only every N-th episode of the shuffled plan, so what is shown covers that
+    part alone, and a pair whose two episodes fell in different shards is missing from its comparisons."""
+    from contextdelta.rundir import RunManifest
+
+    assert isinstance(manifest, RunManifest)
+    shard = manifest.shard
+    if shard is None or shard.count == 1:
+        return
+    err.print(
+        f"[yellow]note:[/yellow] run {manifest.run_group_id} is shard {shard.index}/{shard.count} of its plan "
+        f"({manifest.counts.planned} of the plan's episodes): {what} from this part only, and the paired "
+        "comparisons leave out each pair whose other episode is in another shard; `contextdelta merge` joins the "
+        "shards into the run group",
         highlight=False,
         soft_wrap=True,
     )
@@ -1407,6 +1428,7 @@ def power_command(
     if not episodes:
         raise _fail(f"--pilot {pilot}: the run has no finished episode to plan from", 2)
     _note_unfinished(manifest, Console(stderr=True), "the plan comes")
+    _note_shard(manifest, Console(stderr=True), "the plan comes")
     plan = plan_run(
         manifest,
         episodes,
@@ -1556,6 +1578,7 @@ def export_command(
     manifest = RunDirectory(path).read_manifest()  # export_run read it; the seal walk after cheap refusals
     _warn_if_changed(path, manifest, Console(stderr=True), refuse_write=False, what="the export comes")
     _note_unfinished(manifest, Console(stderr=True), "the export comes")
+    _note_shard(manifest, Console(stderr=True), "the export comes")
     for file in written:
         typer.echo(str(file))
 
@@ -1605,6 +1628,7 @@ def compare_command(
             directory.path, manifest, Console(stderr=True), refuse_write=False, what="the comparison comes"
         )
         _note_unfinished(manifest, Console(stderr=True), "its side of the comparison comes")
+        _note_shard(manifest, Console(stderr=True), "its side of the comparison comes")
     if output_format == "json":
         typer.echo(json.dumps(result.model_dump(mode="json"), indent=2, sort_keys=True))
     else:

@@ -153,6 +153,15 @@ def max_steps_run() -> Path:
 
 
 @functools.cache
+def shard_run() -> Path:
+    """oracle on the trusting tasks, full_history and last_n, unprotected, shard 1/2 of the plan (3 of its 6
+    episodes): a complete run directory that holds part of a plan."""
+    return _run(
+        "oracle", TRUST_TASKS, strategies=["full_history", "last_n"], protection_modes=["unprotected"], shard="1/2"
+    )
+
+
+@functools.cache
 def incomplete_run() -> Path:
     """oracle with a price and a budget that one episode exhausts: status incomplete, 1 of 3 episodes."""
     prices = results_dir() / "prices.json"

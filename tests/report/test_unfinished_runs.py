@@ -1,5 +1,6 @@
 """compare, power and export of a run that is not complete (running, killed, stopped early) say so on stderr: what
-they show covers only the episodes recorded so far (report says the same), never silently the whole run's."""
+they show covers only the episodes recorded so far (report says the same), never silently the whole run's; and
+report, compare, power and export of one shard of a plan say that it is one."""
 
 from __future__ import annotations
 
@@ -54,3 +55,35 @@ def test_compare_refuses_one_run_given_twice(second: str) -> None:
     assert out.stdout == ""
     message = " ".join(out.stderr.split())
     assert "both name the run directory" in message and "compare two different runs" in message
+
+
+@pytest.mark.parametrize(
+    ("command", "what"),
+    [
+        (["report", "RUN"], "the report comes"),
+        (["report", "RUN", "--format", "json"], "the report comes"),
+        (["compare", "RUN", "COPY"], "its side of the comparison comes"),
+        (["power", "--difference", "0.2", "--pilot", "RUN"], "the plan comes"),
+        (["export", "RUN", "--format", "inspect", "--out", "OUT"], "the export comes"),
+    ],
+)
+def test_a_shard_is_noted(tmp_path: Path, command: list[str], what: str) -> None:
+    """A shard's status is complete and its report said '3 finished of 3 planned' with no word of the other
+    shards: its comparisons silently left out every pair split between shards."""
+    run = runs.shard_run()
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+    places = {"RUN": str(run), "COPY": str(copy), "OUT": str(tmp_path / "log.json")}
+    out = cli.invoke(app, [places.get(a, a) for a in command])
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.stderr.split())
+    assert f"note: run {run.name} is shard 1/2 of its plan (3 of the plan's episodes): {what} from this part" in text
+    assert "`contextdelta merge` joins the shards into the run group" in text
+    assert "is shard 1/2" not in out.stdout
+
+
+def test_a_run_that_is_not_a_shard_is_not_noted_as_one(tmp_path: Path) -> None:
+    run = runs.single_task_run()
+    out = cli.invoke(app, ["report", str(run)])
+    assert out.exit_code == 0, out.output
+    assert "shard" not in out.stderr
