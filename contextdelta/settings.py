@@ -2,7 +2,8 @@
 
 Every setting the product reads is a field of :class:`Settings` and is read the same way from the process
 environment and from ``.env`` in the current folder (the environment wins). An empty value means *unset*, so the
-``CONTEXTDELTA_API_KEY=`` line of a copied ``.env.example`` does not hide ``OPENAI_API_KEY``. An invalid value is
+``CONTEXTDELTA_API_KEY=`` line of a copied ``.env.example`` does not hide ``OPENAI_API_KEY``; so does a blank one
+(only spaces or tabs, e.g. ``export CONTEXTDELTA_MODEL=" "``), which names nothing either. An invalid value is
 a :class:`SettingsError` whose one-line message names the variable and the form it expects; the command line
 turns it into exit 2 before any command runs. ``.env.example`` lists every field (a test compares the two).
 """
@@ -12,11 +13,12 @@ from __future__ import annotations
 import io
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AfterValidator, Field, SecretStr, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 ENV_PREFIX = "CONTEXTDELTA_"
 DATABASE_FILE = "contextdelta.db"
@@ -48,6 +50,21 @@ HeaderSecret = Annotated[SecretStr | None, AfterValidator(header_safe)]
 
 class SettingsError(ValueError):
     """A setting with an invalid value (or an unreadable ``.env``); the message is one line naming the variable."""
+
+
+class _BlankIsUnset(PydanticBaseSettingsSource):
+    """A settings source with its blank values left out (empty, or only whitespace), so that the next source or the
+    default applies, as for an empty one: a blank model name or results folder would otherwise be used as given."""
+
+    def __init__(self, source: PydanticBaseSettingsSource) -> None:
+        super().__init__(source.settings_cls)
+        self._source = source
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self._source.get_field_value(field, field_name)
+
+    def __call__(self) -> dict[str, Any]:
+        return {k: v for k, v in self._source().items() if not (isinstance(v, str) and not v.strip())}
 
 
 class Settings(BaseSettings):
@@ -97,6 +114,18 @@ class Settings(BaseSettings):
         default=None,
         description="a folder for the assembled local model file (default: $XDG_CACHE_HOME/contextdelta/models)",
     )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The default sources in the default order, the environment and ``.env`` with blank values as unset."""
+        return init_settings, _BlankIsUnset(env_settings), _BlankIsUnset(dotenv_settings), file_secret_settings
 
     @property
     def effective_api_key(self) -> SecretStr | None:

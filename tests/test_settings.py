@@ -79,6 +79,40 @@ def test_an_empty_value_means_unset(field: str, tmp_path: Path, monkeypatch: pyt
     assert value(load_settings(None), field) == default
 
 
+@pytest.mark.parametrize("blank", [" ", "  \t "])
+@pytest.mark.parametrize("field", sorted(SAMPLES))
+def test_a_blank_value_means_unset(field: str, blank: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CONTEXTDELTA_MODEL=" " ran a benchmark against model ' ' (recorded in the manifest), and a blank
+    CONTEXTDELTA_RESULTS_DIR wrote run directories into a folder named by spaces; --model ' ' was refused."""
+    env_file = tmp_path / ".env"
+    env_file.write_text(f'{env_name(field)}="{blank}"\n', encoding="utf-8")
+    default = Settings.model_fields[field].default
+    assert value(load_settings(env_file), field) == default
+    raw, expected = SAMPLES[field]
+    env_file.write_text(f"{env_name(field)}={raw}\n", encoding="utf-8")
+    monkeypatch.setenv(env_name(field), blank)  # a blank variable does not hide the .env value, as an empty one
+    assert value(load_settings(env_file), field) == expected
+    assert value(load_settings(None), field) == default
+
+
+def test_a_blank_api_key_does_not_hide_openai_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONTEXTDELTA_API_KEY", " ")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-shell")
+    key = load_settings(None).effective_api_key
+    assert key is not None and key.get_secret_value() == "sk-from-the-shell"
+
+
+def test_run_benchmark_with_a_blank_model_says_no_model_is_configured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CONTEXTDELTA_MODEL", "  ")
+    out = runner.invoke(app, ["run-benchmark", "--tasks", str(ROOT / "tasks"), "--base-url", "http://127.0.0.1:9/v1"])
+    assert out.exit_code == 2, out.output
+    assert "no model configured: set CONTEXTDELTA_MODEL or pass --model" in " ".join(out.output.split())
+    assert not (tmp_path / "results").exists()
+
+
 def test_a_copied_env_example_does_not_hide_openai_api_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     env_file = tmp_path / ".env"
     env_file.write_text((ROOT / ".env.example").read_text(encoding="utf-8"), encoding="utf-8")
