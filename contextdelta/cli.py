@@ -296,7 +296,12 @@ def generate_tasks_command(
     seed: Annotated[
         int, typer.Option(help="Suite seed (content: names, amounts, ids).", callback=_suite_range("seed"))
     ] = 0,
-    out: Annotated[Path | None, typer.Option("--out", help="Output folder: <world>/<id>.yaml and SUITE.lock.")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", help="Output folder: <world>/<id>.yaml and SUITE.lock.", parser=_path_flag, metavar=PATH_METAVAR
+        ),
+    ] = None,
     list_families: Annotated[bool, typer.Option("--list", help="List the families and their parameters.")] = False,
 ) -> None:
     """Write a deterministic, locked, validated suite of task files from task families."""
@@ -385,6 +390,20 @@ def _refuse_blank(values: dict[str, str | None]) -> None:
             raise _fail(f"{flag} {value!r} names nothing: give a value, or leave {flag} out (the default)", 2)
 
 
+def _path_flag(value: str) -> Path:
+    """The value of a path flag (``--results-dir``, ``--out``, ``--price-table``). One that names nothing (``""`` or
+    blanks) is refused: read as a path, ``""`` is the working folder and blanks a folder named by spaces, so
+    ``--results-dir "$UNSET"`` wrote run directories, and ``generate-tasks --out ""`` a suite, where the command
+    ran."""
+    if not value.strip():
+        raise typer.BadParameter(f"{value!r} names nothing: give a path (write . for the current folder)")
+    return Path(value)
+
+
+PATH_METAVAR = "<path>"
+"""How help shows a path flag (a flag with a parser is otherwise shown by its Python type)."""
+
+
 def _csv(value: str | None, flag: str) -> list[str] | None:
     """The names of a comma-separated option (None when it was not given); a value that names nothing (``""``,
     ``","``) is refused, never read as "the default"."""
@@ -418,7 +437,10 @@ def _run_seed(value: int | None) -> int | None:
 SeedOption = Annotated[
     int | None, typer.Option(help="Run seed, a 64-bit integer (default CONTEXTDELTA_SEED).", callback=_run_seed)
 ]
-RunResultsDirOption = Annotated[Path | None, typer.Option(help="Where run directories go (default results/).")]
+RunResultsDirOption = Annotated[
+    Path | None,
+    typer.Option(help="Where run directories go (default results/).", parser=_path_flag, metavar=PATH_METAVAR),
+]
 ResumeOption = Annotated[
     str | None,
     typer.Option(
@@ -515,7 +537,10 @@ def run_benchmark_command(
         float | None,
         typer.Option(help="Stop an episode at this cost.", callback=_request_range("max_episode_cost_usd")),
     ] = None,
-    price_table: Annotated[Path | None, typer.Option(help="JSON price table overriding the built-in one.")] = None,
+    price_table: Annotated[
+        Path | None,
+        typer.Option(help="JSON price table overriding the built-in one.", parser=_path_flag, metavar=PATH_METAVAR),
+    ] = None,
     last_n: Annotated[
         int | None,
         typer.Option(
@@ -1024,7 +1049,13 @@ DatabaseUrlOption = Annotated[
     str | None, typer.Option("--database-url", help="SQLAlchemy URL (default CONTEXTDELTA_DATABASE_URL).")
 ]
 ResultsDirOption = Annotated[
-    Path | None, typer.Option("--results-dir", help="Folder of run directories (default CONTEXTDELTA_RESULTS_DIR).")
+    Path | None,
+    typer.Option(
+        "--results-dir",
+        help="Folder of run directories (default CONTEXTDELTA_RESULTS_DIR).",
+        parser=_path_flag,
+        metavar=PATH_METAVAR,
+    ),
 ]
 
 
@@ -1556,7 +1587,10 @@ def export_command(
     out: Annotated[
         Path,
         typer.Option(
-            "--out", help="The log file (inspect) or the folder of tables (parquet), outside every run directory."
+            "--out",
+            help="The log file (inspect) or the folder of tables (parquet), outside every run directory.",
+            parser=_path_flag,
+            metavar=PATH_METAVAR,
         ),
     ],
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing --out.")] = False,

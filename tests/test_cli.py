@@ -133,3 +133,31 @@ def test_a_text_flag_given_empty_is_refused_not_read_as_the_default(
         f"error: {flag} {value!r} names nothing: give a value, or leave {flag} out (the default)"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("words", "flag"),
+    [
+        (["run-benchmark", "--no-store", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"], "--results-dir"),
+        (["run-benchmark", "--no-store", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"], "--price-table"),
+        (["run-external", "--agent-cmd", "true", "--no-store"], "--results-dir"),
+        (["generate-tasks", "--family", "order-refund-handled", "--horizons", "1", "--per-cell", "1"], "--out"),
+        (["report", "RUN"], "--results-dir"),
+        (["verify", "RUN"], "--results-dir"),
+        (["export", "RUN", "--format", "inspect"], "--out"),
+        (["merge", "RUN", "--out", "joined"], "--results-dir"),
+    ],
+)
+@pytest.mark.parametrize("value", ["", "  "])
+def test_a_path_flag_given_empty_is_refused_not_read_as_the_current_folder(
+    words: list[str], flag: str, value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read as a path, '' is the working folder and '  ' a folder named by spaces: generate-tasks --out '' wrote a
+    suite into the folder the command ran in, and run-benchmark --results-dir '  ' its run directory under '  '."""
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, [*words, flag, value])
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.output.replace("│", " ").split())  # the error panel wraps at the terminal width
+    assert f"Invalid value for '{flag}':" in message
+    assert "names nothing: give a path (write . for the current folder)" in message
+    assert list(tmp_path.iterdir()) == []
