@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from contextdelta import __version__
+from contextdelta._flags import PATH_METAVAR, path_flag
 from contextdelta.settings import SEED_MAX, SEED_MIN, Settings, SettingsError, load_settings
 from contextdelta.worlds import WORLDS, ProtectionMode, ToolKind
 
@@ -299,7 +300,7 @@ def generate_tasks_command(
     out: Annotated[
         Path | None,
         typer.Option(
-            "--out", help="Output folder: <world>/<id>.yaml and SUITE.lock.", parser=_path_flag, metavar=PATH_METAVAR
+            "--out", help="Output folder: <world>/<id>.yaml and SUITE.lock.", parser=path_flag, metavar=PATH_METAVAR
         ),
     ] = None,
     list_families: Annotated[bool, typer.Option("--list", help="List the families and their parameters.")] = False,
@@ -390,20 +391,6 @@ def _refuse_blank(values: dict[str, str | None]) -> None:
             raise _fail(f"{flag} {value!r} names nothing: give a value, or leave {flag} out (the default)", 2)
 
 
-def _path_flag(value: str) -> Path:
-    """The value of a path flag (``--results-dir``, ``--out``, ``--price-table``). One that names nothing (``""`` or
-    blanks) is refused: read as a path, ``""`` is the working folder and blanks a folder named by spaces, so
-    ``--results-dir "$UNSET"`` wrote run directories, and ``generate-tasks --out ""`` a suite, where the command
-    ran."""
-    if not value.strip():
-        raise typer.BadParameter(f"{value!r} names nothing: give a path (write . for the current folder)")
-    return Path(value)
-
-
-PATH_METAVAR = "<path>"
-"""How help shows a path flag (a flag with a parser is otherwise shown by its Python type)."""
-
-
 def _csv(value: str | None, flag: str) -> list[str] | None:
     """The names of a comma-separated option (None when it was not given); a value that names nothing (``""``,
     ``","``) is refused, never read as "the default"."""
@@ -439,7 +426,7 @@ SeedOption = Annotated[
 ]
 RunResultsDirOption = Annotated[
     Path | None,
-    typer.Option(help="Where run directories go (default results/).", parser=_path_flag, metavar=PATH_METAVAR),
+    typer.Option(help="Where run directories go (default results/).", parser=path_flag, metavar=PATH_METAVAR),
 ]
 ResumeOption = Annotated[
     str | None,
@@ -539,7 +526,7 @@ def run_benchmark_command(
     ] = None,
     price_table: Annotated[
         Path | None,
-        typer.Option(help="JSON price table overriding the built-in one.", parser=_path_flag, metavar=PATH_METAVAR),
+        typer.Option(help="JSON price table overriding the built-in one.", parser=path_flag, metavar=PATH_METAVAR),
     ] = None,
     last_n: Annotated[
         int | None,
@@ -1053,7 +1040,7 @@ ResultsDirOption = Annotated[
     typer.Option(
         "--results-dir",
         help="Folder of run directories (default CONTEXTDELTA_RESULTS_DIR).",
-        parser=_path_flag,
+        parser=path_flag,
         metavar=PATH_METAVAR,
     ),
 ]
@@ -1589,7 +1576,7 @@ def export_command(
         typer.Option(
             "--out",
             help="The log file (inspect) or the folder of tables (parquet), outside every run directory.",
-            parser=_path_flag,
+            parser=path_flag,
             metavar=PATH_METAVAR,
         ),
     ],

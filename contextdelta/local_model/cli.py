@@ -20,6 +20,7 @@ from typing import Annotated, Any
 
 import typer
 
+from contextdelta._flags import PATH_METAVAR, path_flag
 from contextdelta.local_model.assembly import (
     CACHE_ENV,
     LocalModelError,
@@ -47,7 +48,11 @@ ModelOption = Annotated[str, typer.Option("--model", help=f"Which pinned model: 
 CacheOption = Annotated[
     Path | None,
     typer.Option(
-        "--cache-dir", help=f"Where the assembled model file is kept (default {CACHE_ENV}).", show_default=False
+        "--cache-dir",
+        help=f"Where the assembled model file is kept (default {CACHE_ENV}).",
+        show_default=False,
+        parser=path_flag,
+        metavar=PATH_METAVAR,
     ),
 ]
 
@@ -169,7 +174,12 @@ def serve_command(
     ] = 1024,
     cache_dir: CacheOption = None,
     record: Annotated[
-        Path | None, typer.Option(help="Append one JSON line per generation (raw model text, tokens, timings).")
+        Path | None,
+        typer.Option(
+            help="Append one JSON line per generation (raw model text, tokens, timings).",
+            parser=path_flag,
+            metavar=PATH_METAVAR,
+        ),
     ] = None,
     verbose: Annotated[bool, typer.Option(help="Log every request to stderr.")] = True,
 ) -> None:

@@ -69,3 +69,18 @@ def test_a_model_cache_that_is_not_a_folder_is_refused_by_name(tmp_path: Path, m
     result = runner.invoke(app, ["local-model", "info"])
     assert result.exit_code == 2
     assert f"the model cache {cache} is not a folder" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+@pytest.mark.parametrize("words", [["info", "--cache-dir"], ["serve", "--cache-dir"], ["serve", "--record"]])
+def test_a_path_flag_given_empty_is_refused(
+    words: list[str], value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--cache-dir '' was the working folder: the assembled model file went where the command ran."""
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["local-model", *words, value])
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.output.replace("│", " ").split())
+    assert f"Invalid value for '{words[1]}':" in message
+    assert "names nothing: give a path (write . for the current folder)" in message
+    assert list(tmp_path.iterdir()) == []
