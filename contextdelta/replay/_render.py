@@ -405,6 +405,8 @@ def select_episodes(records: Sequence[EpisodeRecord], run: str | None) -> list[E
     ordered = sorted(records, key=lambda r: r.run_id)
     if run is None:
         return ordered
+    if not run.strip():  # every run id starts with "": a one-episode run group would be "found"
+        raise EpisodeNotFound(f"--run {run!r} names no episode: give an episode's run id or a prefix of it")
     exact = [r for r in ordered if r.run_id == run]
     if exact:
         return exact

@@ -122,6 +122,14 @@ def test_select_episodes_accepts_a_unique_prefix(fixture: Fixture) -> None:
         select_episodes(records, "cfg-legacy-cleanup")
 
 
+@pytest.mark.parametrize("blank", ["", " "])
+def test_select_episodes_refuses_a_run_that_names_nothing(fixture: Fixture, blank: str) -> None:
+    """Every run id starts with "": in a run group of one episode it matched that episode."""
+    only = [fixture.episodes[0].record]
+    with pytest.raises(EpisodeNotFound, match="names no episode"):
+        select_episodes(only, blank)
+
+
 def test_terminal_escapes_a_model_wrote_are_shown_not_sent_to_the_terminal(fixture: Fixture) -> None:
     """A model (or a hostile endpoint) can write an escape sequence that sets the terminal's title or clears it."""
     record = fixture.episode("context_dropped_fresh_observation")
