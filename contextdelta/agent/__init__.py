@@ -6,6 +6,7 @@ from contextdelta.agent.loop import (
     HarnessError,
     StepCallback,
     episode_context,
+    invented_call_id,
     run_episode,
 )
 from contextdelta.agent.prompt import (
@@ -57,6 +58,7 @@ __all__ = [
     "episode_context",
     "external_strategy",
     "initial_messages",
+    "invented_call_id",
     "run_episode",
     "system_prompt_sha256",
     "task_message_text",

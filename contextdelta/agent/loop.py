@@ -21,8 +21,10 @@ Decisions:
   trial would leave the episode out of the rates and count towards the circuit breaker).
 - A reply cut short (``finish_reason`` "length" or "content_filter") is acted on as any other: its text is the
   final answer, graded on the world's state; its tool calls run as sent. The step's note names the cut.
-- Tool-call ids the model left empty or reused are replaced by ``call_<step>_<index>`` in the history (the
-  original is kept in the record), so every tool message answers exactly one call.
+- Tool-call ids the model left empty or reused are replaced in the history by an invented id (the original is
+  kept in the record), so every tool message answers exactly one call. An invented id is 9 letters and digits
+  (Mistral's API rejects any other tool-call id), derived from the episode seed, the step and the call's index
+  (:func:`invented_call_id`: the same in every run and in ``verify``), and unique within the episode.
 - The messages the strategy returns are checked to be a valid chat sequence before they are sent; a strategy
   that breaks one ends the episode as ``harness_error``.
 - Only a :class:`PublicTask` is accepted; evaluator data never reaches a message.
@@ -31,6 +33,7 @@ Decisions:
 from __future__ import annotations
 
 import contextlib
+import string
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,7 +59,7 @@ from contextdelta.agent.records import (
     TerminationReason,
     ToolCallRecord,
 )
-from contextdelta.canonical import content_hash
+from contextdelta.canonical import content_hash, sha256_hex
 from contextdelta.context import (
     ContextStrategy,
     EpisodeContext,
@@ -89,6 +92,23 @@ CUT_SHORT_REASONS = {
     "content_filter": "cut by the endpoint's content filter",
 }
 """Finish reasons that say a reply was cut short, and the words a step's note names them with."""
+
+
+INVENTED_ID_LENGTH = 9
+"""Characters of an invented tool-call id: Mistral's API takes exactly 9 of ``[a-zA-Z0-9]`` and rejects any other."""
+_ID_ALPHABET = string.digits + string.ascii_letters
+
+
+def invented_call_id(seed: int | None, step: int, index: int, attempt: int = 0) -> str:
+    """The tool-call id the loop gives the ``index``-th call of step ``step`` when the model's id is empty or
+    already used: 9 letters and digits drawn from a SHA-256 of (seed, step, index, attempt), so the same episode
+    gets the same ids in every run; ``attempt`` counts up past an id the episode already holds."""
+    number = int(sha256_hex(f"contextdelta tool-call id\n{seed}\n{step}\n{index}\n{attempt}")[:16], 16)
+    chars = []
+    for _ in range(INVENTED_ID_LENGTH):
+        number, digit = divmod(number, len(_ID_ALPHABET))
+        chars.append(_ID_ALPHABET[digit])
+    return "".join(chars)
 
 
 class HarnessError(RuntimeError):
@@ -307,11 +327,11 @@ class _Episode:
         for index, call in enumerate(response.tool_calls):
             call_id = call.id
             if not call_id or call_id in self.used_ids:
-                call_id = f"call_{k}_{index}"
-                suffix = 0
-                while call_id in self.used_ids:
-                    suffix += 1
-                    call_id = f"call_{k}_{index}_{suffix}"
+                attempt = 0
+                call_id = invented_call_id(self.seed, k, index)
+                while call_id in self.used_ids or call_id in (c.id for c in response.tool_calls[index + 1 :]):
+                    attempt += 1  # taken, or the id a later call of this reply brings: draw again
+                    call_id = invented_call_id(self.seed, k, index, attempt)
             self.used_ids.add(call_id)
             ids.append(call_id)
         assistant: Message = {

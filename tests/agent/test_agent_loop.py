@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -16,6 +17,7 @@ from contextdelta.agent import (
     EpisodeTrace,
     StepRecord,
     TerminationReason,
+    invented_call_id,
     run_episode,
     system_prompt_sha256,
 )
@@ -424,3 +426,23 @@ async def test_strategy_gets_the_seed_and_the_write_tools() -> None:
     (context,) = recorder.contexts
     assert context.seed == 7
     assert context.write_tools == {"issue_refund", "cancel_order", "update_shipping_address", "add_order_note"}
+
+
+async def test_invented_tool_call_ids_are_nine_letters_and_digits_from_seed_step_and_index() -> None:
+    """Mistral's API rejects a tool-call id that is not exactly 9 of [a-zA-Z0-9]: every id the loop invents for a
+    call without one (or with one already used) has that shape, is unique in the episode and the same in every run."""
+    same = ToolCallRequest(id="dup", name="get_order", arguments='{"order_id": "A-1001"}')
+    blank = ToolCallRequest(id="", name="get_order", arguments='{"order_id": "A-1002"}')
+    script = [reply(None, blank, blank, same, same), reply(None, blank, same), reply("ok")]
+    first, _ = await run(list(script))
+    again, _ = await run(list(script))
+    ids = [c.call_id for s in first.steps for c in s.tool_calls]
+    assert ids == [c.call_id for s in again.steps for c in s.tool_calls]
+    assert len(ids) == len(set(ids)) == 6
+    invented = [i for i in ids if i != "dup"]
+    assert len(invented) == 5
+    assert all(re.fullmatch(r"[a-zA-Z0-9]{9}", i) for i in invented), invented
+    assert ids[:2] == [invented_call_id(7, 1, 0), invented_call_id(7, 1, 1)]
+    assert ids[4] == invented_call_id(7, 2, 0)
+    assert invented_call_id(8, 1, 0) != invented_call_id(7, 1, 0)
+    assert message_sequence_problems(first.canonical_history()) == []

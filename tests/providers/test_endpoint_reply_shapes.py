@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from contextdelta.agent import EpisodeTrace, TerminationReason
+from contextdelta.agent import EpisodeTrace, TerminationReason, invented_call_id
 from contextdelta.grading import grade
 from contextdelta.providers import ProviderFailure
 from contextdelta.rundir import FAILED_TERMINATIONS
@@ -122,7 +122,7 @@ OPENROUTER = calls(
         (OLLAMA, "call_k2tr4wzm"),
         (LLAMA_CPP, "V0Wk2QzDz7cYaUfLjmqBzC3z1lGb0Q7H"),
         (LM_STUDIO, "365174485"),
-        (GEMINI, "call_1_0"),  # Gemini's empty id, replaced in the history
+        (GEMINI, invented_call_id(1, 1, 0)),  # Gemini's empty id, replaced in the history
         (MISTRAL, "D681PevKs"),
         (ANTHROPIC, "toolu_01A09q90qw90lq917835lq9"),
         (GROQ, "call_d5wg"),
@@ -160,9 +160,13 @@ def test_openai_usage_details_are_read_and_the_null_refusal_is_no_refusal(sleep:
 @pytest.mark.parametrize(
     ("first", "second", "ids"),
     [
-        (..., ..., ["call_1_0", "call_1_1"]),  # missing (Gemini)
-        ("", "", ["call_1_0", "call_1_1"]),  # empty (Gemini)
-        ("function-call-1", "function-call-1", ["function-call-1", "call_1_1"]),  # one id twice in one reply
+        (..., ..., [invented_call_id(1, 1, 0), invented_call_id(1, 1, 1)]),  # missing (Gemini)
+        ("", "", [invented_call_id(1, 1, 0), invented_call_id(1, 1, 1)]),  # empty (Gemini)
+        (
+            "function-call-1",
+            "function-call-1",
+            ["function-call-1", invented_call_id(1, 1, 1)],
+        ),  # one id twice in one reply
     ],
     ids=["missing", "empty", "duplicate"],
 )
@@ -198,8 +202,8 @@ def test_an_id_reused_from_an_earlier_reply_is_replaced_so_no_two_results_share_
     with RawEndpoint([calls(call("function-call", GET)), calls(call("function-call", GET)), DONE]) as endpoint:
         trace = episode(endpoint)
         messages = endpoint.received[-1]["messages"]
-    assert [c.call_id for s in trace.steps for c in s.tool_calls] == ["function-call", "call_2_0"]
-    assert [m["tool_call_id"] for m in messages if m["role"] == "tool"] == ["function-call", "call_2_0"]
+    assert [c.call_id for s in trace.steps for c in s.tool_calls] == ["function-call", invented_call_id(1, 2, 0)]
+    assert [m["tool_call_id"] for m in messages if m["role"] == "tool"] == ["function-call", invented_call_id(1, 2, 0)]
 
 
 # ---- arguments ------------------------------------------------------------------------------------------------
