@@ -67,6 +67,7 @@ from contextdelta.context import (
     TransformResult,
     count_message_tokens,
     count_tool_tokens,
+    describe_problems,
     detached,
     transform_problems,
 )
@@ -257,7 +258,10 @@ class _Episode:
             if isinstance(reduced, TransformResult):  # its summary calls were made (and paid for): counted
                 with contextlib.suppress(ValueError):
                     self._record_context(draft, reduced)
-            raise HarnessError(f"strategy {self.strategy.name} produced an invalid message sequence: {problems}")
+            raise HarnessError(
+                f"strategy {self.strategy.name} produced an invalid message sequence at step {draft.step}: "
+                f"{describe_problems(problems)}"
+            )
         self._record_context(draft, reduced)
         draft.messages = reduced.messages
         draft.harness_prompt_tokens = count_message_tokens(reduced.messages)

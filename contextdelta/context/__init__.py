@@ -52,7 +52,14 @@ from contextdelta.context.token_budget_trim import DEFAULT_TOKEN_BUDGET, TokenBu
 from contextdelta.context.tokens import ENCODING_NAME, count_message_tokens, count_text_tokens, count_tool_tokens
 from contextdelta.context.tool_result_clearing import CLEARED_PLACEHOLDER, ToolResultClearing, clear_tool_results
 from contextdelta.context.typed_state_digest import DIGEST_VERSION, TypedStateDigest, build_state_digest, render_digest
-from contextdelta.context.validation import MESSAGE_KEYS, detached, message_sequence_problems, transform_problems
+from contextdelta.context.validation import (
+    MAX_CONTEXT_CHARS,
+    MESSAGE_KEYS,
+    describe_problems,
+    detached,
+    message_sequence_problems,
+    transform_problems,
+)
 
 STRATEGY_NAMES = BUILTIN_STRATEGIES
 """The built-in strategy names (plug-ins come from the registry)."""
@@ -64,6 +71,7 @@ __all__ = [
     "DIGEST_VERSION",
     "ENCODING_NAME",
     "ENTRY_POINT_GROUP",
+    "MAX_CONTEXT_CHARS",
     "MESSAGE_KEYS",
     "PINNED",
     "STRATEGY_NAMES",
@@ -101,6 +109,7 @@ __all__ = [
     "count_text_tokens",
     "count_tool_tokens",
     "create_strategy",
+    "describe_problems",
     "describe_strategy",
     "detached",
     "installed_plugins",

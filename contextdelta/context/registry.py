@@ -45,7 +45,7 @@ from contextdelta.context.semantic_summary import SemanticSummary
 from contextdelta.context.token_budget_trim import DEFAULT_TOKEN_BUDGET, TokenBudgetTrim
 from contextdelta.context.tool_result_clearing import ToolResultClearing
 from contextdelta.context.typed_state_digest import TypedStateDigest
-from contextdelta.context.validation import detached, transform_problems
+from contextdelta.context.validation import describe_problems, detached, transform_problems
 from contextdelta.providers import ChatProvider
 
 ENTRY_POINT_GROUP = "contextdelta.strategies"
@@ -410,7 +410,7 @@ def probe_strategy(strategy: ContextStrategy) -> str | None:
     if failure:
         return f"its transform failed: {type(failure[0]).__name__}: {failure[0]}"
     problems = transform_problems(history, outcome[0])
-    return "; ".join(problems) if problems else None
+    return describe_problems(problems) if problems else None
 
 
 def create_strategy(

@@ -10,6 +10,25 @@ from contextdelta.context.base import PINNED, Message, TransformResult
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 
+MAX_CONTEXT_CHARS = 16 * 1024 * 1024
+"""The most characters the messages a strategy returns may take as canonical JSON: 16 MiB, about 4 million
+tokens, beyond the context window of any endpoint. A larger context is the strategy's error, named before any
+request is sent (counting its tokens alone would hold the episode for seconds per megabyte)."""
+
+SHOWN_PROBLEMS = 5
+"""How many of a context's problems an error names (the rest are counted)."""
+PROBLEM_CHARS = 300
+"""The longest a named problem is (one that quotes a value a strategy wrote is cut)."""
+
+
+def describe_problems(problems: Sequence[str]) -> str:
+    """``problems`` on one line for an error: the first :data:`SHOWN_PROBLEMS`, each cut to :data:`PROBLEM_CHARS`,
+    and how many more there are (a strategy that returns a million bad messages is not a million-line error)."""
+    shown = [p if len(p) <= PROBLEM_CHARS else f"{p[:PROBLEM_CHARS]}... [{len(p)} characters]" for p in problems]
+    text = "; ".join(shown[:SHOWN_PROBLEMS])
+    more = len(problems) - SHOWN_PROBLEMS
+    return f"{text}; and {more} more" if more > 0 else text
+
 
 def message_sequence_problems(messages: Sequence[Message]) -> list[str]:
     """Every way ``messages`` breaks the rules a chat-completions endpoint enforces; empty when valid.
@@ -98,7 +117,8 @@ def transform_problems(history: Sequence[Message], result: object) -> list[str]:
     """Every way ``result`` is not an honest :class:`TransformResult` of ``history``; empty when it is one.
 
     Beyond the chat-sequence rules of :func:`message_sequence_problems`: the result is a TransformResult whose
-    ``messages`` is a list of plain-JSON message dicts with only their role's keys (:data:`MESSAGE_KEYS`);
+    ``messages`` is a list of plain-JSON message dicts with only their role's keys (:data:`MESSAGE_KEYS`), at most
+    :data:`MAX_CONTEXT_CHARS` characters as canonical JSON;
     ``removed`` lists ascending, distinct history indices after the pinned messages and ``inserted`` ascending,
     distinct indices of ``messages``; and what it says is true: the messages not in ``inserted`` are, in order,
     exactly the history's messages not in ``removed`` (a message the strategy rewrote is in both). The record
@@ -121,9 +141,14 @@ def transform_problems(history: Sequence[Message], result: object) -> list[str]:
     if problems:
         return problems
     try:
-        canonical_json(messages)
+        size = len(canonical_json(messages))
     except (TypeError, ValueError) as exc:
         return [f"messages are not plain JSON data: {exc}"]
+    if size > MAX_CONTEXT_CHARS:
+        return [
+            f"the messages take {size:,} characters as JSON, over the cap of {MAX_CONTEXT_CHARS:,} (16 MiB, more than "
+            "any endpoint's context window); nothing was sent"
+        ]
     problems.extend(message_sequence_problems(messages))
     removed, inserted = result.removed, result.inserted
     if not _ascending(removed, PINNED, len(history)):

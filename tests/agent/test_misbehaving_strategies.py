@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from contextdelta.agent import EpisodeTrace, TerminationReason, run_episode
-from contextdelta.context import ContextStrategy, Message, StrategyBase, TransformResult
+from contextdelta.context import MAX_CONTEXT_CHARS, ContextStrategy, Message, StrategyBase, TransformResult
 from contextdelta.providers import MockProvider
 from tests.agent.helpers import GET, REFUND, make_task, make_world, reply
 
@@ -100,6 +100,22 @@ class Hangs(_Plugin):
         raise AssertionError("unreachable")
 
 
+class Enormous(_Plugin):
+    """From step 2 on, a declared, well-formed context of 17 MiB: one user message after the instruction."""
+
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        if len(history) == 2:
+            return TransformResult(messages=list(history))
+        note = {"role": "user", "content": "x" * (17 * 1024 * 1024)}
+        return TransformResult(messages=[*history[:2], note, *history[2:]], inserted=[2])
+
+
+class ManyBadMessages(_Plugin):
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        junk: list[Any] = [*history, *([{"role": "robot", "content": "?"}] * 100_000)]
+        return TransformResult.model_construct(messages=junk, removed=[], inserted=[], summary_calls=[])
+
+
 @pytest.mark.parametrize(
     ("strategy", "words"),
     [
@@ -149,3 +165,24 @@ async def test_a_deterministic_transform_that_never_returns_is_bounded_by_the_ca
         trace.error
         == "HarnessError: strategy plug: transform did not return within 0.2 s (the per-call timeout, --timeout-s)"
     )
+
+
+async def test_an_enormous_context_is_refused_at_its_step_before_anything_is_sent() -> None:
+    """A plug-in that returns 17 MiB of messages: its episode ends as a harness error naming the strategy, the step
+    and the cap, and the context never reaches the model (nor the token counter, which would take seconds)."""
+    trace, provider = await run(Enormous())
+    assert trace.termination is TerminationReason.HARNESS_ERROR
+    assert len(trace.steps) == 2 and len(provider.requests) == 1
+    assert trace.error is not None and trace.error.startswith(
+        "HarnessError: strategy plug produced an invalid message sequence"
+    )
+    assert "at step 2" in trace.error
+    assert f"over the cap of {MAX_CONTEXT_CHARS:,}" in trace.error and "nothing was sent" in trace.error
+    assert trace.steps[1].messages == [] and trace.totals.harness_prompt_tokens == trace.steps[0].harness_prompt_tokens
+
+
+async def test_a_context_with_a_hundred_thousand_problems_is_named_in_one_short_error() -> None:
+    trace, provider = await run(ManyBadMessages())
+    assert trace.termination is TerminationReason.HARNESS_ERROR and provider.requests == []
+    assert trace.error is not None and len(trace.error) < 2000, len(trace.error or "")
+    assert "message 2: unknown role 'robot'" in trace.error and "and 99995 more" in trace.error
