@@ -2,6 +2,7 @@
 
 from contextdelta.agent.loop import (
     CUT_SHORT_REASONS,
+    PLUGIN_MODEL_CALLS,
     BudgetCheck,
     HarnessError,
     StepCallback,
@@ -39,6 +40,7 @@ __all__ = [
     "CUT_SHORT_REASONS",
     "EMPTY_RESPONSE_NUDGE",
     "EXTERNAL_PREFIX",
+    "PLUGIN_MODEL_CALLS",
     "SYSTEM_PROMPT",
     "SYSTEM_PROMPT_VERSION",
     "BudgetCheck",

@@ -37,9 +37,7 @@ import string
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-import anyio
+from typing import Any, cast
 
 from contextdelta.agent.prompt import (
     EMPTY_RESPONSE_NUDGE,
@@ -65,10 +63,11 @@ from contextdelta.context import (
     EpisodeContext,
     Message,
     TransformResult,
+    bounded_transform,
     count_message_tokens,
     count_tool_tokens,
     describe_problems,
-    detached,
+    is_builtin,
     transform_problems,
 )
 from contextdelta.providers import ChatProvider, ProviderFailure, ProviderResponse, Usage, one_line, shorten
@@ -94,6 +93,10 @@ CUT_SHORT_REASONS = {
 }
 """Finish reasons that say a reply was cut short, and the words a step's note names them with."""
 
+
+PLUGIN_MODEL_CALLS = 4
+"""A plug-in strategy that is not deterministic may take as long as this many model calls (each with its retries)
+in one transform before its episode ends as ``harness_error``."""
 
 INVENTED_ID_LENGTH = 9
 """Characters of an invented tool-call id: Mistral's API takes exactly 9 of ``[a-zA-Z0-9]`` and rejects any other."""
@@ -246,7 +249,7 @@ class _Episode:
         draft.mutations_before = self.world.begin_step(k)
         draft.context = ContextRecord(canonical_message_count=len(self.history))
         try:
-            reduced = await self._transform()
+            reduced = await self._transform(k)
         except ProviderFailure as failure:
             draft.error = f"summary call failed: {failure.message}"
             self.totals.summary_calls += 1
@@ -307,24 +310,42 @@ class _Episode:
             why = f" (finish_reason {finish!r})" if finish not in (None, "stop", "tool_calls") else ""
             self._end(TerminationReason.PROVIDER_ERROR, f"empty response{why}")
 
-    async def _transform(self) -> TransformResult:
+    async def _transform(self, k: int) -> TransformResult:
         """The strategy's context for the history, given a copy of it (a strategy that edits its input cannot change
-        the canonical history); a deterministic one is bounded by the provider's per-call timeout (``--timeout-s``:
-        it makes no model call, so a transform that takes longer never returns). Its failures name it."""
+        the canonical history), within the strategy's time limit (:meth:`_transform_limit`); a deterministic plug-in
+        runs in a thread of its own, so that one that blocks (``time.sleep``) is left behind at the limit instead of
+        holding the run (:func:`bounded_transform`). Its failures name it and the step."""
         name = self.strategy.name
-        limit = getattr(self.provider, "timeout_s", None) if getattr(self.strategy, "deterministic", False) else None
+        limit, why = self._transform_limit()
         try:
-            with anyio.fail_after(limit if isinstance(limit, int | float) and limit > 0 else None):
-                reduced: TransformResult = await self.strategy.transform(detached(self.history))
+            reduced: Any = await bounded_transform(self.strategy, self.history, limit)
         except ProviderFailure:
             raise
         except TimeoutError:
             raise HarnessError(
-                f"strategy {name}: transform did not return within {limit} s (the per-call timeout, --timeout-s)"
+                f"strategy {name}: transform did not return within {limit:g} s at step {k} ({why})"
             ) from None
-        except Exception as exc:
-            raise HarnessError(f"strategy {name}: transform failed: {type(exc).__name__}: {exc}") from exc
-        return reduced
+        except (Exception, SystemExit) as exc:  # SystemExit: a plug-in's sys.exit() ends its episode, not the run
+            raise HarnessError(f"strategy {name}: transform failed at step {k}: {type(exc).__name__}: {exc}") from exc
+        return cast(TransformResult, reduced)
+
+    def _transform_limit(self) -> tuple[float | None, str]:
+        """How long the strategy's transform may take, and the words that say where the limit comes from.
+
+        A deterministic strategy makes no model call: the per-call timeout (``--timeout-s``). A plug-in that is not
+        deterministic may make model calls: room for :data:`PLUGIN_MODEL_CALLS` of them, each with its retries
+        (``--timeout-s``, or the retries' time budget when that is longer). ``semantic_summary`` has no limit of its
+        own: its one call is bounded by the provider."""
+        timeout = getattr(self.provider, "timeout_s", None)
+        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
+            return None, ""
+        if getattr(self.strategy, "deterministic", False):
+            return float(timeout), "the per-call timeout, --timeout-s"
+        if is_builtin(self.strategy):
+            return None, ""
+        budget = getattr(getattr(self.provider, "retry", None), "max_total_s", 0.0)
+        call = max(float(timeout), budget if isinstance(budget, int | float) else 0.0)
+        return PLUGIN_MODEL_CALLS * call, f"the time of {PLUGIN_MODEL_CALLS} model calls of up to {call:g} s each"
 
     def _run_tools(self, k: int, draft: _StepDraft, response: ProviderResponse) -> None:
         ids: list[str] = []

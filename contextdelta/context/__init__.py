@@ -55,8 +55,10 @@ from contextdelta.context.typed_state_digest import DIGEST_VERSION, TypedStateDi
 from contextdelta.context.validation import (
     MAX_CONTEXT_CHARS,
     MESSAGE_KEYS,
+    bounded_transform,
     describe_problems,
     detached,
+    is_builtin,
     message_sequence_problems,
     transform_problems,
 )
@@ -99,6 +101,7 @@ __all__ = [
     "ToolResultClearing",
     "TransformResult",
     "TypedStateDigest",
+    "bounded_transform",
     "build_state_digest",
     "build_strategy",
     "builtin_params",
@@ -113,6 +116,7 @@ __all__ = [
     "describe_strategy",
     "detached",
     "installed_plugins",
+    "is_builtin",
     "message_sequence_problems",
     "parse_history",
     "parse_strategy_params",

@@ -212,7 +212,9 @@ class ContextStrategy(Protocol):
     - ``for_episode``: a fresh copy bound to one episode (no state shared between episodes; StrategyBase's copies
       every list, dict and set attribute, anything else that holds episode state is dropped by ``_reset``);
     - ``transform``: the messages to send. It must keep the two pinned messages first and never orphan a tool
-      call or result (the agent loop checks this and ends the episode as ``harness_error`` otherwise).
+      call or result (the agent loop checks this and ends the episode as ``harness_error`` otherwise), stay
+      within ``MAX_CONTEXT_CHARS`` and return within its time limit (``--timeout-s`` for a deterministic one,
+      which runs in a thread of its own; see ``docs/decisions.md``).
 
     Subclassing :class:`StrategyBase` provides ``params``, ``config_hash`` and ``for_episode``.
     """

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import threading
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
+
 from contextdelta.canonical import canonical_json
-from contextdelta.context.base import PINNED, Message, TransformResult
+from contextdelta.context.base import PINNED, ContextStrategy, Message, TransformResult
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 
@@ -186,3 +191,58 @@ def _ascending(indices: object, low: int, high: int) -> bool:
             return False
         previous = index
     return True
+
+
+def is_builtin(strategy: object) -> bool:
+    """Whether ``strategy`` is one of the harness's own (its class is defined in ``contextdelta``)."""
+    return type(strategy).__module__.startswith("contextdelta.")
+
+
+def runs_in_own_thread(strategy: object) -> bool:
+    """Whether :func:`bounded_transform` runs ``strategy``'s transform in a thread of its own: a deterministic
+    plug-in's (it calls no model, so nothing ties it to the caller's event loop). A built-in runs on the caller's
+    loop, and so does a plug-in that is not deterministic: it may call the run's provider, whose rate gate lives on
+    the episode's loop."""
+    return bool(getattr(strategy, "deterministic", False)) and not is_builtin(strategy)
+
+
+async def bounded_transform(strategy: ContextStrategy, history: Sequence[Message], limit_s: float | None) -> object:
+    """``strategy.transform`` of a :func:`detached` copy of ``history``; TimeoutError when it has not returned
+    within ``limit_s`` seconds (None: no limit).
+
+    A transform that awaits forever is cancelled at the limit. One that blocks its thread (``time.sleep``, a busy
+    loop) cannot be: where :func:`runs_in_own_thread`, it runs on an event loop of its own in a daemon thread, which
+    is left behind at the limit (it ends with the process) so that the episode, and every other episode on the
+    caller's loop, goes on. What it returns is not checked here (see :func:`transform_problems`)."""
+    copy = detached(history)
+    if not runs_in_own_thread(strategy):
+        with anyio.fail_after(limit_s):
+            return await strategy.transform(copy)
+    loop = asyncio.get_running_loop()
+    outcome: asyncio.Future[object] = loop.create_future()
+
+    def settle(result: object, error: BaseException | None) -> None:  # on the caller's loop
+        if outcome.done():  # the caller gave up
+            return
+        if error is not None:
+            outcome.set_exception(error)
+        else:
+            outcome.set_result(result)
+
+    async def transform() -> object:
+        return await strategy.transform(copy)
+
+    def run() -> None:
+        result: object = None
+        error: BaseException | None = None
+        try:
+            result = anyio.run(transform)
+        except BaseException as exc:  # handed to the caller, whatever the plug-in raised
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the caller's loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(settle, result, error)
+
+    thread = threading.Thread(target=run, name=f"strategy-{getattr(strategy, 'name', '?')}", daemon=True)
+    thread.start()
+    with anyio.fail_after(limit_s):
+        return await outcome

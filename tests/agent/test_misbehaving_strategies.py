@@ -3,12 +3,15 @@ the strategy, never a success; the canonical history and the record stay what th
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
 import pytest
 
-from contextdelta.agent import EpisodeTrace, TerminationReason, run_episode
+from contextdelta.agent import PLUGIN_MODEL_CALLS, EpisodeTrace, TerminationReason, run_episode
 from contextdelta.context import MAX_CONTEXT_CHARS, ContextStrategy, Message, StrategyBase, TransformResult
 from contextdelta.providers import MockProvider
 from tests.agent.helpers import GET, REFUND, make_task, make_world, reply
@@ -116,16 +119,46 @@ class ManyBadMessages(_Plugin):
         return TransformResult.model_construct(messages=junk, removed=[], inserted=[], summary_calls=[])
 
 
+def _after_step_one(history: Sequence[Message]) -> bool:
+    return any(m["role"] == "assistant" for m in history)
+
+
+class Blocks(_Plugin):
+    """Blocks its thread (a synchronous sleep, as a plug-in calling a blocking library does) from step 2 on."""
+
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        if _after_step_one(history):
+            time.sleep(3600)
+        return TransformResult(messages=list(history))
+
+
+class AwaitsForever(_Plugin):
+    """Not deterministic (it could call a model): from step 2 on, awaits something that never comes."""
+
+    deterministic = False
+
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        if _after_step_one(history):
+            await anyio.Event().wait()
+        return TransformResult(messages=list(history))
+
+
+class Exits(_Plugin):
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        sys.exit(3)
+
+
 @pytest.mark.parametrize(
     ("strategy", "words"),
     [
-        (Raises(), "strategy plug: transform failed: KeyError: 'no such key'"),
+        (Raises(), "strategy plug: transform failed at step 1: KeyError: 'no such key'"),
         (ReturnsAList(), "transform returned list, not a TransformResult"),
         (NotDicts(), "message 0 is int, not a message dict"),
         (ExtraKey(), "message 1 (user) has keys a chat message does not have: ['cache_hint']"),
         (NotJson(), "messages are not plain JSON data"),
         (ClearsInPlace(), "the messages not listed in inserted are not the history's messages not listed in removed"),
         (RemovesOutOfRange(), "is not a list of ascending, distinct history indices"),
+        (Exits(), "strategy plug: transform failed at step 1: SystemExit: 3"),
     ],
 )
 async def test_a_broken_transform_is_a_harness_error_naming_the_strategy(strategy: _Plugin, words: str) -> None:
@@ -163,7 +196,8 @@ async def test_a_deterministic_transform_that_never_returns_is_bounded_by_the_ca
     assert trace.termination is TerminationReason.HARNESS_ERROR
     assert (
         trace.error
-        == "HarnessError: strategy plug: transform did not return within 0.2 s (the per-call timeout, --timeout-s)"
+        == "HarnessError: strategy plug: transform did not return within 0.2 s at step 1 (the per-call timeout, "
+        "--timeout-s)"
     )
 
 
@@ -186,3 +220,37 @@ async def test_a_context_with_a_hundred_thousand_problems_is_named_in_one_short_
     assert trace.termination is TerminationReason.HARNESS_ERROR and provider.requests == []
     assert trace.error is not None and len(trace.error) < 2000, len(trace.error or "")
     assert "message 2: unknown role 'robot'" in trace.error and "and 99995 more" in trace.error
+
+
+async def test_a_plugin_that_blocks_its_thread_is_left_behind_at_the_call_timeout_and_the_episode_ends() -> None:
+    """A deterministic plug-in whose transform blocks (time.sleep) at step 2: the episode ends at --timeout-s as a
+    harness error naming the strategy and the step, and the event loop (every other episode on it) never stalls."""
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.sleep(0.05)
+            ticks += 1
+
+    with anyio.fail_after(30):  # without the bound the episode never ends
+        async with anyio.create_task_group() as group:
+            group.start_soon(tick)
+            trace, provider = await run(Blocks(), timeout_s=0.5)
+            group.cancel_scope.cancel()
+    assert trace.termination is TerminationReason.HARNESS_ERROR and len(provider.requests) == 1
+    assert trace.error == (
+        "HarnessError: strategy plug: transform did not return within 0.5 s at step 2 (the per-call timeout, "
+        "--timeout-s)"
+    )
+    assert ticks >= 5  # the loop went on while the plug-in slept
+
+
+async def test_a_plugin_that_is_not_deterministic_is_bounded_by_the_time_of_its_model_calls() -> None:
+    with anyio.fail_after(30):
+        trace, provider = await run(AwaitsForever(), timeout_s=0.1)
+    assert trace.termination is TerminationReason.HARNESS_ERROR and len(provider.requests) == 1
+    assert trace.error == (
+        f"HarnessError: strategy plug: transform did not return within {PLUGIN_MODEL_CALLS * 0.1:g} s at step 2 (the "
+        f"time of {PLUGIN_MODEL_CALLS} model calls of up to 0.1 s each)"
+    )
