@@ -18,7 +18,7 @@ The recorded ``messages_sha256`` and ``harness_prompt_tokens`` must match the re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,9 +34,9 @@ from contextdelta.context import (
     StrategyError,
     StrategyServices,
     SummaryCall,
+    bounded_transform,
     count_message_tokens,
     describe_strategy,
-    detached,
     rebuild_strategy,
     resolve_strategy,
 )
@@ -162,16 +162,42 @@ def _rebuild_summary(manifest: RunManifest, config: StrategyDescription, out: Ru
     out.summaries = summaries
 
 
+REDERIVE_TIMEOUT_S = 120.0
+"""How long re-deriving one context may take when the manifest records no session's ``--timeout-s``."""
+
+
+def rederive_limit(sessions: Sequence[Mapping[str, Any]]) -> float:
+    """How long re-deriving one step's context may take: the longest ``--timeout-s`` of the run's sessions (what
+    the agent loop gave a deterministic strategy), else :data:`REDERIVE_TIMEOUT_S`."""
+    limits = [
+        float(s["timeout_s"])
+        for s in sessions
+        if isinstance(s.get("timeout_s"), int | float)
+        and not isinstance(s.get("timeout_s"), bool)
+        and s["timeout_s"] > 0
+    ]
+    return max(limits, default=REDERIVE_TIMEOUT_S)
+
+
 def context_divergences(
-    trace: EpisodeTrace, strategy: ContextStrategy, world: World, summaries: RecordedSummaries | None = None
+    trace: EpisodeTrace,
+    strategy: ContextStrategy,
+    world: World,
+    summaries: RecordedSummaries | None = None,
+    limit_s: float | None = None,
 ) -> list[tuple[str, str]]:
     """(field, detail) for every way the recorded contexts of ``trace`` differ from the re-derived ones;
-    ``summaries``: the recorded summary model ``strategy`` was rebuilt with, if it calls one."""
-    return anyio.run(_rederive, trace, strategy, world, summaries)
+    ``summaries``: the recorded summary model ``strategy`` was rebuilt with, if it calls one. Each transform is
+    bounded by ``limit_s`` (:func:`bounded_transform`: a plug-in that blocks is left behind, never waited for)."""
+    return anyio.run(_rederive, trace, strategy, world, summaries, limit_s)
 
 
 async def _rederive(
-    trace: EpisodeTrace, strategy: ContextStrategy, world: World, summaries: RecordedSummaries | None
+    trace: EpisodeTrace,
+    strategy: ContextStrategy,
+    world: World,
+    summaries: RecordedSummaries | None,
+    limit_s: float | None,
 ) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     if trace.strategy.config_hash != strategy.config_hash:
@@ -211,11 +237,14 @@ async def _rederive(
         # a summary call that failed ends the episode at once: the step records the error and no call
         summary_failed = index == last and not step.messages and (step.error or "").startswith("summary call failed")
         try:
-            result = await episode.transform(detached(history))
+            result: Any = await bounded_transform(episode, history, limit_s)
         except ProviderFailure as exc:
             if summaries is None or not summary_failed:
                 found.append((f"{where}.messages", f"re-deriving the context failed: {exc.message}"))
-        except Exception as exc:  # a strategy failure is a finding, never a crash of verify
+        except TimeoutError:
+            if not cut_short:
+                found.append((f"{where}.messages", f"re-deriving the context did not end within {limit_s:g} s"))
+        except (Exception, SystemExit) as exc:  # a strategy failure is a finding, never a crash of verify
             if not cut_short:
                 found.append((f"{where}.messages", f"re-deriving the context failed: {type(exc).__name__}: {exc}"))
         else:

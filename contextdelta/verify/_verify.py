@@ -90,6 +90,7 @@ from contextdelta.verify._contexts import (
     context_divergences,
     external_divergences,
     rebuild_run_strategies,
+    rederive_limit,
 )
 from contextdelta.verify._receipts import check_seal, odd_entry_findings
 from contextdelta.worlds import ProtectionMode, get_world
@@ -499,7 +500,8 @@ class _Verifier:
         strategy = self.strategies.strategies.get(record.strategy)
         if strategy is not None and trace.external is None:
             summaries = self.strategies.summaries if record.strategy == SUMMARY_STRATEGY else None
-            for name, detail in context_divergences(trace, strategy, world, summaries):
+            limit = rederive_limit(self.manifest.sessions)
+            for name, detail in context_divergences(trace, strategy, world, summaries, limit):
                 self.diverge(rid, name, detail)
         final = world.state()
         if canonical_json(final) != canonical_json(trace.evaluator.final_state):
