@@ -58,6 +58,11 @@ StrategyFactory = Callable[..., ContextStrategy]
 """``factory(**params) -> ContextStrategy`` (plus ``services=`` when it declares that parameter)."""
 
 
+PLUGIN_ERRORS = (Exception, SystemExit)
+"""What running a plug-in's code (importing it, its factory, its properties) may raise that ends the plug-in, not
+the command: any error, and ``sys.exit()`` (which would otherwise end the command without a word)."""
+
+
 class StrategyError(ValueError):
     """A strategy that cannot be found or built; the message names the strategy and what to fix."""
 
@@ -197,8 +202,8 @@ def resolve_strategy(spec: str) -> RegisteredStrategy:
         raise StrategyError(f"unknown strategy {spec!r} ({_known()}; or give package.module:factory)")
     try:
         factory = entry.load()
-    except Exception as exc:  # a broken plug-in must not crash the command line
-        raise StrategyError(f"plug-in strategy {spec!r} ({entry.value}) does not load: {exc}") from exc
+    except PLUGIN_ERRORS as exc:  # a broken plug-in must not crash (or silently end) the command line
+        raise StrategyError(f"plug-in strategy {spec!r} ({entry.value}) does not load: {_failure(exc)}") from exc
     if not NAME_PATTERN.match(spec):
         raise StrategyError(f"plug-in entry point {spec!r}: a strategy name is lowercase letters, digits and '_'")
     dist = entry.dist
@@ -222,8 +227,8 @@ def _from_path(spec: str) -> RegisteredStrategy:
         raise StrategyError(f"strategy {spec!r}: write a plug-in path as package.module:factory")
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # any import failure is the plug-in's, reported on one line
-        raise StrategyError(f"strategy {spec!r}: cannot import {module_name}: {exc}") from exc
+    except PLUGIN_ERRORS as exc:  # any import failure is the plug-in's, reported on one line
+        raise StrategyError(f"strategy {spec!r}: cannot import {module_name}: {_failure(exc)}") from exc
     factory: Any = module
     for part in attribute.split("."):
         factory = getattr(factory, part, None)
@@ -332,7 +337,7 @@ def _call_factory(registered: RegisteredStrategy, kwargs: dict[str, Any], params
         raise
     except (TypeError, ValueError) as exc:
         raise StrategyError(f"strategy {name!r} rejected its parameters {dict(params)}: {exc}") from exc
-    except Exception as exc:  # a plug-in's own failure, reported on one line
+    except PLUGIN_ERRORS as exc:  # a plug-in's own failure, reported on one line
         raise StrategyError(f"strategy {name!r}: its factory failed: {type(exc).__name__}: {exc}") from exc
 
 
@@ -351,10 +356,10 @@ def _check_strategy(name: str, strategy: object) -> None:
             f"strategy {name!r}: its factory returned {type(strategy).__name__}, which lacks {', '.join(missing)} "
             "(implement contextdelta.context.ContextStrategy, e.g. by subclassing StrategyBase)"
         )
-    declared = getattr(strategy, "name", None)
+    declared = _member(name, strategy, "name")
     if declared != name:
         raise StrategyError(f"strategy {name!r}: its factory returned a strategy named {declared!r}")
-    deterministic = getattr(strategy, "deterministic", None)
+    deterministic = _member(name, strategy, "deterministic")
     if not isinstance(deterministic, bool):
         raise StrategyError(
             f"strategy {name!r}: declare `deterministic = True` (transform is a pure function of the history) or "
@@ -365,8 +370,27 @@ def _check_strategy(name: str, strategy: object) -> None:
         json.dumps(params, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise StrategyError(f"strategy {name!r}: its params are not plain JSON data: {exc}") from exc
-    except Exception as exc:  # a plug-in's params property that fails
+    except PLUGIN_ERRORS as exc:  # a plug-in's params property that fails
         raise StrategyError(f"strategy {name!r}: reading its params failed: {type(exc).__name__}: {exc}") from exc
+    config_hash = _member(name, strategy, "config_hash")
+    if not isinstance(config_hash, str):
+        raise StrategyError(
+            f"strategy {name!r}: its config_hash is {type(config_hash).__name__}, not a string (StrategyBase's is "
+            "the SHA-256 of its name and params)"
+        )
+
+
+def _member(name: str, strategy: object, member: str) -> Any:
+    """``strategy.member``, read once; a property of a plug-in that fails is named, not a traceback."""
+    try:
+        return getattr(strategy, member, None)
+    except PLUGIN_ERRORS as exc:
+        raise StrategyError(f"strategy {name!r}: reading its {member} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _failure(exc: BaseException) -> str:
+    """What went wrong when loading a plug-in, on one line (``sys.exit(3)`` says SystemExit: 3)."""
+    return f"{type(exc).__name__}: {exc}" if isinstance(exc, SystemExit) else str(exc)
 
 
 PROBE_HISTORY: tuple[dict[str, Any], ...] = (

@@ -84,3 +84,34 @@ class NanParams(KeepFirstGroups):
     @property
     def params(self) -> dict[str, Any]:
         return {"ratio": float("nan")}
+
+
+class ExitsInFactory(KeepFirstGroups):
+    """Calls sys.exit() when built (as a plug-in that misreads its configuration might)."""
+
+    name = "exits_in_factory"
+
+    def __init__(self, count: int = 2) -> None:
+        super().__init__(count)
+        raise SystemExit(7)
+
+
+class HashFails(KeepFirstGroups):
+    """A config_hash property that raises."""
+
+    name = "hash_fails"
+
+    @property
+    def config_hash(self) -> str:
+        raise RuntimeError("hash boom")
+
+
+class NameFails(KeepFirstGroups):
+    """A name that is a class attribute (for the registry) but a failing property on the instance."""
+
+    name = "name_fails"
+
+    def __getattribute__(self, item: str) -> Any:
+        if item == "name":
+            raise RuntimeError("name boom")
+        return super().__getattribute__(item)

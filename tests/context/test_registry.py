@@ -68,6 +68,14 @@ def test_a_factory_that_declares_services_gets_them() -> None:
         ("last_n", {"n": -1}, "rejected its parameters"),
         ("full_history", {"n": 1}, "it takes: no parameters"),
         ("semantic_summary", {}, "needs a summary provider"),
+        (
+            "tests.context.plugin_exits_on_import:Anything",
+            {},
+            "cannot import tests.context.plugin_exits_on_import: SystemExit: 5",
+        ),
+        (f"{FIXTURE}:ExitsInFactory", {}, "strategy 'exits_in_factory': its factory failed: SystemExit: 7"),
+        (f"{FIXTURE}:HashFails", {}, "strategy 'hash_fails': reading its config_hash failed: RuntimeError: hash boom"),
+        (f"{FIXTURE}:NameFails", {}, "strategy 'name_fails': reading its name failed: RuntimeError: name boom"),
     ],
 )
 def test_bad_strategies_are_one_line_errors_naming_them(spec: str, params: dict[str, object], message: str) -> None:
