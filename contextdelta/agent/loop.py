@@ -220,7 +220,7 @@ class _Episode:
             self.tools = self.world.tool_schemas()
             self.tools_sha256 = content_hash(self.tools)
             self.tools_tokens = count_tool_tokens(self.tools)
-            self.strategy = self.config.for_episode(episode_context(self.world, self.seed))
+            self.strategy = self._episode_strategy()
             for k in range(1, self.max_steps + 1):
                 if budget is not None:
                     stop = budget(self.totals.model_copy(deep=True))
@@ -237,6 +237,22 @@ class _Episode:
             self.termination = None
             self._end(TerminationReason.HARNESS_ERROR, f"{type(exc).__name__}: {exc}")
             self.error_detail = traceback.format_exc()
+
+    def _episode_strategy(self) -> ContextStrategy:
+        """The configured strategy's copy for this episode; a plug-in whose ``for_episode`` fails or returns no
+        strategy ends the episode as ``harness_error`` naming it (the record keeps the configured strategy's name,
+        params and hash)."""
+        name = self.config.name
+        try:
+            episode = self.config.for_episode(episode_context(self.world, self.seed))
+        except (Exception, SystemExit) as exc:
+            raise HarnessError(f"strategy {name}: for_episode failed: {type(exc).__name__}: {exc}") from exc
+        if not callable(getattr(episode, "transform", None)):
+            raise HarnessError(
+                f"strategy {name}: for_episode returned {type(episode).__name__}, not a strategy (a copy of itself "
+                "with a transform method)"
+            )
+        return episode
 
     async def _step(self, k: int) -> None:
         draft = _StepDraft(step=k)
@@ -262,7 +278,7 @@ class _Episode:
                 with contextlib.suppress(ValueError):
                     self._record_context(draft, reduced)
             raise HarnessError(
-                f"strategy {self.strategy.name} produced an invalid message sequence at step {draft.step}: "
+                f"strategy {self.config.name} produced an invalid message sequence at step {draft.step}: "
                 f"{describe_problems(problems)}"
             )
         self._record_context(draft, reduced)
@@ -315,7 +331,7 @@ class _Episode:
         the canonical history), within the strategy's time limit (:meth:`_transform_limit`); a deterministic plug-in
         runs in a thread of its own, so that one that blocks (``time.sleep``) is left behind at the limit instead of
         holding the run (:func:`bounded_transform`). Its failures name it and the step."""
-        name = self.strategy.name
+        name = self.config.name
         limit, why = self._transform_limit()
         try:
             reduced: Any = await bounded_transform(self.strategy, self.history, limit)
@@ -432,7 +448,7 @@ class _Episode:
             self.error = error
 
     def trace(self) -> EpisodeTrace:
-        strategy = self.strategy
+        strategy = self.config  # what the run configured (and checked); the episode's copy may be anything
         return EpisodeTrace(
             task_id=self.task.id,
             world=self.world.name,

@@ -12,7 +12,14 @@ import anyio
 import pytest
 
 from contextdelta.agent import PLUGIN_MODEL_CALLS, EpisodeTrace, TerminationReason, run_episode
-from contextdelta.context import MAX_CONTEXT_CHARS, ContextStrategy, Message, StrategyBase, TransformResult
+from contextdelta.context import (
+    MAX_CONTEXT_CHARS,
+    ContextStrategy,
+    EpisodeContext,
+    Message,
+    StrategyBase,
+    TransformResult,
+)
 from contextdelta.providers import MockProvider
 from tests.agent.helpers import GET, REFUND, make_task, make_world, reply
 
@@ -254,3 +261,29 @@ async def test_a_plugin_that_is_not_deterministic_is_bounded_by_the_time_of_its_
         f"HarnessError: strategy plug: transform did not return within {PLUGIN_MODEL_CALLS * 0.1:g} s at step 2 (the "
         f"time of {PLUGIN_MODEL_CALLS} model calls of up to 0.1 s each)"
     )
+
+
+class ForEpisodeReturnsNone(_Plugin):
+    def for_episode(self, context: EpisodeContext) -> Any:
+        return None
+
+
+class ForEpisodeFails(_Plugin):
+    def for_episode(self, context: EpisodeContext) -> Any:
+        raise RuntimeError("no copy today")
+
+
+@pytest.mark.parametrize(
+    ("strategy", "words"),
+    [
+        (ForEpisodeReturnsNone(), "strategy plug: for_episode returned NoneType, not a strategy"),
+        (ForEpisodeFails(), "strategy plug: for_episode failed: RuntimeError: no copy today"),
+    ],
+)
+async def test_a_for_episode_that_gives_no_strategy_ends_its_episode_not_the_run(strategy: _Plugin, words: str) -> None:
+    """The record still names the configured strategy (a worker used to stop the whole run on the trace it could not
+    write)."""
+    trace, provider = await run(strategy)
+    assert trace.termination is TerminationReason.HARNESS_ERROR and provider.requests == []
+    assert trace.error is not None and words in trace.error, trace.error
+    assert (trace.strategy.name, trace.strategy.config_hash) == ("plug", strategy.config_hash)
