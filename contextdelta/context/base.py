@@ -211,10 +211,11 @@ class ContextStrategy(Protocol):
     - ``params``: its configuration as plain JSON data, and ``config_hash`` over name and params;
     - ``for_episode``: a fresh copy bound to one episode (no state shared between episodes; StrategyBase's copies
       every list, dict and set attribute, anything else that holds episode state is dropped by ``_reset``);
-    - ``transform``: the messages to send. It must keep the two pinned messages first and never orphan a tool
-      call or result (the agent loop checks this and ends the episode as ``harness_error`` otherwise), stay
-      within ``MAX_CONTEXT_CHARS`` and return within its time limit (``--timeout-s`` for a deterministic one,
-      which runs in a thread of its own; see ``docs/decisions.md``).
+    - ``transform``: the messages to send (``async def``; a plain ``def`` is called the same way). It must keep
+      the two pinned messages first and never orphan a tool call or result (the agent loop checks this and ends
+      the episode as ``harness_error`` otherwise), stay within ``MAX_CONTEXT_CHARS`` and return within its time
+      limit (``--timeout-s`` for a deterministic one, which runs in a thread of its own; see
+      ``docs/decisions.md``).
 
     Subclassing :class:`StrategyBase` provides ``params``, ``config_hash`` and ``for_episode``.
     """

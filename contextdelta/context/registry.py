@@ -45,7 +45,7 @@ from contextdelta.context.semantic_summary import SemanticSummary
 from contextdelta.context.token_budget_trim import DEFAULT_TOKEN_BUDGET, TokenBudgetTrim
 from contextdelta.context.tool_result_clearing import ToolResultClearing
 from contextdelta.context.typed_state_digest import TypedStateDigest
-from contextdelta.context.validation import describe_problems, detached, transform_problems
+from contextdelta.context.validation import call_transform, describe_problems, detached, transform_problems
 from contextdelta.providers import ChatProvider
 
 ENTRY_POINT_GROUP = "contextdelta.strategies"
@@ -414,7 +414,7 @@ def probe_strategy(strategy: ContextStrategy) -> str | None:
 
     async def probe() -> object:
         with anyio.fail_after(PROBE_TIMEOUT_S):
-            return await strategy.for_episode(EpisodeContext()).transform(detached(history))
+            return await call_transform(strategy.for_episode(EpisodeContext()), detached(history))
 
     outcome: list[object] = []
     failure: list[BaseException] = []

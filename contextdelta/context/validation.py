@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -206,6 +207,15 @@ def runs_in_own_thread(strategy: object) -> bool:
     return bool(getattr(strategy, "deterministic", False)) and not is_builtin(strategy)
 
 
+async def call_transform(strategy: ContextStrategy, history: list[Message]) -> object:
+    """``strategy.transform(history)``, awaited when it is a coroutine: a plug-in that wrote a plain ``def
+    transform`` (the protocol's is ``async def``) works the same."""
+    result: object = strategy.transform(history)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
 async def bounded_transform(strategy: ContextStrategy, history: Sequence[Message], limit_s: float | None) -> object:
     """``strategy.transform`` of a :func:`detached` copy of ``history``; TimeoutError when it has not returned
     within ``limit_s`` seconds (None: no limit).
@@ -217,7 +227,7 @@ async def bounded_transform(strategy: ContextStrategy, history: Sequence[Message
     copy = detached(history)
     if not runs_in_own_thread(strategy):
         with anyio.fail_after(limit_s):
-            return await strategy.transform(copy)
+            return await call_transform(strategy, copy)
     loop = asyncio.get_running_loop()
     outcome: asyncio.Future[object] = loop.create_future()
 
@@ -230,7 +240,7 @@ async def bounded_transform(strategy: ContextStrategy, history: Sequence[Message
             outcome.set_result(result)
 
     async def transform() -> object:
-        return await strategy.transform(copy)
+        return await call_transform(strategy, copy)
 
     def run() -> None:
         result: object = None

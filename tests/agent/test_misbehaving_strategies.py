@@ -287,3 +287,21 @@ async def test_a_for_episode_that_gives_no_strategy_ends_its_episode_not_the_run
     assert trace.termination is TerminationReason.HARNESS_ERROR and provider.requests == []
     assert trace.error is not None and words in trace.error, trace.error
     assert (trace.strategy.name, trace.strategy.config_hash) == ("plug", strategy.config_hash)
+
+
+class PlainDef(_Plugin):
+    """``def transform`` where the protocol says ``async def``."""
+
+    def transform(self, history: Sequence[Message]) -> TransformResult:  # type: ignore[override]
+        return TransformResult(messages=list(history))
+
+
+class PlainDefNotDeterministic(PlainDef):
+    deterministic = False
+
+
+@pytest.mark.parametrize("strategy", [PlainDef(), PlainDefNotDeterministic()])
+async def test_a_plain_def_transform_runs_as_an_async_one(strategy: _Plugin) -> None:
+    trace, provider = await run(strategy)
+    assert trace.termination is TerminationReason.FINAL_ANSWER, trace.error
+    assert len(provider.requests) == 3
