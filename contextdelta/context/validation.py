@@ -150,6 +150,8 @@ def transform_problems(history: Sequence[Message], result: object) -> list[str]:
         size = len(canonical_json(messages))
     except (TypeError, ValueError) as exc:
         return [f"messages are not plain JSON data: {exc}"]
+    except RecursionError:
+        return ["messages are not plain JSON data: nested too deeply to write as JSON"]
     if size > MAX_CONTEXT_CHARS:
         return [
             f"the messages take {size:,} characters as JSON, over the cap of {MAX_CONTEXT_CHARS:,} (16 MiB, more than "

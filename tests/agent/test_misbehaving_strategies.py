@@ -78,6 +78,15 @@ class NotJson(_Plugin):
         return TransformResult.model_construct(messages=messages, removed=[], inserted=[], summary_calls=[])
 
 
+class NestedTooDeeply(_Plugin):
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        deep: list[Any] = []
+        for _ in range(100_000):
+            deep = [deep]
+        messages = [*history, {"role": "user", "content": "see", "name": deep}]
+        return TransformResult.model_construct(messages=messages, removed=[], inserted=[2], summary_calls=[])
+
+
 class ClearsInPlace(_Plugin):
     """Blanks every tool result by editing the history it was given, and says it sent everything verbatim."""
 
@@ -163,6 +172,7 @@ class Exits(_Plugin):
         (NotDicts(), "message 0 is int, not a message dict"),
         (ExtraKey(), "message 1 (user) has keys a chat message does not have: ['cache_hint']"),
         (NotJson(), "messages are not plain JSON data"),
+        (NestedTooDeeply(), "messages are not plain JSON data: nested too deeply to write as JSON"),
         (ClearsInPlace(), "the messages not listed in inserted are not the history's messages not listed in removed"),
         (RemovesOutOfRange(), "is not a list of ascending, distinct history indices"),
         (Exits(), "strategy plug: transform failed at step 1: SystemExit: 3"),
