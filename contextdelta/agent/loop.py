@@ -365,13 +365,14 @@ class _Episode:
 
     def _run_tools(self, k: int, draft: _StepDraft, response: ProviderResponse) -> None:
         ids: list[str] = []
+        brought = {call.id for call in response.tool_calls}  # the ids this reply brings, none of them invented
         for index, call in enumerate(response.tool_calls):
             call_id = call.id
             if not call_id or call_id in self.used_ids:
                 attempt = 0
                 call_id = invented_call_id(self.seed, k, index)
-                while call_id in self.used_ids or call_id in (c.id for c in response.tool_calls[index + 1 :]):
-                    attempt += 1  # taken, or the id a later call of this reply brings: draw again
+                while call_id in self.used_ids or call_id in brought:
+                    attempt += 1  # taken, or the id another call of this reply brings: draw again
                     call_id = invented_call_id(self.seed, k, index, attempt)
             self.used_ids.add(call_id)
             ids.append(call_id)
