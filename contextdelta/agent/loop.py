@@ -57,8 +57,9 @@ from contextdelta.agent.records import (
     TerminationReason,
     ToolCallRecord,
 )
-from contextdelta.canonical import content_hash, sha256_hex
+from contextdelta.canonical import canonical_json, content_hash, sha256_hex
 from contextdelta.context import (
+    MAX_CONTEXT_CHARS,
     ContextStrategy,
     EpisodeContext,
     Message,
@@ -277,6 +278,14 @@ class _Episode:
             if isinstance(reduced, TransformResult):  # its summary calls were made (and paid for): counted
                 with contextlib.suppress(ValueError):
                     self._record_context(draft, reduced)
+            size = len(canonical_json(self.history))
+            if size > MAX_CONTEXT_CHARS:  # the model's own output made the history too big: no strategy's fault
+                draft.error = (
+                    f"the episode's history takes {size:,} characters as JSON, over the {MAX_CONTEXT_CHARS:,} a "
+                    "context may take (16 MiB, more than any endpoint's context window); nothing was sent"
+                )
+                self._end(TerminationReason.CONTEXT_WINDOW_EXCEEDED, draft.error)
+                return
             raise HarnessError(
                 f"strategy {self.config.name} produced an invalid message sequence at step {draft.step}: "
                 f"{describe_problems(problems)}"

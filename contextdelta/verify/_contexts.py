@@ -162,6 +162,10 @@ def _rebuild_summary(manifest: RunManifest, config: StrategyDescription, out: Ru
     out.summaries = summaries
 
 
+CUT_SHORT_TERMINATIONS = frozenset({TerminationReason.HARNESS_ERROR, TerminationReason.CONTEXT_WINDOW_EXCEEDED})
+"""How an episode whose last step sent nothing may end: a harness error (a strategy's broken context), or a history
+the model made larger than a context may be."""
+
 REDERIVE_TIMEOUT_S = 120.0
 """How long re-deriving one context may take when the manifest records no session's ``--timeout-s``."""
 
@@ -222,8 +226,8 @@ async def _rederive(
             )
         if content_hash(step.messages) != step.messages_sha256:
             found.append((f"{where}.messages_sha256", "does not hash the recorded messages"))
-        # a step the loop cut short with a harness error before sending records no messages
-        cut_short = not step.messages and index == last and trace.termination is TerminationReason.HARNESS_ERROR
+        # a step the loop cut short before sending (a harness error, a history over the cap) records no messages
+        cut_short = not step.messages and index == last and trace.termination in CUT_SHORT_TERMINATIONS
         if step.messages and count_message_tokens(step.messages) != step.harness_prompt_tokens:
             found.append(
                 (

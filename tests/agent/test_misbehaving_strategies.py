@@ -19,8 +19,10 @@ from contextdelta.context import (
     Message,
     StrategyBase,
     TransformResult,
+    create_strategy,
 )
-from contextdelta.providers import MockProvider
+from contextdelta.providers import MockProvider, ToolCallRequest
+from contextdelta.verify._contexts import context_divergences
 from tests.agent.helpers import GET, REFUND, make_task, make_world, reply
 
 pytestmark = pytest.mark.anyio
@@ -315,3 +317,23 @@ async def test_a_plain_def_transform_runs_as_an_async_one(strategy: _Plugin) -> 
     trace, provider = await run(strategy)
     assert trace.termination is TerminationReason.FINAL_ANSWER, trace.error
     assert len(provider.requests) == 3
+
+
+def test_a_history_the_model_made_too_big_is_a_context_window_overflow_not_the_strategys_error() -> None:
+    """A tool call with 17 MiB of arguments: full_history sends the history verbatim, which is over the cap; the
+    episode ends as context_window_exceeded at step 2, nothing sent, and full_history is not blamed."""
+    task = make_task(None)
+    huge = ToolCallRequest(id="c1", name="get_order", arguments='{"order_id": "' + "A" * (17 * 1024 * 1024) + '"}')
+    provider = MockProvider([reply(None, huge), reply("done")], model="fake-model")
+    trace = anyio.run(
+        lambda: run_episode(
+            task.public_task, make_world(task), provider, create_strategy("full_history"), max_steps=5, seed=7
+        )
+    )
+    assert trace.termination is TerminationReason.CONTEXT_WINDOW_EXCEEDED, trace.error
+    assert len(provider.requests) == 1 and len(trace.steps) == 2
+    assert (
+        trace.error is not None and "the episode's history takes" in trace.error and "full_history" not in trace.error
+    )
+    # verify re-derives the same (unsent) context of the last step: no finding
+    assert context_divergences(trace, create_strategy("full_history"), make_world(task)) == []
