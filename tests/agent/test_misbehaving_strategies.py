@@ -220,6 +220,7 @@ async def test_a_deterministic_transform_that_never_returns_is_bounded_by_the_ca
     )
 
 
+@pytest.mark.slow
 async def test_an_enormous_context_is_refused_at_its_step_before_anything_is_sent() -> None:
     """A plug-in that returns 17 MiB of messages: its episode ends as a harness error naming the strategy, the step
     and the cap, and the context never reaches the model (nor the token counter, which would take seconds)."""
@@ -241,6 +242,7 @@ async def test_a_context_with_a_hundred_thousand_problems_is_named_in_one_short_
     assert "message 2: unknown role 'robot'" in trace.error and "and 99995 more" in trace.error
 
 
+@pytest.mark.slow
 async def test_a_plugin_that_blocks_its_thread_is_left_behind_at_the_call_timeout_and_the_episode_ends() -> None:
     """A deterministic plug-in whose transform blocks (time.sleep) at step 2: the episode ends at --timeout-s as a
     harness error naming the strategy and the step, and the event loop (every other episode on it) never stalls."""
@@ -265,6 +267,7 @@ async def test_a_plugin_that_blocks_its_thread_is_left_behind_at_the_call_timeou
     assert ticks >= 5  # the loop went on while the plug-in slept
 
 
+@pytest.mark.slow
 async def test_a_plugin_that_is_not_deterministic_is_bounded_by_the_time_of_its_model_calls() -> None:
     with anyio.fail_after(30):
         trace, provider = await run(AwaitsForever(), timeout_s=0.1)
@@ -319,6 +322,7 @@ async def test_a_plain_def_transform_runs_as_an_async_one(strategy: _Plugin) -> 
     assert len(provider.requests) == 3
 
 
+@pytest.mark.slow
 def test_a_history_the_model_made_too_big_is_a_context_window_overflow_not_the_strategys_error() -> None:
     """A tool call with 17 MiB of arguments: full_history sends the history verbatim, which is over the cap; the
     episode ends as context_window_exceeded at step 2, nothing sent, and full_history is not blamed."""

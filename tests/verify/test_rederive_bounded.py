@@ -8,6 +8,7 @@ import time
 from collections.abc import Sequence
 
 import anyio
+import pytest
 
 from contextdelta.agent import TerminationReason, run_episode
 from contextdelta.context import Message, StrategyBase, TransformResult
@@ -26,6 +27,7 @@ class BlocksAtStepTwo(StrategyBase):
         return TransformResult(messages=list(history))
 
 
+@pytest.mark.slow
 def test_a_plugin_that_blocks_is_left_behind_when_its_contexts_are_re_derived() -> None:
     task = make_task(None)
     provider = MockProvider([reply(None, GET), reply(None, REFUND), reply("Refunded.")], model="fake-model")
