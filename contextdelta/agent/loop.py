@@ -337,8 +337,8 @@ class _Episode:
 
     async def _transform(self, k: int) -> TransformResult:
         """The strategy's context for the history, given a copy of it (a strategy that edits its input cannot change
-        the canonical history), within the strategy's time limit (:meth:`_transform_limit`); a deterministic plug-in
-        runs in a thread of its own, so that one that blocks (``time.sleep``) is left behind at the limit instead of
+        the canonical history), within the strategy's time limit (:meth:`_transform_limit`); a plug-in runs in a
+        thread of its own, so that one that blocks (``time.sleep``) is left behind at the limit instead of
         holding the run (:func:`bounded_transform`). Its failures name it and the step."""
         name = self.config.name
         limit, why = self._transform_limit()

@@ -214,7 +214,7 @@ class ContextStrategy(Protocol):
     - ``transform``: the messages to send (``async def``; a plain ``def`` is called the same way). It must keep
       the two pinned messages first and never orphan a tool call or result (the agent loop checks this and ends
       the episode as ``harness_error`` otherwise), stay within ``MAX_CONTEXT_CHARS`` and return within its time
-      limit (``--timeout-s`` for a deterministic one, which runs in a thread of its own; see
+      limit (``--timeout-s`` for a deterministic one; a plug-in's runs in a thread of its own; see
       ``docs/decisions.md``).
 
     Subclassing :class:`StrategyBase` provides ``params``, ``config_hash`` and ``for_episode``.

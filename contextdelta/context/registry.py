@@ -21,6 +21,7 @@ sources, so a resumed run can refuse a plug-in that changed (:func:`source_chang
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import json
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
@@ -45,7 +46,13 @@ from contextdelta.context.semantic_summary import SemanticSummary
 from contextdelta.context.token_budget_trim import DEFAULT_TOKEN_BUDGET, TokenBudgetTrim
 from contextdelta.context.tool_result_clearing import ToolResultClearing
 from contextdelta.context.typed_state_digest import TypedStateDigest
-from contextdelta.context.validation import call_transform, describe_problems, detached, transform_problems
+from contextdelta.context.validation import (
+    EpisodeLoopProvider,
+    call_transform,
+    describe_problems,
+    detached,
+    transform_problems,
+)
 from contextdelta.providers import ChatProvider
 
 ENTRY_POINT_GROUP = "contextdelta.strategies"
@@ -306,7 +313,7 @@ def build_strategy(
             takes = ", ".join(names) if names else "no parameters"
             raise StrategyError(f"strategy {name!r} has no parameter {unknown[0]!r} (it takes: {takes})")
         if "services" in signature.parameters:
-            kwargs["services"] = services or StrategyServices()
+            kwargs["services"] = _plugin_services(registered, services or StrategyServices())
     strategy = _call_factory(registered, kwargs, params)
     _check_strategy(name, strategy)
     again = _call_factory(registered, kwargs, params)
@@ -327,6 +334,15 @@ def build_strategy(
         source=registered.source,
     )
     return strategy, description
+
+
+def _plugin_services(registered: RegisteredStrategy, services: StrategyServices) -> StrategyServices:
+    """``services`` as a plug-in gets them: its transform runs in a thread of its own, so its summary provider is
+    one whose calls run on the episode's loop (:class:`EpisodeLoopProvider`); a built-in gets them as they are."""
+    provider = services.summary_provider
+    if registered.source.kind == "builtin" or provider is None or isinstance(provider, EpisodeLoopProvider):
+        return services
+    return dataclasses.replace(services, summary_provider=cast(ChatProvider, EpisodeLoopProvider(provider)))
 
 
 def _call_factory(registered: RegisteredStrategy, kwargs: dict[str, Any], params: Mapping[str, Any]) -> Any:

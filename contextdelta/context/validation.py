@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import threading
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ import anyio
 
 from contextdelta.canonical import canonical_json
 from contextdelta.context.base import PINNED, ContextStrategy, Message, TransformResult
+from contextdelta.providers import ChatProvider, ProviderResponse
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 
@@ -202,11 +204,38 @@ def is_builtin(strategy: object) -> bool:
 
 
 def runs_in_own_thread(strategy: object) -> bool:
-    """Whether :func:`bounded_transform` runs ``strategy``'s transform in a thread of its own: a deterministic
-    plug-in's (it calls no model, so nothing ties it to the caller's event loop). A built-in runs on the caller's
-    loop, and so does a plug-in that is not deterministic: it may call the run's provider, whose rate gate lives on
-    the episode's loop."""
-    return bool(getattr(strategy, "deterministic", False)) and not is_builtin(strategy)
+    """Whether :func:`bounded_transform` runs ``strategy``'s transform in a thread of its own: every plug-in's (a
+    built-in runs on the caller's loop). A plug-in's calls of the provider it was given go back to the episode's
+    loop (:class:`EpisodeLoopProvider`)."""
+    return not is_builtin(strategy)
+
+
+_EPISODE_LOOP: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
+    "contextdelta_episode_loop", default=None
+)
+"""In a plug-in's transform thread: the loop of the episode waiting for it."""
+
+
+class EpisodeLoopProvider:
+    """The provider a plug-in strategy is given (``StrategyServices.summary_provider``): the run's provider, whose
+    calls made from the plug-in's transform thread run on the episode's event loop, where the provider's rate
+    limiter lives (:func:`bounded_transform`). Everything else is the wrapped provider's."""
+
+    def __init__(self, wrapped: ChatProvider) -> None:
+        self.wrapped = wrapped
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.wrapped, name)
+
+    async def complete(self, *args: Any, **kwargs: Any) -> ProviderResponse:
+        home = _EPISODE_LOOP.get()
+        if home is None or home is asyncio.get_running_loop():
+            return await self.wrapped.complete(*args, **kwargs)
+        call = asyncio.run_coroutine_threadsafe(self.wrapped.complete(*args, **kwargs), home)
+        try:
+            return await asyncio.wrap_future(call)
+        finally:
+            call.cancel()  # the transform was given up on: its call on the episode's loop ends too
 
 
 async def call_transform(strategy: ContextStrategy, history: list[Message]) -> object:
@@ -223,9 +252,10 @@ async def bounded_transform(strategy: ContextStrategy, history: Sequence[Message
     within ``limit_s`` seconds (None: no limit).
 
     A transform that awaits forever is cancelled at the limit. One that blocks its thread (``time.sleep``, a busy
-    loop) cannot be: where :func:`runs_in_own_thread`, it runs on an event loop of its own in a daemon thread, which
-    is left behind at the limit (it ends with the process) so that the episode, and every other episode on the
-    caller's loop, goes on. What it returns is not checked here (see :func:`transform_problems`)."""
+    loop, a synchronous HTTP call) cannot be: a plug-in's (:func:`runs_in_own_thread`) runs on an event loop of its
+    own in a daemon thread, which is left behind at the limit (it ends with the process) so that the episode, and
+    every other episode on the caller's loop, goes on. What it returns is not checked here (see
+    :func:`transform_problems`)."""
     copy = detached(history)
     if not runs_in_own_thread(strategy):
         with anyio.fail_after(limit_s):
@@ -247,6 +277,7 @@ async def bounded_transform(strategy: ContextStrategy, history: Sequence[Message
     def run() -> None:
         result: object = None
         error: BaseException | None = None
+        _EPISODE_LOOP.set(loop)
         try:
             result = anyio.run(transform)
         except BaseException as exc:  # handed to the caller, whatever the plug-in raised

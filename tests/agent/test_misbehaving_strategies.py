@@ -3,7 +3,9 @@ the strategy, never a success; the canonical history and the record stay what th
 
 from __future__ import annotations
 
+import asyncio
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -17,11 +19,15 @@ from contextdelta.context import (
     ContextStrategy,
     EpisodeContext,
     Message,
+    RegisteredStrategy,
     StrategyBase,
+    StrategyServices,
+    StrategySource,
     TransformResult,
+    build_strategy,
     create_strategy,
 )
-from contextdelta.providers import MockProvider, ToolCallRequest
+from contextdelta.providers import MockProvider, MockRequest, ToolCallRequest
 from contextdelta.verify._contexts import context_divergences
 from tests.agent.helpers import GET, REFUND, make_task, make_world, reply
 
@@ -341,3 +347,53 @@ def test_a_history_the_model_made_too_big_is_a_context_window_overflow_not_the_s
     )
     # verify re-derives the same (unsent) context of the last step: no finding
     assert context_divergences(trace, create_strategy("full_history"), make_world(task)) == []
+
+
+class BlocksNotDeterministic(Blocks):
+    deterministic = False
+
+
+@pytest.mark.slow
+async def test_a_plugin_that_is_not_deterministic_and_blocks_its_thread_is_left_behind_too() -> None:
+    with anyio.fail_after(30):
+        trace, provider = await run(BlocksNotDeterministic(), timeout_s=0.1)
+    assert trace.termination is TerminationReason.HARNESS_ERROR and len(provider.requests) == 1
+    assert trace.error is not None and "transform did not return within 0.4 s at step 2" in trace.error
+
+
+class AsksTheModel(StrategyBase):
+    """Not deterministic: asks its summary provider once per transform, from its own thread."""
+
+    name = "asks"
+    deterministic = False
+
+    def __init__(self, services: StrategyServices) -> None:
+        super().__init__()
+        self.services = services
+
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        provider = self.services.summary_provider
+        assert provider is not None
+        await provider.complete([{"role": "user", "content": "hello"}], None)
+        return TransformResult(messages=list(history))
+
+
+async def test_a_plugins_model_calls_run_on_the_episodes_loop_while_its_transform_runs_in_its_own_thread() -> None:
+    """The provider's rate limiter lives on the episode's loop: a plug-in's calls go back there."""
+    episode_loop = asyncio.get_running_loop()
+    loops: list[tuple[asyncio.AbstractEventLoop, int]] = []
+
+    def answer(request: MockRequest) -> str:
+        loops.append((asyncio.get_running_loop(), threading.get_ident()))
+        return "a summary"
+
+    summary_provider = MockProvider(answer, model="summary-model")
+    strategy = build_strategy(
+        RegisteredStrategy("asks", AsksTheModel, StrategySource(kind="module", target="tests:AsksTheModel")),
+        {},
+        StrategyServices(summary_provider=summary_provider),
+    )[0]
+    trace, _ = await run(strategy)
+    assert trace.termination is TerminationReason.FINAL_ANSWER, trace.error
+    assert len(loops) == 3 and {loop for loop, _ in loops} == {episode_loop}
+    assert {thread for _, thread in loops} == {threading.get_ident()}

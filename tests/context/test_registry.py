@@ -50,7 +50,7 @@ def test_a_factory_that_declares_services_gets_them() -> None:
     provider = MockProvider(["x"], model="m")
     strategy = create_strategy(f"{FIXTURE}:WithServices", summary_provider=provider, params={"level": 2})
     services = getattr(strategy, "services", None)
-    assert isinstance(services, StrategyServices) and services.summary_provider is provider
+    assert isinstance(services, StrategyServices) and services.summary_provider.wrapped is provider  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
