@@ -86,6 +86,13 @@ def message_sequence_problems(messages: Sequence[Message]) -> list[str]:
                     problems.append(f"message {i}: duplicate tool call id {call_id!r}")
                 if not isinstance(function, dict) or not isinstance(function.get("name"), str):
                     problems.append(f"message {i}: tool call {call_id!r} has no function name")
+                elif not isinstance(function.get("arguments"), str):
+                    got = type(function.get("arguments")).__name__
+                    problems.append(
+                        f"message {i}: tool call {call_id!r} has arguments of type {got}, not a JSON string"
+                    )
+                if call.get("type", "function") != "function":
+                    problems.append(f"message {i}: tool call {call_id!r} has type {call.get('type')!r}, not 'function'")
                 seen.add(call_id)
                 pending.append(call_id)
             if not calls and not isinstance(message.get("content"), str):

@@ -95,6 +95,23 @@ class NestedTooDeeply(_Plugin):
         return TransformResult.model_construct(messages=messages, removed=[], inserted=[2], summary_calls=[])
 
 
+class ArgumentsAsObject(_Plugin):
+    """Rewrites each call's arguments as a JSON object (the endpoint takes a string) and declares it honestly."""
+
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        messages = [dict(m) for m in history]
+        rewritten = []
+        for i, message in enumerate(messages):
+            if message.get("tool_calls"):
+                calls = [
+                    {**c, "function": {**c["function"], "arguments": {"order_id": "A-1001"}}}
+                    for c in message["tool_calls"]
+                ]
+                messages[i] = {**message, "tool_calls": calls}
+                rewritten.append(i)
+        return TransformResult(messages=messages, removed=rewritten, inserted=list(rewritten))
+
+
 class ClearsInPlace(_Plugin):
     """Blanks every tool result by editing the history it was given, and says it sent everything verbatim."""
 
@@ -180,6 +197,7 @@ class Exits(_Plugin):
         (NotDicts(), "message 0 is int, not a message dict"),
         (ExtraKey(), "message 1 (user) has keys a chat message does not have: ['cache_hint']"),
         (NotJson(), "messages are not plain JSON data"),
+        (ArgumentsAsObject(), "has arguments of type dict, not a JSON string"),
         (NestedTooDeeply(), "messages are not plain JSON data: nested too deeply to write as JSON"),
         (ClearsInPlace(), "the messages not listed in inserted are not the history's messages not listed in removed"),
         (RemovesOutOfRange(), "is not a list of ascending, distinct history indices"),
