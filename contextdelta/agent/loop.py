@@ -68,6 +68,7 @@ from contextdelta.context import (
     count_message_tokens,
     count_tool_tokens,
     describe_problems,
+    detached,
     is_builtin,
     transform_problems,
 )
@@ -291,12 +292,15 @@ class _Episode:
                 f"{describe_problems(problems)}"
             )
         self._record_context(draft, reduced)
-        draft.messages = reduced.messages
-        draft.harness_prompt_tokens = count_message_tokens(reduced.messages)
+        # a plug-in may keep the messages it returned and edit them at a later step (in its own thread, even while
+        # this one runs): what is sent and recorded is a copy of them as they were checked
+        messages = reduced.messages if is_builtin(self.strategy) else detached(reduced.messages)
+        draft.messages = messages
+        draft.harness_prompt_tokens = count_message_tokens(messages)
         self.totals.harness_prompt_tokens += draft.harness_prompt_tokens
         self.totals.agent_calls += 1
         try:
-            response = await self.provider.complete(reduced.messages, self.tools, seed=self.seed)
+            response = await self.provider.complete(messages, self.tools, seed=self.seed)
         except ProviderFailure as failure:
             draft.error = failure.message
             self.totals.agent_retries += failure.retries

@@ -4,6 +4,7 @@ the strategy, never a success; the canonical history and the record stay what th
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import threading
 import time
@@ -14,6 +15,7 @@ import anyio
 import pytest
 
 from contextdelta.agent import PLUGIN_MODEL_CALLS, EpisodeTrace, TerminationReason, run_episode
+from contextdelta.canonical import content_hash
 from contextdelta.context import (
     MAX_CONTEXT_CHARS,
     ContextStrategy,
@@ -415,3 +417,26 @@ async def test_a_plugins_model_calls_run_on_the_episodes_loop_while_its_transfor
     assert trace.termination is TerminationReason.FINAL_ANSWER, trace.error
     assert len(loops) == 3 and {loop for loop, _ in loops} == {episode_loop}
     assert {thread for _, thread in loops} == {threading.get_ident()}
+
+
+class EditsWhatItSentEarlier(_Plugin):
+    """Keeps the messages it returned and, at the next step, renames the tool calls in them."""
+
+    def _reset(self) -> None:
+        self.sent: list[Message] = []
+
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        for message in self.sent:
+            for call in message.get("tool_calls") or []:
+                call["function"]["name"] = "LATER"
+        self.sent = list(history)
+        return TransformResult(messages=list(history))
+
+
+async def test_a_plugin_editing_messages_it_returned_earlier_cannot_change_what_was_sent_or_recorded() -> None:
+    trace, provider = await run(EditsWhatItSentEarlier())
+    assert trace.termination is TerminationReason.FINAL_ANSWER, trace.error
+    for step, request in zip(trace.steps, provider.requests, strict=True):
+        assert content_hash(step.messages) == step.messages_sha256
+        assert step.messages == request.messages
+        assert "LATER" not in json.dumps(step.messages)
