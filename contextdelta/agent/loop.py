@@ -117,6 +117,18 @@ def invented_call_id(seed: int | None, step: int, index: int, attempt: int = 0) 
     return "".join(chars)
 
 
+MAX_ERROR_DETAIL_CHARS = 20_000
+"""The longest traceback a record keeps of a harness error (its start and its end: where it began, what it was)."""
+
+
+def _ends_of(text: str, limit: int) -> str:
+    """``text`` when it has at most ``limit`` characters, else its first and last halves of that and how long it was."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n... [cut: {len(text)} characters in all] ...\n{text[-half:]}"
+
+
 class HarnessError(RuntimeError):
     """An inconsistency inside the harness (ends the episode as ``harness_error``)."""
 
@@ -237,8 +249,9 @@ class _Episode:
             self._end(TerminationReason.MAX_STEPS, None)
         except Exception as exc:  # the loop records every harness failure instead of crashing the run
             self.termination = None
-            self._end(TerminationReason.HARNESS_ERROR, f"{type(exc).__name__}: {exc}")
-            self.error_detail = traceback.format_exc()
+            # a plug-in's exception may carry megabytes: the record keeps a readable part of it
+            self._end(TerminationReason.HARNESS_ERROR, shorten(f"{type(exc).__name__}: {exc}"))
+            self.error_detail = _ends_of(traceback.format_exc(), MAX_ERROR_DETAIL_CHARS)
 
     def _episode_strategy(self) -> ContextStrategy:
         """The configured strategy's copy for this episode; a plug-in whose ``for_episode`` fails or returns no

@@ -440,3 +440,17 @@ async def test_a_plugin_editing_messages_it_returned_earlier_cannot_change_what_
         assert content_hash(step.messages) == step.messages_sha256
         assert step.messages == request.messages
         assert "LATER" not in json.dumps(step.messages)
+
+
+class RaisesAnEssay(_Plugin):
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        raise ValueError("why " * 5_000_000)
+
+
+async def test_a_plugin_exception_of_megabytes_is_recorded_in_a_readable_part() -> None:
+    trace, _ = await run(RaisesAnEssay())
+    assert trace.termination is TerminationReason.HARNESS_ERROR
+    assert trace.error is not None and trace.error.startswith("HarnessError: strategy plug: transform failed at step 1")
+    assert len(trace.error) < 2_500 and "characters in all" in trace.error
+    assert trace.error_detail is not None and len(trace.error_detail) < 21_000
+    assert trace.error_detail.startswith("Traceback") and "characters in all" in trace.error_detail
