@@ -70,6 +70,7 @@ from contextdelta.context import (
     describe_problems,
     detached,
     is_builtin,
+    summary_call_problems,
     transform_problems,
 )
 from contextdelta.providers import ChatProvider, ProviderFailure, ProviderResponse, Usage, one_line, shorten
@@ -289,7 +290,8 @@ class _Episode:
             return
         problems = transform_problems(self.history, reduced)
         if problems:
-            if isinstance(reduced, TransformResult):  # its summary calls were made (and paid for): counted
+            # its summary calls were made (and paid for): counted, unless they are what is wrong
+            if isinstance(reduced, TransformResult) and not summary_call_problems(reduced.summary_calls):
                 with contextlib.suppress(ValueError):
                     self._record_context(draft, reduced)
             size = len(canonical_json(self.history))

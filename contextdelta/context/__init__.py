@@ -60,6 +60,7 @@ from contextdelta.context.validation import (
     detached,
     is_builtin,
     message_sequence_problems,
+    summary_call_problems,
     transform_problems,
 )
 
@@ -125,6 +126,7 @@ __all__ = [
     "render_digest",
     "resolve_strategy",
     "source_changes",
+    "summary_call_problems",
     "summary_request",
     "transform_problems",
     "trim_to_budget",

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 
 from contextdelta.canonical import canonical_json
-from contextdelta.context.base import PINNED, ContextStrategy, Message, TransformResult
+from contextdelta.context.base import PINNED, ContextStrategy, Message, SummaryCall, TransformResult
 from contextdelta.providers import ChatProvider, ProviderResponse
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
@@ -167,6 +167,7 @@ def transform_problems(history: Sequence[Message], result: object) -> list[str]:
             "any endpoint's context window); nothing was sent"
         ]
     problems.extend(message_sequence_problems(messages))
+    problems.extend(summary_call_problems(result.summary_calls))
     removed, inserted = result.removed, result.inserted
     if not _ascending(removed, PINNED, len(history)):
         problems.append(
@@ -191,6 +192,39 @@ def transform_problems(history: Sequence[Message], result: object) -> list[str]:
             f"the messages not listed in inserted are not the history's messages not listed in removed ({where}): "
             "list every history message not sent verbatim in removed and every message the strategy wrote in inserted"
         )
+    return problems
+
+
+def summary_call_problems(calls: object) -> list[str]:
+    """Every summary call a strategy reports whose counts or times are negative (or not numbers): they are added to
+    the episode's tokens, latency and cost, so a negative one would hide spending from the budget."""
+    if not isinstance(calls, list):
+        return [f"summary_calls is {type(calls).__name__}, not a list of SummaryCall"]
+    problems: list[str] = []
+    for i, call in enumerate(calls):
+        if not isinstance(call, SummaryCall):
+            problems.append(f"summary call {i} is {type(call).__name__}, not a SummaryCall")
+            continue
+        usage = call.usage
+        counts = {
+            "harness_prompt_tokens": call.harness_prompt_tokens,
+            "latency_s": call.latency_s,
+            "queue_s": call.queue_s,
+            "retries": call.retries,
+            **(
+                {
+                    "usage.prompt_tokens": usage.prompt_tokens,
+                    "usage.completion_tokens": usage.completion_tokens,
+                    "usage.cached_tokens": usage.cached_tokens or 0,
+                    "usage.cache_write_tokens": usage.cache_write_tokens or 0,
+                }
+                if usage is not None
+                else {}
+            ),
+        }
+        bad = [f"{k}={v!r}" for k, v in counts.items() if not isinstance(v, int | float) or not v >= 0]
+        if bad:
+            problems.append(f"summary call {i} has negative or missing counts: {', '.join(bad)}")
     return problems
 
 

@@ -25,11 +25,12 @@ from contextdelta.context import (
     StrategyBase,
     StrategyServices,
     StrategySource,
+    SummaryCall,
     TransformResult,
     build_strategy,
     create_strategy,
 )
-from contextdelta.providers import MockProvider, MockRequest, ToolCallRequest
+from contextdelta.providers import MockProvider, MockRequest, ToolCallRequest, Usage
 from contextdelta.verify._contexts import context_divergences
 from tests.agent.helpers import GET, REFUND, make_task, make_world, reply
 
@@ -454,3 +455,32 @@ async def test_a_plugin_exception_of_megabytes_is_recorded_in_a_readable_part() 
     assert len(trace.error) < 2_500 and "characters in all" in trace.error
     assert trace.error_detail is not None and len(trace.error_detail) < 21_000
     assert trace.error_detail.startswith("Traceback") and "characters in all" in trace.error_detail
+
+
+class ReportsNegativeUsage(_Plugin):
+    """Not deterministic: says its summary call used -1,000,000 prompt tokens (which would pay back the budget)."""
+
+    deterministic = False
+
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        call = SummaryCall(
+            prompt_version="1",
+            model=None,
+            new_steps=[],
+            covers_steps=[],
+            messages=[],
+            messages_sha256="",
+            harness_prompt_tokens=0,
+            content="summary",
+            usage=Usage(prompt_tokens=-1_000_000, completion_tokens=5),
+            latency_s=0.1,
+        )
+        return TransformResult(messages=list(history), summary_calls=[call])
+
+
+async def test_a_summary_call_with_negative_counts_is_refused_and_not_counted() -> None:
+    trace, provider = await run(ReportsNegativeUsage())
+    assert trace.termination is TerminationReason.HARNESS_ERROR and provider.requests == []
+    assert trace.error is not None and "summary call 0 has negative or missing counts" in trace.error
+    assert "usage.prompt_tokens=-1000000" in trace.error
+    assert trace.totals.summary_calls == 0 and trace.totals.summary_usage.prompt_tokens == 0
