@@ -430,13 +430,16 @@ class _Episode:
             self.totals.tool_calls += 1
 
     def _record_context(self, draft: _StepDraft, reduced: TransformResult) -> None:
+        calls = reduced.summary_calls
+        if not is_builtin(self.strategy):  # copies: a plug-in that keeps its calls cannot edit the record later
+            calls = [call.model_copy(deep=True) for call in calls]
         draft.context = ContextRecord(
             canonical_message_count=len(self.history),
             removed=reduced.removed,
             inserted=reduced.inserted,
-            summary_calls=reduced.summary_calls,
+            summary_calls=calls,
         )
-        for call in reduced.summary_calls:
+        for call in calls:
             self.totals.summary_calls += 1
             self.totals.summary_usage = self.totals.summary_usage + (call.usage or Usage())
             self.totals.summary_latency_s += call.latency_s

@@ -484,3 +484,36 @@ async def test_a_summary_call_with_negative_counts_is_refused_and_not_counted() 
     assert trace.error is not None and "summary call 0 has negative or missing counts" in trace.error
     assert "usage.prompt_tokens=-1000000" in trace.error
     assert trace.totals.summary_calls == 0 and trace.totals.summary_usage.prompt_tokens == 0
+
+
+class EditsItsSummaryCallLater(_Plugin):
+    """Not deterministic: reports one summary call per step and, at the next step, rewrites the one it reported."""
+
+    deterministic = False
+
+    def _reset(self) -> None:
+        self.calls: list[SummaryCall] = []
+
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        for call in self.calls:
+            call.content = "LATER"
+        call = SummaryCall(
+            prompt_version="1",
+            model=None,
+            new_steps=[],
+            covers_steps=[],
+            messages=[],
+            messages_sha256="",
+            harness_prompt_tokens=0,
+            content="as it was",
+            usage=None,
+            latency_s=0.0,
+        )
+        self.calls.append(call)
+        return TransformResult(messages=list(history), summary_calls=[call])
+
+
+async def test_a_plugin_editing_a_summary_call_it_reported_earlier_cannot_change_the_record() -> None:
+    trace, _ = await run(EditsItsSummaryCallLater())
+    assert trace.termination is TerminationReason.FINAL_ANSWER, trace.error
+    assert [c.content for s in trace.steps for c in s.context.summary_calls] == ["as it was"] * 3
