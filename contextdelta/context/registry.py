@@ -53,7 +53,7 @@ from contextdelta.context.validation import (
     detached,
     transform_problems,
 )
-from contextdelta.providers import ChatProvider
+from contextdelta.providers import ChatProvider, shorten
 
 ENTRY_POINT_GROUP = "contextdelta.strategies"
 """The entry-point group plug-in distributions register their strategy factories in."""
@@ -352,9 +352,9 @@ def _call_factory(registered: RegisteredStrategy, kwargs: dict[str, Any], params
     except StrategyError:
         raise
     except (TypeError, ValueError) as exc:
-        raise StrategyError(f"strategy {name!r} rejected its parameters {dict(params)}: {exc}") from exc
+        raise StrategyError(shorten(f"strategy {name!r} rejected its parameters {dict(params)}: {exc}")) from exc
     except PLUGIN_ERRORS as exc:  # a plug-in's own failure, reported on one line
-        raise StrategyError(f"strategy {name!r}: its factory failed: {type(exc).__name__}: {exc}") from exc
+        raise StrategyError(shorten(f"strategy {name!r}: its factory failed: {type(exc).__name__}: {exc}")) from exc
 
 
 _ABSENT = object()
@@ -387,7 +387,9 @@ def _check_strategy(name: str, strategy: object) -> None:
     except (TypeError, ValueError) as exc:
         raise StrategyError(f"strategy {name!r}: its params are not plain JSON data: {exc}") from exc
     except PLUGIN_ERRORS as exc:  # a plug-in's params property that fails
-        raise StrategyError(f"strategy {name!r}: reading its params failed: {type(exc).__name__}: {exc}") from exc
+        raise StrategyError(
+            shorten(f"strategy {name!r}: reading its params failed: {type(exc).__name__}: {exc}")
+        ) from exc
     config_hash = _member(name, strategy, "config_hash")
     if not isinstance(config_hash, str):
         raise StrategyError(
@@ -401,12 +403,14 @@ def _member(name: str, strategy: object, member: str) -> Any:
     try:
         return getattr(strategy, member, None)
     except PLUGIN_ERRORS as exc:
-        raise StrategyError(f"strategy {name!r}: reading its {member} failed: {type(exc).__name__}: {exc}") from exc
+        raise StrategyError(
+            shorten(f"strategy {name!r}: reading its {member} failed: {type(exc).__name__}: {exc}")
+        ) from exc
 
 
 def _failure(exc: BaseException) -> str:
     """What went wrong when loading a plug-in, on one line (``sys.exit(3)`` says SystemExit: 3)."""
-    return f"{type(exc).__name__}: {exc}" if isinstance(exc, SystemExit) else str(exc)
+    return shorten(f"{type(exc).__name__}: {exc}" if isinstance(exc, SystemExit) else str(exc))
 
 
 PROBE_HISTORY: tuple[dict[str, Any], ...] = (

@@ -115,3 +115,13 @@ class NameFails(KeepFirstGroups):
         if item == "name":
             raise RuntimeError("name boom")
         return super().__getattribute__(item)
+
+
+class FailsAtLength(KeepFirstGroups):
+    """A factory whose error carries 5 MB of text."""
+
+    name = "fails_at_length"
+
+    def __init__(self, count: int = 2) -> None:
+        super().__init__(count)
+        raise RuntimeError("no " * 2_000_000)

@@ -140,3 +140,11 @@ def test_a_strategy_that_would_fail_every_episode_is_refused_when_built(
 def test_a_strategy_param_that_is_not_a_finite_number_is_refused(raw: str) -> None:
     with pytest.raises(StrategyError, match=re.escape(f"{raw} is not a finite number")):
         parse_strategy_params([f"last_n.n={raw}"])
+
+
+def test_a_plugin_error_of_megabytes_is_a_short_line() -> None:
+    with pytest.raises(StrategyError) as caught:
+        create_strategy(f"{FIXTURE}:FailsAtLength")
+    message = str(caught.value)
+    assert message.startswith("strategy 'fails_at_length': its factory failed: RuntimeError: no no")
+    assert len(message) < 2_500 and "characters in all" in message
