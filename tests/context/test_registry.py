@@ -50,7 +50,9 @@ def test_a_factory_that_declares_services_gets_them() -> None:
     provider = MockProvider(["x"], model="m")
     strategy = create_strategy(f"{FIXTURE}:WithServices", summary_provider=provider, params={"level": 2})
     services = getattr(strategy, "services", None)
-    assert isinstance(services, StrategyServices) and services.summary_provider.wrapped is provider  # type: ignore[attr-defined]
+    assert isinstance(services, StrategyServices)
+    # a plug-in's summary provider runs its calls on the episode's loop; the run's provider is inside it
+    assert getattr(services.summary_provider, "wrapped", None) is provider
 
 
 @pytest.mark.parametrize(
