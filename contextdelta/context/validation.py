@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import contextvars
 import inspect
+import json
+import re
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -156,11 +158,16 @@ def transform_problems(history: Sequence[Message], result: object) -> list[str]:
     if problems:
         return problems
     try:
-        size = len(canonical_json(messages))
+        text = canonical_json(messages)
     except (TypeError, ValueError) as exc:
         return [f"messages are not plain JSON data: {exc}"]
     except RecursionError:
         return ["messages are not plain JSON data: nested too deeply to write as JSON"]
+    size = len(text)
+    if not text.isascii() and SURROGATE.search(text):  # a surrogate code point, which no request body can carry
+        problems = _not_unicode(messages)
+        if problems:
+            return problems
     if size > MAX_CONTEXT_CHARS:
         return [
             f"the messages take {size:,} characters as JSON, over the cap of {MAX_CONTEXT_CHARS:,} (16 MiB, more than "
@@ -193,6 +200,25 @@ def transform_problems(history: Sequence[Message], result: object) -> list[str]:
             "list every history message not sent verbatim in removed and every message the strategy wrote in inserted"
         )
     return problems
+
+
+SURROGATE = re.compile("[\ud800-\udfff]")
+"""A surrogate code point: text holding one is not valid Unicode, and UTF-8 cannot encode it."""
+
+
+def _not_unicode(messages: Sequence[Message]) -> list[str]:
+    """The first message holding text that is not valid Unicode (a lone surrogate, e.g. ``"\\ud800"``): the request
+    body is UTF-8, which cannot encode it."""
+    for i, message in enumerate(messages):
+        try:
+            json.dumps(message, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            bad = exc.object[exc.start : exc.end]
+            return [
+                f"message {i} holds text that is not valid Unicode (the lone surrogate {bad!r}): no request can "
+                "carry it"
+            ]
+    return []
 
 
 def summary_call_problems(calls: object) -> list[str]:

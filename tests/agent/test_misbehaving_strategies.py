@@ -115,6 +115,12 @@ class ArgumentsAsObject(_Plugin):
         return TransformResult(messages=messages, removed=rewritten, inserted=list(rewritten))
 
 
+class LoneSurrogate(_Plugin):
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        note = {"role": "user", "content": "emoji \U0001f600 fine, half of one \ud83d not"}
+        return TransformResult(messages=[*history, note], inserted=[len(history)])
+
+
 class ClearsInPlace(_Plugin):
     """Blanks every tool result by editing the history it was given, and says it sent everything verbatim."""
 
@@ -200,6 +206,10 @@ class Exits(_Plugin):
         (NotDicts(), "message 0 is int, not a message dict"),
         (ExtraKey(), "message 1 (user) has keys a chat message does not have: ['cache_hint']"),
         (NotJson(), "messages are not plain JSON data"),
+        (
+            LoneSurrogate(),
+            "message 2 holds text that is not valid Unicode (the lone surrogate '\\ud83d'): no request can carry it",
+        ),
         (ArgumentsAsObject(), "has arguments of type dict, not a JSON string"),
         (NestedTooDeeply(), "messages are not plain JSON data: nested too deeply to write as JSON"),
         (ClearsInPlace(), "the messages not listed in inserted are not the history's messages not listed in removed"),
