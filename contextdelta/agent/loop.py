@@ -64,6 +64,7 @@ from contextdelta.context import (
     EpisodeContext,
     Message,
     TransformResult,
+    bounded_for_episode,
     bounded_transform,
     count_message_tokens,
     count_tool_tokens,
@@ -235,7 +236,7 @@ class _Episode:
             self.tools = self.world.tool_schemas()
             self.tools_sha256 = content_hash(self.tools)
             self.tools_tokens = count_tool_tokens(self.tools)
-            self.strategy = self._episode_strategy()
+            self.strategy = await self._episode_strategy()
             for k in range(1, self.max_steps + 1):
                 if budget is not None:
                     stop = budget(self.totals.model_copy(deep=True))
@@ -254,13 +255,16 @@ class _Episode:
             self._end(TerminationReason.HARNESS_ERROR, shorten(f"{type(exc).__name__}: {exc}"))
             self.error_detail = _ends_of(traceback.format_exc(), MAX_ERROR_DETAIL_CHARS)
 
-    def _episode_strategy(self) -> ContextStrategy:
+    async def _episode_strategy(self) -> ContextStrategy:
         """The configured strategy's copy for this episode; a plug-in whose ``for_episode`` fails or returns no
         strategy ends the episode as ``harness_error`` naming it (the record keeps the configured strategy's name,
         params and hash)."""
         name = self.config.name
+        limit, why = self._transform_limit(self.config)
         try:
-            episode = self.config.for_episode(episode_context(self.world, self.seed))
+            episode: Any = await bounded_for_episode(self.config, episode_context(self.world, self.seed), limit)
+        except TimeoutError:
+            raise HarnessError(f"strategy {name}: for_episode did not return within {limit:g} s ({why})") from None
         except (Exception, SystemExit) as exc:
             raise HarnessError(f"strategy {name}: for_episode failed: {type(exc).__name__}: {exc}") from exc
         if not callable(getattr(episode, "transform", None)):
@@ -268,7 +272,7 @@ class _Episode:
                 f"strategy {name}: for_episode returned {type(episode).__name__}, not a strategy (a copy of itself "
                 "with a transform method)"
             )
-        return episode
+        return cast(ContextStrategy, episode)
 
     async def _step(self, k: int) -> None:
         draft = _StepDraft(step=k)
@@ -360,7 +364,7 @@ class _Episode:
         thread of its own, so that one that blocks (``time.sleep``) is left behind at the limit instead of
         holding the run (:func:`bounded_transform`). Its failures name it and the step."""
         name = self.config.name
-        limit, why = self._transform_limit()
+        limit, why = self._transform_limit(self.strategy)
         try:
             reduced: Any = await bounded_transform(self.strategy, self.history, limit)
         except ProviderFailure:
@@ -373,7 +377,7 @@ class _Episode:
             raise HarnessError(f"strategy {name}: transform failed at step {k}: {type(exc).__name__}: {exc}") from exc
         return cast(TransformResult, reduced)
 
-    def _transform_limit(self) -> tuple[float | None, str]:
+    def _transform_limit(self, strategy: ContextStrategy) -> tuple[float | None, str]:
         """How long the strategy's transform may take, and the words that say where the limit comes from.
 
         A deterministic strategy makes no model call: the per-call timeout (``--timeout-s``). A plug-in that is not
@@ -383,9 +387,9 @@ class _Episode:
         timeout = getattr(self.provider, "timeout_s", None)
         if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
             return None, ""
-        if getattr(self.strategy, "deterministic", False):
+        if getattr(strategy, "deterministic", False):
             return float(timeout), "the per-call timeout, --timeout-s"
-        if is_builtin(self.strategy):
+        if is_builtin(strategy):
             return None, ""
         budget = getattr(getattr(self.provider, "retry", None), "max_total_s", 0.0)
         call = max(float(timeout), budget if isinstance(budget, int | float) else 0.0)

@@ -55,6 +55,7 @@ from contextdelta.context.typed_state_digest import DIGEST_VERSION, TypedStateDi
 from contextdelta.context.validation import (
     MAX_CONTEXT_CHARS,
     MESSAGE_KEYS,
+    bounded_for_episode,
     bounded_transform,
     describe_problems,
     detached,
@@ -102,6 +103,7 @@ __all__ = [
     "ToolResultClearing",
     "TransformResult",
     "TypedStateDigest",
+    "bounded_for_episode",
     "bounded_transform",
     "build_state_digest",
     "build_strategy",

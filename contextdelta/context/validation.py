@@ -9,13 +9,13 @@ import inspect
 import json
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
 
 from contextdelta.canonical import canonical_json
-from contextdelta.context.base import PINNED, ContextStrategy, Message, SummaryCall, TransformResult
+from contextdelta.context.base import PINNED, ContextStrategy, EpisodeContext, Message, SummaryCall, TransformResult
 from contextdelta.providers import ChatProvider, ProviderResponse
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
@@ -324,9 +324,27 @@ async def bounded_transform(strategy: ContextStrategy, history: Sequence[Message
     every other episode on the caller's loop, goes on. What it returns is not checked here (see
     :func:`transform_problems`)."""
     copy = detached(history)
+
+    async def transform() -> object:
+        return await call_transform(strategy, copy)
+
+    return await _bounded(strategy, transform, limit_s)
+
+
+async def bounded_for_episode(strategy: ContextStrategy, context: EpisodeContext, limit_s: float | None) -> object:
+    """``strategy.for_episode(context)`` within ``limit_s`` seconds, a plug-in's in a thread of its own as its
+    transform is (:func:`bounded_transform`): one whose copy blocks is left behind, never waited for."""
+
+    async def copy() -> object:
+        return strategy.for_episode(context)
+
+    return await _bounded(strategy, copy, limit_s)
+
+
+async def _bounded(strategy: object, work: Callable[[], Awaitable[object]], limit_s: float | None) -> object:
     if not runs_in_own_thread(strategy):
         with anyio.fail_after(limit_s):
-            return await call_transform(strategy, copy)
+            return await work()
     loop = asyncio.get_running_loop()
     outcome: asyncio.Future[object] = loop.create_future()
 
@@ -338,15 +356,12 @@ async def bounded_transform(strategy: ContextStrategy, history: Sequence[Message
         else:
             outcome.set_result(result)
 
-    async def transform() -> object:
-        return await call_transform(strategy, copy)
-
     def run() -> None:
         result: object = None
         error: BaseException | None = None
         _EPISODE_LOOP.set(loop)
         try:
-            result = anyio.run(transform)
+            result = anyio.run(work)
         except BaseException as exc:  # handed to the caller, whatever the plug-in raised
             error = exc
         with contextlib.suppress(RuntimeError):  # the caller's loop is closed: nobody waits any more

@@ -527,3 +527,18 @@ async def test_a_plugin_editing_a_summary_call_it_reported_earlier_cannot_change
     trace, _ = await run(EditsItsSummaryCallLater())
     assert trace.termination is TerminationReason.FINAL_ANSWER, trace.error
     assert [c.content for s in trace.steps for c in s.context.summary_calls] == ["as it was"] * 3
+
+
+class CopyBlocks(_Plugin):
+    def for_episode(self, context: EpisodeContext) -> Any:
+        time.sleep(3600)
+
+
+@pytest.mark.slow
+async def test_a_plugin_whose_for_episode_blocks_is_left_behind_at_the_call_timeout() -> None:
+    with anyio.fail_after(30):  # without the bound the episode never starts, nor ends
+        trace, provider = await run(CopyBlocks(), timeout_s=0.3)
+    assert trace.termination is TerminationReason.HARNESS_ERROR and provider.requests == []
+    assert trace.error == (
+        "HarnessError: strategy plug: for_episode did not return within 0.3 s (the per-call timeout, --timeout-s)"
+    )
