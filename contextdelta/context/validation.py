@@ -78,6 +78,9 @@ def message_sequence_problems(messages: Sequence[Message]) -> list[str]:
             problems.append(f"message {i}: a system message after the first message")
         if role == "assistant":
             calls = message.get("tool_calls") or []
+            if not isinstance(calls, list):
+                problems.append(f"message {i}: tool_calls is {type(calls).__name__}, not a list of tool calls")
+                continue
             for call in calls:
                 call_id = call.get("id") if isinstance(call, dict) else None
                 function = call.get("function") if isinstance(call, dict) else None

@@ -121,6 +121,12 @@ class LoneSurrogate(_Plugin):
         return TransformResult(messages=[*history, note], inserted=[len(history)])
 
 
+class ToolCallsNotAList(_Plugin):
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        note = {"role": "assistant", "content": "noted", "tool_calls": 5}
+        return TransformResult(messages=[*history, note], inserted=[len(history)])
+
+
 class ClearsInPlace(_Plugin):
     """Blanks every tool result by editing the history it was given, and says it sent everything verbatim."""
 
@@ -206,6 +212,7 @@ class Exits(_Plugin):
         (NotDicts(), "message 0 is int, not a message dict"),
         (ExtraKey(), "message 1 (user) has keys a chat message does not have: ['cache_hint']"),
         (NotJson(), "messages are not plain JSON data"),
+        (ToolCallsNotAList(), "message 2: tool_calls is int, not a list of tool calls"),
         (
             LoneSurrogate(),
             "message 2 holds text that is not valid Unicode (the lone surrogate '\\ud83d'): no request can carry it",
