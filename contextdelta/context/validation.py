@@ -154,7 +154,11 @@ def transform_problems(history: Sequence[Message], result: object) -> list[str]:
         if not isinstance(message, dict):
             problems.append(f"message {i} is {type(message).__name__}, not a message dict")
             continue
-        allowed = MESSAGE_KEYS.get(message.get("role"))  # type: ignore[arg-type]
+        role = message.get("role")
+        if not isinstance(role, str):
+            problems.append(f"message {i} has a role of type {type(role).__name__}, not one of {sorted(ROLES)}")
+            continue
+        allowed = MESSAGE_KEYS.get(role)
         extra = sorted(str(k) for k in message if allowed is not None and k not in allowed)
         if extra:
             problems.append(f"message {i} ({message.get('role')}) has keys a chat message does not have: {extra}")

@@ -127,6 +127,12 @@ class ToolCallsNotAList(_Plugin):
         return TransformResult(messages=[*history, note], inserted=[len(history)])
 
 
+class RoleNotText(_Plugin):
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        note = {"role": ["user"], "content": "noted"}
+        return TransformResult(messages=[*history, note], inserted=[len(history)])
+
+
 class ClearsInPlace(_Plugin):
     """Blanks every tool result by editing the history it was given, and says it sent everything verbatim."""
 
@@ -212,6 +218,7 @@ class Exits(_Plugin):
         (NotDicts(), "message 0 is int, not a message dict"),
         (ExtraKey(), "message 1 (user) has keys a chat message does not have: ['cache_hint']"),
         (NotJson(), "messages are not plain JSON data"),
+        (RoleNotText(), "message 2 has a role of type list, not one of ['assistant', 'system', 'tool', 'user']"),
         (ToolCallsNotAList(), "message 2: tool_calls is int, not a list of tool calls"),
         (
             LoneSurrogate(),
