@@ -111,9 +111,10 @@ class WorldEpisode:
 
     # ---- what the agent does -------------------------------------------------------------------------------
 
-    def call(self, name: str, arguments: dict[str, Any] | None) -> tuple[str, bool]:
+    def call(self, name: str, arguments: Any) -> tuple[str, bool]:
         """One tool call as the next step: (result text, whether it is an error). Unknown tools and bad arguments
-        are the world's ``invalid`` calls, recorded like the built-in loop records them."""
+        (arguments that are not an object included; None is none, ``{}``) are the world's ``invalid`` calls,
+        recorded like the built-in loop records them."""
         with self._lock:
             if self.over:
                 return EPISODE_OVER, True

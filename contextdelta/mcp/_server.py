@@ -14,8 +14,10 @@ this module is imported only by the commands that serve a world.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from typing import Any
 
 import anyio
@@ -30,6 +32,30 @@ MCP_PATH = "/mcp"
 GRACEFUL_SHUTDOWN_S = 2
 SHUTDOWN_GRACE_S = 3
 """Beyond uvicorn's graceful shutdown, how long the server may take to stop before it is cancelled."""
+
+
+_NO_ARGUMENTS = object()
+_RAW_ARGUMENTS: ContextVar[Any] = ContextVar("contextdelta_raw_tool_arguments", default=_NO_ARGUMENTS)
+"""The ``arguments`` of the ``tools/call`` being handled when they are not an object (a list, a string, a number),
+set by :func:`_keep_malformed_arguments` for the handler to pass on to the world."""
+
+
+async def _keep_malformed_arguments(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+    """Server middleware: a ``tools/call`` whose ``arguments`` are not an object reaches the handler (with ``{}``
+    in their place and the value itself in `_RAW_ARGUMENTS`) instead of the SDK's bare "Invalid request
+    parameters", which no step records; the world answers the value as malformed arguments (outcome ``invalid``),
+    recorded as the built-in loop records a model's."""
+    params = ctx.params
+    if ctx.method != "tools/call" or not isinstance(params, Mapping):
+        return await call_next(ctx)
+    arguments = params.get("arguments")
+    if arguments is None or isinstance(arguments, Mapping):
+        return await call_next(ctx)
+    token = _RAW_ARGUMENTS.set(arguments)
+    try:
+        return await call_next(dataclasses.replace(ctx, params={**params, "arguments": {}}))
+    finally:
+        _RAW_ARGUMENTS.reset(token)
 
 
 class McpUnavailable(RuntimeError):
@@ -69,11 +95,13 @@ def build_server(episode: WorldEpisode) -> Any:
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        raw = _RAW_ARGUMENTS.get()
+        arguments = params.arguments if raw is _NO_ARGUMENTS else raw
         if params.name == FINISH_TOOL:
-            answer = (params.arguments or {}).get("answer")
+            answer = arguments.get("answer") if isinstance(arguments, dict) else None
             text, is_error = episode.finish(answer if isinstance(answer, str) else None)
         else:
-            text, is_error = episode.call(params.name, params.arguments)
+            text, is_error = episode.call(params.name, arguments)
         return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)
 
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
@@ -91,7 +119,7 @@ def build_server(episode: WorldEpisode) -> Any:
             messages=[types.PromptMessage(role="user", content=types.TextContent(text=task_text))],
         )
 
-    return Server(
+    server = Server(
         SERVER_NAME,
         version=__version__,
         instructions=episode.instructions,
@@ -100,6 +128,8 @@ def build_server(episode: WorldEpisode) -> Any:
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
     )
+    server.middleware.append(_keep_malformed_arguments)
+    return server
 
 
 def loopback_socket(port: int = 0) -> socket.socket:

@@ -4,6 +4,7 @@ run directory that verify, report, replay and attribute take unchanged (HTTP and
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -290,3 +291,49 @@ def test_the_library_entry_points_read_settings_as_the_command_line_does(monkeyp
         serve_world(request)
     with pytest.raises(SettingsError, match="CONTEXTDELTA_SEED='abc' is invalid"):
         run_external(request, "true", timeout_s=10.0)
+
+
+async def raw_calls(episode: WorldEpisode, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``tools/call`` requests with these params, sent as raw JSON-RPC over the episode's streamable HTTP server (as
+    an agent written without an SDK sends them); the JSON-RPC answers, in order."""
+    import httpx
+
+    from contextdelta.mcp._server import loopback_socket, serve_http
+
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+    async def post(client: httpx.AsyncClient, url: str, message: dict[str, Any]) -> Any:
+        answer = await client.post(url, json=message, headers=headers)
+        if "mcp-session-id" in answer.headers:
+            headers["mcp-session-id"] = answer.headers["mcp-session-id"]
+        if "event-stream" in answer.headers.get("content-type", ""):
+            data = [line[5:] for line in answer.text.splitlines() if line.startswith("data:")]
+            return json.loads(data[-1]) if data else None
+        return answer.json() if answer.content else None
+
+    async with serve_http(episode, loopback_socket()) as url, httpx.AsyncClient(timeout=30) as client:
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+        await post(client, url, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello})
+        headers["mcp-protocol-version"] = "2025-06-18"
+        await post(client, url, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return [
+            await post(client, url, {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params})
+            for n, params in enumerate(calls, 1)
+        ]
+
+
+def test_arguments_that_are_not_an_object_are_the_worlds_invalid_calls_recorded_as_steps() -> None:
+    task = next(t for t in all_tasks() if t.id == "cfg-search-ramp")
+    episode = WorldEpisode(task, task.build_world(ProtectionMode.UNPROTECTED), "raw", "streamable-http", 20)
+    sent: list[Any] = ["key=x", [1, 2], 7, {"key": 5}]
+    answers = anyio.run(raw_calls, episode, [{"name": "get_config", "arguments": value} for value in sent])
+
+    # each an error tool result that says what was wrong, not a bare JSON-RPC "Invalid request parameters"
+    assert all("result" in answer and answer["result"]["isError"] for answer in answers), answers
+    texts = [answer["result"]["content"][0]["text"] for answer in answers]
+    assert all("malformed_arguments" in text and "JSON object" in text for text in texts[:3]), texts
+    # and each a step, with the world's invalid event and the arguments as they came
+    assert [step.tool_calls[0].arguments for step in episode.steps] == [
+        json.dumps(v, separators=(",", ":")) for v in sent
+    ]
+    assert [event.outcome.value for event in episode.world.events] == ["invalid"] * 4
