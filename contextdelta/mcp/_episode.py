@@ -37,7 +37,7 @@ from contextdelta.agent import (
     system_prompt_sha256,
     task_message_text,
 )
-from contextdelta.canonical import canonical_json, content_hash, sha256_hex
+from contextdelta.canonical import canonical_json, content_hash, json_type, sha256_hex
 from contextdelta.context import Message, count_tool_tokens
 from contextdelta.providers import ToolCallRequest
 from contextdelta.tasks import Task
@@ -149,24 +149,41 @@ class WorldEpisode:
                 self._end(TerminationReason.MAX_STEPS, "max_steps", None)
             return result.content, result.event.outcome is not Outcome.EXECUTED
 
-    def finish(self, answer: str | None) -> tuple[str, bool]:
-        """The agent declares the episode done; its answer is the final answer (a step, like the built-in one).
-        Returns (result text, whether it is an error): a ``finish`` after the episode ended is one."""
+    def finish(self, answer: Any) -> tuple[str, bool]:
+        """The agent declares the episode done; its answer (a string) is the final answer (a step, like the built-in
+        one). Returns (result text, whether it is an error): a ``finish`` after the episode ended is one, and so is
+        one whose ``answer`` is missing (None) or not a string: that call is a step of its own, answered with what
+        was wrong, and the episode goes on (up to the step limit) for the agent to finish again."""
         with self._lock:
             if self.over:
                 return EPISODE_OVER, True
             k = len(self.steps) + 1
             think = self._think()
             before = self.world.begin_step(k)
-            text = answer if isinstance(answer, str) else ""
+            if not isinstance(answer, str):
+                got = "no `answer`" if answer is None else f"`answer` that is {json_type(answer)}"
+                self._append(
+                    k,
+                    ResponseRecord(content=None, finish_reason=None, usage=None, latency_s=round(think, 6)),
+                    [],
+                    [],
+                    StepEvaluatorData(mutations_before_step=before),
+                    note=f"{FINISH_TOOL} called with {got}; answered with an error, the episode went on",
+                )
+                then = f"The episode has not ended: call {FINISH_TOOL} again with your answer as text."
+                if len(self.steps) >= self.max_steps:
+                    self._end(TerminationReason.MAX_STEPS, "max_steps", None)
+                    then = "That was the last step: the episode has ended."
+                message = f"{FINISH_TOOL} needs `answer`, your final message as a string; it got {got}. {then}"
+                return canonical_json({"error": {"code": "invalid_arguments", "message": message}}), True
             self._append(
                 k,
-                ResponseRecord(content=text, finish_reason="stop", usage=None, latency_s=round(think, 6)),
-                [{"role": "assistant", "content": text}],
+                ResponseRecord(content=answer, finish_reason="stop", usage=None, latency_s=round(think, 6)),
+                [{"role": "assistant", "content": answer}],
                 [],
                 StepEvaluatorData(mutations_before_step=before),
             )
-            self.final_answer = text
+            self.final_answer = answer
             self._end(TerminationReason.FINAL_ANSWER, "finish", None)
             return '{"finished": true}', False
 
@@ -254,9 +271,11 @@ class WorldEpisode:
         appended: list[Message],
         calls: list[ToolCallRecord],
         evaluator: StepEvaluatorData,
+        note: str | None = None,
     ) -> None:
         self.steps.append(
             StepRecord(
+                note=note,
                 step=k,
                 messages=[],
                 messages_sha256=content_hash([]),

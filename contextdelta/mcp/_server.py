@@ -99,7 +99,7 @@ def build_server(episode: WorldEpisode) -> Any:
         arguments = params.arguments if raw is _NO_ARGUMENTS else raw
         if params.name == FINISH_TOOL:
             answer = arguments.get("answer") if isinstance(arguments, dict) else None
-            text, is_error = episode.finish(answer if isinstance(answer, str) else None)
+            text, is_error = episode.finish(answer)  # not a string (or none): an error, and the episode goes on
         else:
             text, is_error = episode.call(params.name, arguments)
         return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)

@@ -138,6 +138,32 @@ def test_invalid_calls_are_recorded_like_the_builtin_loop(tasks: dict[str, Task]
     assert outcomes == ["invalid", "invalid"]
 
 
+def test_a_finish_without_a_text_answer_is_an_error_step_and_the_episode_goes_on(tasks: dict[str, Task]) -> None:
+    ep = episode(tasks["cfg-search-ramp"], max_steps=4)
+    for answer, got in ((42, "that is a number"), (None, "no `answer`"), (["done"], "that is an array")):
+        text, is_error = ep.finish(answer)
+        assert is_error and "invalid_arguments" in text and got in text and "has not ended" in text, text
+        assert not ep.over and ep.final_answer is None
+    # each one step, with a note saying what happened, and no world event
+    assert [step.note for step in ep.steps] == [
+        "finish called with `answer` that is a number; answered with an error, the episode went on",
+        "finish called with no `answer`; answered with an error, the episode went on",
+        "finish called with `answer` that is an array; answered with an error, the episode went on",
+    ]
+    assert ep.world.events == []
+    # the step limit bounds them as any call: the fourth bad finish ends the episode at max_steps
+    text, is_error = ep.finish({"answer": "done"})
+    assert is_error and "the episode has ended" in text
+    assert ep.over and ep.trace().termination is TerminationReason.MAX_STEPS
+
+    fixed = episode(tasks["cfg-search-ramp"])
+    assert fixed.finish(7)[1] and fixed.finish("done") == ('{"finished": true}', False)
+    trace = fixed.trace()
+    assert (
+        trace.termination is TerminationReason.FINAL_ANSWER and trace.final_answer == "done" and len(trace.steps) == 2
+    )
+
+
 def test_the_instructions_hold_the_public_task_only(tasks: dict[str, Task]) -> None:
     for task in tasks.values():
         text = server_instructions(task)
