@@ -34,6 +34,7 @@ from anyio.abc import Process
 from contextdelta.canonical import sha256_hex
 from contextdelta.mcp._episode import WorldEpisode
 from contextdelta.mcp._server import loopback_socket, require_mcp, serve_http, serve_stdio, wait_for_end
+from contextdelta.providers import one_line
 from contextdelta.redaction import Redactor
 from contextdelta.rundir import EpisodeRecord, ExternalAgentInfo, Recorder
 from contextdelta.runner import (
@@ -55,7 +56,8 @@ DEFAULT_TIMEOUT_S = 600.0
 DRAIN_GRACE_S = 1.0
 """How long the command's output is still read once the command has exited (a background child may keep it open)."""
 OUTPUT_TAIL = 2000
-"""Characters of the agent command's output kept (redacted) in a failed episode's error."""
+"""Bytes of the agent command's output kept in a failed episode's error (redacted, on one line, control characters
+written as escapes)."""
 HTTP = "streamable-http"
 STDIO = "stdio"
 
@@ -151,7 +153,10 @@ class AgentCommandExecutor:
                     with anyio.move_on_after(DRAIN_GRACE_S):
                         await drained.wait()
                     group.cancel_scope.cancel()
-            tail = Redactor(self.secrets).text(output[-OUTPUT_TAIL:].decode("utf-8", "replace")).strip()
+            # one line, its control characters written as escapes (as an endpoint's error text is): the tail goes
+            # into the record's error, the failure atlas, the report's table and the terminal, where a terminal
+            # escape (ESC ]0;title, ESC [2J) or a carriage return the agent printed would act instead of show
+            tail = one_line(Redactor(self.secrets).text(output[-OUTPUT_TAIL:].decode("utf-8", "replace")))
             if scope.cancelled_caught:
                 _kill(process)
                 episode.close(

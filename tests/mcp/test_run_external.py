@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -232,9 +233,31 @@ def test_an_agent_that_crashes_after_finish_is_a_failed_trial_and_a_background_c
 
 
 def test_a_carriage_return_in_an_agents_output_verifies(tmp_path: Path) -> None:
-    """The error text keeps the agent's "\\r" (and "\\r\\n"); verify compares the rebuilt reports byte for byte."""
+    """The error text has the agent's lines ("\\r", "\\r\\n") on one line; verify compares the rebuilt reports byte
+    for byte."""
     path, record = one_episode(tmp_path, agent_cmd="printf 'oops\\rfailed\\r\\nagain'; exit 1")
-    assert "oops\rfailed\r\nagain" in (record.trace.error or "")
+    assert "oops failed again" in (record.trace.error or "")
     verified = cli("verify", str(path))
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert verified.stdout.splitlines()[0] == "MATCH"
+
+
+def test_terminal_escapes_an_agent_prints_are_shown_never_sent_to_the_terminal_or_the_reports(tmp_path: Path) -> None:
+    """A crashing agent's last output (a window title, a screen clear, colours, a carriage return) is recorded as
+    escapes on one line: the error, the CLI's last line, the report's failed-trials table and the failure atlas
+    show it and none carries a control character (or a line the agent started)."""
+    printed = r"printf '\033]0;owned\007\033[2J\033[31mred\roverwritten\n# heading\n'; exit 1"
+    done = run_external(
+        tmp_path, "--task-ids", "cfg-search-ramp", "--protection-modes", "unprotected", agent_cmd=printed
+    )
+    path = Path(done.stdout.strip().splitlines()[-1])
+    (record,) = RunDirectory(path).read_episodes()
+    error = record.trace.error or ""
+    assert r"\x1b]0;owned\x07\x1b[2J\x1b[31mred overwritten # heading" in error, error
+    control = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+    assert not control.search(done.stderr), done.stderr
+    for name in ("benchmark_report.md", "failure_atlas.md"):
+        text = (path / name).read_text()
+        assert not control.search(text) and "\n# heading" not in text, name
+    verified = cli("verify", str(path))
+    assert verified.stdout.splitlines()[0] == "MATCH", verified.stdout + verified.stderr
