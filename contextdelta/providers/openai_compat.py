@@ -82,6 +82,9 @@ _CONTEXT_MESSAGE = re.compile(
 )
 
 
+BODY_EXCERPT_CHARS = 200
+"""How much of a body that is not a completion its failure quotes, from its start."""
+
 MAX_TOOL_CALLS_PER_REPLY = 256
 """The most tool calls one reply may make (models make a handful in parallel): a broken server's reply of tens of
 thousands would each run against the world and be recorded, for minutes and gigabytes, within one step."""
@@ -586,17 +589,17 @@ class OpenAIProvider:
             completion = load_json_body(body)  # lone surrogates are U+FFFD from here on
         except (NestedTooDeeply, NumberTooLong) as exc:
             raise fail(str(exc)) from None
-        except ValueError:
+        except ValueError as exc:
             if not body.strip():
                 raise fail("an empty body where a chat completion belongs") from None
             # redacted whole, then cut: a key cut in two would no longer be recognised as the key
-            start = self._scrub(body.decode("utf-8", "replace"))[:200]
+            start = self._scrub(body.decode("utf-8", "replace"))[:BODY_EXCERPT_CHARS]
             if body.lstrip().startswith((b"data:", b"event:", b":")):
                 raise fail(
                     f"a server-sent event stream instead of one JSON completion: {start!r}; the benchmark does not "
                     "stream, so serve the model with streaming off by default"
                 ) from None
-            raise fail(f"a body that is not JSON: {start!r}") from None
+            raise fail(f"a body that is not JSON ({self._why_not_json(exc)}): {start!r}") from None
         if not isinstance(completion, dict):
             raise fail("a JSON body that is not an object")
         choices = completion.get("choices")
@@ -697,6 +700,24 @@ class OpenAIProvider:
                 )
             description = f"{description} ({gave_up})"
         return ProviderFailure("provider_error", description, retries, status_code=status, elapsed_s=elapsed)
+
+    def _why_not_json(self, exc: ValueError) -> str:
+        """Why a body is not JSON, for the failure: where the decoder stopped and what it said, and the text there
+        when it lies past the excerpt the failure shows (a whole completion followed by more, a body cut short, a
+        gzip body that ended early): the start of such a body looks like a good one."""
+        if isinstance(exc, UnicodeDecodeError):
+            return f"byte {exc.start + 1} of {len(exc.object)}, 0x{exc.object[exc.start]:02x}, is not UTF-8"
+        if not isinstance(exc, json.JSONDecodeError):
+            return self._scrub(one_line(str(exc)))
+        if exc.pos >= len(exc.doc):
+            where = f"{exc.msg} where the body ends, after {len(exc.doc)} characters: it is cut short"
+        else:
+            where = f"{exc.msg} at character {exc.pos + 1} of {len(exc.doc)}"
+        # the text near the position only when redaction leaves the body as it is: a cut could halve a key
+        if exc.pos >= BODY_EXCERPT_CHARS - 40 and self._redactor.text(exc.doc) == exc.doc:
+            near = exc.doc[max(0, exc.pos - 40) : exc.pos + 40]
+            where += f"; {'it ends' if exc.pos >= len(exc.doc) else 'there it reads'} {self._scrub(near)!r}"
+        return where
 
     def _scrub(self, text: str) -> str:
         """Remove the API key, anything key-shaped and the base URL's extras from text that came from the endpoint

@@ -18,7 +18,7 @@ import pytest
 from contextdelta.providers import OpenAIProvider, ProviderFailure, ProviderResponse, RetryPolicy, usage_of
 from contextdelta.testing import CallId, Phase, fetch_stats
 from contextdelta.worlds import ProtectionMode, get_world
-from tests.providers.conftest import RawEndpoint, RecordingSleep, ScriptedFactory
+from tests.providers.conftest import RawEndpoint, RecordingSleep, ScriptedFactory, completion
 from tests.testing.episode_loop import first_messages, fixture_tasks
 
 KEY = "sk-test-SECRET-0123456789abcdef"
@@ -473,3 +473,28 @@ def test_a_key_with_a_line_break_is_refused_when_the_provider_is_built() -> None
     with pytest.raises(ValueError, match="line break") as caught:
         OpenAIProvider(model="m", base_url="http://127.0.0.1:9/v1", api_key="sk-abc\r\n")
     assert "sk-abc" not in str(caught.value)
+
+
+_GOOD = completion({"content": "A long enough reply that the body's start looks like any good completion. " * 4})
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        # a whole completion, then more: its start is a good completion, so the start alone says nothing
+        (_GOOD + b"\n{}", f"Extra data at character {len(_GOOD) + 2} of {len(_GOOD) + 3}; there it reads "),
+        # cut short (a gzip body that ended early decodes to this)
+        (_GOOD[:-30], f"where the body ends, after {len(_GOOD) - 30} characters: it is cut short; it ends "),
+        # Latin-1, not UTF-8
+        (
+            b'{"choices": [{"message": {"role": "assistant", "content": "caf\xe9"}}]}',
+            "byte 63 of 68, 0xe9, is not UTF-8",
+        ),
+        (b"<html>502 Bad Gateway</html>", "(Expecting value at character 1 of 28)"),
+    ],
+)
+def test_a_body_that_is_not_json_says_where_and_why(sleep: RecordingSleep, body: bytes, why: str) -> None:
+    with RawEndpoint([body]) as endpoint:
+        failure = fail(provider(endpoint.base_url, sleep))
+    assert failure.reason == "provider_error" and "a body that is not JSON (" in failure.message
+    assert why in failure.message, failure.message
