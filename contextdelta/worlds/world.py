@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -444,7 +445,8 @@ def _parse_arguments(arguments: str | Mapping[str, Any] | None) -> dict[str, Any
 
     Empty text and no arguments at all are ``{}``; a JSON value that is not an object (``0``, ``[]``, ``null``) is
     never taken for one. A surrogate code point (text UTF-8 cannot encode, so neither recorded nor hashed), in the
-    text or in a string the text decodes to, makes the arguments malformed, as does nesting past MAX_JSON_DEPTH."""
+    text or in a string the text decodes to, makes the arguments malformed, as does nesting past MAX_JSON_DEPTH or an
+    integer longer than Python reads (``sys.get_int_max_str_digits()``)."""
     if arguments is None:
         return {}
     if isinstance(arguments, Mapping):
@@ -461,6 +463,11 @@ def _parse_arguments(arguments: str | Mapping[str, Any] | None) -> dict[str, Any
         return f"The arguments are not valid JSON ({exc.msg} at position {exc.pos}); send a JSON object."
     except RecursionError:
         return _TOO_DEEP
+    except ValueError:  # the decoder's integer past Python's digit limit: valid JSON, but no value to read
+        return (
+            f"The arguments hold a number too long to read (an integer of more than {sys.get_int_max_str_digits():,} "
+            "digits); send a JSON object of the parameters."
+        )
     if not isinstance(parsed, dict):
         shown = text if len(text) <= 40 else f"{text[:40]}..."
         return (

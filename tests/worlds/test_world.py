@@ -132,6 +132,19 @@ def test_arguments_nested_too_deeply_are_malformed() -> None:
         assert "nested more than 200 levels deep" in error["message"], depth
 
 
+def test_arguments_holding_a_number_too_long_to_read_are_malformed_not_a_tool_failure() -> None:
+    """Valid JSON with an integer past Python's digit limit: the model's malformed arguments, never "the tool failed
+    unexpectedly" (a tool_error, which says the harness broke)."""
+    world = make_world("order")
+    before = world.state_hash()
+    result = world.call("get_order", '{"order_id": ' + "1" * 5000 + "}", call_id="c1")
+    error = json.loads(result.content)["error"]
+    assert (result.event.outcome, error["code"]) == (Outcome.INVALID, "malformed_arguments"), error
+    assert "a number too long to read (an integer of more than 4,300 digits)" in error["message"]
+    assert world.state_hash() == before
+    content_hash(result.event.model_dump(mode="json"))
+
+
 def test_invalid_arguments_say_what_is_allowed() -> None:
     body = json.loads(make_world("order").call("issue_refund", {"order_id": "A-1001"}).content)["error"]
     assert {p["field"] for p in body["problems"]} == {"amount_cents", "reason"}
