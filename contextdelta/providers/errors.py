@@ -99,11 +99,23 @@ class EndpointConnectionError(EndpointError):
     name = "APIConnectionError"
 
 
-class EndpointRedirectLoop(EndpointConnectionError):
-    """The endpoint redirected more times than a client follows (a loop, or a chain to nowhere). Not retried: the
-    same request is redirected the same way again."""
+class EndpointRedirectError(EndpointConnectionError):
+    """A redirect that leads to no answer to the request. Not retried: the same request is redirected the same way
+    again."""
+
+    name = "RedirectError"
+
+
+class EndpointRedirectLoop(EndpointRedirectError):
+    """The endpoint redirected more times than a client follows (a loop, or a chain to nowhere)."""
 
     name = "TooManyRedirects"
+
+
+class EndpointRedirectedAsGet(EndpointRedirectError):
+    """The endpoint answered a POST with a 301, 302 or 303 redirect, which an HTTP client follows with a GET and no
+    body: whatever answers that GET is no answer to the chat completion (a 404 or 405, a model list, a web page), so
+    the redirect itself is the failure, named with where it led."""
 
 
 class EndpointTimeout(EndpointConnectionError):
@@ -127,7 +139,9 @@ __all__ = [
     "STATUS_NAMES",
     "EndpointConnectionError",
     "EndpointError",
+    "EndpointRedirectError",
     "EndpointRedirectLoop",
+    "EndpointRedirectedAsGet",
     "EndpointResponseTooLarge",
     "EndpointStatusError",
     "EndpointTimeout",

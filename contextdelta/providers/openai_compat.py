@@ -52,6 +52,7 @@ from contextdelta.providers.errors import (
     EndpointBusy,
     EndpointConnectionError,
     EndpointError,
+    EndpointRedirectedAsGet,
     EndpointRedirectLoop,
     EndpointResponseTooLarge,
     EndpointStatusError,
@@ -476,6 +477,15 @@ class OpenAIProvider:
             async with session.request(
                 method, url, data=body, timeout=limit, proxy=proxy, proxy_auth=proxy_auth
             ) as response:
+                if response.history and response.method != method:  # a POST redirected (301-303) became a GET
+                    first, *later = response.history
+                    target = later[0].url if later else response.url
+                    raise EndpointRedirectedAsGet(
+                        f"the endpoint answered the {method} with HTTP {first.status}, a redirect to {target}, "
+                        f"which a client follows with a "
+                        f"{response.method} without the request (that answered HTTP {response.status}); give "
+                        "--base-url as the URL that answers, e.g. https:// where http:// redirects"
+                    )
                 # in chunks, so that a body past MAX_RESPONSE_BYTES is given up without being held whole
                 capped = CappedBody(response.headers.get("Content-Length"))
                 async for chunk in response.content.iter_any():

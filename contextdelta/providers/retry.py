@@ -20,7 +20,7 @@ from tenacity import wait_exponential_jitter as _wait_exponential_jitter
 from tenacity.stop import stop_base
 from tenacity.wait import wait_base
 
-from contextdelta.providers.errors import EndpointConnectionError, EndpointRedirectLoop, EndpointStatusError
+from contextdelta.providers.errors import EndpointConnectionError, EndpointRedirectError, EndpointStatusError
 
 RETRYABLE_STATUS = frozenset({408, 429})
 """Retryable 4xx statuses; every 5xx is retryable too."""
@@ -69,8 +69,8 @@ def is_retryable(exc: BaseException) -> bool:
     """Whether a failed attempt is worth repeating: 408/429/5xx, timeouts and connection errors."""
     if isinstance(exc, EndpointStatusError):
         return exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500
-    # EndpointTimeout is a subclass; a redirect loop is too, but redirects the same way every time
-    return isinstance(exc, EndpointConnectionError) and not isinstance(exc, EndpointRedirectLoop)
+    # EndpointTimeout is a subclass; a redirect error is too, but redirects the same way every time
+    return isinstance(exc, EndpointConnectionError) and not isinstance(exc, EndpointRedirectError)
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:

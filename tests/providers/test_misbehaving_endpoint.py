@@ -354,3 +354,20 @@ def test_a_redirect_loop_is_named_and_not_retried(sleep: RecordingSleep) -> None
     assert isinstance(failure, ProviderFailure) and failure.reason == "provider_error"
     assert failure.retries == 0 and sleep.waits == []
     assert failure.message.startswith("TooManyRedirects: the endpoint redirected 10 times without an answer")
+
+
+@pytest.mark.parametrize("status", [301, 302, 303])
+def test_a_post_redirected_into_a_get_is_named_as_the_redirect_and_not_retried(
+    sleep: RecordingSleep, status: int
+) -> None:
+    """An http:// base URL that answers with a redirect to https://, say: the client follows a 301-303 with a GET and
+    no body, and what answers that GET (here a 501: the endpoint takes only POST) is no answer to the request."""
+    with RawEndpoint([b""], status=status, headers={"Location": "/v1/chat/completions"}) as endpoint:
+        failure = complete(endpoint, sleep)
+        assert endpoint.requests == 1  # the one POST: no retry
+    assert isinstance(failure, ProviderFailure) and failure.reason == "provider_error"
+    assert failure.retries == 0 and sleep.waits == []
+    assert failure.message.startswith(
+        f"RedirectError: the endpoint answered the POST with HTTP {status}, a redirect to {endpoint.base_url}"
+        "/chat/completions, which a client follows with a GET without the request (that answered HTTP 501)"
+    ), failure.message
