@@ -501,6 +501,11 @@ class OpenAIProvider:
             ) from None
         except TimeoutError:
             raise EndpointTimeout(f"the request timed out: no whole response within {timeout:g} s") from None
+        except aiohttp.ClientResponseError as exc:
+            # aiohttp's own reading of the response failed (a bad status line or header, data past the body, a body
+            # it cannot decode): its status, 400, is aiohttp's code for that, never one the server sent
+            said = one_line(exc.message)
+            raise EndpointConnectionError(f"Connection error. (the response could not be read: {said})") from exc
         except aiohttp.ClientError as exc:
             said = one_line(str(exc))  # one line: aiohttp's payload errors span several
             raise EndpointConnectionError(f"Connection error. ({type(exc).__name__}: {said})") from exc

@@ -371,3 +371,13 @@ def test_a_post_redirected_into_a_get_is_named_as_the_redirect_and_not_retried(
         f"RedirectError: the endpoint answered the POST with HTTP {status}, a redirect to {endpoint.base_url}"
         "/chat/completions, which a client follows with a GET without the request (that answered HTTP 501)"
     ), failure.message
+
+
+def test_a_response_the_client_cannot_read_is_not_named_as_an_http_400(sleep: RecordingSleep) -> None:
+    """aiohttp reports a response it cannot parse (here a Content-Length that is no number) with its own status 400;
+    the server sent no 400, so the failure must not say it did."""
+    with RawEndpoint([completion({"content": "ok"})], headers={"Content-Length": "abc"}) as endpoint:
+        failure = complete(endpoint, sleep)
+    assert isinstance(failure, ProviderFailure) and failure.reason == "provider_error"
+    assert failure.message.startswith("APIConnectionError: Connection error. (the response could not be read: ")
+    assert "Content-Length" in failure.message and "400" not in failure.message, failure.message
