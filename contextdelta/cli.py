@@ -816,6 +816,12 @@ def _run_with_recorders(
             store.close()
         if display is not None:
             display.stop()
+    for repair in outcome.repairs:  # what a killed session left and this one put right before it went on
+        err.print(
+            f"[yellow]repaired:[/yellow] run {outcome.manifest.run_group_id}: {escape(repair)}",
+            highlight=False,
+            soft_wrap=True,
+        )
     counts = outcome.manifest.counts
     err.print(
         f"{counts.finished}/{counts.planned} episodes, {counts.succeeded} succeeded, "

@@ -101,6 +101,10 @@ def _read_utf8(path: Path) -> str:
         ) from None
 
 
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 MIN_FREE_BYTES = 32 * 1024 * 1024
 """Free space a results folder needs before a run starts (a run directory takes tens of kB per episode)."""
 
@@ -303,22 +307,43 @@ class RunDirectory:
         atomic_write_text(self.file(TOOL_EVENTS), render_tool_events(records))
         atomic_write_text(self.file(TASK_RESULTS), render_task_results(records))
 
-    def repair_raw_runs(self) -> bool:
+    def repair_raw_runs(self) -> list[str]:
         """Cut a torn last line (a killed writer) from ``raw_runs.jsonl`` and bring its receipts in line (a kill
-        between the two appends leaves a record without one); True when a line was cut. RunDirectoryError when
-        the receipts file is damaged other than at its end."""
-        cut = repair_torn_tail(self.file(RAW_RUNS))
+        between the two appends leaves a record without one). Returns what was repaired, in words (empty when the
+        files were whole), for the session to report. RunDirectoryError when the receipts file is damaged other
+        than at its end."""
+        raw = self.file(RAW_RUNS)
+        size = raw.stat().st_size if raw.is_file() else 0
+        repairs: list[str] = []
+        if repair_torn_tail(raw):
+            repairs.append(
+                f"{RAW_RUNS}: cut a torn last line ({size - raw.stat().st_size} bytes: the episode being written "
+                "when the earlier session was killed; it runs again)"
+            )
         try:
             manifest = self.read_manifest()
-            reconcile_receipts(self.file(RAW_RUNS), self.file(RAW_RUNS_RECEIPTS), manifest.run_group_id)
+            dropped, added = reconcile_receipts(raw, self.file(RAW_RUNS_RECEIPTS), manifest.run_group_id)
         except ValueError as exc:
             raise RunDirectoryError(f"{exc}; `contextdelta verify` says what was changed") from None
-        return cut
+        if dropped:
+            repairs.append(
+                f"{RAW_RUNS_RECEIPTS}: dropped {_plural(dropped, 'line')} without a complete record (torn, or past the "
+                f"last line of {RAW_RUNS})"
+            )
+        if added:
+            repairs.append(
+                f"{RAW_RUNS_RECEIPTS}: derived {_plural(added, 'missing receipt')} from {RAW_RUNS} (the earlier "
+                "session was killed between appending a record and its receipt)"
+            )
+        return repairs
 
-    def remove_stale_temp_files(self) -> None:
-        """Temp files left by an atomic write that was killed half way."""
-        for leftover in self.path.glob(".*.tmp"):
+    def remove_stale_temp_files(self) -> list[str]:
+        """Remove the temp files left by an atomic write that was killed half way; returns their names."""
+        removed = []
+        for leftover in sorted(self.path.glob(".*.tmp")):
             leftover.unlink(missing_ok=True)
+            removed.append(leftover.name)
+        return removed
 
     # ---- reading ------------------------------------------------------------------------------------------
 

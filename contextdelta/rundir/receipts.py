@@ -174,12 +174,14 @@ def lines_unlike_receipts(raw_runs: Path, receipts: Path) -> list[int]:
     ]
 
 
-def reconcile_receipts(raw_runs: Path, receipts: Path, run_group_id: str) -> int:
+def reconcile_receipts(raw_runs: Path, receipts: Path, run_group_id: str) -> tuple[int, int]:
     """Bring ``receipts`` in line with ``raw_runs`` after a killed session: drop a torn or unreadable tail and any
     receipt past the last complete line, then add receipts for complete lines that lack one (a kill between the
-    two appends). Returns how many receipts were added. Receipts already written are never changed; a receipts
-    file damaged elsewhere raises :class:`ReceiptsError` (re-deriving it would seal whatever the lines now hold)."""
+    two appends). Returns how many receipt lines were dropped and how many receipts were added. Receipts already
+    written are never changed; a receipts file damaged elsewhere raises :class:`ReceiptsError` (re-deriving it
+    would seal whatever the lines now hold)."""
     lines = complete_lines(raw_runs)
+    found = len(split_lines(receipts.read_bytes())[0]) if receipts.is_file() else 0
     kept = read_receipts(receipts)[: len(lines)]
     text = "".join(receipt_line(r) + "\n" for r in kept)
     state = kept[-1].chain if kept else chain_start(run_group_id)
@@ -192,7 +194,7 @@ def reconcile_receipts(raw_runs: Path, receipts: Path, run_group_id: str) -> int
     wanted = text + "".join(added)
     if current != wanted.encode("utf-8"):
         atomic_write_text(receipts, wanted)
-    return len(added)
+    return found - len(kept), len(added)
 
 
 def file_kind(mode: int) -> str:

@@ -77,6 +77,9 @@ class RunOutcome:
     """This session re-ran failed trials (``--retry-failed``)."""
     note: str | None = None
     """Something the user should hear about a complete run: a signal that arrived after the last episode."""
+    repairs: list[str] = field(default_factory=list)
+    """What this session repaired of what a killed session left (a torn last line, missing receipts, temp files),
+    in words; also in the manifest (this session's ``repairs``)."""
 
     @property
     def interrupted(self) -> bool:
@@ -119,6 +122,8 @@ class ActiveRun:
     """Set when a recorder could not write (a full disk): no further episode starts, the run ends incomplete."""
     lock: SessionLock | None = None
     """This session's hold on the run directory (:func:`lock_run`), released when :func:`finalise` ends."""
+    repairs: list[str] = field(default_factory=list)
+    """What opening the run repaired of a killed session's files, in words (:attr:`RunOutcome.repairs`)."""
 
     def record(self, record: EpisodeRecord) -> None:
         """One finished episode: hand it to every recorder and keep it (called by the driver only); a re-run of a
@@ -204,6 +209,7 @@ def open_run(plan: RunPlan, recorders: Sequence[Recorder] = ()) -> ActiveRun:
     this session, and start the recorders: the run directory's own first, then the report files, then
     ``recorders`` in order."""
     now = utc_now()
+    repairs: list[str] = []
     if plan.existing is None or plan.manifest is None:
         manifest = _new_manifest(plan, now)
         directory = RunDirectory(plan.results_dir / manifest.run_group_id)
@@ -214,13 +220,15 @@ def open_run(plan: RunPlan, recorders: Sequence[Recorder] = ()) -> ActiveRun:
         lock = lock_run(directory)
         try:
             _unchanged_since_plan(directory, manifest)
-            directory.remove_stale_temp_files()
-            directory.repair_raw_runs()
+            removed = directory.remove_stale_temp_files()
+            repairs = directory.repair_raw_runs()
+            if removed:
+                repairs.append(f"removed the temp files of atomic writes cut short: {', '.join(removed)}")
         except BaseException:
             lock.release()
             raise
     try:
-        return _open(plan, recorders, directory, manifest, now, lock)
+        return _open(plan, recorders, directory, manifest, now, lock, repairs)
     except BaseException:
         lock.release()
         raise
@@ -248,11 +256,13 @@ def _open(
     manifest: RunManifest,
     now: str,
     lock: SessionLock,
+    repairs: Sequence[str] = (),
 ) -> ActiveRun:
     session: dict[str, Any] = {
         "started_at": now,
         "resumed": plan.resumed,
         "pending": len(plan.pending),
+        **({"repairs": list(repairs)} if repairs else {}),
         **({"retry_failed": True, "retries": len(plan.retries)} if plan.request.retry_failed else {}),
         # how this session called the endpoint (operational, not part of what resume compares)
         "timeout_s": plan.request.timeout_s,
@@ -270,7 +280,17 @@ def _open(
     from contextdelta.report import ReportFiles  # numpy/scipy: loaded once a run really starts, not at import
 
     group = Recorders([RunDirectoryRecorder(directory), ReportFiles(directory), *recorders])
-    run = ActiveRun(plan, directory, manifest, session, group, list(plan.done), list(plan.superseded), lock=lock)
+    run = ActiveRun(
+        plan,
+        directory,
+        manifest,
+        session,
+        group,
+        list(plan.done),
+        list(plan.superseded),
+        lock=lock,
+        repairs=list(repairs),
+    )
     group.start(
         RunStart(
             path=directory.path,
@@ -507,7 +527,13 @@ def _finalise(run: ActiveRun) -> RunOutcome:
     late = run.session.get("late_stop")
     note = f"{late} after every episode had finished: the run was finalised and is complete" if late else None
     return RunOutcome(
-        run.directory.path, manifest, list(run.records), list(run.superseded), run.plan.request.retry_failed, note
+        run.directory.path,
+        manifest,
+        list(run.records),
+        list(run.superseded),
+        run.plan.request.retry_failed,
+        note,
+        list(run.repairs),
     )
 
 

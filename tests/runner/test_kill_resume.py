@@ -21,11 +21,14 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
+from typer.testing import CliRunner
 
-from contextdelta.rundir import RAW_RUNS, RunDirectory, RunStatus
+from contextdelta.cli import app
+from contextdelta.rundir import RAW_RUNS, RAW_RUNS_RECEIPTS, RunDirectory, RunStatus
+from contextdelta.runner import run_benchmark
 from contextdelta.testing import serve_scripted
 from contextdelta.verify import verify_run
-from tests.runner.conftest import SMALL, TASKS
+from tests.runner.conftest import SMALL, TASKS, as_killed, benchmark_request
 
 PLANNED = len(SMALL) * 2 * 2  # tasks x strategies x modes, one repeat
 KILLS = 10
@@ -159,3 +162,40 @@ def test_resuming_a_complete_run_prints_no_unclosed_connection_warning(tmp_path:
             assert again.returncode == 0, again.stderr
             assert again.stdout.strip().splitlines()[-1] == path
             assert "Unclosed" not in again.stderr, again.stderr
+
+
+def test_a_resume_repairs_what_a_kill_left_and_says_so_on_the_command_line(oracle_url: str, tmp_path: Path) -> None:
+    """A torn last line of raw_runs.jsonl, a record without its receipt and an atomic write's temp file are put right
+    when the run opens again, and the user hears what was repaired (stderr, and the session in the manifest)."""
+    first = run_benchmark(
+        benchmark_request(
+            oracle_url, tmp_path, task_ids=SMALL[:2], strategies=["full_history"], protection_modes=["unprotected"]
+        )
+    )
+    path = first.path
+    as_killed(path)
+    lines = (path / RAW_RUNS).read_bytes().splitlines(keepends=True)
+    (path / RAW_RUNS).write_bytes(lines[0] + lines[1][:300])  # killed while the second record was written
+    receipts = (path / RAW_RUNS_RECEIPTS).read_bytes().splitlines(keepends=True)
+    (path / RAW_RUNS_RECEIPTS).write_bytes(b"")  # ... and before the first one's receipt
+    (path / ".task_results.csv.x1y2.tmp").write_text("half")
+    assert len(receipts) == 2
+    result = CliRunner().invoke(
+        app,
+        [
+            *("run-benchmark", "--resume", str(path), "--base-url", oracle_url),
+            *("--model", "scripted-oracle", "--quiet", "--no-store"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    name = path.name
+    assert f"repaired: run {name}: raw_runs.jsonl: cut a torn last line (300 bytes" in said
+    assert f"repaired: run {name}: raw_runs.receipts.jsonl: derived 1 missing receipt from raw_runs.jsonl" in said
+    assert (
+        f"repaired: run {name}: removed the temp files of atomic writes cut short: .task_results.csv.x1y2.tmp" in said
+    )
+    manifest = RunDirectory(path).read_manifest()
+    assert [len(s.get("repairs", [])) for s in manifest.sessions] == [0, 3]
+    assert (path / RAW_RUNS_RECEIPTS).read_bytes().splitlines(keepends=True)[0] == receipts[0]  # re-derived, the same
+    assert verify_run(path).lines() == ["MATCH"]
