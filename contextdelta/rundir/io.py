@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -35,10 +36,22 @@ def parse_json(data: str | bytes) -> Any:
         raise ValueError("nested too deeply to be a record a run wrote") from None
 
 
+def named(exc: OSError, path: Path) -> OSError:
+    """``exc`` naming ``path``: a write to an open file that fails (a full disk, ``EFBIG``) raises an OSError without
+    a file name, and "No space left on device" alone does not say which file the run could not write."""
+    if exc.filename is not None:
+        return exc
+    return OSError(exc.errno, exc.strerror or str(exc), str(path))
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the new one, never a partial one."""
+    """Write ``text`` to ``path`` so that readers see the old file or the new one, never a partial one. An OSError
+    names ``path`` (not the temp file it wrote first)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
     try:
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600; results are meant to be shared like any file
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
@@ -46,8 +59,10 @@ def atomic_write_text(path: Path, text: str) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
         raise
 
 
@@ -73,18 +88,28 @@ class JsonlWriter:
         for record in records:
             data = record.model_dump(mode="json") if isinstance(record, BaseModel) else record
             lines.append(canonical_json(data) + "\n")
-        self._handle.write("".join(lines))
-        self._handle.flush()
+        self._write("".join(lines))
 
     def append_lines(self, lines: list[str]) -> None:
         """Append JSON documents already rendered (one per item, without the newline) and flush."""
-        self._handle.write("".join(line + "\n" for line in lines))
-        self._handle.flush()
+        self._write("".join(line + "\n" for line in lines))
+
+    def _write(self, text: str) -> None:
+        try:
+            self._handle.write(text)
+            self._handle.flush()
+        except OSError as exc:
+            raise named(exc, self.path) from exc
 
     def close(self) -> None:
         if not self._handle.closed:
-            self._handle.flush()
-            os.fsync(self._handle.fileno())
+            try:
+                self._handle.flush()
+                os.fsync(self._handle.fileno())
+            except OSError as exc:
+                with contextlib.suppress(OSError):  # the file is closed all the same; the first error says why
+                    self._handle.close()
+                raise named(exc, self.path) from exc
             self._handle.close()
 
     def __enter__(self) -> JsonlWriter:

@@ -318,7 +318,7 @@ class RunDirectory:
         if repair_torn_tail(raw):
             repairs.append(
                 f"{RAW_RUNS}: cut a torn last line ({size - raw.stat().st_size} bytes: the episode being written "
-                "when the earlier session was killed; it runs again)"
+                "when the earlier session stopped; it runs again)"
             )
         try:
             manifest = self.read_manifest()
@@ -333,7 +333,7 @@ class RunDirectory:
         if added:
             repairs.append(
                 f"{RAW_RUNS_RECEIPTS}: derived {_plural(added, 'missing receipt')} from {RAW_RUNS} (the earlier "
-                "session was killed between appending a record and its receipt)"
+                "session stopped between appending a record and its receipt)"
             )
         return repairs
 

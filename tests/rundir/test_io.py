@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 import pytest
@@ -93,3 +95,45 @@ def test_a_file_system_without_flock_runs_unlocked(tmp_path: Path, monkeypatch: 
     lock = SessionLock.acquire(tmp_path)
     assert lock is not None
     lock.release()
+
+
+class _FullDisk:
+    """A file handle on a full disk: every write fails as the operating system fails it (ENOSPC, no file name)."""
+
+    closed = False
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def flush(self) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def fileno(self) -> int:
+        return -1
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_full_disk_is_named_with_the_file_the_run_could_not_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "raw_runs.jsonl"
+    writer = JsonlWriter(path)
+    writer._handle.close()
+    writer._handle = _FullDisk()  # type: ignore[assignment]
+    for append in (lambda: writer.append([{"n": 1}]), lambda: writer.append_lines(['{"n":1}']), writer.close):
+        with pytest.raises(OSError) as caught:
+            append()
+        assert (caught.value.errno, caught.value.filename) == (errno.ENOSPC, str(path))
+        assert f"No space left on device: '{path}'" in str(caught.value)
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)  # the data reached the disk's cache, not the disk
+    target = tmp_path / "run_manifest.json"
+    with pytest.raises(OSError) as caught:
+        atomic_write_json(target, {"a": 1})
+    assert (caught.value.errno, caught.value.filename) == (errno.ENOSPC, str(target))  # not the temp file's name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["raw_runs.jsonl"]  # the temp file is gone

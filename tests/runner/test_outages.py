@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from contextdelta.cli import app
-from contextdelta.rundir import RunDirectory, RunEnd, RunStart, RunStatus
+from contextdelta.rundir import RAW_RUNS, RunDirectory, RunEnd, RunStart, RunStatus
 from contextdelta.runner import EXIT_ALL_FAILED, EXIT_INCOMPLETE, CircuitBreaker, FinaliseInterrupted, run_benchmark
 from contextdelta.testing import serve_scripted
 from contextdelta.verify import verify_run
@@ -173,7 +173,8 @@ def test_a_write_failure_mid_run_leaves_an_incomplete_run_that_resumes_to_match(
         assert first.returncode == EXIT_INCOMPLETE, first.stderr
         path = Path(first.stdout.strip().splitlines()[-1])
         message = " ".join(first.stderr.split())
-        assert "is incomplete: cannot write the run directory (File too large" in message, message
+        # the file the run could not write is named: the write error of an open file carries no file name
+        assert f"is incomplete: cannot write the run directory (File too large: {path / RAW_RUNS})" in message, message
         assert f"Resume it with: contextdelta run-benchmark --resume {path}" in message
         assert "Traceback" not in first.stderr
         manifest = RunDirectory(path).read_manifest()
