@@ -268,17 +268,31 @@ class RunDirectory:
     # ---- writing ------------------------------------------------------------------------------------------
 
     def create(self, manifest: RunManifest, task_files: Sequence[tuple[str, str, Path]]) -> None:
-        """Create the directory, copy the task files used (``world/id.yaml``), and write the manifest."""
+        """Create the directory, copy the task files used (``world/id.yaml``), and write the manifest.
+
+        All of it is made in a hidden folder beside the run directory (``.NAME.creating``) and renamed into place
+        once the manifest is written, so a process killed meanwhile leaves no folder under the run's name without
+        a manifest (which no command could resume, and the dashboard would list as unreadable); what it leaves is
+        hidden, and every reader of a results folder skips hidden folders."""
         if self.path.exists() and any(self.path.iterdir()):
             raise RunDirectoryError(f"{self.path} already exists and is not empty")
-        snapshot = self.path / TASKS_SNAPSHOT
-        for world, task_id, source in task_files:
-            target = snapshot / world / f"{task_id}.yaml"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, target)
-        for name in (RAW_RUNS, RECEIPTS, TOOL_EVENTS):
-            self.file(name).touch()
-        self.write_manifest(manifest)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        staging = RunDirectory(self.path.parent / f".{self.path.name}.creating")
+        shutil.rmtree(staging.path, ignore_errors=True)
+        try:
+            staging.path.mkdir()
+            snapshot = staging.path / TASKS_SNAPSHOT
+            for world, task_id, source in task_files:
+                target = snapshot / world / f"{task_id}.yaml"
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target)
+            for name in (RAW_RUNS, RECEIPTS, TOOL_EVENTS):
+                staging.file(name).touch()
+            staging.write_manifest(manifest)
+            os.replace(staging.path, self.path)  # onto a missing or empty folder only
+        except BaseException:
+            shutil.rmtree(staging.path, ignore_errors=True)
+            raise
 
     def write_manifest(self, manifest: RunManifest) -> RunManifest:
         """Write the manifest atomically with a fresh seal (``contextdelta.rundir.receipts``): the chain over

@@ -13,6 +13,7 @@ or phase by phase (what ``run-benchmark`` does inside)::
 from contextdelta.runner.benchmark import (
     ActiveRun,
     FinaliseInterrupted,
+    OpenInterrupted,
     RunOutcome,
     default_executor,
     execute,
@@ -76,6 +77,7 @@ __all__ = [
     "InProcessExecutor",
     "Matrix",
     "MergeError",
+    "OpenInterrupted",
     "ProgressDisplay",
     "RunOutcome",
     "RunPlan",

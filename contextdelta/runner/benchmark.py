@@ -29,6 +29,7 @@ import anyio
 from contextdelta._collector import tuned_for_episodes
 from contextdelta.providers import ChatProvider, EndpointLimiter, LimiterStats
 from contextdelta.rundir import (
+    MANIFEST,
     RAW_RUNS,
     TASK_RESULTS,
     Counts,
@@ -207,31 +208,52 @@ def _new_manifest(plan: RunPlan, now: str) -> RunManifest:
 def open_run(plan: RunPlan, recorders: Sequence[Recorder] = ()) -> ActiveRun:
     """Create the run directory (or, on resume, repair the existing one), write the ``running`` manifest with
     this session, and start the recorders: the run directory's own first, then the report files, then
-    ``recorders`` in order."""
+    ``recorders`` in order. A signal meanwhile (KeyboardInterrupt) raises :class:`OpenInterrupted` (exit 130),
+    whose message names the run and how to resume it."""
     now = utc_now()
     repairs: list[str] = []
-    if plan.existing is None or plan.manifest is None:
-        manifest = _new_manifest(plan, now)
-        directory = RunDirectory(plan.results_dir / manifest.run_group_id)
-        directory.create(manifest, [(t.task.world, t.task.id, t.path) for t in plan.matrix.tasks])
-        lock = lock_run(directory)
-    else:
-        directory, manifest = plan.existing, plan.manifest
-        lock = lock_run(directory)
+    directory: RunDirectory | None = None
+    try:
+        if plan.existing is None or plan.manifest is None:
+            manifest = _new_manifest(plan, now)
+            directory = RunDirectory(plan.results_dir / manifest.run_group_id)
+            directory.create(manifest, [(t.task.world, t.task.id, t.path) for t in plan.matrix.tasks])
+            lock = lock_run(directory)
+        else:
+            directory, manifest = plan.existing, plan.manifest
+            lock = lock_run(directory)
+            try:
+                _unchanged_since_plan(directory, manifest)
+                removed = directory.remove_stale_temp_files()
+                repairs = directory.repair_raw_runs()
+                if removed:
+                    repairs.append(f"removed the temp files of atomic writes cut short: {', '.join(removed)}")
+            except BaseException:
+                lock.release()
+                raise
         try:
-            _unchanged_since_plan(directory, manifest)
-            removed = directory.remove_stale_temp_files()
-            repairs = directory.repair_raw_runs()
-            if removed:
-                repairs.append(f"removed the temp files of atomic writes cut short: {', '.join(removed)}")
+            return _open(plan, recorders, directory, manifest, now, lock, repairs)
         except BaseException:
             lock.release()
             raise
-    try:
-        return _open(plan, recorders, directory, manifest, now, lock, repairs)
-    except BaseException:
-        lock.release()
-        raise
+    except KeyboardInterrupt as exc:
+        raise OpenInterrupted(_interrupted_opening(plan, directory, exc), 130) from None
+
+
+class OpenInterrupted(BenchmarkError):
+    """A signal arrived while the run was being opened; the message says whether it can be resumed, and how."""
+
+
+def _interrupted_opening(plan: RunPlan, directory: RunDirectory | None, exc: KeyboardInterrupt) -> str:
+    signal_name = exc.args[0] if exc.args else "SIGINT"
+    if directory is None or not directory.file(MANIFEST).exists():  # a new run's folder is made whole or not at all
+        return f"interrupted by {signal_name} before the run directory was created; nothing was written"
+    return (
+        f"interrupted by {signal_name} while opening run {directory.path.name}, before any episode of this session "
+        f"ran; `contextdelta run-benchmark --resume {directory.path}"
+        + (" --retry-failed" if plan.request.retry_failed else "")
+        + "` runs what is missing"
+    )
 
 
 def _unchanged_since_plan(directory: RunDirectory, planned: RunManifest) -> None:
@@ -558,7 +580,8 @@ def run_plan(plan: RunPlan, recorders: Sequence[Recorder] = (), executor: Execut
     """Open, execute and finalise a checked plan (what :func:`run_benchmark` does after :func:`plan_run`)."""
     with tuned_for_episodes():
         try:
-            run = open_run(plan, recorders)
+            with _signals_interrupt():  # SIGTERM as SIGINT while the run directory is created or repaired
+                run = open_run(plan, recorders)
         except BaseException:
             _release_provider(plan)  # refused (another session holds the run): nothing will take the provider
             raise

@@ -16,7 +16,14 @@ from typer.testing import CliRunner
 
 from contextdelta.cli import app
 from contextdelta.rundir import RAW_RUNS, RunDirectory, RunEnd, RunStart, RunStatus
-from contextdelta.runner import EXIT_ALL_FAILED, EXIT_INCOMPLETE, CircuitBreaker, FinaliseInterrupted, run_benchmark
+from contextdelta.runner import (
+    EXIT_ALL_FAILED,
+    EXIT_INCOMPLETE,
+    CircuitBreaker,
+    FinaliseInterrupted,
+    OpenInterrupted,
+    run_benchmark,
+)
 from contextdelta.testing import serve_scripted
 from contextdelta.verify import verify_run
 from tests.runner.conftest import SMALL, TASKS, benchmark_request
@@ -296,3 +303,38 @@ def test_sigterm_while_the_executor_closes_is_handled_as_sigint_not_a_silent_dea
     assert done.stdout.split() == ["complete", "interrupted", "by", "SIGTERM"], done.stdout
     (path,) = list(results.iterdir())
     assert RunDirectory(path).read_manifest().status is RunStatus.COMPLETE
+
+
+class _SignalAtStart:
+    """A recorder whose ``start`` receives a signal: a Ctrl-C (or a kill) while the run directory is opened."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+
+    def start(self, run: RunStart) -> None:
+        signal.raise_signal(self.signum)
+
+    def episode(self, record: object) -> None:
+        pass
+
+    def finish(self, run: RunEnd) -> None:
+        pass
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_run_opens_names_the_run_to_resume(oracle_url: str, tmp_path: Path, signum: int) -> None:
+    """SIGTERM killed the process without a word (SIGINT exited 130 without one) once the run directory existed: the
+    user was left with a `running` run whose id was never printed. Now both end with the run and its resume line."""
+    fields = {"task_ids": SMALL[:1], "strategies": ["full_history"], "protection_modes": ["unprotected"]}
+    with pytest.raises(OpenInterrupted) as caught:
+        run_benchmark(benchmark_request(oracle_url, tmp_path, **fields), recorders=[_SignalAtStart(signum)])
+    (path,) = list(tmp_path.iterdir())
+    assert caught.value.exit_code == 130
+    assert caught.value.message == (
+        f"interrupted by {signal.Signals(signum).name} while opening run {path.name}, before any episode of this "
+        f"session ran; `contextdelta run-benchmark --resume {path}` runs what is missing"
+    )
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored
+    resumed = run_benchmark(benchmark_request(oracle_url, tmp_path, task_ids=None, resume=str(path)))
+    assert resumed.manifest.status is RunStatus.COMPLETE and resumed.manifest.counts.finished == 1
+    assert verify_run(path).lines() == ["MATCH"]
