@@ -389,9 +389,17 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
         if conflicts:
             raise BenchmarkError(f"cannot resume {manifest.run_group_id}: " + "; ".join(conflicts))
         allow = request.allow_unlocked or manifest.unlocked is not None  # resume keeps the recorded escape hatch
-        tasks, suite, unlocked = _load_tasks(
-            task_suite(request, manifest), [t.id for t in manifest.tasks], None, allow_unlocked=allow
-        )
+        source = task_suite(request, manifest)
+        try:
+            tasks, suite, unlocked = _load_tasks(source, [t.id for t in manifest.tasks], None, allow_unlocked=allow)
+        except UnknownTaskIdsError as exc:  # another suite than the run's: say so, not which ids the new one has
+            recorded = manifest.suite.source if manifest.suite is not None else "(not recorded)"
+            missing = ", ".join(exc.unknown[:5]) + (f" and {len(exc.unknown) - 5} more" if len(exc.unknown) > 5 else "")
+            raise BenchmarkError(
+                f"cannot resume {manifest.run_group_id}: --tasks: run has suite {recorded!r}, now {source.source!r}, "
+                f"which lacks {len(exc.unknown)} of the run's {len(manifest.tasks)} tasks ({missing}); leave --tasks "
+                "out to resume with the run's own suite"
+            ) from None
         params = strategy_params(request, manifest.strategy_params)
         return Matrix(
             tasks,

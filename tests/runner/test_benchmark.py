@@ -168,6 +168,16 @@ def test_resume_with_a_changed_model_or_task_set_is_refused(oracle_url: str, tmp
         )
     with pytest.raises(BenchmarkError, match="--repeats: run has 1, now 2"):
         run_benchmark(request(oracle_url, tmp_path, resume=run_id, task_ids=None, repeats=2))
+    task_file.unlink()  # a suite without the run's task: the refusal names the suites, not the other one's task ids
+    with pytest.raises(BenchmarkError) as err:
+        run_benchmark(
+            request(oracle_url, tmp_path, resume=run_id, task_ids=None, tasks_dir=edited, allow_unlocked=True)
+        )
+    assert err.value.exit_code == 2
+    assert err.value.message.startswith(f"cannot resume {run_id}: --tasks: run has suite ")
+    said = f"/{edited.parent.name}/tasks', which lacks 1 of the run's 1 tasks ({SMALL[0]}); leave --tasks out"
+    assert said in err.value.message
+    assert "known:" not in err.value.message
 
 
 @pytest.mark.slow
