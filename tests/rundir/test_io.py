@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -122,9 +123,14 @@ def test_a_full_disk_is_named_with_the_file_the_run_could_not_write(
     writer = JsonlWriter(path)
     writer._handle.close()
     writer._handle = _FullDisk()  # type: ignore[assignment]
-    for append in (lambda: writer.append([{"n": 1}]), lambda: writer.append_lines(['{"n":1}']), writer.close):
+    writes: list[Callable[[], None]] = [
+        lambda: writer.append([{"n": 1}]),
+        lambda: writer.append_lines(['{"n":1}']),
+        writer.close,
+    ]
+    for write in writes:
         with pytest.raises(OSError) as caught:
-            append()
+            write()
         assert (caught.value.errno, caught.value.filename) == (errno.ENOSPC, str(path))
         assert f"No space left on device: '{path}'" in str(caught.value)
 

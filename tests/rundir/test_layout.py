@@ -10,6 +10,7 @@ from contextdelta.rundir import MANIFEST, RAW_RUNS, RunDirectory
 from tests.report import runs
 
 
+@pytest.mark.slow
 def test_a_run_directory_cut_short_while_created_leaves_nothing_under_the_runs_name(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

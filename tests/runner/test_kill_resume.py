@@ -5,7 +5,8 @@ A small matrix runs against the scripted server (real HTTP, a few milliseconds p
 real command line, with a trace store. Each session is killed (SIGKILL: no handler runs) at a random moment once
 it has opened the run (its session is in the manifest): while episodes run, or once every episode is recorded, in
 the finalisation (derived files, reports, the store, the manifest). Then it is resumed, until at least ten kills
-landed; the last resume runs to the end.
+landed; the last resume runs to the end. A second sweep cuts the same run at named moments instead
+(``kill_points.py``), one per session, so that every one of them is hit on every run of the suite.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from contextdelta.runner import run_benchmark
 from contextdelta.testing import serve_scripted
 from contextdelta.verify import verify_run
 from tests.runner.conftest import SMALL, TASKS, as_killed, benchmark_request
+from tests.runner.kill_points import POINT
 
 PLANNED = len(SMALL) * 2 * 2  # tasks x strategies x modes, one repeat
 KILLS = 10
@@ -164,6 +166,7 @@ def test_resuming_a_complete_run_prints_no_unclosed_connection_warning(tmp_path:
             assert "Unclosed" not in again.stderr, again.stderr
 
 
+@pytest.mark.slow
 def test_a_resume_repairs_what_a_kill_left_and_says_so_on_the_command_line(oracle_url: str, tmp_path: Path) -> None:
     """A torn last line of raw_runs.jsonl, a record without its receipt and an atomic write's temp file are put right
     when the run opens again, and the user hears what was repaired (stderr, and the session in the manifest)."""
@@ -199,3 +202,72 @@ def test_a_resume_repairs_what_a_kill_left_and_says_so_on_the_command_line(oracl
     assert [len(s.get("repairs", [])) for s in manifest.sessions] == [0, 3]
     assert (path / RAW_RUNS_RECEIPTS).read_bytes().splitlines(keepends=True)[0] == receipts[0]  # re-derived, the same
     assert verify_run(path).lines() == ["MATCH"]
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_sigkill_at_each_named_moment_then_resume_gives_a_verified_run_and_a_complete_store(tmp_path: Path) -> None:
+    """The same run cut by SIGKILL at one named moment per session (``tests/runner/kill_points.py``): while its
+    directory is created, once it opened, half way through a record, between a record and its receipt, inside a
+    trace store transaction, while the reports are written, while the final manifest is sealed. Each resume repairs
+    what the kill left (and records what it repaired), runs only what is missing, and the last one ends with a run
+    that verifies MATCH and a store that holds each episode once, as recorded."""
+    results = tmp_path / "results"
+    database = f"sqlite:///{tmp_path / 'store.db'}"
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "CONTEXTDELTA_WORKERS": "1"}
+    planned = 4
+    with serve_scripted("oracle", TASKS) as url:
+        common = ["--base-url", url, "--model", "scripted-oracle", "--quiet", "--database-url", database]
+        first = [
+            *("run-benchmark", "--tasks", str(TASKS), "--results-dir", str(results), "--concurrency", "1"),
+            *("--task-ids", ",".join(SMALL[:2]), "--strategies", "full_history,last_n", "--repeats", "1"),
+            *("--protection-modes", "unprotected", *common),
+        ]
+
+        def session(args: list[str], point: str | None) -> subprocess.CompletedProcess[str]:
+            command = [sys.executable, "-m", "tests.runner.kill_points" if point else "contextdelta", *args]
+            extra = {POINT: point} if point else {}
+            return subprocess.run(command, env={**env, **extra}, cwd=ROOT, capture_output=True, text=True, timeout=180)
+
+        killed = session(first, "creating")
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        assert [p.name for p in results.iterdir() if not p.name.startswith(".")] == []  # no half-made run directory
+        killed = session(first, "opened")
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        (path,) = [p for p in results.iterdir() if not p.name.startswith(".")]
+        resume = ["run-benchmark", "--resume", str(path), *common]
+        for point in ("torn-record", "before-receipt", "store-commit", "report", "seal"):
+            killed = session(resume, point)
+            assert killed.returncode == -signal.SIGKILL, (point, killed.stderr)
+            if point == "torn-record":
+                assert not (path / RAW_RUNS).read_bytes().endswith(b"\n")
+        done = session(resume, None)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == str(path)
+    directory = RunDirectory(path)
+    manifest = directory.read_manifest()
+    assert manifest.status is RunStatus.COMPLETE and manifest.counts.finished == planned
+    repairs = [s.get("repairs", []) for s in manifest.sessions]
+    assert len(repairs) == 7  # opened, five resumes killed, the last one
+    assert any("raw_runs.jsonl: cut a torn last line" in r for r in repairs[2]), repairs
+    assert any("raw_runs.receipts.jsonl: derived 1 missing receipt" in r for r in repairs[3]), repairs
+    assert verify_run(path).lines() == ["MATCH"]
+    records = {r.run_id: r for r in directory.read_episodes()}
+    assert len(records) == planned == (path / RAW_RUNS).read_bytes().count(b"\n")  # each episode recorded once
+    engine = create_engine(database)
+    with engine.connect() as connection:
+        rows = connection.execute(
+            text("SELECT run_id, record_sha256 FROM episodes WHERE run_group_id = :group"),
+            {"group": manifest.run_group_id},
+        ).all()
+        finished = connection.execute(
+            text("SELECT finished, status FROM run_groups WHERE id = :group"), {"group": manifest.run_group_id}
+        ).one()
+    engine.dispose()
+    from contextdelta.store import record_sha256
+
+    assert sorted(run_id for run_id, _ in rows) == sorted(records)  # each episode stored exactly once
+    assert {run_id: digest for run_id, digest in rows} == {k: record_sha256(r) for k, r in records.items()}
+    assert tuple(finished) == (planned, "complete")

@@ -321,6 +321,7 @@ class _SignalAtStart:
         pass
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_while_the_run_opens_names_the_run_to_resume(oracle_url: str, tmp_path: Path, signum: int) -> None:
     """SIGTERM killed the process without a word (SIGINT exited 130 without one) once the run directory existed: the
