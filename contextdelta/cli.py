@@ -1288,41 +1288,64 @@ def report_command(
     if task_interval is not None and task_interval not in methods:
         raise _fail(f"--task-interval must be one of {', '.join(methods)}, not {task_interval!r}", 2)
     directory = RunDirectory(_run_directory(run_id, results_dir))
-    try:  # each episode's current record, and the superseded attempts of retried failed trials
-        manifest, attempts = directory.read_manifest(), directory.read_attempts()
-    except RunDirectoryError as exc:
-        raise _fail(str(exc), 2) from None
-    episodes = list(attempts.current)
-    params = recorded_params(directory) or DEFAULT_PARAMS
-    given = (("resamples", resamples), ("seed", bootstrap_seed), ("task_interval", task_interval))
-    changed = {k: v for k, v in given if v is not None}
-    params = params.model_copy(update=changed)
-    report = build_report(manifest, episodes, params, attempts.superseded)
-    err = Console(stderr=True)
-    _warn_if_changed(directory.path, manifest, err, refuse_write=write or bool(changed))
-    if manifest.status is not RunStatus.COMPLETE:
-        err.print(
-            f"[yellow]note:[/yellow] run {manifest.run_group_id} is {manifest.status.value}: {len(episodes)} of "
-            f"{plural(manifest.counts.planned, 'episode')}",
-            highlight=False,
-        )
-    _note_shard(manifest, err, "the report comes")
-    if output_format == "json":
-        typer.echo(json.dumps(report.metrics_json(), indent=2, sort_keys=True))
-    else:
-        typer.echo(report.markdown, nl=False)
-    if write or changed:
-        # Analysis parameters other than the recorded ones are recorded with the report they produced, so the
-        # directory stays consistent and verify recomputes with them.
-        write_report_files(directory, report)
-        directory.reseal_files()  # the seal records the files as rewritten on purpose; nothing else changes
-        if changed:
+    # held from before the run is read until its files are rewritten: nothing a session writes meanwhile is lost
+    writes = write or any(v is not None for v in (resamples, bootstrap_seed, task_interval))
+    lock = _report_writer_lock(directory.path) if writes else None
+    try:
+        try:  # each episode's current record, and the superseded attempts of retried failed trials
+            manifest, attempts = directory.read_manifest(), directory.read_attempts()
+        except RunDirectoryError as exc:
+            raise _fail(str(exc), 2) from None
+        episodes = list(attempts.current)
+        params = recorded_params(directory) or DEFAULT_PARAMS
+        given = (("resamples", resamples), ("seed", bootstrap_seed), ("task_interval", task_interval))
+        changed = {k: v for k, v in given if v is not None}
+        params = params.model_copy(update=changed)
+        report = build_report(manifest, episodes, params, attempts.superseded)
+        err = Console(stderr=True)
+        _warn_if_changed(directory.path, manifest, err, refuse_write=write or bool(changed))
+        if manifest.status is not RunStatus.COMPLETE:
             err.print(
-                f"recorded in {directory.path.name}/aggregate_metrics.json: {plural(params.resamples, 'resample')}, "
-                "bootstrap "
-                f"seed {params.seed}, task-level intervals {params.task_interval} (verify uses them)",
+                f"[yellow]note:[/yellow] run {manifest.run_group_id} is {manifest.status.value}: {len(episodes)} of "
+                f"{plural(manifest.counts.planned, 'episode')}",
                 highlight=False,
             )
+        _note_shard(manifest, err, "the report comes")
+        if output_format == "json":
+            typer.echo(json.dumps(report.metrics_json(), indent=2, sort_keys=True))
+        else:
+            typer.echo(report.markdown, nl=False)
+        if write or changed:
+            # Analysis parameters other than the recorded ones are recorded with the report they produced, so the
+            # directory stays consistent and verify recomputes with them.
+            write_report_files(directory, report)
+            directory.reseal_files()  # the seal records the files as rewritten on purpose; nothing else changes
+            if changed:
+                err.print(
+                    f"recorded in {directory.path.name}/aggregate_metrics.json: {plural(params.resamples, 'resample')}, "
+                    f"bootstrap seed {params.seed}, task-level intervals {params.task_interval} (verify uses them)",
+                    highlight=False,
+                )
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _report_writer_lock(path: Path) -> Any:
+    """The run's writer lock (``SessionLock``) for ``report --write``, or exit 2 while a session holds it: a session
+    still running (or resuming) rewrites the report files and the manifest itself, and a reseal that read the
+    manifest before the session's final one and wrote after it would put the old manifest back."""
+    from contextdelta.rundir import SessionLock
+
+    lock = SessionLock.acquire(path)
+    if lock is None:
+        raise _fail(
+            f"report would rewrite and reseal the files of {path.name}, which a session is writing right now (a "
+            f"run-benchmark, --resume, run-external or serve-world still running on {path}, or another report "
+            "--write); nothing was written: wait for it to end, then run the same command again",
+            2,
+        )
+    return lock
 
 
 def _note_unfinished(manifest: object, err: Console, what: str) -> None:

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from contextdelta.cli import app
 from contextdelta.report import build_report, compare_runs
+from contextdelta.rundir.io import SessionLock
 from contextdelta.rundir.layout import (
     AGGREGATE_METRICS,
     BENCHMARK_REPORT,
@@ -147,6 +148,32 @@ def test_report_write_rebuilds_deleted_files(tmp_path: Path) -> None:
     assert result.exit_code == 0
     assert (path / BENCHMARK_REPORT).read_text() == original
     assert (path / FAILURE_ATLAS).is_file() and (path / AGGREGATE_METRICS).is_file()
+
+
+def test_report_write_is_refused_while_a_session_writes_the_run(tmp_path: Path) -> None:
+    """A session still running (or resuming) rewrites the reports and the manifest itself: report --write meanwhile
+    would write files from the episodes so far and reseal a manifest the session replaces (or put an old one back).
+    It waits for the run's writer lock instead: refused while a session holds it, nothing written."""
+    path = runs.copy_run(runs.oracle_pair_run(), tmp_path)
+    before = {p.name: p.read_bytes() for p in path.iterdir() if p.is_file()}
+    (path / BENCHMARK_REPORT).unlink()  # something for --write to rebuild
+    del before[BENCHMARK_REPORT]
+    session = SessionLock.acquire(path)  # what open_run holds until the run is finalised
+    assert session is not None
+    try:
+        for args in (["--write"], ["--resamples", "300"]):
+            result = cli.invoke(app, ["report", path.name, *args, "--results-dir", str(tmp_path)])
+            assert result.exit_code == 2, result.output
+            message = " ".join(result.stderr.split())
+            assert f"report would rewrite and reseal the files of {path.name}, which a session is writing" in message
+            assert result.stdout == ""
+            assert {p.name: p.read_bytes() for p in path.iterdir() if p.is_file()} == before  # nothing written
+    finally:
+        session.release()
+    result = cli.invoke(app, ["report", path.name, "--write", "--results-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert (path / BENCHMARK_REPORT).is_file()
+    assert SessionLock.acquire(path) is not None  # released again
 
 
 @pytest.mark.parametrize("run_id", ["../etc", "a/b", "nope-not-a-run"])
