@@ -540,9 +540,11 @@ def _finalise(run: ActiveRun) -> RunOutcome:
     try:
         manifest = run.directory.write_manifest(manifest)
     except OSError as exc:
+        # the first write that failed (an episode's record, a derived file) is what stopped the run: say it too
+        first = f" (the run had stopped: {run.write_error})" if run.write_error else ""
         raise BenchmarkError(
             f"run {run.directory.path.name} could not be finalised: cannot write run_manifest.json "
-            f"({_describe_os_error(exc)}); {run_state(run)}",
+            f"({_describe_os_error(exc)}){first}; {run_state(run)}",
             EXIT_INCOMPLETE,
         ) from None
     run.manifest = manifest

@@ -432,8 +432,8 @@ class StoreWriter:
 
     def _failed(self, exc: Exception) -> None:
         self._fail(
-            f"trace store {self.store.url}: {type(exc).__name__}: {exc}; the run directory is complete, load it "
-            f"later with {self.import_hint}"
+            f"trace store {self.store.url}: {type(exc).__name__}: {exc}; the run directory keeps every episode it "
+            f"recorded, load it later with {self.import_hint}"
         )
 
     def _fail(self, message: str) -> None:

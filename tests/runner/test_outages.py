@@ -4,6 +4,7 @@ that ends does not trip it, and a signal while the run is finalised says what st
 
 from __future__ import annotations
 
+import errno
 import os
 import resource
 import signal
@@ -15,10 +16,20 @@ import pytest
 from typer.testing import CliRunner
 
 from contextdelta.cli import app
-from contextdelta.rundir import RAW_RUNS, RunDirectory, RunEnd, RunStart, RunStatus
+from contextdelta.rundir import (
+    MANIFEST,
+    RAW_RUNS,
+    RunDirectory,
+    RunDirectoryRecorder,
+    RunEnd,
+    RunManifest,
+    RunStart,
+    RunStatus,
+)
 from contextdelta.runner import (
     EXIT_ALL_FAILED,
     EXIT_INCOMPLETE,
+    BenchmarkError,
     CircuitBreaker,
     FinaliseInterrupted,
     OpenInterrupted,
@@ -338,4 +349,43 @@ def test_a_signal_while_the_run_opens_names_the_run_to_resume(oracle_url: str, t
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored
     resumed = run_benchmark(benchmark_request(oracle_url, tmp_path, task_ids=None, resume=str(path)))
     assert resumed.manifest.status is RunStatus.COMPLETE and resumed.manifest.counts.finished == 1
+    assert verify_run(path).lines() == ["MATCH"]
+
+
+@pytest.mark.slow
+def test_a_full_disk_that_keeps_the_manifest_from_being_written_says_what_stopped_the_run(
+    oracle_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk fills while an episode is recorded, and stays full: the final manifest cannot be written either. The
+    error names both files (the record that stopped the run, the manifest), and the run resumes once there is
+    room again."""
+    real_episode, real_manifest = RunDirectoryRecorder.episode, RunDirectory.write_manifest
+    calls = [0]
+
+    def episode(self: RunDirectoryRecorder, record: object) -> None:
+        calls[0] += 1
+        if calls[0] == 2:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.directory.file(RAW_RUNS)))
+        real_episode(self, record)  # type: ignore[arg-type]
+
+    def write_manifest(self: RunDirectory, manifest: RunManifest) -> RunManifest:
+        if calls[0] >= 2:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.file(MANIFEST)))
+        return real_manifest(self, manifest)
+
+    fields = {"task_ids": SMALL[:2], "strategies": ["full_history"], "concurrency": 1}
+    with monkeypatch.context() as patch:
+        patch.setattr(RunDirectoryRecorder, "episode", episode)
+        patch.setattr(RunDirectory, "write_manifest", write_manifest)
+        with pytest.raises(BenchmarkError) as caught:
+            run_benchmark(benchmark_request(oracle_url, tmp_path, protection_modes=["unprotected"], **fields))
+    (path,) = list(tmp_path.iterdir())
+    assert caught.value.exit_code == EXIT_INCOMPLETE
+    assert caught.value.message.startswith(
+        f"run {path.name} could not be finalised: cannot write run_manifest.json (No space left on device: "
+        f"{path / MANIFEST}) (the run had stopped: cannot write the run directory (No space left on device: "
+        f"{path / RAW_RUNS})); run_manifest.json says 'running'; raw_runs.jsonl keeps the 1 recorded episodes"
+    ), caught.value.message
+    resumed = run_benchmark(benchmark_request(oracle_url, tmp_path, task_ids=None, resume=str(path)))
+    assert resumed.manifest.status is RunStatus.COMPLETE and resumed.manifest.counts.finished == 2
     assert verify_run(path).lines() == ["MATCH"]
