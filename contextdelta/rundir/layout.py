@@ -131,9 +131,11 @@ def check_results_dir(path: Path, *, min_free_bytes: int = MIN_FREE_BYTES, flag:
         raise RunDirectoryError(f"{flag} {path}{where} is not writable: {exc.strerror or exc}") from None
     free = shutil.disk_usage(existing).free
     if free < min_free_bytes:
+        # a resumed run stays where it is: only freeing space helps there
+        remedy = "free some space there" if flag == "--resume" else "free some space or choose another --results-dir"
         raise RunDirectoryError(
             f"{flag} {path}: only {free / 2**20:.1f} MiB free on its file system; a run needs at least "
-            f"{min_free_bytes / 2**20:.0f} MiB (free some space or choose another --results-dir)"
+            f"{min_free_bytes / 2**20:.0f} MiB ({remedy})"
         )
 
 

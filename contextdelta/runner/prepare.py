@@ -998,7 +998,8 @@ def plan_run(request: BenchmarkRequest, settings: Settings, provider: ChatProvid
         _check_request(request)
     # a folder from the environment is named by its variable: the user gave no --results-dir
     from_env = target is None and request.results_dir is None
-    _results_dir(target[0].path if target else results_dir, "CONTEXTDELTA_RESULTS_DIR" if from_env else "--results-dir")
+    flag = "--resume" if target else "CONTEXTDELTA_RESULTS_DIR" if from_env else "--results-dir"
+    _results_dir(target[0].path if target else results_dir, flag)
     prices = _prices(request)
     chat: ChatProvider | None = None
     provider_info: ProviderInfo | None = None

@@ -178,6 +178,26 @@ def test_a_full_file_system_is_refused_before_the_run(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_resume_on_a_full_file_system_names_the_run_and_the_one_remedy(
+    here: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A disk that filled stopped the run; the user frees a little space and resumes. Too little is refused as for a
+    new run, but named by --resume (the flag given) and without "choose another --results-dir": a resumed run stays
+    in its directory."""
+    with serve_scripted("oracle", TASKS) as url:
+        first = runner.invoke(app, run_args(url, tmp_path / "results"))
+        assert first.exit_code == 0, first.output
+        path = Path(first.stdout.strip().splitlines()[-1])
+        full = shutil.disk_usage(path)._replace(free=5 * 2**20)
+        monkeypatch.setattr(shutil, "disk_usage", lambda where: full)
+        message = refused(["run-benchmark", "--resume", str(path), "--base-url", url, "--no-store"], here)
+    assert message == (
+        f"error: --resume {path}: only 5.0 MiB free on its file system; a run needs at least 32 MiB (free some space "
+        "there)"
+    )
+
+
+@pytest.mark.slow
 def test_nothing_is_opened_in_the_working_folder_and_the_store_follows_the_results_dir(
     here: Path, tmp_path: Path
 ) -> None:
