@@ -250,10 +250,17 @@ def _interrupted_opening(plan: RunPlan, directory: RunDirectory | None, exc: Key
         return f"interrupted by {signal_name} before the run directory was created; nothing was written"
     return (
         f"interrupted by {signal_name} while opening run {directory.path.name}, before any episode of this session "
-        f"ran; `contextdelta run-benchmark --resume {directory.path}"
-        + (" --retry-failed" if plan.request.retry_failed else "")
-        + "` runs what is missing"
+        f"ran; `{resume_command(plan.request, directory.path)}` runs what is missing"
     )
+
+
+def resume_command(request: BenchmarkRequest, path: Path) -> str:
+    """The command that resumes the run at ``path`` that ``request`` started or resumed: an external agent's run
+    resumes with ``run-external`` (``run-benchmark`` refuses it), with its agent and its command to give again."""
+    agent = request.external_agent
+    if agent is not None:
+        return f"contextdelta run-external --agent {agent.agent} --agent-cmd ... --resume {path}"
+    return f"contextdelta run-benchmark --resume {path}" + (" --retry-failed" if request.retry_failed else "")
 
 
 def _unchanged_since_plan(directory: RunDirectory, planned: RunManifest) -> None:
@@ -458,9 +465,8 @@ def run_state(run: ActiveRun) -> str:
     return (
         f"run_manifest.json {status}; raw_runs.jsonl keeps the {len(run.records)} recorded episodes"
         + (f" (and {len(run.superseded)} superseded attempts)" if run.superseded else "")
-        + f". `contextdelta run-benchmark --resume {run.directory.path}"
-        + (" --retry-failed" if run.plan.request.retry_failed else "")
-        + "` rebuilds the derived files and runs what is missing"
+        + f". `{resume_command(run.plan.request, run.directory.path)}` rebuilds the derived files and runs what is "
+        "missing"
     )
 
 

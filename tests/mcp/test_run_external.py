@@ -261,3 +261,42 @@ def test_terminal_escapes_an_agent_prints_are_shown_never_sent_to_the_terminal_o
         assert not control.search(text) and "\n# heading" not in text, name
     verified = cli("verify", str(path))
     assert verified.stdout.splitlines()[0] == "MATCH", verified.stdout + verified.stderr
+
+
+class _SignalAtStart:
+    """A recorder whose ``start`` receives SIGINT: a Ctrl-C while the run is opened."""
+
+    def start(self, run: object) -> None:
+        signal.raise_signal(signal.SIGINT)
+
+    def episode(self, record: object) -> None:
+        pass
+
+    def finish(self, run: object) -> None:
+        pass
+
+
+def test_an_interrupted_external_run_is_told_to_resume_with_run_external(tmp_path: Path) -> None:
+    """The resume line printed when a signal cuts a run short named `run-benchmark --resume`, which refuses an
+    external agent's run; it names run-external, the agent and the command to give again."""
+    from contextdelta.mcp import HTTP, agent_info
+    from contextdelta.mcp import run_external as run_agent
+    from contextdelta.runner import BenchmarkRequest, OpenInterrupted
+
+    request = BenchmarkRequest(
+        tasks_dir=TASKS,
+        task_ids=["cfg-search-ramp"],
+        protection_modes=["unprotected"],
+        repeats=1,
+        results_dir=tmp_path,
+        external_agent=agent_info("replay", transport=HTTP, command=AGENT, timeout_s=600, secrets=()),
+    )
+    with pytest.raises(OpenInterrupted) as caught:
+        run_agent(request, AGENT, recorders=[_SignalAtStart()])
+    (path,) = list(tmp_path.iterdir())
+    assert caught.value.message.endswith(
+        f"`contextdelta run-external --agent replay --agent-cmd ... --resume {path}` runs what is missing"
+    )
+    resumed = run_external(tmp_path, "--resume", path.name)
+    assert resumed.returncode == 0, resumed.stderr
+    assert RunDirectory(path).read_manifest().status is RunStatus.COMPLETE
