@@ -19,7 +19,6 @@ from contextdelta.runner.benchmark import (
     execute,
     finalise,
     open_run,
-    resume_command,
     run_benchmark,
     run_plan,
     run_state,
@@ -45,7 +44,15 @@ from contextdelta.runner.plan import (
     plan_episodes,
     plan_sha256,
 )
-from contextdelta.runner.prepare import MOCK_REFUSAL, Matrix, RunPlan, pending_episodes, plan_run, run_hashes
+from contextdelta.runner.prepare import (
+    MOCK_REFUSAL,
+    Matrix,
+    RunPlan,
+    pending_episodes,
+    plan_run,
+    resume_command,
+    run_hashes,
+)
 from contextdelta.runner.progress import ProgressDisplay
 from contextdelta.runner.provenance import HARNESS_MODULES, environment, git_info, source_hash
 from contextdelta.runner.request import (

@@ -59,7 +59,7 @@ from contextdelta.runner.execute import (
 )
 from contextdelta.runner.plan import episode_seed, order_seed
 from contextdelta.runner.pool import WorkerPoolExecutor
-from contextdelta.runner.prepare import RunPlan, lock_run, plan_run
+from contextdelta.runner.prepare import RunPlan, lock_run, plan_run, resume_command
 from contextdelta.runner.provenance import environment
 from contextdelta.runner.request import EXIT_INCOMPLETE, BenchmarkError, BenchmarkRequest
 from contextdelta.settings import Settings, load_settings, redact_url
@@ -218,10 +218,10 @@ def open_run(plan: RunPlan, recorders: Sequence[Recorder] = ()) -> ActiveRun:
             manifest = _new_manifest(plan, now)
             directory = RunDirectory(plan.results_dir / manifest.run_group_id)
             directory.create(manifest, [(t.task.world, t.task.id, t.path) for t in plan.matrix.tasks])
-            lock = lock_run(directory)
+            lock = lock_run(directory, resume_command(plan.request, directory.path))
         else:
             directory, manifest = plan.existing, plan.manifest
-            lock = lock_run(directory)
+            lock = lock_run(directory, resume_command(plan.request, directory.path))
             try:
                 _unchanged_since_plan(directory, manifest)
                 removed = directory.remove_stale_temp_files()
@@ -252,15 +252,6 @@ def _interrupted_opening(plan: RunPlan, directory: RunDirectory | None, exc: Key
         f"interrupted by {signal_name} while opening run {directory.path.name}, before any episode of this session "
         f"ran; `{resume_command(plan.request, directory.path)}` runs what is missing"
     )
-
-
-def resume_command(request: BenchmarkRequest, path: Path) -> str:
-    """The command that resumes the run at ``path`` that ``request`` started or resumed: an external agent's run
-    resumes with ``run-external`` (``run-benchmark`` refuses it), with its agent and its command to give again."""
-    agent = request.external_agent
-    if agent is not None:
-        return f"contextdelta run-external --agent {agent.agent} --agent-cmd ... --resume {path}"
-    return f"contextdelta run-benchmark --resume {path}" + (" --retry-failed" if request.retry_failed else "")
 
 
 def _unchanged_since_plan(directory: RunDirectory, planned: RunManifest) -> None:

@@ -624,21 +624,35 @@ def _resume_target(results_dir: Path, run_id: str) -> tuple[RunDirectory, RunMan
             f"the bytes their receipts sealed): restore {directory.path} as the run wrote it "
             f"(`contextdelta verify {manifest.run_group_id} --allow-incomplete` names what changed)"
         )
-    lock_run(directory).release()  # said now, before the endpoint check and the suite's checks; taken again to open
+    agent = manifest.external_agent
+    resume = (
+        f"contextdelta run-external --agent {agent.agent} --agent-cmd ... --resume {directory.path}" if agent else None
+    )
+    lock_run(directory, resume).release()  # said now, before the endpoint and suite checks; taken again to open
     return directory, manifest
 
 
-def lock_run(directory: RunDirectory) -> SessionLock:
+def resume_command(request: BenchmarkRequest, path: Path) -> str:
+    """The command that resumes the run at ``path`` that ``request`` started or resumed: an external agent's run
+    resumes with ``run-external`` (``run-benchmark`` refuses it), with its agent and its command to give again."""
+    agent = request.external_agent
+    if agent is not None:
+        return f"contextdelta run-external --agent {agent.agent} --agent-cmd ... --resume {path}"
+    return f"contextdelta run-benchmark --resume {path}" + (" --retry-failed" if request.retry_failed else "")
+
+
+def lock_run(directory: RunDirectory, resume: str | None = None) -> SessionLock:
     """This session's exclusive hold on ``directory`` for as long as it writes it. BenchmarkError (exit 2, nothing
     changed) while another session holds it: two sessions appending to one run would record episodes twice and
-    break its hash chain."""
+    break its hash chain. ``resume`` is the command that resumes the run (default: ``run-benchmark --resume``)."""
     lock = SessionLock.acquire(directory.path)
     if lock is None:
+        command = resume or f"contextdelta run-benchmark --resume {directory.path}"
         raise BenchmarkError(
             f"run {directory.path.name} is being written by another session right now (a run-benchmark, --resume, "
-            f"run-external or serve-world still running on {directory.path}); nothing was changed: wait for that "
-            f"session to end (or stop it with Ctrl-C), then run `contextdelta run-benchmark --resume "
-            f"{directory.path}` if the run is still incomplete"
+            f"run-external, serve-world or report --write still running on {directory.path}); nothing was changed: "
+            f"wait for that session to end (or stop it with Ctrl-C), then run `{command}` if the run is still "
+            "incomplete"
         )
     return lock
 

@@ -19,7 +19,7 @@ import pytest
 from contextdelta.attribution import attribute_run
 from contextdelta.dashboard import load_episode, load_run
 from contextdelta.dashboard.timeline import episode_timeline
-from contextdelta.rundir import EpisodeRecord, RunDirectory, RunStatus
+from contextdelta.rundir import EpisodeRecord, RunDirectory, RunStatus, SessionLock
 from contextdelta.runner import EXIT_ALL_FAILED
 from contextdelta.store import open_store
 
@@ -297,6 +297,15 @@ def test_an_interrupted_external_run_is_told_to_resume_with_run_external(tmp_pat
     assert caught.value.message.endswith(
         f"`contextdelta run-external --agent replay --agent-cmd ... --resume {path}` runs what is missing"
     )
+    session = SessionLock.acquire(path)  # another session writing the run: the refusal names the same command
+    assert session is not None
+    try:
+        refused = run_external(tmp_path, "--resume", path.name)
+    finally:
+        session.release()
+    assert refused.returncode == 2
+    said = " ".join(refused.stderr.split())
+    assert f"then run `contextdelta run-external --agent replay --agent-cmd ... --resume {path}`" in said, said
     resumed = run_external(tmp_path, "--resume", path.name)
     assert resumed.returncode == 0, resumed.stderr
     assert RunDirectory(path).read_manifest().status is RunStatus.COMPLETE
