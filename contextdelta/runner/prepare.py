@@ -390,6 +390,12 @@ def resolve_matrix(request: BenchmarkRequest, settings: Settings, manifest: RunM
             raise BenchmarkError(f"cannot resume {manifest.run_group_id}: " + "; ".join(conflicts))
         allow = request.allow_unlocked or manifest.unlocked is not None  # resume keeps the recorded escape hatch
         source = task_suite(request, manifest)
+        if request.tasks_dir is None and not source.path.is_dir():  # a folder recorded relative to where it started
+            raise BenchmarkError(
+                f"cannot resume {manifest.run_group_id}: its suite {source.source!r} (recorded relative to the folder "
+                f"the run started in) is not a folder from here ({Path.cwd()}): resume from the folder the run "
+                "started in, or give --tasks with the path of the same suite"
+            )
         try:
             tasks, suite, unlocked = _load_tasks(source, [t.id for t in manifest.tasks], None, allow_unlocked=allow)
         except UnknownTaskIdsError as exc:  # another suite than the run's: say so, not which ids the new one has

@@ -15,7 +15,7 @@ from contextdelta.cli import app
 from contextdelta.rundir import RunDirectory, RunDirectoryError, check_results_dir
 from contextdelta.runner import EXIT_ALL_FAILED
 from contextdelta.testing import FaultPlan, ScriptedServer, fetch_stats, serve_scripted
-from tests.runner.conftest import TASKS
+from tests.runner.conftest import TASKS, as_killed
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -175,6 +175,34 @@ def test_a_full_file_system_is_refused_before_the_run(tmp_path: Path) -> None:
     with pytest.raises(RunDirectoryError, match=r"MiB free on its file system; a run needs at least"):
         check_results_dir(tmp_path, min_free_bytes=free * 2)
     check_results_dir(tmp_path, min_free_bytes=1)
+
+
+@pytest.mark.slow
+def test_a_resume_from_another_folder_names_the_recorded_suite_and_the_remedy(
+    here: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The suite is recorded relative to the folder the run started in: a resume from elsewhere without --tasks was
+    refused as "--tasks ...: not a directory", a flag the user had not given. It names the run, the recorded
+    folder and the two remedies; --tasks with the same suite resumes it."""
+    with serve_scripted("oracle", TASKS) as url:
+        first = runner.invoke(app, run_args(url, here / "results"))
+        assert first.exit_code == 0, first.output
+        path = Path(first.stdout.strip().splitlines()[-1])
+        as_killed(path)
+        elsewhere = here / "a" / "b" / "c"
+        elsewhere.mkdir(parents=True)
+        monkeypatch.chdir(elsewhere)
+        resume = ["run-benchmark", "--resume", str(path), "--base-url", url, "--no-store", "--quiet"]
+        message = refused(resume, elsewhere)
+        recorded = RunDirectory(path).read_manifest().suite
+        assert recorded is not None
+        assert message == (
+            f"error: cannot resume {path.name}: its suite {recorded.source!r} (recorded relative to the folder the "
+            f"run started in) is not a folder from here ({elsewhere}): resume from the folder the run started in, or "
+            "give --tasks with the path of the same suite"
+        )
+        again = runner.invoke(app, [*resume, "--tasks", str(TASKS)])
+    assert again.exit_code == 0, again.output
 
 
 @pytest.mark.slow
