@@ -104,6 +104,12 @@ async def _serve(conn: Connection, runtime: EpisodeRuntime, limited: bool) -> No
         await stopped.wait()
     finally:
         loop.remove_reader(conn.fileno())
+        # episodes still running when the driver stops the worker (a Ctrl-C, a stop rule) are no longer wanted: cancel
+        # them before their provider closes, or they go on calling a closed client (retry warnings, "Event loop is
+        # closed" tracebacks) until the process ends
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
         await host.aclose()
         conn.close()
 

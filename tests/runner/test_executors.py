@@ -9,7 +9,10 @@ import math
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -273,3 +276,42 @@ def test_workers_that_keep_dying_stop_the_run_resumably_naming_the_episode(tmp_p
         resumed = run_benchmark(request(url, tmp_path, workers=2, resume=str(stopped.path)))
     assert resumed.manifest.status is RunStatus.COMPLETE and len(resumed.records) == 12
     assert verify_run(resumed.path).ok
+
+
+@pytest.mark.slow
+def test_ctrl_c_with_workers_stops_their_episodes_quietly_and_the_run_resumes(tmp_path: Path) -> None:
+    """A stopped worker closed its provider while its episodes were still running: they went on calling a closed
+    client, and the terminal showed retry warnings ("Server disconnected") and "Event loop is closed" tracebacks
+    after the Ctrl-C. The worker now cancels them first; the run is incomplete, quietly, and resumes to MATCH."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "CONTEXTDELTA_WORKERS": "2"}
+    with serve_scripted("oracle", TASKS, latency_ms=40) as url:
+        common = ["--base-url", url, "--model", "scripted-oracle", "--quiet", "--no-store"]
+        command = [
+            *(sys.executable, "-m", "contextdelta", "run-benchmark", "--tasks", str(TASKS)),
+            *("--results-dir", str(tmp_path), "--strategies", "full_history,last_n", "--repeats", "1"),
+            *("--task-ids", "order-grinder-refund,cal-design-review,cfg-search-ramp", "--concurrency", "4", *common),
+        ]
+        process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            with within(120, "waiting for the first record"):
+                while not any(p.read_bytes().count(b"\n") for p in tmp_path.glob("*/raw_runs.jsonl")):
+                    assert process.poll() is None, process.communicate()
+                    time.sleep(0.01)
+            process.send_signal(signal.SIGINT)
+            _, err = process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        assert process.returncode == 130, err
+        for noise in ("retrying", "Traceback", "Event loop is closed", "Unclosed", "destroyed but it is pending"):
+            assert noise not in err, err
+        (path,) = list(tmp_path.iterdir())
+        resumed = subprocess.run(
+            [sys.executable, "-m", "contextdelta", "run-benchmark", "--resume", str(path), *common],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert resumed.returncode == 0, resumed.stderr
+    assert verify_run(path).lines() == ["MATCH"]
