@@ -1322,8 +1322,9 @@ def report_command(
             directory.reseal_files()  # the seal records the files as rewritten on purpose; nothing else changes
             if changed:
                 err.print(
-                    f"recorded in {directory.path.name}/aggregate_metrics.json: {plural(params.resamples, 'resample')}, "
-                    f"bootstrap seed {params.seed}, task-level intervals {params.task_interval} (verify uses them)",
+                    f"recorded in {directory.path.name}/aggregate_metrics.json: "
+                    f"{plural(params.resamples, 'resample')}, bootstrap seed {params.seed}, "
+                    f"task-level intervals {params.task_interval} (verify uses them)",
                     highlight=False,
                 )
     finally:
