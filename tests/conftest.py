@@ -7,6 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Property tests check what is computed, never how fast: on a loaded machine (CI beside other jobs) Hypothesis's
+# timing checks (the per-example deadline, "input generation is slow") failed tests whose properties held.
+settings.register_profile("contextdelta", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("contextdelta")
 
 
 @pytest.fixture(autouse=True, scope="session")
