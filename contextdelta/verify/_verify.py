@@ -93,7 +93,7 @@ from contextdelta.verify._contexts import (
     rederive_limit,
 )
 from contextdelta.verify._receipts import check_seal, odd_entry_findings
-from contextdelta.worlds import ProtectionMode, get_world
+from contextdelta.worlds import ProtectionMode, ToolEvent, get_world
 
 REL_TOL = 1e-9
 """Relative tolerance for recomputed real-valued aggregates (BLAS summation order may change the last bits)."""
@@ -485,8 +485,8 @@ class _Verifier:
                     self.compare(
                         rid,
                         f"{where}.tool_events[{i}]",
-                        events[i].model_dump(mode="json"),
-                        result.event.model_dump(mode="json"),
+                        events[i].model_dump(mode="json", exclude=_unrecorded(events[i])),
+                        result.event.model_dump(mode="json", exclude=_unrecorded(events[i])),
                     )
                 after.extend(m.model_dump(mode="json") for m in result.mutations)
             self.compare(
@@ -664,6 +664,15 @@ class _Verifier:
         if actual is not None and actual != text:
             line = _first_differing_line(actual, text)
             self.diverge(self.group, name, f"differs from the one rebuilt from the episodes (first at line {line})")
+
+
+_ADDED_EVENT_FIELDS = frozenset({"validated_arguments"})
+"""ToolEvent fields that records of earlier versions do not hold (the seal guards their absence in newer ones)."""
+
+
+def _unrecorded(event: ToolEvent) -> set[str]:
+    """The fields of a recorded event written before they existed: nothing to compare them with."""
+    return set(_ADDED_EVENT_FIELDS - event.model_fields_set)
 
 
 def _first_differing_line(a: str, b: str) -> int:

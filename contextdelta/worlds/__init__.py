@@ -20,7 +20,15 @@ from contextdelta.worlds.mutations import (
     Trigger,
 )
 from contextdelta.worlds.registry import WORLDS, get_world
-from contextdelta.worlds.tools import GuardViolation, InvalidCall, ToolArgs, ToolContext, ToolSpec, tool
+from contextdelta.worlds.tools import (
+    GuardViolation,
+    InvalidCall,
+    ToolArgs,
+    ToolContext,
+    ToolSpec,
+    includes_arguments,
+    tool,
+)
 from contextdelta.worlds.views import json_values_in, resource_views, shown_version, write_records
 from contextdelta.worlds.world import ToolCallResult, World, WorldDefinition, WorldStateError
 
@@ -50,6 +58,7 @@ __all__ = [
     "WorldDefinition",
     "WorldStateError",
     "get_world",
+    "includes_arguments",
     "json_values_in",
     "resource_key",
     "resource_views",

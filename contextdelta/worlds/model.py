@@ -97,6 +97,12 @@ class ToolEvent(BaseModel):
     actor: str = Field(default="agent", description="Who called: agent (other actors' writes are mutation events).")
     tool: str = Field(description="Tool name as called (may be unknown).")
     arguments: dict[str, Any] | str = Field(description="Parsed arguments, or the raw text when it was not JSON.")
+    validated_arguments: dict[str, Any] | None = Field(
+        default=None,
+        description='The arguments as the tool interpreted them: validated, types coerced ("1000" -> 1000), '
+        "defaults filled, as JSON. What the graders and hidden-mutation triggers compare. Null when the call failed "
+        "before its arguments validated, and in records written before the field existed.",
+    )
     kind: ToolKind | None = Field(description="read or write; null for an unknown tool.")
     resource: str | None = Field(description="The primary resource the call addresses, when it names one.")
     resources_written: list[str] = Field(
@@ -119,6 +125,13 @@ class ToolEvent(BaseModel):
     )
     state_before: str = Field(description="SHA-256 of the canonical world state before the call.")
     state_after: str = Field(description="SHA-256 of the canonical world state after the call.")
+
+    def interpreted_arguments(self) -> dict[str, Any]:
+        """The arguments as the tool acted on them: ``validated_arguments``, or for a call that never validated (or
+        a record that predates that field) the parsed ``arguments`` as given; ``{}`` when they were not JSON."""
+        if self.validated_arguments is not None:
+            return self.validated_arguments
+        return self.arguments if isinstance(self.arguments, dict) else {}
 
 
 class MutationEvent(BaseModel):

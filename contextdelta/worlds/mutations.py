@@ -10,7 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 class AfterToolCall(BaseModel):
     """Fires right after the agent's n-th call of ``tool`` whose arguments include every pair in ``args``.
 
-    Calls with outcome ``invalid`` do not count: they never reached the tool.
+    Both sides are compared as the tool interprets them (``ToolSpec.interpret``, ``validated_arguments``): a call
+    passing ``"1000"`` to an integer parameter matches ``1000``. Calls with outcome ``invalid`` do not count: they
+    never reached the tool.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -18,9 +20,6 @@ class AfterToolCall(BaseModel):
     tool: str
     n: PositiveInt = 1
     args: dict[str, Any] = Field(default_factory=dict)
-
-    def matches(self, tool: str, arguments: dict[str, Any]) -> bool:
-        return tool == self.tool and all(arguments.get(k) == v for k, v in self.args.items())
 
 
 class AfterObservation(BaseModel):

@@ -5,14 +5,15 @@ from __future__ import annotations
 import copy
 import inspect
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 
+from contextdelta.canonical import canonical_json
 from contextdelta.worlds.model import ProtectionMode, ResourceModel, ToolKind
 
 M = TypeVar("M", bound=ResourceModel)
@@ -147,6 +148,29 @@ class ToolSpec(Generic[A]):
     resource: Callable[[A], tuple[str, str] | None]
     """(kind, id) of the primary resource: the one a write's ``expected_version`` refers to."""
 
+    def interpret(self, declared: Mapping[str, Any]) -> dict[str, Any]:
+        """Declared argument values (a trigger's, a prohibited action's) as this tool interprets them: each one
+        validated by its parameter's type and constraints and dumped as JSON, as ``validated_arguments`` records a
+        call's. A name the tool does not take, or a value its parameter refuses, is kept as given: no validated
+        call holds it, so it matches none."""
+        interpreted: dict[str, Any] = {}
+        for name, value in declared.items():
+            adapter = self._parameter_adapters.get(name)
+            try:
+                interpreted[name] = (
+                    value if adapter is None else adapter.dump_python(adapter.validate_python(value), mode="json")
+                )
+            except ValidationError:
+                interpreted[name] = value
+        return interpreted
+
+    @cached_property
+    def _parameter_adapters(self) -> dict[str, TypeAdapter[Any]]:
+        return {
+            name: TypeAdapter(Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation)
+            for name, field in self.args.model_fields.items()
+        }
+
     def args_model(self, mode: ProtectionMode) -> type[BaseModel]:
         """The parameter model for a protection mode (the contract adds ``expected_version`` to writes)."""
         return self._contract_args if self._needs_version(mode) else self.args
@@ -191,6 +215,17 @@ class ToolSpec(Generic[A]):
             }
             for mode in ProtectionMode
         }
+
+
+def includes_arguments(arguments: Mapping[str, Any], declared: Mapping[str, Any]) -> bool:
+    """Whether ``arguments`` hold every declared name with the same JSON value (``1`` is not ``true``, nor ``1.0``).
+
+    Compare a call's ``interpreted_arguments()`` with declared values its tool has ``interpret``ed: both as the
+    tool acted on them, so ``"1000"`` and ``1000`` for an integer parameter are one value."""
+    return all(
+        name in arguments and canonical_json(arguments[name]) == canonical_json(value)
+        for name, value in declared.items()
+    )
 
 
 def tool(

@@ -40,7 +40,15 @@ from contextdelta.worlds.model import (
     resource_key,
 )
 from contextdelta.worlds.mutations import HiddenMutation
-from contextdelta.worlds.tools import GuardViolation, InvalidCall, ResourceRef, ToolContext, ToolFailure, ToolSpec
+from contextdelta.worlds.tools import (
+    GuardViolation,
+    InvalidCall,
+    ResourceRef,
+    ToolContext,
+    ToolFailure,
+    ToolSpec,
+    includes_arguments,
+)
 
 RESERVED_FIELDS = frozenset({"resource", "version"})
 
@@ -132,6 +140,11 @@ class World:
         self._state_hash: str | None = None  # of the current state; every change goes through _commit
         self._texts: dict[str, str] = {}  # each resource's canonical JSON, dropped when _commit changes it
         self._pending = list(mutations)
+        self._trigger_args = {  # each after_tool_call trigger's declared arguments, as its tool interprets them
+            m.id: _interpreted(definition, m.trigger.after_tool_call.tool, m.trigger.after_tool_call.args)
+            for m in self._pending
+            if m.trigger.after_tool_call is not None
+        }
         self._match_counts: dict[str, int] = {}
         self._observed: dict[str, _Observation] = {}
         self._step = 0
@@ -252,6 +265,8 @@ class World:
             return _error("invalid_arguments", message, problems=problems, parameters=_params(args_model)), *_invalid(
                 "invalid_arguments"
             )
+        # what the tool acts on ("1000" read as 1000, defaults filled): what graders and triggers compare
+        record["validated_arguments"] = args.model_dump(mode="json")
         expected = getattr(args, "expected_version", None)
         record["expected_version"] = expected
         ctx = self._context(actor="agent")
@@ -311,11 +326,13 @@ class World:
 
     def _after_call(self, event: ToolEvent, first_seen: list[str]) -> list[MutationEvent]:
         applied: list[MutationEvent] = []
-        arguments = event.arguments if isinstance(event.arguments, dict) else {}
+        arguments = event.interpreted_arguments()
         for mutation in list(self._pending):
             trigger = mutation.trigger
             if trigger.after_tool_call is not None and event.outcome is not Outcome.INVALID:
-                if trigger.after_tool_call.matches(event.tool, arguments):
+                if event.tool == trigger.after_tool_call.tool and includes_arguments(
+                    arguments, self._trigger_args[mutation.id]
+                ):
                     count = self._match_counts.get(mutation.id, 0) + 1
                     self._match_counts[mutation.id] = count
                     if count == trigger.after_tool_call.n:
@@ -496,6 +513,11 @@ def _first_error(exc: ValidationError) -> str:
     err = exc.errors(include_url=False)[0]
     where = ".".join(str(p) for p in err["loc"]) or "(value)"
     return f"{where}: {err['msg']} (got {err.get('input')!r})"
+
+
+def _interpreted(definition: WorldDefinition, tool: str, declared: Mapping[str, Any]) -> dict[str, Any]:
+    spec = definition.tool(tool)
+    return spec.interpret(declared) if spec is not None else dict(declared)
 
 
 def _mutation_targets(mutation: HiddenMutation) -> list[str]:

@@ -309,6 +309,61 @@ def test_after_tool_call_fires_on_the_nth_matching_call_only() -> None:
     assert (log[0].versions_before, log[0].versions_after) == ({A1001: 1}, {A1001: 2})
 
 
+def test_after_tool_call_compares_arguments_as_the_tool_reads_them() -> None:
+    # the trigger declares 2500 cents; the agent sends "2500" (the world refunds 2500), then 2500.0
+    trigger = {"tool": "issue_refund", "n": 2, "args": {"order_id": "A-1001", "amount_cents": 2500}}
+    world = make_world(
+        "order",
+        mutations=[{"id": "ship", "actor": "warehouse", "trigger": {"after_tool_call": trigger}, "set": SHIP_A1001}],
+    )
+    first = world.call("issue_refund", {"order_id": "A-1001", "amount_cents": "2500", "reason": "Damaged"})
+    assert first.event.outcome is Outcome.EXECUTED and first.mutations == []
+    assert first.event.validated_arguments == {"order_id": "A-1001", "amount_cents": 2500, "reason": "Damaged"}
+    second = world.call("issue_refund", {"order_id": "A-1001", "amount_cents": 2500.0, "reason": "Damaged"})
+    assert [m.mutation_id for m in second.mutations] == ["ship"]
+
+
+def test_after_tool_call_reads_declared_values_as_the_tool_does() -> None:
+    # declared "30" and a date; called with 30 and that date as a midnight datetime: one call as the tool reads it
+    trigger = {
+        "tool": "find_free_slots",
+        "args": {"room_id": "borealis", "day": "2026-12-03", "duration_minutes": "30"},
+    }
+    world = make_world(
+        "calendar",
+        mutations=[
+            {
+                "id": "retitle",
+                "actor": "ana",
+                "trigger": {"after_tool_call": trigger},
+                "set": {"resource": "calendar/event/evt-1", "fields": {"title": "Moved"}},
+            }
+        ],
+    )
+    same_day = world.call(
+        "find_free_slots", {"room_id": "borealis", "day": "2026-12-03T00:00:00", "duration_minutes": 30}
+    )
+    assert same_day.event.outcome is Outcome.EXECUTED
+    assert [m.mutation_id for m in same_day.mutations] == ["retitle"]
+
+
+def test_the_event_records_the_arguments_as_validated_only_for_calls_that_validated() -> None:
+    world = make_world("calendar")
+    listed = world.call("list_events", {"day": "2026-12-02"})
+    assert listed.event.validated_arguments == {
+        "day": "2026-12-02",
+        "room_id": None,
+        "attendee": None,
+        "include_cancelled": False,
+    }
+    assert listed.event.arguments == {"day": "2026-12-02"}  # as given, beside them
+    padded = world.call("get_event", {"event_id": "evt-1 "})  # ids are exact: no such event
+    extra = world.call("get_event", {"event_id": "evt-1", "verbose": True})
+    assert [padded.event.error_code, extra.event.error_code] == ["unknown_resource", "invalid_arguments"]
+    assert extra.event.validated_arguments is None
+    assert extra.event.interpreted_arguments() == {"event_id": "evt-1", "verbose": True}
+
+
 def test_after_observation_fires_after_first_sight_even_in_a_list() -> None:
     world = make_world(
         "order",
