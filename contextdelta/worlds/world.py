@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -455,6 +456,25 @@ _UNPAIRED_SURROGATE = (
     "object of valid Unicode text."
 )
 _TOO_DEEP = f"The arguments are nested more than {MAX_JSON_DEPTH} levels deep; send a JSON object of the parameters."
+_NOT_FINITE = (
+    "The arguments hold NaN, Infinity or a number too large for a float ({value}), which JSON does not allow; send "
+    "finite numbers."
+)
+
+
+class _NotFinite(ValueError):
+    """A number JSON cannot hold: NaN, Infinity, or one a float overflows to infinity (1e400)."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotFinite(text)
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotFinite(name)
 
 
 def _parse_arguments(arguments: str | Mapping[str, Any] | None) -> dict[str, Any] | str:
@@ -468,16 +488,25 @@ def _parse_arguments(arguments: str | Mapping[str, Any] | None) -> dict[str, Any
         return {}
     if isinstance(arguments, Mapping):
         given = dict(arguments)
-        return _UNPAIRED_SURROGATE if has_lone_surrogate(given) else given
+        if has_lone_surrogate(given):
+            return _UNPAIRED_SURROGATE
+        try:
+            canonical_json(given)  # refuses NaN and Infinity, as the text path does
+        except ValueError:
+            return _NOT_FINITE.format(value="NaN or Infinity")
+        return given
     if has_lone_surrogate(arguments):
         return _UNPAIRED_SURROGATE
     text = arguments.strip()
     if not text:
         return {}
     try:
-        parsed = json.loads(text)
+        # NaN and Infinity are not JSON, and a world holding one could no longer hash its state
+        parsed = json.loads(text, parse_float=_finite, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         return f"The arguments are not valid JSON ({exc.msg} at position {exc.pos}); send a JSON object."
+    except _NotFinite as exc:
+        return _NOT_FINITE.format(value=exc)
     except RecursionError:
         return _TOO_DEEP
     except ValueError:  # the decoder's integer past Python's digit limit: valid JSON, but no value to read

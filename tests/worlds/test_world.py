@@ -112,6 +112,28 @@ def test_arguments_holding_an_unpaired_surrogate_are_malformed_and_recorded_enco
     content_hash(result.event.model_dump(mode="json"))  # hashing encodes UTF-8: a surrogate would fail here
 
 
+@pytest.mark.parametrize(
+    "value",
+    ["NaN", "Infinity", "-Infinity", "1e400", float("nan"), float("inf")],
+    ids=["nan", "infinity", "minus-infinity", "overflow", "mapping-nan", "mapping-inf"],
+)
+def test_a_number_json_cannot_hold_is_malformed_and_never_reaches_the_state(value: str | float) -> None:
+    # a number-typed setting took NaN, and the world could then no longer hash its state: call() raised
+    world = make_world("config")
+    before = world.state_hash()
+    if isinstance(value, float):
+        arguments: Any = {"environment": "prod", "key": "search.timeout_ms", "value": value}
+    else:
+        arguments = '{"environment": "prod", "key": "search.timeout_ms", "value": ' + value + "}"
+    result = world.call("set_config", arguments)
+    error = json.loads(result.content)["error"]
+    assert (result.event.outcome, error["code"]) == (Outcome.INVALID, "malformed_arguments")
+    assert "NaN, Infinity or a number too large" in error["message"]
+    assert world.state_hash() == before
+    fine = world.call("set_config", '{"environment": "prod", "key": "search.timeout_ms", "value": 2.5e2}')
+    assert fine.event.outcome is Outcome.EXECUTED
+
+
 def test_a_surrogate_pair_written_as_escapes_is_its_character() -> None:
     result = make_world("order").call("get_order", '{"order_id": "A-1001\\ud83d\\ude00"}')
     assert error_code(result) == "unknown_resource"  # parsed fine: the id just does not exist
