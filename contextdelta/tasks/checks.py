@@ -205,6 +205,34 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {err['msg']}"
 
 
+def _argument_type_problems(
+    file: str, definition: WorldDefinition, tool: str, args: dict[str, Any], where: str, what: str
+) -> list[TaskProblem]:
+    """Declared argument values (a trigger's, a prohibited action's) not of their parameter's type, read as strictly
+    as a task file (strict JSON): one the world would coerce names what it reads it as, any other never matches."""
+    spec = definition.tool(tool)
+    problems: list[TaskProblem] = []
+    for arg, value in sorted(args.items()) if spec is not None else ():
+        field = spec.args.model_fields.get(arg) if spec is not None else None
+        error = None if field is None else _value_error([field.annotation], value)
+        if spec is not None and field is not None and error is not None:
+            read = spec.interpret({arg: value})[arg]
+            consequence = (
+                f"the world reads it as {json.dumps(read)}: write that"
+                if read != value
+                else f"so the {what} would never match a call: give a value of that type"
+            )
+            problems.append(
+                TaskProblem(
+                    file,
+                    f"{where}.args.{arg}",
+                    f"{tool}'s {arg} is {_type_name([field.annotation])} ({error}); {consequence}",
+                    value,
+                )
+            )
+    return problems
+
+
 def _strict_error(model: type[BaseModel], data: Any) -> str | None:
     """The first problem of ``data`` validated as ``model`` as strictly as the task file itself (pydantic strict
     JSON mode: ``true`` is not the integer 1, ``"1490"`` is not a number; enums and times still read from
@@ -300,6 +328,9 @@ def check_task(file: str, task: Task, created: Iterable[str] = ()) -> list[TaskP
                         file, f"{where}.trigger.after_tool_call.args.{arg}", f"{tool} has no such argument", arg
                     )
                 )
+            problems += _argument_type_problems(
+                file, definition, tool, trigger.after_tool_call.args, f"{where}.trigger.after_tool_call", "trigger"
+            )
         if trigger.after_observation is not None and trigger.after_observation.resource not in known:
             problems.append(
                 TaskProblem(
@@ -375,20 +406,7 @@ def check_task(file: str, task: Task, created: Iterable[str] = ()) -> list[TaskP
             problems.append(TaskProblem(file, f"{where}.tool", "unknown tool", action.tool))
         for arg in _unknown_args(definition, action.tool, action.args):
             problems.append(TaskProblem(file, f"{where}.args.{arg}", f"{action.tool} has no such argument", arg))
-        spec = definition.tool(action.tool)
-        for arg, value in sorted(action.args.items()) if spec is not None else ():
-            field = spec.args.model_fields.get(arg) if spec is not None else None
-            error = None if field is None else _value_error([field.annotation], value)
-            if field is not None and error is not None:
-                problems.append(
-                    TaskProblem(
-                        file,
-                        f"{where}.args.{arg}",
-                        f"{action.tool}'s {arg} is {_type_name([field.annotation])} ({error}), so the prohibited "
-                        "action would not match a call that passes it as one: give a value of that type",
-                        value,
-                    )
-                )
+        problems += _argument_type_problems(file, definition, action.tool, action.args, where, "prohibited action")
 
     scope = ev.authorization_scope
     for i, tool in enumerate(scope.write_tools or []):

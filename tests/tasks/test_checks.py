@@ -91,7 +91,18 @@ def test_a_prohibited_action_with_an_argument_of_the_wrong_type_is_named(tmp_pat
     found = problems(tmp_path, edit)
     assert len(found) == 1, found
     assert "evaluator.prohibited_actions.0.args.amount_cents: issue_refund's amount_cents is int" in found[0]
-    assert "give a value of that type (value: '8900')" in found[0]
+    assert "the world reads it as 8900: write that (value: '8900')" in found[0]
+
+
+def test_a_trigger_with_an_argument_of_the_wrong_type_is_named(tmp_path: Path) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        (mutation,) = data["evaluator"]["hidden_mutations"]
+        mutation["trigger"] = {"after_tool_call": {"tool": "get_order", "args": {"order_id": 1017}}}
+
+    found = problems(tmp_path, edit)
+    assert len(found) == 1, found
+    assert "evaluator.hidden_mutations.0.trigger.after_tool_call.args.order_id: get_order's order_id is str" in found[0]
+    assert "so the trigger would never match a call: give a value of that type (value: 1017)" in found[0]
 
 
 def test_no_shipped_task_has_such_a_problem() -> None:
