@@ -13,6 +13,7 @@ further call is answered with an error and changes nothing.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass, field
@@ -59,6 +60,16 @@ FINISH_NOTE = (
     "cannot be done, call the `finish` tool with your short final message instead of replying with text."
 )
 EPISODE_OVER = '{"error": {"code": "episode_over", "message": "The episode has ended; no tool works any more."}}'
+
+
+def _argument_text(arguments: dict[str, Any]) -> str:
+    """The arguments an MCP client sent as the text the step records and the world reads: canonical JSON, or, when
+    they hold NaN or Infinity (which a client's JSON may carry and canonical JSON refuses), the same text with those
+    constants written out, for the world to answer as malformed arguments (and ``verify`` to re-read alike)."""
+    try:
+        return canonical_json(arguments)
+    except ValueError:
+        return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def server_instructions(task: Task) -> str:
@@ -122,7 +133,7 @@ class WorldEpisode:
             think = self._think()
             before = self.world.begin_step(k)
             call_id = f"mcp_{k}"
-            raw = canonical_json(arguments if arguments is not None else {})
+            raw = _argument_text(arguments if arguments is not None else {})
             result = self.world.call(name, raw, call_id)
             assistant: Message = {
                 "role": "assistant",

@@ -164,6 +164,18 @@ def test_a_finish_without_a_text_answer_is_an_error_step_and_the_episode_goes_on
     )
 
 
+def test_a_number_json_cannot_hold_is_a_recorded_invalid_call(tasks: dict[str, Task]) -> None:
+    # an MCP client's JSON may carry NaN; it used to raise out of the call, and the step was never recorded
+    ep = episode(tasks["order-grinder-refund"])
+    text, is_error = ep.call("issue_refund", {"order_id": "A-1042", "amount_cents": float("nan"), "reason": "x"})
+    assert is_error and "NaN, Infinity" in text
+    (step,) = ep.steps
+    assert step.tool_calls[0].arguments == '{"amount_cents":NaN,"order_id":"A-1042","reason":"x"}'
+    assert [(e.outcome.value, e.error_code) for e in ep.world.events] == [("invalid", "malformed_arguments")]
+    again = tasks["order-grinder-refund"].build_world(ProtectionMode.UNPROTECTED)  # as verify re-reads the step
+    assert again.call("issue_refund", step.tool_calls[0].arguments).content == text
+
+
 def test_the_instructions_hold_the_public_task_only(tasks: dict[str, Task]) -> None:
     for task in tasks.values():
         text = server_instructions(task)
