@@ -166,10 +166,11 @@ class ToolSpec(Generic[A]):
 
     @cached_property
     def _parameter_adapters(self) -> dict[str, TypeAdapter[Any]]:
-        return {
-            name: TypeAdapter(Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation)
-            for name, field in self.args.model_fields.items()
-        }
+        adapters: dict[str, TypeAdapter[Any]] = {}
+        for name, info in self.args.model_fields.items():
+            annotation: Any = info.annotation  # with its constraints (PositiveInt's gt=0) and validators
+            adapters[name] = TypeAdapter(Annotated[(annotation, *info.metadata)] if info.metadata else annotation)
+        return adapters
 
     def args_model(self, mode: ProtectionMode) -> type[BaseModel]:
         """The parameter model for a protection mode (the contract adds ``expected_version`` to writes)."""
