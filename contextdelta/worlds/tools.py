@@ -11,13 +11,18 @@ from datetime import datetime
 from functools import cached_property
 from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 
 from contextdelta.canonical import canonical_json
 from contextdelta.worlds.model import ProtectionMode, ResourceModel, ToolKind
 
 M = TypeVar("M", bound=ResourceModel)
 A = TypeVar("A", bound=BaseModel)
+
+
+MatchedEmail = Annotated[str, AfterValidator(str.lower)]
+"""An email parameter the tool only matches case-insensitively (a filter, an uninvite): read in lower case, so
+``validated_arguments`` holds what the tool compares, and ``Ana@x`` and ``ana@x`` are one argument."""
 
 
 class ToolArgs(BaseModel):

@@ -369,6 +369,30 @@ def test_after_tool_call_reads_declared_values_as_the_tool_does() -> None:
     assert [m.mutation_id for m in same_day.mutations] == ["retitle"]
 
 
+def test_emails_the_tools_match_case_insensitively_are_one_argument_in_any_case() -> None:
+    trigger = {"tool": "list_events", "args": {"attendee": "Ben@Corp.Example"}}
+    world = make_world(
+        "calendar",
+        mutations=[
+            {
+                "id": "retitle",
+                "actor": "ana",
+                "trigger": {"after_tool_call": trigger},
+                "set": {"resource": "calendar/event/evt-1", "fields": {"title": "Moved"}},
+            }
+        ],
+    )
+    listed = world.call("list_events", {"attendee": "BEN@corp.example"})  # the world lists ben's events
+    assert json.loads(listed.content)["count"] == 1
+    assert listed.event.validated_arguments is not None
+    assert listed.event.validated_arguments["attendee"] == "ben@corp.example"
+    assert [m.mutation_id for m in listed.mutations] == ["retitle"]
+    uninvite = world.call("update_attendees", {"event_id": "evt-1", "remove": ["Ben@corp.example"]})
+    assert uninvite.event.validated_arguments == {"event_id": "evt-1", "add": [], "remove": ["ben@corp.example"]}
+    orders = make_world("order").call("list_orders", {"customer_email": "Maya.Chen@Example.com"})
+    assert orders.event.validated_arguments == {"customer_email": "maya.chen@example.com", "status": None}
+
+
 def test_the_event_records_the_arguments_as_validated_only_for_calls_that_validated() -> None:
     world = make_world("calendar")
     listed = world.call("list_events", {"day": "2026-12-02"})

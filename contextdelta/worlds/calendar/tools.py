@@ -9,7 +9,7 @@ from pydantic import Field, PositiveInt
 
 from contextdelta.worlds.calendar.data_model import Booking, Event, EventStatus, LocalDateTime, Room
 from contextdelta.worlds.model import ToolKind
-from contextdelta.worlds.tools import GuardViolation, ToolArgs, ToolContext, tool
+from contextdelta.worlds.tools import GuardViolation, MatchedEmail, ToolArgs, ToolContext, tool
 
 
 class EventRef(ToolArgs):
@@ -31,7 +31,7 @@ def _room(args: RoomArg) -> tuple[str, str]:
 class ListEventsArgs(ToolArgs):
     day: date | None = Field(default=None, description="Only events starting on this date (YYYY-MM-DD).")
     room_id: str | None = Field(default=None, description="Only events in this room.")
-    attendee: str | None = Field(default=None, description="Only events this email attends or organizes.")
+    attendee: MatchedEmail | None = Field(default=None, description="Only events this email attends or organizes.")
     include_cancelled: bool = Field(default=False, description="Also list cancelled events.")
 
 
@@ -65,7 +65,7 @@ class CancelEventArgs(EventRef):
 
 class AttendeesArgs(EventRef):
     add: list[str] = Field(default_factory=list, description="Emails to invite.")
-    remove: list[str] = Field(default_factory=list, description="Emails to uninvite.")
+    remove: list[MatchedEmail] = Field(default_factory=list, description="Emails to uninvite.")
 
 
 WORKDAY_START = time(8, 0)

@@ -16,7 +16,7 @@ from contextdelta.worlds.order.data_model import (
     OrderStatus,
     Refund,
 )
-from contextdelta.worlds.tools import GuardViolation, ToolArgs, ToolContext, tool
+from contextdelta.worlds.tools import GuardViolation, MatchedEmail, ToolArgs, ToolContext, tool
 
 
 class OrderRef(ToolArgs):
@@ -28,7 +28,7 @@ def _order(args: OrderRef) -> tuple[str, str]:
 
 
 class ListOrdersArgs(ToolArgs):
-    customer_email: str | None = Field(default=None, description="Only orders of this customer email.")
+    customer_email: MatchedEmail | None = Field(default=None, description="Only orders of this customer email.")
     status: OrderStatus | None = Field(default=None, description="Only orders in this status.")
 
 
