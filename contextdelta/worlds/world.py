@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -255,13 +255,17 @@ class World:
             return _error("malformed_arguments", parsed), *_invalid("malformed_arguments")
         record["arguments"] = parsed
         args_model = spec.args_model(self.mode)
+        problems = _booleans_as_numbers(args_model, parsed)
         try:
             args = args_model.model_validate(parsed)
         except ValidationError as exc:
+            named = {p["field"] for p in problems}
             problems = [
                 {"field": ".".join(str(p) for p in e["loc"]) or "(arguments)", "problem": e["msg"]}
                 for e in exc.errors(include_url=False, include_input=False)
-            ]
+                if ".".join(str(p) for p in e["loc"]) not in named
+            ] + problems
+        if problems:
             message = f"The arguments for {name} are not valid."
             return _error("invalid_arguments", message, problems=problems, parameters=_params(args_model)), *_invalid(
                 "invalid_arguments"
@@ -475,6 +479,27 @@ def _finite(text: str) -> float:
 
 def _no_constant(name: str) -> Any:
     raise _NotFinite(name)
+
+
+def _admits_bool(annotation: Any) -> bool:
+    """Whether a parameter's type takes ``true``/``false`` as such (``bool``, a union holding it, any JSON value)."""
+    if annotation is bool or annotation is Any:
+        return True
+    if get_origin(annotation) is Annotated:
+        return _admits_bool(get_args(annotation)[0])
+    return any(_admits_bool(a) for a in get_args(annotation))
+
+
+def _booleans_as_numbers(args_model: type[BaseModel], parsed: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The parameters sent ``true``/``false`` whose type is not boolean. Pydantic's lax mode (which reads ``"1000"``
+    as 1000 cents) also reads ``true`` as 1: ``amount_cents: true`` refunded a cent and ``expected_version: true``
+    pinned version 1."""
+    fields = args_model.model_fields
+    return [
+        {"field": key, "problem": f"{str(value).lower()} is a boolean, not a value of this parameter's type"}
+        for key, value in parsed.items()
+        if isinstance(value, bool) and key in fields and not _admits_bool(fields[key].annotation)
+    ]
 
 
 def _parse_arguments(arguments: str | Mapping[str, Any] | None) -> dict[str, Any] | str:

@@ -345,6 +345,22 @@ def test_after_tool_call_compares_arguments_as_the_tool_reads_them() -> None:
     assert [m.mutation_id for m in second.mutations] == ["ship"]
 
 
+@pytest.mark.parametrize("mode", list(ProtectionMode))
+def test_a_boolean_is_not_a_number_for_a_tool(mode: ProtectionMode) -> None:
+    # pydantic's lax mode read true as 1: `amount_cents: true` refunded a cent, `expected_version: true` pinned 1
+    world = make_world("order", mode=mode)
+    pinned = {"expected_version": True} if mode is ProtectionMode.FRESHNESS_CONTRACT else {}
+    sent = world.call("issue_refund", {"order_id": "A-1001", "amount_cents": True, "reason": "Damaged", **pinned})
+    assert sent.event.outcome is Outcome.INVALID and error_code(sent) == "invalid_arguments"
+    assert "true is a boolean" in sent.content
+    assert world.state() == make_world("order", mode=mode).state()
+    # a boolean parameter still takes one, and a string of digits is still a number
+    listed = make_world("calendar", mode=mode).call("list_events", {"include_cancelled": True})
+    assert listed.event.outcome is Outcome.EXECUTED
+    digits = world.call("issue_refund", {"order_id": "A-1001", "amount_cents": "100", "reason": "Damaged"})
+    assert digits.event.validated_arguments is None or digits.event.validated_arguments["amount_cents"] == 100
+
+
 def test_after_tool_call_reads_declared_values_as_the_tool_does() -> None:
     # declared "30" and a date; called with 30 and that date as a midnight datetime: one call as the tool reads it
     trigger = {
