@@ -423,17 +423,22 @@ PROBE_TIMEOUT_S = 30.0
 """How long the probe waits for a deterministic strategy's transform of :data:`PROBE_HISTORY`."""
 
 
-def probe_strategy(strategy: ContextStrategy) -> str | None:
+def probe_strategy(strategy: ContextStrategy, timeout_s: float | None = None) -> str | None:
     """What is wrong with a deterministic strategy's context of the smallest history (every episode's first step),
-    or None when it is a valid one. A strategy that fails here would fail every episode as a harness error, so a run
-    refuses it before it starts; one that is not deterministic is not probed (its transform may call a model). The
-    probe's copy is bound to an empty :class:`EpisodeContext` (seed None: no episode); it runs in the driver."""
+    or None when it is a valid one. ``timeout_s`` is the run's per-call timeout (``--timeout-s``), which bounds
+    each of its transforms: the probe waits no longer than it (nor than :data:`PROBE_TIMEOUT_S`), so a transform
+    every episode would time out in is refused too. A strategy that fails here would fail every episode as a harness
+    error, so a run refuses it before it starts; one that is not deterministic is not probed (its transform may
+    call a model). The probe's copy is bound to an empty :class:`EpisodeContext` (seed None: no episode); it runs in the driver."""
     if not getattr(strategy, "deterministic", False):
         return None
     history = detached(PROBE_HISTORY)
+    limit, why = PROBE_TIMEOUT_S, ""
+    if isinstance(timeout_s, int | float) and not isinstance(timeout_s, bool) and 0 < timeout_s < PROBE_TIMEOUT_S:
+        limit, why = float(timeout_s), " (the run's --timeout-s, which bounds every transform of the run)"
 
     async def probe() -> object:
-        with anyio.fail_after(PROBE_TIMEOUT_S):
+        with anyio.fail_after(limit):
             return await call_transform(strategy.for_episode(EpisodeContext()), detached(history))
 
     outcome: list[object] = []
@@ -448,9 +453,9 @@ def probe_strategy(strategy: ContextStrategy) -> str | None:
     # in a thread of its own: a transform that blocks (time.sleep, a busy loop) is left behind, not waited for
     thread = threading.Thread(target=run, name="strategy-probe", daemon=True)
     thread.start()
-    thread.join(PROBE_TIMEOUT_S + 1)
+    thread.join(limit + 1)
     if thread.is_alive() or (failure and isinstance(failure[0], TimeoutError)):
-        return f"its transform did not return within {PROBE_TIMEOUT_S:g} s"
+        return f"its transform did not return within {limit:g} s{why}"
     if failure:
         return f"its transform failed: {type(failure[0]).__name__}: {failure[0]}"
     problems = transform_problems(history, outcome[0])

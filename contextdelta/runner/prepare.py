@@ -539,7 +539,7 @@ def _configure(specs: list[str], params: StrategyParams, services: StrategyServi
     for strategy, description in built:
         if description.source.kind == "builtin":
             continue
-        problem = probe_strategy(strategy)
+        problem = probe_strategy(strategy, getattr(services.summary_provider, "timeout_s", None))
         if problem is not None:  # it would fail every episode's first step: refused before anything is written
             raise BenchmarkError(
                 f"plug-in strategy {description.name!r} ({description.source.label()}) gives no valid context for "

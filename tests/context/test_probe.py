@@ -31,3 +31,20 @@ def test_a_transform_that_blocks_is_reported_not_waited_for(monkeypatch: pytest.
 @pytest.mark.parametrize("name", ["full_history", "last_n", "typed_state_digest", "tool_result_clearing"])
 def test_the_built_ins_pass_the_probe(name: str) -> None:
     assert probe_strategy(create_strategy(name)) is None
+
+
+class Slow(StrategyBase):
+    name = "slow"
+    deterministic = True
+
+    async def transform(self, history: Sequence[Message]) -> TransformResult:
+        time.sleep(1.5)
+        return TransformResult(messages=list(history))
+
+
+def test_the_probe_waits_no_longer_than_the_runs_timeout() -> None:
+    """A transform slower than --timeout-s passed the probe (which waited 30 s) and then failed every episode."""
+    assert probe_strategy(Slow(), timeout_s=0.5) == (
+        "its transform did not return within 0.5 s (the run's --timeout-s, which bounds every transform of the run)"
+    )
+    assert probe_strategy(Slow(), timeout_s=600) is None
