@@ -429,7 +429,8 @@ def probe_strategy(strategy: ContextStrategy, timeout_s: float | None = None) ->
     each of its transforms: the probe waits no longer than it (nor than :data:`PROBE_TIMEOUT_S`), so a transform
     every episode would time out in is refused too. A strategy that fails here would fail every episode as a harness
     error, so a run refuses it before it starts; one that is not deterministic is not probed (its transform may
-    call a model). The probe's copy is bound to an empty :class:`EpisodeContext` (seed None: no episode); it runs in the driver."""
+    call a model). The probe's copy is bound to an empty :class:`EpisodeContext` (seed None: no episode); it runs in
+    the driver."""
     if not getattr(strategy, "deterministic", False):
         return None
     history = detached(PROBE_HISTORY)
