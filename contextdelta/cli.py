@@ -20,6 +20,7 @@ from rich.table import Table
 
 from contextdelta import __version__
 from contextdelta._flags import PATH_METAVAR, path_flag
+from contextdelta._words import plural
 from contextdelta.settings import SEED_MAX, SEED_MIN, Settings, SettingsError, load_settings
 from contextdelta.worlds import WORLDS, ProtectionMode, ToolKind
 
@@ -781,7 +782,6 @@ def _run_with_recorders(
     in a worker process) goes to stderr, so the run directory stays the only line on stdout."""
     from rich.markup import escape
 
-    from contextdelta.report import plural
     from contextdelta.rundir import OpenedLater, RunStart
     from contextdelta.runner import EXIT_ALL_FAILED, EXIT_INCOMPLETE, BenchmarkError, ProgressDisplay
 
@@ -1150,7 +1150,6 @@ def db_import_command(
     database_url: DatabaseUrlOption = None,
 ) -> None:
     """Load a run directory into the trace store (idempotent: importing twice changes nothing)."""
-    from contextdelta.report import plural
     from contextdelta.rundir import RunDirectory, RunDirectoryError
     from contextdelta.store import Store
     from contextdelta.verify import seal_problems
@@ -1278,7 +1277,7 @@ def report_command(
     ] = None,
 ) -> None:
     """Recompute and print the report of a run directory from the directory alone (no database, no model)."""
-    from contextdelta.report import build_report, plural, recorded_params, write_report_files
+    from contextdelta.report import build_report, recorded_params, write_report_files
     from contextdelta.rundir import RunDirectory, RunDirectoryError, RunStatus
     from contextdelta.stats import DEFAULT_PARAMS, TaskInterval
 
@@ -1357,7 +1356,6 @@ def _note_unfinished(manifest: object, err: Console, what: str) -> None:
     assert isinstance(manifest, RunManifest)
     if manifest.status is RunStatus.COMPLETE:
         return
-    from contextdelta.report import plural
 
     run_id = manifest.run_group_id
     command = "run-external --agent-cmd ..." if manifest.external_agent is not None else "run-benchmark"
@@ -1565,7 +1563,6 @@ def merge_command(
 ) -> None:
     """Join the shard directories of one plan (`run-benchmark --shard I/N`) into one run group with its derived
     files and reports; refuses (exit 2, naming the field) shards that differ or episodes missing or twice."""
-    from contextdelta.report import plural
     from contextdelta.runner import MergeError, merge_shards
     from contextdelta.verify import seal_problems
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from contextdelta._words import plural as plural  # re-exported: the report package's sentences use it
 from contextdelta.stats import (
     Estimate,
     HorizonCrossing,
@@ -32,11 +33,6 @@ def rate_with_count(estimate: Estimate, decimals: int = 1) -> str:
         return pct(estimate, decimals)
     k = round(estimate.estimate * estimate.n_episodes)
     return f"{k}/{estimate.n_episodes} = {pct(estimate, decimals)}"
-
-
-def plural(count: int, word: str, many: str | None = None) -> str:
-    """``"1 task"``, ``"3 tasks"``; ``many`` for a plural other than word + s (``plural(2, "story", "stories")``)."""
-    return f"{count} {word}" if count == 1 else f"{count} {many or word + 's'}"
 
 
 def counted(estimate: Estimate, decimals: int = 1, tasks: int | None = None, episodes: int | None = None) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from contextdelta._words import plural
 from contextdelta.canonical import canonical_json
 from contextdelta.grading import harmful_actions
 from contextdelta.rundir.attempts import EpisodeAttempts
@@ -99,10 +100,6 @@ def _read_utf8(path: Path) -> str:
             f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}, line {line}); a run writes UTF-8 only, so the "
             "file was damaged or replaced after the run: restore it from a copy"
         ) from None
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 MIN_FREE_BYTES = 32 * 1024 * 1024
@@ -343,12 +340,12 @@ class RunDirectory:
             raise RunDirectoryError(f"{exc}; `contextdelta verify` says what was changed") from None
         if dropped:
             repairs.append(
-                f"{RAW_RUNS_RECEIPTS}: dropped {_plural(dropped, 'line')} without a complete record (torn, or past the "
+                f"{RAW_RUNS_RECEIPTS}: dropped {plural(dropped, 'line')} without a complete record (torn, or past the "
                 f"last line of {RAW_RUNS})"
             )
         if added:
             repairs.append(
-                f"{RAW_RUNS_RECEIPTS}: derived {_plural(added, 'missing receipt')} from {RAW_RUNS} (the earlier "
+                f"{RAW_RUNS_RECEIPTS}: derived {plural(added, 'missing receipt')} from {RAW_RUNS} (the earlier "
                 "session stopped between appending a record and its receipt)"
             )
         return repairs
