@@ -481,24 +481,29 @@ async def test_a_plugin_exception_of_megabytes_is_recorded_in_a_readable_part() 
     assert trace.error_detail.startswith("Traceback") and "characters in all" in trace.error_detail
 
 
+def _summary_call(content: str, usage: Usage | None, latency_s: float) -> SummaryCall:
+    """A summary call a plug-in reports, covering no step."""
+    return SummaryCall(
+        prompt_version="1",
+        model=None,
+        new_steps=[],
+        covers_steps=[],
+        messages=[],
+        messages_sha256="",
+        harness_prompt_tokens=0,
+        content=content,
+        usage=usage,
+        latency_s=latency_s,
+    )
+
+
 class ReportsNegativeUsage(_Plugin):
     """Not deterministic: says its summary call used -1,000,000 prompt tokens (which would pay back the budget)."""
 
     deterministic = False
 
     async def transform(self, history: Sequence[Message]) -> TransformResult:
-        call = SummaryCall(
-            prompt_version="1",
-            model=None,
-            new_steps=[],
-            covers_steps=[],
-            messages=[],
-            messages_sha256="",
-            harness_prompt_tokens=0,
-            content="summary",
-            usage=Usage(prompt_tokens=-1_000_000, completion_tokens=5),
-            latency_s=0.1,
-        )
+        call = _summary_call("summary", Usage(prompt_tokens=-1_000_000, completion_tokens=5), latency_s=0.1)
         return TransformResult(messages=list(history), summary_calls=[call])
 
 
@@ -521,18 +526,7 @@ class EditsItsSummaryCallLater(_Plugin):
     async def transform(self, history: Sequence[Message]) -> TransformResult:
         for call in self.calls:
             call.content = "LATER"
-        call = SummaryCall(
-            prompt_version="1",
-            model=None,
-            new_steps=[],
-            covers_steps=[],
-            messages=[],
-            messages_sha256="",
-            harness_prompt_tokens=0,
-            content="as it was",
-            usage=None,
-            latency_s=0.0,
-        )
+        call = _summary_call("as it was", None, latency_s=0.0)
         self.calls.append(call)
         return TransformResult(messages=list(history), summary_calls=[call])
 

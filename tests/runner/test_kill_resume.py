@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -31,6 +32,26 @@ from contextdelta.testing import serve_scripted
 from contextdelta.verify import verify_run
 from tests.runner.conftest import SMALL, TASKS, as_killed, benchmark_request
 from tests.runner.kill_points import POINT
+
+
+def assert_stored_once(database: str, group: str, records: dict[str, Any]) -> None:
+    """The trace store holds each of the run's episodes exactly once, with its record's digest, and the run group
+    as complete with all of them."""
+    from contextdelta.store import record_sha256
+
+    engine = create_engine(database)
+    with engine.connect() as connection:
+        rows = connection.execute(
+            text("SELECT run_id, record_sha256 FROM episodes WHERE run_group_id = :group"), {"group": group}
+        ).all()
+        finished = connection.execute(
+            text("SELECT finished, status FROM run_groups WHERE id = :group"), {"group": group}
+        ).one()
+    engine.dispose()
+    assert sorted(run_id for run_id, _ in rows) == sorted(records)  # each episode stored exactly once
+    assert {run_id: digest for run_id, digest in rows} == {k: record_sha256(r) for k, r in records.items()}
+    assert tuple(finished) == (len(records), "complete")
+
 
 PLANNED = len(SMALL) * 2 * 2  # tasks x strategies x modes, one repeat
 KILLS = 10
@@ -113,21 +134,7 @@ def test_sigkill_during_runs_and_finalisations_then_resume_gives_a_verified_run_
     assert result.lines() == ["MATCH"], result.lines()[:10]
     records = {r.run_id: r for r in directory.read_episodes()}
     assert len(records) == PLANNED
-    engine = create_engine(database)
-    with engine.connect() as connection:
-        rows = connection.execute(
-            text("SELECT run_id, record_sha256 FROM episodes WHERE run_group_id = :group"),
-            {"group": manifest.run_group_id},
-        ).all()
-        finished = connection.execute(
-            text("SELECT finished, status FROM run_groups WHERE id = :group"), {"group": manifest.run_group_id}
-        ).one()
-    engine.dispose()
-    assert sorted(run_id for run_id, _ in rows) == sorted(records)  # each episode exactly once
-    from contextdelta.store import record_sha256
-
-    assert {run_id: digest for run_id, digest in rows} == {k: record_sha256(r) for k, r in records.items()}
-    assert tuple(finished) == (PLANNED, "complete")
+    assert_stored_once(database, manifest.run_group_id, records)
 
 
 def test_resuming_a_complete_run_prints_no_unclosed_connection_warning(tmp_path: Path) -> None:
@@ -256,18 +263,4 @@ def test_sigkill_at_each_named_moment_then_resume_gives_a_verified_run_and_a_com
     assert verify_run(path).lines() == ["MATCH"]
     records = {r.run_id: r for r in directory.read_episodes()}
     assert len(records) == planned == (path / RAW_RUNS).read_bytes().count(b"\n")  # each episode recorded once
-    engine = create_engine(database)
-    with engine.connect() as connection:
-        rows = connection.execute(
-            text("SELECT run_id, record_sha256 FROM episodes WHERE run_group_id = :group"),
-            {"group": manifest.run_group_id},
-        ).all()
-        finished = connection.execute(
-            text("SELECT finished, status FROM run_groups WHERE id = :group"), {"group": manifest.run_group_id}
-        ).one()
-    engine.dispose()
-    from contextdelta.store import record_sha256
-
-    assert sorted(run_id for run_id, _ in rows) == sorted(records)  # each episode stored exactly once
-    assert {run_id: digest for run_id, digest in rows} == {k: record_sha256(r) for k, r in records.items()}
-    assert tuple(finished) == (planned, "complete")
+    assert_stored_once(database, manifest.run_group_id, records)

@@ -361,23 +361,20 @@ def test_a_boolean_is_not_a_number_for_a_tool(mode: ProtectionMode) -> None:
     assert digits.event.validated_arguments is None or digits.event.validated_arguments["amount_cents"] == 100
 
 
+def _retitled_after(trigger: dict[str, Any]) -> World:
+    """A calendar world whose hidden mutation retitles evt-1 after a call matching ``trigger``."""
+    retitle = {"resource": "calendar/event/evt-1", "fields": {"title": "Moved"}}
+    mutation = {"id": "retitle", "actor": "ana", "trigger": {"after_tool_call": trigger}, "set": retitle}
+    return make_world("calendar", mutations=[mutation])
+
+
 def test_after_tool_call_reads_declared_values_as_the_tool_does() -> None:
     # declared "30" and a date; called with 30 and that date as a midnight datetime: one call as the tool reads it
     trigger = {
         "tool": "find_free_slots",
         "args": {"room_id": "borealis", "day": "2026-12-03", "duration_minutes": "30"},
     }
-    world = make_world(
-        "calendar",
-        mutations=[
-            {
-                "id": "retitle",
-                "actor": "ana",
-                "trigger": {"after_tool_call": trigger},
-                "set": {"resource": "calendar/event/evt-1", "fields": {"title": "Moved"}},
-            }
-        ],
-    )
+    world = _retitled_after(trigger)
     same_day = world.call(
         "find_free_slots", {"room_id": "borealis", "day": "2026-12-03T00:00:00", "duration_minutes": 30}
     )
@@ -387,17 +384,7 @@ def test_after_tool_call_reads_declared_values_as_the_tool_does() -> None:
 
 def test_emails_the_tools_match_case_insensitively_are_one_argument_in_any_case() -> None:
     trigger = {"tool": "list_events", "args": {"attendee": "Ben@Corp.Example"}}
-    world = make_world(
-        "calendar",
-        mutations=[
-            {
-                "id": "retitle",
-                "actor": "ana",
-                "trigger": {"after_tool_call": trigger},
-                "set": {"resource": "calendar/event/evt-1", "fields": {"title": "Moved"}},
-            }
-        ],
-    )
+    world = _retitled_after(trigger)
     listed = world.call("list_events", {"attendee": "BEN@corp.example"})  # the world lists ben's events
     assert json.loads(listed.content)["count"] == 1
     assert listed.event.validated_arguments is not None
