@@ -347,7 +347,8 @@ def generate_tasks_command(
     if unknown:
         raise _fail(f"--family: unknown family {unknown[0]!r}; known: {', '.join(sorted(FAMILIES))}", 2)
     words = _csv(horizons, "--horizons") or []
-    bad = next((w for w in words if not w.isdigit()), None)
+    # isdigit() alone passes "²", which int() refuses
+    bad = next((w for w in words if not (w.isascii() and w.isdigit())), None)
     if bad is not None or not words:
         raise _fail(f"--horizons: {bad!r} is not a whole number; give e.g. 1,2,4,8,16", 2)
     numbers = [int(w) for w in words]

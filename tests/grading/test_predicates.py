@@ -42,6 +42,12 @@ def test_resolve_path_reads_version_fields_and_list_indexes() -> None:
     assert resolve_path(entry, "status.deeper") is MISSING
 
 
+@pytest.mark.parametrize("segment", ["--1", "\u00b2", "\u0663", "+0", " 0", "0 "])
+def test_a_path_segment_that_is_not_an_ascii_integer_indexes_nothing(segment: str) -> None:
+    # str.isdigit() passes superscripts and other scripts' digits, lstrip("-") passes "--1": int() crashed on both
+    assert resolve_path(STATE[KEY], f"items.{segment}.sku") is MISSING
+
+
 @pytest.mark.parametrize(
     ("field", "op", "value", "expected"),
     [

@@ -58,6 +58,12 @@ def test_a_predicate_its_field_can_never_decide_is_named(
     assert fragment in found[0] and "give a value of the field's type" in found[0]
 
 
+def test_a_list_index_the_graders_cannot_read_is_named(tmp_path: Path) -> None:
+    for segment in ("--1", "\u00b2"):
+        found = problems(tmp_path, predicate(f"items.{segment}.sku", "ne", "x"))
+        assert len(found) == 1 and f"has no field '{segment}'" in found[0], found
+
+
 @pytest.mark.parametrize(
     ("field", "op", "value"),
     [

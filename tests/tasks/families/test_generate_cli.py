@@ -107,6 +107,7 @@ def test_regenerating_into_the_same_folder_is_allowed_but_foreign_task_files_are
         (["--family", "all", "--horizons", "0,2"], "horizons must be between 1 and 64"),
         (["--family", "all", "--horizons", "2,2"], "horizons must not repeat"),
         (["--family", "all", "--horizons", "a"], "--horizons: 'a' is not a whole number"),
+        (["--family", "all", "--horizons", "1,\u00b2"], "--horizons: '\u00b2' is not a whole number"),
         (["--family", "all", "--per-cell", "0"], "allowed: from 1 to 1000"),
         (["--horizons", "1"], "give --family and --out"),
     ],
