@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from contextdelta.tasks.families._base import GENERATOR_VERSION, MAX_HORIZON, FamilyParams, TaskFamily
-from contextdelta.tasks.loader import LOCK_NAME, TASK_SUFFIX, load_task_text, task_files
+from contextdelta.tasks.loader import LOCK_NAME, TASK_SUFFIX, list_folder, load_task_text
 from contextdelta.tasks.lock import render_lock
 from contextdelta.tasks.schema import Task
 
@@ -163,12 +163,23 @@ def write_suite(suite: GeneratedSuite, out: Path) -> list[Path]:
     """
     files = {out / g.task.world / f"{g.task.id}{TASK_SUFFIX}": render_task(g) for g in suite.tasks}
     if out.is_dir():
-        foreign = [p for p in task_files(out) if p not in files]
+        listing = list_folder(out)
+        foreign = [p for p in listing.files if p not in files]
         if foreign:
             raise SuiteFolderError(
                 f"{out} holds {len(foreign)} task file(s) this suite does not generate (e.g. {foreign[0]}); "
                 "use an empty folder or remove them"
             )
+        if listing.refused:  # validate-tasks would refuse the folder after every file was written
+            path, why = listing.refused[0]
+            raise SuiteFolderError(
+                f"{out} holds {len(listing.refused)} entr{'y' if len(listing.refused) == 1 else 'ies'} the suite "
+                f"could not be validated beside (e.g. {path}: {why}); use an empty folder or remove them"
+            )
+    # a world folder that exists as a file would stop the writing half-way: refuse before the first file
+    blocked = sorted({p.parent for p in files if p.parent.exists() and not p.parent.is_dir()})
+    if blocked:
+        raise SuiteFolderError(f"{blocked[0]} is not a folder; the suite writes its task files there: remove it")
     for path, text in files.items():
         _atomic_write(path, text)
     lock = out / LOCK_NAME

@@ -100,6 +100,26 @@ def test_regenerating_into_the_same_folder_is_allowed_but_foreign_task_files_are
     assert "--out:" in result.output and "does not generate" in result.output and "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("entry", ["order/notes.yml", "calendar/meeting.YAML", "order/x.yaml/", "config"])
+def test_a_folder_validate_tasks_would_refuse_is_refused_before_anything_is_written(tmp_path: Path, entry: str) -> None:
+    # a stray .yml (or a world folder that is a file) was found only after every task file and the lock were written
+    target = tmp_path / entry
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if entry.endswith("/"):
+        target.mkdir()
+    else:
+        target.write_text("kept: true\n")
+    before = _files(tmp_path)
+    result = runner.invoke(
+        app,
+        ["generate-tasks", "--family", "all", "--horizons", "1", "--per-cell", "1", "--out", str(tmp_path)],
+    )
+    assert result.exit_code == 2, result.output
+    assert "--out:" in result.output and "remove" in result.output and "Traceback" not in result.output
+    assert str(target.relative_to(tmp_path)).rstrip("/") in result.output.replace("\n", "")
+    assert _files(tmp_path) == before
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
