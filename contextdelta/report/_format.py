@@ -110,7 +110,9 @@ def slope_text(slope: LogisticSlope) -> str:
     if slope.low is not None and slope.high is not None:
         text += f" [{_end(slope.low, d)}, {_end(slope.high, d)}]"
     else:
-        text += " (no interval: no resample had a slope)"
+        text += (
+            f" ({slope.note})" if slope.note.startswith("no interval:") else " (no interval: no resample had a slope)"
+        )
     if slope.resamples_left_out:
         text += f" ({slope.resamples_left_out} resamples without a slope left out)"
     return text

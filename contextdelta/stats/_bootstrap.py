@@ -263,7 +263,10 @@ def _interval(
             estimate=None, low=None, high=None, status=EstimateStatus.UNDEFINED, note=undefined_note, **common
         )
     units = n_tasks if n_stories is None else n_stories
-    if (units == 1 or constant) and bounds is not None:
+    # Stories alike (each with the same tasks' values, e.g. every story failing at horizon 1 only) make every
+    # resample equal although the tasks differ: as degenerate as equal tasks, so the same rules apply.
+    alike = not constant and units > 1 and _replicates_constant(replicates)
+    if (units == 1 or constant or alike) and bounds is not None:
         low, high = exact_bound(point, units, bounds, params.confidence)
         tasks = "the one task" if n_tasks == 1 else f"all {n_tasks} tasks"
         n = (
@@ -271,13 +274,17 @@ def _interval(
             if n_stories is None
             else f"{n_stories} {'story' if n_stories == 1 else 'stories'}"
         )
+        why = (
+            f"{_alike(n_tasks, n_stories)} show the same value, so every resample gives it"
+            if alike
+            else f"{tasks} at the same value, nothing for a bootstrap to resample"
+        )
         return Estimate(
             estimate=point,
             low=low,
             high=high,
             status=EstimateStatus.EXACT_BOUND,
-            note=f"exact Clopper-Pearson bound with n = {n}: {tasks} at the same value, nothing for a "
-            "bootstrap to resample",
+            note=f"exact Clopper-Pearson bound with n = {n}: {why}",
             **common,
         )
     # An unbounded quantity with nothing to resample has no interval: [v, v] would read as certainty.
@@ -293,13 +300,15 @@ def _interval(
             "to resample",
             **common,
         )
-    if constant:
+    if constant or alike:
         return Estimate(
             estimate=point,
             low=None,
             high=None,
             status=EstimateStatus.CONSTANT,
-            note=f"no interval: all {n_tasks} tasks have the same value, so the bootstrap cannot vary",
+            note=f"no interval: {_alike(n_tasks, n_stories)} show the same value, so the bootstrap cannot vary"
+            if alike
+            else f"no interval: all {n_tasks} tasks have the same value, so the bootstrap cannot vary",
             **common,
         )
     finite = replicates[np.isfinite(replicates)]
@@ -312,6 +321,18 @@ def _interval(
         return Estimate(estimate=None, low=None, high=None, status=EstimateStatus.UNDEFINED, note=note, **common)
     low, high, mc_se = _percentile_interval(finite, percentiles or params.percentiles)
     return Estimate(estimate=point, low=low, high=high, status=EstimateStatus.OK, note=note, mc_se=mc_se, **common)
+
+
+def _replicates_constant(replicates: FloatVector) -> bool:
+    """Every resample gave the same (finite) value: the bootstrap degenerated whatever the tasks' values."""
+    return bool(replicates.size and np.isfinite(replicates).all() and (replicates == replicates[0]).all())
+
+
+def _alike(n_tasks: int, n_stories: int | None) -> str:
+    """Who agrees when every resample is equal but the tasks are not: the stories, or the tasks' means."""
+    if n_stories is None:
+        return f"all {n_tasks} tasks (over their repeats)"
+    return f"all {n_stories} stories ({n_tasks} tasks)"
 
 
 def _mean_job(sample: ClusteredSample) -> _Columns:

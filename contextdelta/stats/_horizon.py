@@ -361,6 +361,13 @@ def _slope(point: float, replicates: FloatVector, rates: dict[int, Estimate], pa
         errors = [(y - x) / 2.0 for x, y in ((a, b), (c, d)) if math.isfinite(x) and math.isfinite(y)]
         mc_se = max(errors) if errors else None
     notes = []
+    if defined.size == replicates.size and not math.isinf(point) and bool((defined == defined[0]).all()):
+        # [b, b] would read as certainty: every horizon's tasks agree (a rate at 0 or 1), so no resample moves it
+        low = high = mc_se = None
+        notes.append(
+            "no interval: every resample gives this slope (the tasks of each horizon agree), so the bootstrap "
+            "cannot vary"
+        )
     if math.isinf(point):
         low_side, high_side = ("0", "1") if point > 0 else ("1", "0")
         notes.append(

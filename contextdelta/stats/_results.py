@@ -98,7 +98,7 @@ class Estimate(BaseModel):
         if self.estimate is None or (self.low is not None and self.high is not None):
             return ""
         if self.status is EstimateStatus.CONSTANT:
-            return f"all {self.n_tasks} tasks equal"
+            return "all stories alike" if " stories (" in self.note else f"all {self.n_tasks} tasks equal"
         return "1 task" if self.n_tasks == 1 else f"1 story of {self.n_tasks} tasks"
 
     def format(self, digits: int = 3, scale: float = 1.0, suffix: str = "") -> str:
@@ -234,7 +234,8 @@ class LogisticSlope(BaseModel):
 
     The slope is the change in log-odds per doubling of the horizon (``exp(slope)`` is the odds ratio per doubling).
     Interval ends are numbers, ``"inf"`` / ``"-inf"`` where the resamples' slopes are infinite (separated
-    resamples), or null when there is no interval (not estimable, no data).
+    resamples), or null when there is no interval (not estimable, no data, or a finite slope that every resample
+    reproduces because each horizon's tasks agree: its note says so).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)

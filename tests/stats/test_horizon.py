@@ -14,6 +14,7 @@ import statsmodels.api as sm
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contextdelta.report import slope_text
 from contextdelta.stats import (
     AnalysisParams,
     ClusteredSample,
@@ -182,6 +183,17 @@ def test_the_same_stories_at_every_horizon_are_resampled_independently() -> None
     assert found.status is SlopeStatus.OK and found.estimate == pytest.approx(0.0, abs=1e-12)
     assert isinstance(found.low, float) and isinstance(found.high, float)
     assert found.low < -0.1 and found.high > 0.1
+
+
+def test_a_finite_slope_every_resample_reproduces_has_no_interval() -> None:
+    # 0%, 100%, 100%, 0%: a finite slope (0), but every horizon's tasks agree, so every resample gives the same slope;
+    # it was reported as 0.00 [0.00, 0.00] with a Monte-Carlo error of 0, certainty that four horizons cannot show
+    hump = {h: [[0.0 if h in (1, 8) else 1.0]] * 4 for h in (1, 2, 4, 8)}
+    found = dose_curves({"c": DoseInput(curve_samples(hump))}, PARAMS)["c"].slope
+    assert found.status is SlopeStatus.OK and found.estimate == pytest.approx(0.0, abs=1e-12)
+    assert found.low is None and found.high is None and found.mc_se is None
+    assert found.note.startswith("no interval: every resample gives this slope")
+    assert slope_text(found).startswith("+0.00 (no interval: every resample gives this slope")
 
 
 def test_repeated_rows_are_grouped_exactly_within_each_block() -> None:

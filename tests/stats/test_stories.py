@@ -25,6 +25,7 @@ from contextdelta.stats import (
     SignFlipMethod,
     StoryPilotModel,
     TaskPairs,
+    bootstrap_means,
     bootstrap_rates,
     bootstrap_relative_reductions,
     cluster_by_task,
@@ -425,6 +426,32 @@ def test_exact_bound_takes_n_stories_when_every_episode_is_0() -> None:
     one = bootstrap_rates({0: sample(np.zeros((3, repeats)), ["s"] * 3)}, PARAMS)[0]
     assert ends(one) == (0.0, zero_of_n_upper(1, PARAMS.confidence))
     assert "n = 1 story" in one.note
+
+
+def test_stories_alike_but_tasks_not_get_the_exact_bound_never_a_zero_width_interval() -> None:
+    # a horizon suite under a strategy that fails every story's horizon-1 task only: the tasks differ (0 and 1) but
+    # every story holds the same values, so every resample of stories gives 75%; [75%, 75%] read as certainty
+    n_stories = 6
+    outcomes = np.array([[0.0, 0.0], [1.0, 1.0], [1.0, 1.0], [1.0, 1.0]] * n_stories)
+    labels = story_labels(n_stories, 4)
+    rate = bootstrap_rates({0: sample(outcomes, labels)}, PARAMS)[0]
+    upper = zero_of_n_upper(n_stories, PARAMS.confidence)
+    assert rate.status is EstimateStatus.EXACT_BOUND and rate.estimate == 0.75
+    assert ends(rate) == pytest.approx((0.75 - 0.75 * upper, 0.75 + 0.25 * upper), abs=1e-15)
+    assert "n = 6 stories" in rate.note and "all 6 stories (24 tasks) show the same value" in rate.note
+    difference = paired_comparison(sample(outcomes, labels), sample(1.0 - outcomes, labels), PARAMS).difference
+    assert difference.status is EstimateStatus.EXACT_BOUND and difference.estimate == pytest.approx(0.5)
+    assert difference.low is not None and difference.high is not None and difference.low < 0.5 < difference.high
+    for estimate in (pass_hat_k(sample(outcomes, labels), 2, PARAMS).all_pass,):
+        assert estimate.status is EstimateStatus.EXACT_BOUND and estimate.low != estimate.high
+    # an unbounded mean with stories alike has no interval, and says why
+    tokens = bootstrap_means({0: sample(outcomes * 100.0 + 7.0, labels)}, PARAMS)[0]
+    assert tokens.status is EstimateStatus.CONSTANT and tokens.low is None and tokens.high is None
+    assert tokens.no_interval == "all stories alike" and "6 stories" in tokens.note
+    # stories that differ keep their bootstrap interval
+    varied = outcomes.copy()
+    varied[1] = 0.0
+    assert bootstrap_rates({0: sample(varied, labels)}, PARAMS)[0].status is EstimateStatus.OK
 
 
 # --- building samples with stories --------------------------------------------------------------------------------
