@@ -146,7 +146,16 @@ def validate_tasks_command(
     if not report.ok:
         raise typer.Exit(1)
     if lock:
-        wide.print(f"wrote {write_lock(report)}")
+        from contextdelta.tasks import read_lock
+
+        had_generator = report.lock_found and read_lock(report.lock_path).generator is not None
+        written = write_lock(report)
+        wide.print(f"wrote {written}")
+        if had_generator and read_lock(written).generator is None:
+            wide.print(
+                "dropped its generator line: the tasks are no longer exactly what its generate-tasks arguments "
+                "generate (regenerate the suite to keep it)"
+            )
 
 
 @app.command("suites")

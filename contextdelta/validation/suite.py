@@ -21,8 +21,12 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
 
 from contextdelta.grading import GraderName, Verdict, blocked_writes, grade, targeted_grader
 from contextdelta.tasks import (
@@ -45,6 +49,7 @@ from contextdelta.tasks import (
     suite_hash,
     without_mutations,
 )
+from contextdelta.tasks.families import FAMILIES, GENERATOR_VERSION, SuiteArguments, cell_params, generate_suite
 from contextdelta.worlds import Outcome, ProtectionMode, ToolEvent, WorldStateError
 
 MODES = (ProtectionMode.UNPROTECTED, ProtectionMode.FRESHNESS_CONTRACT)
@@ -396,7 +401,10 @@ def validate_suite(directory: Path, *, writing_lock: bool = False) -> SuiteRepor
         for problem in file_problems:  # the first problem of each task file that did not load, by its task id
             if problem.file in failed_files:
                 not_loaded.setdefault(Path(problem.file).stem, problem)
-        suite_level = lock_problems(loaded, read_lock(lock_path), writing=writing_lock, not_loaded=not_loaded)
+        lock = read_lock(lock_path)
+        suite_level = lock_problems(loaded, lock, writing=writing_lock, not_loaded=not_loaded)
+        if lock.generator is not None and not writing_lock:  # --write-lock keeps the record only where it holds
+            suite_level += generator_problems(lock_path, lock.generator, loaded)
     problems = file_problems + [p for r in rows for p in r.problems] + suite_level
     return SuiteReport(
         directory=directory,
@@ -448,10 +456,98 @@ def checked_suite(directory: Path) -> SuiteReport:
     return report
 
 
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {error['msg']}" if where else str(error["msg"])
+
+
+def generator_problems(lock_path: Path, generator: dict[str, Any], tasks: Sequence[LoadedTask]) -> list[TaskProblem]:
+    """Whether a lock's generator record (``generate-tasks``' version and arguments) makes exactly ``tasks``.
+
+    The record claims that regenerating with its arguments gives these files, so an edit of it (another seed,
+    per-cell count, family or horizon) must be named like an edit of a task line. Every task must carry a family
+    block of the recorded generator version, and the (family, horizon, content seed) cells must be the grid's; with
+    the installed generator's version the tasks are also regenerated and compared by content hash (a task edited on
+    purpose, its version bumped, is then no longer what the record generates).
+    """
+    file = display_path(lock_path)
+    fix = "regenerate the suite with generate-tasks, or delete the generator line if the tasks were edited on purpose"
+
+    def problem(why: str, value: Any) -> list[TaskProblem]:
+        return [TaskProblem(file, "generator", f"{why}; {fix}", value)]
+
+    version = generator.get("version")
+    if type(version) is not int or version < 1:
+        return problem("version is not a generator version (a whole number of 1 or more)", version)
+    try:
+        arguments = SuiteArguments.model_validate(generator.get("arguments"))
+    except ValidationError as exc:
+        return problem(f"arguments: {_first_error(exc)}", generator.get("arguments"))
+    unknown = [name for name in arguments.families if name not in FAMILIES]
+    if unknown and version == GENERATOR_VERSION:
+        return problem(f"arguments.families: unknown family {unknown[0]!r}", unknown[0])
+    if unknown:  # a family of another generator version: nothing here knows its grid
+        return []
+    made = [t for t in tasks if t.task.evaluator.family is not None]
+    hand = [t for t in tasks if t.task.evaluator.family is None]
+    if hand:
+        return problem(f"{hand[0].task.id} has no evaluator.family block, so generate-tasks did not make it", version)
+    other = [t for t in made if t.task.evaluator.family and t.task.evaluator.family.generator_version != version]
+    if other:
+        family = other[0].task.evaluator.family
+        assert family is not None
+        return problem(
+            f"says generator version {version}, but {other[0].task.id} has generator_version "
+            f"{family.generator_version}",
+            version,
+        )
+    grid = {
+        (name, horizon, cell_params(FAMILIES[name], horizon, index, arguments.seed).seed)
+        for name in arguments.families
+        for horizon in arguments.horizons
+        for index in range(arguments.per_cell)
+    }
+    found: dict[tuple[str, int, int], str] = {}
+    for t in made:
+        family = t.task.evaluator.family
+        assert family is not None
+        found[(family.name, family.horizon, family.seed)] = t.task.id
+    extra = sorted(found[cell] for cell in found.keys() - grid)
+    if extra:
+        return problem(
+            f"the recorded arguments do not generate {len(extra)} of the {len(found)} tasks (e.g. {extra[0]})",
+            generator.get("arguments"),
+        )
+    missing = sorted(grid - found.keys())
+    if missing:
+        name, horizon, seed = missing[0]
+        return problem(
+            f"the recorded arguments generate {len(missing)} task(s) the folder lacks (e.g. family {name}, horizon "
+            f"{horizon}, content seed {seed})",
+            generator.get("arguments"),
+        )
+    if version != GENERATOR_VERSION:  # another generator made them: their content cannot be re-derived here
+        return []
+    regenerated = {
+        g.task.id: g.task.content_hash
+        for g in generate_suite(arguments, [FAMILIES[n] for n in arguments.families]).tasks
+    }
+    differ = sorted(t.task.id for t in made if regenerated.get(t.task.id) != t.task.content_hash)
+    if differ:
+        return problem(
+            f"{len(differ)} task(s) differ from what the recorded arguments generate (e.g. {differ[0]})", differ[0]
+        )
+    return []
+
+
 def write_lock(report: SuiteReport) -> Path:
     """Write ``SUITE.lock`` for a report's tasks atomically (temp file + replace), keeping the generator record of
-    a generated suite's lock."""
+    a generated suite's lock while it still generates exactly these tasks (`generator_problems`); a record that no
+    longer does (tasks edited on purpose, their versions bumped) is dropped rather than kept as a false claim."""
     generator = read_lock(report.lock_path).generator if report.lock_found else None
+    if generator is not None and generator_problems(report.lock_path, generator, report.loaded):
+        generator = None
     text = render_lock(report.tasks, generator=generator)
     directory = report.lock_path.parent
     handle, temp = tempfile.mkstemp(prefix=".SUITE.lock.", dir=directory)

@@ -77,6 +77,43 @@ def test_the_lock_records_the_generator_version_and_arguments(tmp_path: Path) ->
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    ("old", "new", "fragment"),
+    [
+        ('"seed":4', '"seed":7', "do not generate 8 of the 8 tasks"),
+        ('"per_cell":2', '"per_cell":3', "generate 4 task(s) the folder lacks"),
+        ('"horizons":[1,3]', '"horizons":[1,2]', "do not generate 4 of the 8 tasks"),
+        ('"calendar-invite-twice"', '"calendar-meeting-moved"', "do not generate 4 of the 8 tasks"),
+        ('"version":1', '"version":2', "says generator version 2, but"),
+        ('"per_cell":2', '"per_cell":0', "arguments: per_cell: Input should be greater than or equal to 1"),
+    ],
+)
+def test_an_edit_of_the_locks_generator_line_is_named(tmp_path: Path, old: str, new: str, fragment: str) -> None:
+    # the line claims that these arguments regenerate the files; an edit of it went unnoticed (suite hash and task
+    # lines unchanged)
+    _generate(tmp_path)
+    lock = tmp_path / "SUITE.lock"
+    text = lock.read_text()
+    assert old in text
+    lock.write_text(text.replace(old, new, 1))
+    report = validate_suite(tmp_path)
+    found = [p.render() for p in report.problems]
+    assert not report.ok and len(found) == 1, found
+    assert "SUITE.lock: generator: " in found[0] and fragment in found[0], found[0]
+
+
+@pytest.mark.slow
+def test_write_lock_drops_a_generator_line_the_tasks_no_longer_match(tmp_path: Path) -> None:
+    _generate(tmp_path)
+    for path in sorted((tmp_path / "order").glob("*-h03-*.yaml")):
+        path.unlink()
+    result = runner.invoke(app, ["validate-tasks", "--tasks", str(tmp_path), "--write-lock"])
+    assert result.exit_code == 0, result.output
+    assert "dropped its generator line" in result.output
+    assert read_lock(tmp_path / "SUITE.lock").generator is None and validate_suite(tmp_path).ok
+
+
+@pytest.mark.slow
 def test_regenerating_into_the_same_folder_is_allowed_but_foreign_task_files_are_refused(tmp_path: Path) -> None:
     _generate(tmp_path)
     _generate(tmp_path)
