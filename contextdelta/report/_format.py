@@ -134,6 +134,8 @@ def crossing_text(crossing: HorizonCrossing) -> str:
         text = f"{at(crossing.horizon)} [{at(crossing.low)}, {at(crossing.high)}]"
     if crossing.resamples_left_out:
         text += f" ({crossing.resamples_left_out} resamples left out)"
+    if crossing.note and crossing.status != "constant":
+        text += f" ({crossing.note})"
     return text
 
 

@@ -361,7 +361,7 @@ def _slope(point: float, replicates: FloatVector, rates: dict[int, Estimate], pa
         errors = [(y - x) / 2.0 for x, y in ((a, b), (c, d)) if math.isfinite(x) and math.isfinite(y)]
         mc_se = max(errors) if errors else None
     notes = []
-    if defined.size == replicates.size and not math.isinf(point) and bool((defined == defined[0]).all()):
+    if defined.size and not math.isinf(point) and bool((defined == defined[0]).all()):
         # [b, b] would read as certainty: every horizon's tasks agree (a rate at 0 or 1), so no resample moves it
         low = high = mc_se = None
         notes.append(
@@ -526,6 +526,14 @@ def dose_curves(curves: Mapping[K, DoseInput], params: AnalysisParams = DEFAULT_
             columns = [column[h] for h in used[key]]
             crossed = _first_crossing(rates[block][:, columns], horizon_values[columns], curve.threshold)
             crossing = _crossing(float(crossed[0]), crossed[1:], used[key], curve.threshold, params, per_horizon)
+            # a horizon without data below the crossing (every episode there a failed trial) may hold the first one
+            blind = [h for h in sorted(curve.samples) if h not in used[key] and h < (crossing.horizon or math.inf)]
+            if blind:
+                why = (
+                    f"h={', h='.join(map(str, blind))} {'has' if len(blind) == 1 else 'have'} no episode with a value, "
+                    "so the first crossing may lie there"
+                )
+                crossing = crossing.model_copy(update={"note": "; ".join(filter(None, [crossing.note, why]))})
         out[key] = DoseCurve(rates=per_horizon, slope=slope, crossing=crossing)
     return out
 

@@ -288,4 +288,8 @@ class HorizonCrossing(BaseModel):
     resamples_left_out: int = Field(
         default=0, ge=0, description="Resamples in which a horizon had no episode with a value, left out."
     )
-    note: str = Field(default="", description="One sentence for the report when status is `constant`.")
+    note: str = Field(
+        default="",
+        description="One sentence for the report when status is `constant`, or naming the horizons below the "
+        "crossing (or below none reached) that have no episode with a value, where the first crossing may lie.",
+    )

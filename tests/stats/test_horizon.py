@@ -14,7 +14,7 @@ import statsmodels.api as sm
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextdelta.report import slope_text
+from contextdelta.report import crossing_text, slope_text
 from contextdelta.stats import (
     AnalysisParams,
     ClusteredSample,
@@ -194,6 +194,34 @@ def test_a_finite_slope_every_resample_reproduces_has_no_interval() -> None:
     assert found.low is None and found.high is None and found.mc_se is None
     assert found.note.startswith("no interval: every resample gives this slope")
     assert slope_text(found).startswith("+0.00 (no interval: every resample gives this slope")
+
+
+def test_a_finite_slope_every_kept_resample_reproduces_has_no_interval() -> None:
+    # 100%, 25%, 100%: symmetric, so every resample with a slope gives 0 whatever h=2 draws; 0.00 [0.00, 0.00]
+    # read as certainty although some resamples (h=2 drawn without a value) were left out
+    tasks = {1: [[1.0]] * 4, 2: [[1.0], [0.0], [0.0], [0.0]], 4: [[1.0]] * 4}
+    found = dose_curves({"c": DoseInput(curve_samples(tasks))}, PARAMS)["c"].slope
+    assert found.status is SlopeStatus.OK and found.estimate == pytest.approx(0.0, abs=1e-12)
+    assert found.resamples_left_out > 0
+    assert found.low is None and found.high is None and found.note.startswith("no interval: every resample")
+
+
+def test_a_horizon_without_data_below_the_crossing_is_named() -> None:
+    # every episode at h=1 a failed trial: the first horizon above 10% among the others is h=2, which may not be
+    # the first one; it was printed as h=2 with nothing said
+    samples = curve_samples({2: [[1.0], [0.0]], 4: [[1.0], [1.0]]})
+    empty = ClusteredSample(
+        task_ids=("t01-0", "t01-1"),
+        repeats=np.zeros((2, 1), dtype=np.int64),
+        values=np.zeros((2, 1)),
+        counts=np.zeros(2, dtype=np.int64),
+        n_missing=2,
+    )
+    design = curve_samples({1: [[0.0], [0.0]]})[1]
+    crossing = dose_curves({"c": DoseInput({1: empty, **samples}, {1: design}, threshold=0.1)}, PARAMS)["c"].crossing
+    assert crossing is not None and crossing.horizon == 2
+    assert "h=1 has no episode with a value, so the first crossing may lie there" in crossing.note
+    assert crossing_text(crossing).endswith("(h=1 has no episode with a value, so the first crossing may lie there)")
 
 
 def test_repeated_rows_are_grouped_exactly_within_each_block() -> None:
