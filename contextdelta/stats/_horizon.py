@@ -364,17 +364,14 @@ def _slope(point: float, replicates: FloatVector, rates: dict[int, Estimate], pa
     if defined.size and not math.isinf(point) and bool((defined == defined[0]).all()):
         # [b, b] would read as certainty: every horizon's tasks agree (a rate at 0 or 1), so no resample moves it
         low = high = mc_se = None
-        notes.append(
-            "no interval: every resample gives this slope (the tasks of each horizon agree), so the bootstrap "
-            "cannot vary"
-        )
+        notes.append("no interval: every resample with a slope gives this one, so the bootstrap cannot vary")
     if math.isinf(point):
         low_side, high_side = ("0", "1") if point > 0 else ("1", "0")
         notes.append(
             f"separated: the rate is {low_side} at every horizon below a step and {high_side} at every horizon above "
             "it (at most one horizon in between), so the maximum-likelihood slope is infinite"
         )
-    if left_out:
+    if left_out and low is not None:  # without an interval, the report's count of them says it
         notes.append(f"{left_out} of {replicates.size} resamples had no slope and were left out of the interval")
     if not defined.size:
         notes.append("no resample had a slope: no interval")
@@ -409,7 +406,7 @@ def _crossing(
     if not horizons:
         return HorizonCrossing(status="no_data", horizon=None, low=None, high=None, largest_horizon=None, **common)
     defined = np.sort(replicates[~np.isnan(replicates)])
-    if not math.isinf(point) and defined.size == replicates.size and bool((defined == point).all()):
+    if not math.isinf(point) and defined.size and bool((defined == point).all()):
         # [h, h] would read as certainty: say why every resample gives the same horizon instead
         agree = rates is not None and all(rates[h].status is not EstimateStatus.OK for h in horizons)
         n_tasks = sum(rates[h].n_tasks for h in horizons) if rates is not None else 0
@@ -418,7 +415,8 @@ def _crossing(
             f"{len(horizons)} horizon{'' if len(horizons) == 1 else 's'}), so the "
             "bootstrap cannot vary"
             if agree
-            else f"all {replicates.size} resamples cross at this horizon of the grid"
+            else f"all {defined.size} resamples{' with a value' if defined.size < replicates.size else ''} cross at "
+            "this horizon of the grid"
         )
         return HorizonCrossing(
             status="constant",
@@ -426,6 +424,7 @@ def _crossing(
             low=None,
             high=None,
             largest_horizon=max(horizons),
+            resamples_left_out=int(replicates.size - defined.size),
             note=f"no interval: {why}",
             **common,
         )

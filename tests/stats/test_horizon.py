@@ -192,8 +192,8 @@ def test_a_finite_slope_every_resample_reproduces_has_no_interval() -> None:
     found = dose_curves({"c": DoseInput(curve_samples(hump))}, PARAMS)["c"].slope
     assert found.status is SlopeStatus.OK and found.estimate == pytest.approx(0.0, abs=1e-12)
     assert found.low is None and found.high is None and found.mc_se is None
-    assert found.note.startswith("no interval: every resample gives this slope")
-    assert slope_text(found).startswith("+0.00 (no interval: every resample gives this slope")
+    assert found.note.startswith("no interval: every resample with a slope gives this one")
+    assert slope_text(found).startswith("+0.00 (no interval: every resample with a slope gives this one")
 
 
 def test_a_finite_slope_every_kept_resample_reproduces_has_no_interval() -> None:
@@ -204,6 +204,7 @@ def test_a_finite_slope_every_kept_resample_reproduces_has_no_interval() -> None
     assert found.status is SlopeStatus.OK and found.estimate == pytest.approx(0.0, abs=1e-12)
     assert found.resamples_left_out > 0
     assert found.low is None and found.high is None and found.note.startswith("no interval: every resample")
+    assert "left out of the interval" not in found.note  # counted once, by the report, not twice
 
 
 def test_a_horizon_without_data_below_the_crossing_is_named() -> None:
@@ -222,6 +223,18 @@ def test_a_horizon_without_data_below_the_crossing_is_named() -> None:
     assert crossing is not None and crossing.horizon == 2
     assert "h=1 has no episode with a value, so the first crossing may lie there" in crossing.note
     assert crossing_text(crossing).endswith("(h=1 has no episode with a value, so the first crossing may lie there)")
+
+
+def test_a_crossing_every_kept_resample_reproduces_has_no_interval() -> None:
+    # h=1: one task at 1, one whose episodes are failed trials; resamples drawing only the latter are left out, every
+    # other one crosses at h=1: that was printed "h=1 [h=1, h=1]"
+    with_value = cluster_by_task(["a", "a", "b", "b"], [1, 2, 1, 2], [1.0, 1.0, None, None])
+    design = cluster_by_task(["a", "a", "b", "b"], [1, 2, 1, 2], [1.0, 1.0, 0.0, 0.0])
+    later = curve_samples({2: [[1.0], [1.0]]})
+    crossing = dose_curves({"c": DoseInput({1: with_value, **later}, {1: design}, threshold=0.1)}, PARAMS)["c"].crossing
+    assert crossing is not None and crossing.horizon == 1 and crossing.status == "constant"
+    assert crossing.low is None and crossing.high is None and crossing.resamples_left_out > 0
+    assert crossing_text(crossing).startswith("h=1 (no interval:")
 
 
 def test_repeated_rows_are_grouped_exactly_within_each_block() -> None:
