@@ -16,7 +16,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from contextdelta.tasks.families._base import GENERATOR_VERSION, MAX_HORIZON, FamilyParams, TaskFamily
-from contextdelta.tasks.loader import LOCK_NAME, TASK_SUFFIX, list_folder, load_task_text
+from contextdelta.tasks.loader import (
+    LOCK_NAME,
+    TASK_SUFFIX,
+    FileReadError,
+    list_folder,
+    load_task_text,
+    read_text_file,
+)
 from contextdelta.tasks.lock import render_lock
 from contextdelta.tasks.schema import Task
 
@@ -151,6 +158,16 @@ def _atomic_write(path: Path, text: str) -> None:
     os.replace(temp, path)
 
 
+def _holds(path: Path, task: Task) -> bool:
+    """Whether the task file at ``path`` holds ``task`` (same content hash; line endings, comments and layout
+    aside)."""
+    try:
+        existing, _ = load_task_text(str(path), read_text_file(path, path.parent))
+    except FileReadError:
+        return False
+    return existing is not None and existing.content_hash == task.content_hash
+
+
 class SuiteFolderError(ValueError):
     """The output folder holds task files the suite would not generate."""
 
@@ -161,7 +178,8 @@ def write_suite(suite: GeneratedSuite, out: Path) -> list[Path]:
     Refuses (:class:`SuiteFolderError`) a folder holding task files this suite does not generate, so a lock is
     never written beside tasks it does not list. Returns the paths written, the lock last.
     """
-    files = {out / g.task.world / f"{g.task.id}{TASK_SUFFIX}": render_task(g) for g in suite.tasks}
+    made = {out / g.task.world / f"{g.task.id}{TASK_SUFFIX}": g.task for g in suite.tasks}
+    files = {path: render_task(g) for path, g in zip(made, suite.tasks, strict=True)}
     if out.is_dir():
         listing = list_folder(out)
         foreign = [p for p in listing.files if p not in files]
@@ -175,6 +193,14 @@ def write_suite(suite: GeneratedSuite, out: Path) -> list[Path]:
             raise SuiteFolderError(
                 f"{out} holds {len(listing.refused)} entr{'y' if len(listing.refused) == 1 else 'ies'} the suite "
                 f"could not be validated beside (e.g. {path}: {why}); use an empty folder or remove them"
+            )
+        present = set(listing.files)
+        edited = [p for p, task in made.items() if p in present and not _holds(p, task)]
+        if edited:  # rewriting it (and the lock) would lose the edit and lower a bumped version unnoticed
+            raise SuiteFolderError(
+                f"{edited[0]} is not the task this suite generates there (edited, or written by another generator "
+                f"version{'' if len(edited) == 1 else f'; {len(edited)} such files'}); move it away, or delete it to "
+                "regenerate it"
             )
     # a world folder that exists as a file would stop the writing half-way: refuse before the first file
     blocked = sorted({p.parent for p in files if p.parent.exists() and not p.parent.is_dir()})

@@ -114,6 +114,43 @@ def test_write_lock_drops_a_generator_line_the_tasks_no_longer_match(tmp_path: P
 
 
 @pytest.mark.slow
+def test_regenerating_over_an_edited_task_is_refused_and_keeps_the_edit(tmp_path: Path) -> None:
+    # regenerating rewrote the edited file and the lock from scratch: the edit was lost and its bumped version went
+    # back to 1 in the lock, which validate-tasks forbids (a version may never go down)
+    _generate(tmp_path)
+    task = next((tmp_path / "order").glob("*-h03-*.yaml"))
+    edited = task.read_text().replace("\nversion: 1\n", "\nversion: 2\n").replace("max_steps: ", "max_steps: 9", 1)
+    task.write_text(edited)
+    assert runner.invoke(app, ["validate-tasks", "--tasks", str(tmp_path), "--write-lock"]).exit_code == 0
+    before = _files(tmp_path)
+    result = runner.invoke(
+        app,
+        [
+            "generate-tasks",
+            "--family",
+            "order-address-shipped,calendar-invite-twice",
+            "--horizons",
+            "1,3",
+            "--per-cell",
+            "2",
+            "--seed",
+            "4",
+            "--out",
+            str(tmp_path),
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    assert task.name in result.output.replace("\n", "") and "is not the task this suite generates" in result.output
+    assert _files(tmp_path) == before
+    # the same files with other line endings are the same tasks: regenerating over them is allowed
+    task.unlink()
+    _generate(tmp_path)
+    crlf = next((tmp_path / "calendar").glob("*.yaml"))
+    crlf.write_bytes(crlf.read_bytes().replace(b"\n", b"\r\n"))
+    _generate(tmp_path)
+
+
+@pytest.mark.slow
 def test_regenerating_into_the_same_folder_is_allowed_but_foreign_task_files_are_refused(tmp_path: Path) -> None:
     _generate(tmp_path)
     _generate(tmp_path)
