@@ -321,12 +321,13 @@ def generate_tasks_command(
     from contextdelta.tasks.families import (
         FAMILIES,
         MAX_DISTRACTORS,
+        MAX_HORIZON,
         SuiteArguments,
         SuiteFolderError,
         generate_suite,
         write_suite,
     )
-    from contextdelta.validation import validate_suite
+    from contextdelta.validation import task_problems, validate_suite
 
     if list_families:
         table = Table(title="Task families (horizon h: agent calls from the counted observation to the write)")
@@ -344,7 +345,9 @@ def generate_tasks_command(
         wide = console if console.is_terminal else Console(width=200)
         wide.print(table)
         wide.print(
-            f"parameters: horizon 1-64 (--horizons), distractors 1-{MAX_DISTRACTORS} (cycled 1,2,3 within a cell), "
+            f"parameters: horizon 1-{MAX_HORIZON} (--horizons; a cell whose tasks would not validate, as the order "
+            "families' from about h=23 and the calendar ones' from about h=37, is refused before anything is "
+            f"written), distractors 1-{MAX_DISTRACTORS} (cycled 1,2,3 within a cell), "
             "mutation and timing (cycled within a cell), seed (--seed; per task seed*1000+index)",
             soft_wrap=True,
         )
@@ -368,6 +371,24 @@ def generate_tasks_command(
         flag = {"families": "--family", "horizons": "--horizons"}.get(str(error["loc"][0]) if error["loc"] else "")
         raise _fail(f"{flag or '--horizons'}: {error['msg']}", 2) from None
     suite = generate_suite(arguments, [FAMILIES[n] for n in names])
+    # every task is checked before anything is written: a family whose work cannot stretch to a horizon (its
+    # intermediate writes start repeating, or hit a domain limit) is a refusal, never an invalid suite on disk
+    failing: dict[tuple[str, int], tuple[int, str]] = {}
+    for made in suite.tasks:
+        info = made.task.evaluator.family
+        assert info is not None
+        found = task_problems(f"{made.task.world}/{made.task.id}.yaml", made.task)
+        if found:
+            count, first = failing.get((info.name, info.horizon), (0, found[0].render()))
+            failing[(info.name, info.horizon)] = (count + 1, first)
+    if failing:
+        (name, _), (_, first) = next(iter(failing.items()))
+        cells = ", ".join(f"{f} h={h} ({n} of {per_cell})" for (f, h), (n, _) in failing.items())
+        raise _fail(
+            f"--horizons: these family cells make tasks that do not validate, so nothing was written: {cells}. "
+            f"Family {name}'s work does not stretch that far (first problem: {first}); use smaller horizons for it",
+            2,
+        )
     try:
         write_suite(suite, out)
     except SuiteFolderError as exc:

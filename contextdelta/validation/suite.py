@@ -385,6 +385,12 @@ def _report(loaded: LoadedTask) -> TaskReport:
     return row
 
 
+def task_problems(file: str, task: Task) -> list[TaskProblem]:
+    """Every problem ``validate-tasks`` finds in one task (its checks and replays), for a task not yet written to
+    ``file`` (``generate-tasks`` checks what it would write before writing anything)."""
+    return _report(LoadedTask(Path(file), task)).problems
+
+
 def validate_suite(directory: Path, *, writing_lock: bool = False) -> SuiteReport:
     """Validate every task file under ``directory`` and compare with its ``SUITE.lock`` (if there is one)."""
     loaded, file_problems = load_directory(directory)
@@ -565,6 +571,7 @@ __all__ = [
     "check_replays",
     "checked_suite",
     "suite_fingerprint",
+    "task_problems",
     "validate_suite",
     "write_lock",
 ]

@@ -114,6 +114,32 @@ def test_write_lock_drops_a_generator_line_the_tasks_no_longer_match(tmp_path: P
 
 
 @pytest.mark.slow
+def test_a_horizon_a_family_cannot_stretch_to_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    # horizons up to 64 are accepted, but the order families' distractor work repeats a write from h=23 on: the
+    # suite was written (lock included) and then failed validate-tasks with hundreds of problems, exit 1
+    out = tmp_path / "x"
+    result = runner.invoke(
+        app,
+        [
+            "generate-tasks",
+            "--family",
+            "order-refund-handled",
+            "--horizons",
+            "1,23",
+            "--per-cell",
+            "1",
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    text = result.output.replace("\n", " ")
+    assert "--horizons: these family cells make tasks that do not validate, so nothing was written" in text
+    assert "order-refund-handled h=23 (1 of 1)" in text and "h=1 " not in text and "no_duplicate_action" in text
+    assert not out.exists()
+
+
+@pytest.mark.slow
 def test_regenerating_over_an_edited_task_is_refused_and_keeps_the_edit(tmp_path: Path) -> None:
     # regenerating rewrote the edited file and the lock from scratch: the edit was lost and its bumped version went
     # back to 1 in the lock, which validate-tasks forbids (a version may never go down)
