@@ -327,7 +327,7 @@ def generate_tasks_command(
         generate_suite,
         write_suite,
     )
-    from contextdelta.validation import task_problems, validate_suite
+    from contextdelta.validation import task_report, validate_suite
 
     if list_families:
         table = Table(title="Task families (horizon h: agent calls from the counted observation to the write)")
@@ -374,12 +374,14 @@ def generate_tasks_command(
     # every task is checked before anything is written: a family whose work cannot stretch to a horizon (its
     # intermediate writes start repeating, or hit a domain limit) is a refusal, never an invalid suite on disk
     failing: dict[tuple[str, int], tuple[int, str]] = {}
+    checked = {}
     for made in suite.tasks:
         info = made.task.evaluator.family
         assert info is not None
-        found = task_problems(f"{made.task.world}/{made.task.id}.yaml", made.task)
-        if found:
-            count, first = failing.get((info.name, info.horizon), (0, found[0].render()))
+        row = task_report(f"{made.task.world}/{made.task.id}.yaml", made.task)
+        checked[made.task.content_hash] = row
+        if row.problems:
+            count, first = failing.get((info.name, info.horizon), (0, row.problems[0].render()))
             failing[(info.name, info.horizon)] = (count + 1, first)
     if failing:
         (name, _), (_, first) = next(iter(failing.items()))
@@ -395,7 +397,7 @@ def generate_tasks_command(
         raise _fail(f"--out: {exc}", 2) from None
     except OSError as exc:  # under a file, in a folder that cannot be written
         raise _fail(f"--out {out}: {exc.strerror or exc}; give a folder you can write to", 2) from None
-    report = validate_suite(out)
+    report = validate_suite(out, checked=checked)  # the files and the lock; each task was replayed above
     if not report.ok:
         for problem in report.problems[:20]:
             Console(stderr=True).print(f"[red]error[/red] {problem.render()}", highlight=False, soft_wrap=True)

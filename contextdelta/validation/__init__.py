@@ -16,7 +16,7 @@ from contextdelta.validation.suite import (
     check_replays,
     checked_suite,
     suite_fingerprint,
-    task_problems,
+    task_report,
     validate_suite,
     write_lock,
 )
@@ -32,7 +32,7 @@ __all__ = [
     "checked_suite",
     "print_report",
     "suite_fingerprint",
-    "task_problems",
+    "task_report",
     "task_table",
     "validate_suite",
     "write_lock",

@@ -18,10 +18,11 @@ the written resource.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -385,16 +386,27 @@ def _report(loaded: LoadedTask) -> TaskReport:
     return row
 
 
-def task_problems(file: str, task: Task) -> list[TaskProblem]:
-    """Every problem ``validate-tasks`` finds in one task (its checks and replays), for a task not yet written to
+def task_report(file: str, task: Task) -> TaskReport:
+    """Every check ``validate-tasks`` runs on one task (its checks and replays), for a task not yet written to
     ``file`` (``generate-tasks`` checks what it would write before writing anything)."""
-    return _report(LoadedTask(Path(file), task)).problems
+    return _report(LoadedTask(Path(file), task))
 
 
-def validate_suite(directory: Path, *, writing_lock: bool = False) -> SuiteReport:
-    """Validate every task file under ``directory`` and compare with its ``SUITE.lock`` (if there is one)."""
+def validate_suite(
+    directory: Path, *, writing_lock: bool = False, checked: Mapping[str, TaskReport] | None = None
+) -> SuiteReport:
+    """Validate every task file under ``directory`` and compare with its ``SUITE.lock`` (if there is one).
+
+    ``checked``: by content hash, clean reports of tasks this process already checked (`task_report`); a file
+    holding such a task is not replayed again (the checks are pure functions of the task)."""
     loaded, file_problems = load_directory(directory)
-    rows = [_report(entry) for entry in loaded]
+    known = {h: r for h, r in (checked or {}).items() if r.ok}
+    rows = [
+        dataclasses.replace(known[entry.task.content_hash], file=entry.file)
+        if entry.task.content_hash in known
+        else _report(entry)
+        for entry in loaded
+    ]
     folder = display_path(directory)
     failed_files = sorted({p.file for p in file_problems if p.file != folder})
     rows.extend(TaskReport(file=f, id=Path(f).stem) for f in failed_files)
@@ -571,7 +583,7 @@ __all__ = [
     "check_replays",
     "checked_suite",
     "suite_fingerprint",
-    "task_problems",
+    "task_report",
     "validate_suite",
     "write_lock",
 ]
