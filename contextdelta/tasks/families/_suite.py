@@ -206,9 +206,11 @@ def write_suite(suite: GeneratedSuite, out: Path) -> list[Path]:
     blocked = sorted({p.parent for p in files if p.parent.exists() and not p.parent.is_dir()})
     if blocked:
         raise SuiteFolderError(f"{blocked[0]} is not a folder; the suite writes its task files there: remove it")
+    lock = out / LOCK_NAME
+    if lock.is_dir():  # os.replace cannot put the lock there: it would fail after every task file was written
+        raise SuiteFolderError(f"{lock} is a folder; the suite writes its lock file there: remove it")
     for path, text in files.items():
         _atomic_write(path, text)
-    lock = out / LOCK_NAME
     _atomic_write(lock, render_lock([g.task for g in suite.tasks], generator=suite.generator))
     return [*files, lock]
 

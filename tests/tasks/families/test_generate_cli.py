@@ -200,7 +200,9 @@ def test_regenerating_into_the_same_folder_is_allowed_but_foreign_task_files_are
     assert "--out:" in result.output and "does not generate" in result.output and "Traceback" not in result.output
 
 
-@pytest.mark.parametrize("entry", ["order/notes.yml", "calendar/meeting.YAML", "order/x.yaml/", "config"])
+@pytest.mark.parametrize(
+    "entry", ["order/notes.yml", "calendar/meeting.YAML", "order/x.yaml/", "config", "SUITE.lock/"]
+)
 def test_a_folder_validate_tasks_would_refuse_is_refused_before_anything_is_written(tmp_path: Path, entry: str) -> None:
     # a stray .yml (or a world folder that is a file) was found only after every task file and the lock were written
     target = tmp_path / entry
