@@ -265,7 +265,7 @@ def _interval(
     units = n_tasks if n_stories is None else n_stories
     # Stories alike (each with the same tasks' values, e.g. every story failing at horizon 1 only) make every
     # resample equal although the tasks differ: as degenerate as equal tasks, so the same rules apply.
-    alike = not constant and units > 1 and _replicates_constant(replicates)
+    alike = not constant and units > 1 and resamples_all_equal(replicates)
     if (units == 1 or constant or alike) and bounds is not None:
         low, high = exact_bound(point, units, bounds, params.confidence)
         tasks = "the one task" if n_tasks == 1 else f"all {n_tasks} tasks"
@@ -323,9 +323,18 @@ def _interval(
     return Estimate(estimate=point, low=low, high=high, status=EstimateStatus.OK, note=note, mc_se=mc_se, **common)
 
 
-def _replicates_constant(replicates: FloatVector) -> bool:
-    """Every resample gave the same (finite) value: the bootstrap degenerated whatever the tasks' values."""
-    return bool(replicates.size and np.isfinite(replicates).all() and (replicates == replicates[0]).all())
+MIN_RESAMPLES_TO_CALL_CONSTANT = 30
+"""Resamples that must all agree before a bootstrap counts as degenerate although its tasks differ. A bootstrap that
+can vary rarely repeats one value (two stories that differ: the mixed draw, probability 1/2), so 30 agreeing
+resamples by chance are about as likely as 1 in 2^29 there; with fewer (``--resamples 1``) agreement says nothing."""
+
+
+def resamples_all_equal(values: FloatVector) -> bool:
+    """At least `MIN_RESAMPLES_TO_CALL_CONSTANT` resample values, all finite and equal: the bootstrap degenerated
+    (stories alike, or tasks alike over their repeats) whatever the tasks' own values."""
+    return bool(
+        values.size >= MIN_RESAMPLES_TO_CALL_CONSTANT and np.isfinite(values).all() and (values == values[0]).all()
+    )
 
 
 def _alike(n_tasks: int, n_stories: int | None) -> str:

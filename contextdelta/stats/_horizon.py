@@ -37,7 +37,13 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from contextdelta.stats._bootstrap import FloatVector, _order_statistic_levels, check_binary, means_with_replicates
+from contextdelta.stats._bootstrap import (
+    FloatVector,
+    _order_statistic_levels,
+    check_binary,
+    means_with_replicates,
+    resamples_all_equal,
+)
 from contextdelta.stats._params import DEFAULT_PARAMS, AnalysisParams
 from contextdelta.stats._results import (
     Estimate,
@@ -361,7 +367,7 @@ def _slope(point: float, replicates: FloatVector, rates: dict[int, Estimate], pa
         errors = [(y - x) / 2.0 for x, y in ((a, b), (c, d)) if math.isfinite(x) and math.isfinite(y)]
         mc_se = max(errors) if errors else None
     notes = []
-    if defined.size and not math.isinf(point) and bool((defined == defined[0]).all()):
+    if not math.isinf(point) and resamples_all_equal(defined):
         # [b, b] would read as certainty: every horizon's tasks agree (a rate at 0 or 1), so no resample moves it
         low = high = mc_se = None
         notes.append("no interval: every resample with a slope gives this one, so the bootstrap cannot vary")
@@ -406,7 +412,12 @@ def _crossing(
     if not horizons:
         return HorizonCrossing(status="no_data", horizon=None, low=None, high=None, largest_horizon=None, **common)
     defined = np.sort(replicates[~np.isnan(replicates)])
-    if not math.isinf(point) and defined.size and bool((defined == point).all()):
+    if (
+        not math.isinf(point)
+        and defined.size
+        and bool((defined == point).all())
+        and (defined.size == replicates.size or resamples_all_equal(defined))
+    ):
         # [h, h] would read as certainty: say why every resample gives the same horizon instead
         agree = rates is not None and all(rates[h].status is not EstimateStatus.OK for h in horizons)
         n_tasks = sum(rates[h].n_tasks for h in horizons) if rates is not None else 0

@@ -452,6 +452,9 @@ def test_stories_alike_but_tasks_not_get_the_exact_bound_never_a_zero_width_inte
     varied = outcomes.copy()
     varied[1] = 0.0
     assert bootstrap_rates({0: sample(varied, labels)}, PARAMS)[0].status is EstimateStatus.OK
+    # one resample always agrees with itself: that says nothing, so it is no reason for an exact bound
+    one = AnalysisParams(resamples=1, seed=5)
+    assert bootstrap_rates({0: sample(varied, labels)}, one)[0].status is EstimateStatus.OK
 
 
 # --- building samples with stories --------------------------------------------------------------------------------
