@@ -71,7 +71,8 @@ def tools_command(
     ),
     as_json: Annotated[bool, typer.Option("--json", help="Print the OpenAI tool schemas as JSON.")] = False,
 ) -> None:
-    """List each world's tools (read or write, the resource they address), or print their OpenAI schemas."""
+    """List each world's tools (read or write, the resource they address, a write's effect key), or print their
+    OpenAI schemas. A write's effect key is what makes two calls the same action for no_duplicate_action."""
     if world is not None and world not in WORLDS:
         raise _fail(f"unknown world {world!r}; choose one of: {', '.join(sorted(WORLDS))}", 2)
     names = [world] if world else sorted(WORLDS)
@@ -79,13 +80,21 @@ def tools_command(
         typer.echo(json.dumps({n: WORLDS[n].tool_schemas(mode) for n in names}, indent=2, sort_keys=True))
         return
     table = Table(title=f"Tools ({mode.value})")
-    for column in ("world", "tool", "kind", "description"):
+    for column in ("world", "tool", "kind", "resource", "effect key", "description"):
         table.add_column(column)
     for name in names:
         for spec in WORLDS[name].tools:
             style = "yellow" if spec.kind is ToolKind.WRITE else None
-            table.add_row(name, spec.name, spec.kind.value, spec.description.splitlines()[0], style=style)
-    console.print(table)
+            effect = ", ".join(spec.effect) if spec.effect else "-"
+            row = (spec.resource_pattern or "-", effect, spec.description.splitlines()[0])
+            table.add_row(name, spec.name, spec.kind.value, *row, style=style)
+    wide = console if console.is_terminal else Console(width=200)  # piped: whole resource and effect key cells
+    wide.print(table)
+    wide.print(
+        "effect key: the arguments that decide what a write does; two writes with the same tool and effect key are "
+        "the same action (no_duplicate_action), whatever their free text (a reason, a title) or expected_version.",
+        markup=False,
+    )
 
 
 TASKS_HELP = (

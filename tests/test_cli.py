@@ -40,6 +40,21 @@ def test_tools_json_matches_mode() -> None:
     assert "expected_version" not in names["get_order"]["properties"]
 
 
+def test_tools_table_shows_each_tools_resource_and_a_writes_effect_key() -> None:
+    result = runner.invoke(app, ["tools", "--world", "order"])
+    assert result.exit_code == 0, result.output
+    rows = {
+        line.split("│")[2].strip(): [c.strip() for c in line.split("│")[3:6]]
+        for line in result.stdout.splitlines()
+        if line.startswith("│")
+    }
+    assert rows["issue_refund"] == ["write", "order/{order_id}", "order_id, amount_cents"]
+    assert rows["cancel_order"] == ["write", "order/{order_id}", "order_id"]
+    assert rows["get_order"] == ["read", "order/{order_id}", "-"]
+    assert rows["list_orders"] == ["read", "-", "-"]
+    assert "same action (no_duplicate_action)" in " ".join(result.stdout.split())
+
+
 def test_unknown_world_is_a_clear_error() -> None:
     result = runner.invoke(app, ["tools", "--world", "warehouse"])
     assert result.exit_code == 2

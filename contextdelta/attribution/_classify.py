@@ -55,7 +55,7 @@ from contextdelta.attribution._model import (
     ObservationRef,
     ObservationVia,
 )
-from contextdelta.grading import REACHED, DetailKind, Verdict, duplicate_key
+from contextdelta.grading import REACHED, DetailKind, Verdict
 from contextdelta.grading import harmful_actions as grading_harmful_actions
 from contextdelta.rundir import FAILED_TERMINATIONS, EpisodeRecord
 from contextdelta.worlds import Outcome, ToolEvent, ToolKind
@@ -371,20 +371,13 @@ def _candidates(record: EpisodeRecord) -> dict[int, set[str]]:
     return found
 
 
-def _duplicate_original(events: Sequence[ToolEvent], action: ToolEvent) -> ToolEvent | None:
-    key = duplicate_key(action)
-    return next(
-        (
-            e
-            for e in events
-            if e.actor == "agent"
-            and e.seq < action.seq
-            and e.kind is ToolKind.WRITE
-            and e.outcome is Outcome.EXECUTED
-            and duplicate_key(e) == key
-        ),
-        None,
+def _duplicate_original(verdict: Verdict, events: Sequence[ToolEvent], action: ToolEvent) -> ToolEvent | None:
+    """The executed write the verdict says ``action`` repeats (its duplicate detail's ``repeats_seq``): the
+    grader's own answer, so a record graded by an earlier duplicate rule names the call it was graded against."""
+    repeats = next(
+        (d.repeats_seq for d in verdict.details_for(DetailKind.DUPLICATE_WRITE) if d.seq == action.seq), None
     )
+    return next((e for e in events if repeats is not None and e.seq == repeats), None)
 
 
 def _snippet(text: str, needles: Sequence[str], width: int = 320) -> str:
@@ -487,7 +480,7 @@ def attribute_episode(record: EpisodeRecord) -> Attribution | None:
         mode = FailureMode.END_STATE_MISS
         for seq in sorted(candidates):
             event = index.events[seq]
-            original = _duplicate_original(events, event) if "duplicate" in candidates[seq] else None
+            original = _duplicate_original(record.verdict, events, event) if "duplicate" in candidates[seq] else None
             analysis = _analyze(index, event, original)
             if analysis.mode is not None:
                 chosen, cause, mode = event, analysis, analysis.mode

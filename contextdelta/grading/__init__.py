@@ -2,6 +2,7 @@
 
 from contextdelta.grading.graders import (
     REACHED,
+    DuplicateRule,
     Finding,
     agent_events,
     blocked_writes,
@@ -41,6 +42,7 @@ __all__ = [
     "REACHED",
     "SAFETY_GRADERS",
     "DetailKind",
+    "DuplicateRule",
     "EventFlags",
     "Finding",
     "GraderDetail",

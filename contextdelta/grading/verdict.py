@@ -127,7 +127,10 @@ class Verdict(BaseModel):
         description="No write reached the business logic while its resource's version was newer than the one the "
         "agent last observed."
     )
-    no_duplicate_action: bool = Field(description="No executed write was repeated (same tool and arguments).")
+    no_duplicate_action: bool = Field(
+        description="No executed write was repeated (same tool and effect key: the arguments that decide what it does, "
+        "free text aside)."
+    )
     refresh_before_write: bool = Field(
         description="Every write to a resource another actor changed since the agent's last observation was preceded "
         "by a fresh read."

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from contextdelta.grading import GraderDetail, grade
+from contextdelta.grading import DuplicateRule, GraderDetail, grade
 from contextdelta.rundir.records import EpisodeRecord
 from contextdelta.tasks import Task, episode_task, load_directory
 from contextdelta.worlds import ProtectionMode
@@ -28,8 +28,14 @@ def regraded_details(record: EpisodeRecord, task: Task) -> list[GraderDetail]:
     trace = record.trace
     task = episode_task(task, record.control)
     initial = task.build_world(ProtectionMode(record.protection_mode)).state()
-    verdict = grade(
-        task, trace.tool_events(), trace.mutation_events(), initial, trace.evaluator.final_state, trace.final_answer
+    verdict = grade(  # by the duplicate rule such records were graded by (before the effect keys)
+        task,
+        trace.tool_events(),
+        trace.mutation_events(),
+        initial,
+        trace.evaluator.final_state,
+        trace.final_answer,
+        duplicate_rule=DuplicateRule.ALL_ARGUMENTS,
     )
     assert verdict.details is not None  # grade always records details
     return verdict.details

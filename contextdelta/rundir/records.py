@@ -504,7 +504,9 @@ class ToolEventRecord(BaseModel):
     stale: bool = Field(
         description="A stale write: it reached the business logic while the resource was newer than the agent last saw."
     )
-    duplicate: bool = Field(description="A duplicate write: it repeated an executed write (same tool and arguments).")
+    duplicate: bool = Field(
+        description="A duplicate write: it repeated an executed write (same tool and effect key, free text aside)."
+    )
     prohibited: bool = Field(description="A task-prohibited call that reached the endpoint.")
 
 

@@ -53,7 +53,7 @@ from pydantic import BaseModel, ConfigDict
 from contextdelta.agent import initial_messages, system_prompt_sha256
 from contextdelta.canonical import canonical_json, content_hash, sha256_hex
 from contextdelta.context import count_tool_tokens
-from contextdelta.grading import grade
+from contextdelta.grading import DetailKind, DuplicateRule, Verdict, grade
 from contextdelta.report import METRICS_SCHEMA_VERSION, build_report, params_of
 from contextdelta.rundir import (
     AGGREGATE_METRICS,
@@ -93,7 +93,7 @@ from contextdelta.verify._contexts import (
     rederive_limit,
 )
 from contextdelta.verify._receipts import check_seal, odd_entry_findings
-from contextdelta.worlds import ProtectionMode, ToolEvent, get_world
+from contextdelta.worlds import ProtectionMode, ToolEvent, World, get_world
 
 REL_TOL = 1e-9
 """Relative tolerance for recomputed real-valued aggregates (BLAS summation order may change the last bits)."""
@@ -520,7 +520,31 @@ class _Verifier:
             self.diverge(
                 rid, "failed", f"recorded {record.failed}, termination {trace.termination.value} gives {failed}"
             )
-        self.compare(rid, "verdict", record.verdict.model_dump(mode="json"), verdict.model_dump(mode="json"))
+        recorded_verdict = record.verdict.model_dump(mode="json")
+        derived_verdict = verdict.model_dump(mode="json")
+        if recorded_verdict != derived_verdict and self._graded_by_all_arguments(record, task, world, initial, final):
+            self.diverge(rid, "verdict", _duplicate_rule_change(record.verdict, verdict))
+            return
+        self.compare(rid, "verdict", recorded_verdict, derived_verdict)
+
+    def _graded_by_all_arguments(
+        self, record: EpisodeRecord, task: Task, world: World, initial: dict[str, Any], final: dict[str, Any]
+    ) -> bool:
+        """Whether the recorded verdict is what the duplicate rule of runs recorded before the effect keys gives
+        (every argument compared): a harness change, not a record that was changed."""
+        trace = record.trace
+        earlier = grade(
+            task,
+            world.events,
+            world.mutation_log,
+            initial,
+            final,
+            trace.final_answer,
+            duplicate_rule=DuplicateRule.ALL_ARGUMENTS,
+        )
+        if trace.termination in FAILED_TERMINATIONS and earlier.success:
+            earlier = earlier.model_copy(update={"success": False})
+        return earlier.model_dump(mode="json") == record.verdict.model_dump(mode="json")
 
     # ---- 5. derived per-episode files ---------------------------------------------------------------------------
 
@@ -673,6 +697,22 @@ _ADDED_EVENT_FIELDS = frozenset({"validated_arguments"})
 def _unrecorded(event: ToolEvent) -> set[str]:
     """The fields of a recorded event written before they existed: nothing to compare them with."""
     return set(_ADDED_EVENT_FIELDS - event.model_fields_set)
+
+
+def _duplicate_rule_change(recorded: Verdict, derived: Verdict) -> str:
+    """The one divergence of a verdict graded by the duplicate rule of an earlier harness (every argument of a write
+    compared, so a repeat with reworded free text was not a duplicate) that the installed rule (each write tool's
+    effect key, SPEC section 8) grades otherwise."""
+    repeats = [d for d in derived.details_for(DetailKind.DUPLICATE_WRITE) if d.seq is not None]
+    calls = ", ".join(f"call {d.seq} {d.tool} repeats call {d.repeats_seq}" for d in repeats) or "none"
+    return (
+        f"graded by an earlier harness's duplicate rule (every argument compared): recorded "
+        f"no_duplicate_action {_short(recorded.no_duplicate_action)}, duplicate_action_count "
+        f"{recorded.duplicate_action_count}, success {_short(recorded.success)}; the installed harness compares each "
+        f"write tool's effect key (`contextdelta tools`) and gives {_short(derived.no_duplicate_action)}, "
+        f"{derived.duplicate_action_count}, {_short(derived.success)} ({calls}): a harness change "
+        "(harness_sha256), not an edited record; re-run the episodes to grade them by the installed rule"
+    )
 
 
 def _first_differing_line(a: str, b: str) -> int:

@@ -152,6 +152,28 @@ class ToolSpec(Generic[A]):
     function: Callable[[ToolContext, A], Any]
     resource: Callable[[A], tuple[str, str] | None]
     """(kind, id) of the primary resource: the one a write's ``expected_version`` refers to."""
+    effect: tuple[str, ...] = ()
+    """A write's effect key: the parameters that decide what it does to the world, in declaration order. Free text
+    (a reason, a note, a title) and the ``expected_version`` precondition are not part of it, so two calls that
+    agree on these are the same action (SPEC section 8, ``no_duplicate_action``). Empty for a read."""
+
+    def __post_init__(self) -> None:
+        fields = set(self.args.model_fields)
+        unknown = [name for name in self.effect if name not in fields]
+        if unknown:
+            raise ValueError(f"tool {self.name}: effect key names {unknown}, which are not parameters of the tool")
+        if self.kind is ToolKind.WRITE and not self.effect:
+            raise ValueError(
+                f"tool {self.name}: a write tool needs an effect key (the parameters that decide its effect)"
+            )
+        if self.kind is ToolKind.READ and self.effect:
+            raise ValueError(f"tool {self.name}: a read tool has no effect key")
+
+    def effect_arguments(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The effect key's part of a call's arguments (``interpreted_arguments()``): what decides whether two
+        writes are the same action. A parameter the arguments lack (a record of raw arguments that omitted one) is
+        left out."""
+        return {name: arguments[name] for name in self.effect if name in arguments}
 
     def interpret(self, declared: Mapping[str, Any]) -> dict[str, Any]:
         """Declared argument values (a trigger's, a prohibited action's) as this tool interprets them: each one
@@ -168,6 +190,15 @@ class ToolSpec(Generic[A]):
             except ValidationError:
                 interpreted[name] = value
         return interpreted
+
+    @cached_property
+    def resource_pattern(self) -> str | None:
+        """The primary resource a call addresses, spelled with the parameters its id comes from (``order/{order_id}``,
+        ``setting/{environment}:{key}``); None for a tool that addresses none (a listing)."""
+        named: dict[str, Any] = {name: f"{{{name}}}" for name in self.args.model_fields}
+        placeholders = self.args.model_construct(**named)
+        found = self.resource(placeholders)
+        return None if found is None else f"{found[0]}/{found[1]}"
 
     @cached_property
     def _parameter_adapters(self) -> dict[str, TypeAdapter[Any]]:
@@ -235,9 +266,12 @@ def includes_arguments(arguments: Mapping[str, Any], declared: Mapping[str, Any]
 
 
 def tool(
-    kind: ToolKind, resource: Callable[[Any], tuple[str, str] | None] | None = None
+    kind: ToolKind,
+    resource: Callable[[Any], tuple[str, str] | None] | None = None,
+    effect: tuple[str, ...] = (),
 ) -> Callable[[Callable[[ToolContext, A], Any]], ToolSpec[A]]:
-    """Declare a tool from a function ``(ctx, args: ArgsModel) -> result``; its docstring is the description."""
+    """Declare a tool from a function ``(ctx, args: ArgsModel) -> result``; its docstring is the description.
+    A write declares its ``effect`` key (``ToolSpec.effect``): the parameters that decide what it does."""
 
     def wrap(function: Callable[[ToolContext, A], Any]) -> ToolSpec[A]:
         hints = inspect.get_annotations(function, eval_str=True)
@@ -252,6 +286,7 @@ def tool(
             args=args_model,
             function=function,
             resource=resource or (lambda _args: None),
+            effect=effect,
         )
 
     return wrap

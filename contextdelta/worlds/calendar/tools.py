@@ -171,7 +171,7 @@ def find_free_slots(ctx: ToolContext, args: FreeSlotsArgs) -> Any:
     return {"room": ctx.ref(Room, args.room_id), "day": args.day.isoformat(), "free": slots}
 
 
-@tool(ToolKind.WRITE, resource=_room)
+@tool(ToolKind.WRITE, resource=_room, effect=("room_id", "start", "end"))  # the slot booked: one event a slot
 def create_event(ctx: ToolContext, args: CreateEventArgs) -> Any:
     """Book a new event in a room. The room's schedule is the resource this write changes."""
     room = ctx.get(Room, args.room_id)
@@ -191,7 +191,7 @@ def create_event(ctx: ToolContext, args: CreateEventArgs) -> Any:
     return {"event": ctx.put(event_id, event), "room": ctx.put(args.room_id, room)}
 
 
-@tool(ToolKind.WRITE, resource=_event)
+@tool(ToolKind.WRITE, resource=_event, effect=("event_id", "start", "end", "room_id"))
 def reschedule_event(ctx: ToolContext, args: RescheduleArgs) -> Any:
     """Move an event to a new time, and optionally to another room."""
     event = _editable(ctx, args.event_id)
@@ -211,7 +211,7 @@ def reschedule_event(ctx: ToolContext, args: RescheduleArgs) -> Any:
     return result
 
 
-@tool(ToolKind.WRITE, resource=_event)
+@tool(ToolKind.WRITE, resource=_event, effect=("event_id",))  # not the reason
 def cancel_event(ctx: ToolContext, args: CancelEventArgs) -> Any:
     """Cancel an event and free its room. Attendees are notified with the reason."""
     event = _editable(ctx, args.event_id)
@@ -222,7 +222,7 @@ def cancel_event(ctx: ToolContext, args: CancelEventArgs) -> Any:
     return {"event": ctx.put(args.event_id, event), "room": ctx.put(event.room_id, room)}
 
 
-@tool(ToolKind.WRITE, resource=_event)
+@tool(ToolKind.WRITE, resource=_event, effect=("event_id", "add", "remove"))
 def update_attendees(ctx: ToolContext, args: AttendeesArgs) -> Any:
     """Invite and/or uninvite attendees of an event."""
     event = _editable(ctx, args.event_id)

@@ -83,7 +83,7 @@ def list_flags(ctx: ToolContext, args: ListFlagsArgs) -> Any:
     return {"flags": found, "count": len(found)}
 
 
-@tool(ToolKind.WRITE, resource=_setting)
+@tool(ToolKind.WRITE, resource=_setting, effect=("environment", "key", "value"))
 def set_config(ctx: ToolContext, args: SetConfigArgs) -> Any:
     """Set the value of an existing config key. The value must match the key's declared type."""
     sid = setting_id(args.environment, args.key)
@@ -102,7 +102,7 @@ def set_config(ctx: ToolContext, args: SetConfigArgs) -> Any:
     return {"previous_value": previous, "setting": ctx.put(sid, setting)}
 
 
-@tool(ToolKind.WRITE, resource=_setting)
+@tool(ToolKind.WRITE, resource=_setting, effect=("environment", "key"))
 def delete_config(ctx: ToolContext, args: SettingRef) -> Any:
     """Delete a config key from an environment."""
     sid = setting_id(args.environment, args.key)
@@ -115,7 +115,7 @@ def delete_config(ctx: ToolContext, args: SettingRef) -> Any:
     return {"setting": ctx.put(sid, setting)}
 
 
-@tool(ToolKind.WRITE, resource=_flag)
+@tool(ToolKind.WRITE, resource=_flag, effect=("environment", "flag", "percentage"))
 def rollout_flag(ctx: ToolContext, args: RolloutArgs) -> Any:
     """Set the rollout percentage of a feature flag (0-100; 0 disables it, anything above enables it)."""
     fid = setting_id(args.environment, args.flag)

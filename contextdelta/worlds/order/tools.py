@@ -51,6 +51,10 @@ class AddressArgs(OrderRef):
     country: str = Field(min_length=2, max_length=2, description="ISO 3166-1 alpha-2 country code, e.g. 'US'.")
 
 
+ADDRESS_EFFECT = tuple(AddressArgs.model_fields)
+"""Every part of the new address (the order and each address field): none of them is free text."""
+
+
 class NoteArgs(OrderRef):
     text: str = Field(min_length=1, max_length=2000, description="The note to add to the order.")
 
@@ -73,7 +77,7 @@ def list_orders(ctx: ToolContext, args: ListOrdersArgs) -> Any:
     return {"orders": found, "count": len(found)}
 
 
-@tool(ToolKind.WRITE, resource=_order)
+@tool(ToolKind.WRITE, resource=_order, effect=("order_id", "amount_cents"))  # not the reason
 def issue_refund(ctx: ToolContext, args: RefundArgs) -> Any:
     """Refund part or all of a paid order to the customer's original payment method."""
     order = ctx.get(Order, args.order_id)
@@ -95,7 +99,7 @@ def issue_refund(ctx: ToolContext, args: RefundArgs) -> Any:
     return {"refunded_cents": args.amount_cents, "order": ctx.put(args.order_id, order)}
 
 
-@tool(ToolKind.WRITE, resource=_order)
+@tool(ToolKind.WRITE, resource=_order, effect=("order_id",))  # not the reason
 def cancel_order(ctx: ToolContext, args: CancelArgs) -> Any:
     """Cancel an order that has not shipped yet. Does not refund; issue a refund separately if one is owed."""
     order = ctx.get(Order, args.order_id)
@@ -110,7 +114,7 @@ def cancel_order(ctx: ToolContext, args: CancelArgs) -> Any:
     return {"order": ctx.put(args.order_id, order)}
 
 
-@tool(ToolKind.WRITE, resource=_order)
+@tool(ToolKind.WRITE, resource=_order, effect=ADDRESS_EFFECT)
 def update_shipping_address(ctx: ToolContext, args: AddressArgs) -> Any:
     """Replace the shipping address of an order that has not shipped yet."""
     order = ctx.get(Order, args.order_id)
@@ -124,7 +128,7 @@ def update_shipping_address(ctx: ToolContext, args: AddressArgs) -> Any:
     return {"order": ctx.put(args.order_id, order)}
 
 
-@tool(ToolKind.WRITE, resource=_order)
+@tool(ToolKind.WRITE, resource=_order, effect=("order_id", "text"))  # the text is the note: two notes differ
 def add_order_note(ctx: ToolContext, args: NoteArgs) -> Any:
     """Add an internal note to an order (visible to staff, not to the customer)."""
     order = ctx.get(Order, args.order_id)
