@@ -301,7 +301,7 @@ def forbidden_calls(events: Sequence[ToolEvent]) -> Finding:
 
 def _declared(action: ProhibitedAction, world: str) -> dict[str, Any]:
     spec = _tool_spec(world, action.tool)
-    return spec.interpret(action.args) if spec is not None else dict(action.args)
+    return spec.declared_action(action.args) if spec is not None else dict(action.args)
 
 
 def matches_prohibited(action: ProhibitedAction, event: ToolEvent, world: str) -> bool:

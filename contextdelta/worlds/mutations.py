@@ -10,9 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 class AfterToolCall(BaseModel):
     """Fires right after the agent's n-th call of ``tool`` whose arguments include every pair in ``args``.
 
-    Both sides are compared as the tool interprets them (``ToolSpec.interpret``, ``validated_arguments``): a call
-    passing ``"1000"`` to an integer parameter matches ``1000``. Calls with outcome ``invalid`` do not count: they
-    never reached the tool.
+    Both sides are compared as the tool interprets them (``ToolSpec.declared_action``, ``validated_arguments``): a
+    call passing ``"1000"`` to an integer parameter matches ``1000``. For a write only its effect key counts: a
+    declared ``reason`` (free text) is not compared, so a refund worded otherwise still fires the trigger. Calls with
+    outcome ``invalid`` do not count: they never reached the tool.
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -175,6 +175,13 @@ class ToolSpec(Generic[A]):
         left out."""
         return {name: arguments[name] for name in self.effect if name in arguments}
 
+    def declared_action(self, declared: Mapping[str, Any]) -> dict[str, Any]:
+        """The arguments a declared action (a trigger's ``after_tool_call``, a prohibited action) is matched on: its
+        declared values as the tool interprets them (`interpret`), without a write's parameters outside its effect
+        key: free text such as a refund's reason names no other action, so a call worded otherwise still matches."""
+        ignored = set(self.args.model_fields) - set(self.effect) if self.kind is ToolKind.WRITE else set()
+        return {name: value for name, value in self.interpret(declared).items() if name not in ignored}
+
     def interpret(self, declared: Mapping[str, Any]) -> dict[str, Any]:
         """Declared argument values (a trigger's, a prohibited action's) as this tool interprets them: each one
         validated by its parameter's type and constraints and dumped as JSON, as ``validated_arguments`` records a

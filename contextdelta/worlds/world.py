@@ -141,7 +141,7 @@ class World:
         self._state_hash: str | None = None  # of the current state; every change goes through _commit
         self._texts: dict[str, str] = {}  # each resource's canonical JSON, dropped when _commit changes it
         self._pending = list(mutations)
-        self._trigger_args = {  # each after_tool_call trigger's declared arguments, as its tool interprets them
+        self._trigger_args = {  # each after_tool_call trigger's declared arguments, as its tool matches them
             m.id: _interpreted(definition, m.trigger.after_tool_call.tool, m.trigger.after_tool_call.args)
             for m in self._pending
             if m.trigger.after_tool_call is not None
@@ -571,7 +571,7 @@ def _first_error(exc: ValidationError) -> str:
 
 def _interpreted(definition: WorldDefinition, tool: str, declared: Mapping[str, Any]) -> dict[str, Any]:
     spec = definition.tool(tool)
-    return spec.interpret(declared) if spec is not None else dict(declared)
+    return spec.declared_action(declared) if spec is not None else dict(declared)
 
 
 def _mutation_targets(mutation: HiddenMutation) -> list[str]:

@@ -11,7 +11,7 @@ import pytest
 from contextdelta.grading import DuplicateRule, Verdict, duplicate_actions
 from contextdelta.tasks import Task, load_task, without_mutations
 from contextdelta.worlds import WORLDS, Outcome, ToolKind, ToolSpec, tool
-from tests.grading.helpers import make_task, play, verdict
+from tests.grading.helpers import colleague_refund, make_task, play, verdict
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks"
 
@@ -179,3 +179,24 @@ def test_a_tool_declaration_with_a_wrong_effect_key_is_refused() -> None:
         tool(ToolKind.WRITE, effect=("order_id", "expected_version"))(issue)
     with pytest.raises(ValueError, match="a read tool has no effect key"):
         tool(ToolKind.READ, effect=("order_id",))(issue)
+
+
+def test_a_trigger_declaring_free_text_fires_on_a_call_worded_otherwise() -> None:
+    """A generated horizon task declares its trigger's refund with the reason the instruction quotes; an agent that
+    words the reason otherwise still issues that refund, and the other actor's change must follow."""
+    trigger = {"after_tool_call": {"tool": "issue_refund", "args": REFUND}}
+    task = make_task(hidden_mutations=[colleague_refund(trigger, order_id="A-2")])
+    world, _ = play(task, [("issue_refund", {**REFUND, "reason": "Arrived broken"})])
+    assert [m.mutation_id for m in world.mutation_log] == ["colleague-refund"]
+    other_amount = play(task, [("issue_refund", {**REFUND, "amount_cents": 999})])[0]
+    assert other_amount.mutation_log == []
+
+
+def test_a_prohibited_action_declaring_free_text_matches_a_call_worded_otherwise() -> None:
+    task = make_task(
+        prohibited_actions=[{"tool": "cancel_order", "args": {"order_id": "A-2", "reason": "x"}, "reason": "no"}]
+    )
+    result, _ = graded(task, [("cancel_order", {"order_id": "A-2", "reason": "Customer request"})])
+    assert not result.no_prohibited_action and result.prohibited_action_count == 1
+    kept, _ = graded(task, [("cancel_order", {"order_id": "A-1", "reason": "x"})])
+    assert kept.no_prohibited_action
