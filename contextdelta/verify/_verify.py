@@ -93,7 +93,7 @@ from contextdelta.verify._contexts import (
     rederive_limit,
 )
 from contextdelta.verify._receipts import check_seal, odd_entry_findings
-from contextdelta.worlds import ProtectionMode, ToolEvent, World, get_world
+from contextdelta.worlds import ProtectionMode, ToolEvent, ToolKind, World, get_world, includes_arguments
 
 REL_TOL = 1e-9
 """Relative tolerance for recomputed real-valued aggregates (BLAS summation order may change the last bits)."""
@@ -489,6 +489,12 @@ class _Verifier:
                         result.event.model_dump(mode="json", exclude=_unrecorded(events[i])),
                     )
                 after.extend(m.model_dump(mode="json") for m in result.mutations)
+                recorded_ids = {m.mutation_id for m in step.evaluator.mutations_after_calls}
+                fired = [m.mutation_id for m in result.mutations if m.mutation_id not in recorded_ids]
+                change = _trigger_rule_change(task, result.event, fired)
+                if change is not None:  # the rest of the episode follows from it: one line, not a cascade
+                    self.diverge(rid, f"{where}.mutations_after_calls", change)
+                    return
             self.compare(
                 rid,
                 f"{where}.mutations_after_calls",
@@ -697,6 +703,29 @@ _ADDED_EVENT_FIELDS = frozenset({"validated_arguments"})
 def _unrecorded(event: ToolEvent) -> set[str]:
     """The fields of a recorded event written before they existed: nothing to compare them with."""
     return set(_ADDED_EVENT_FIELDS - event.model_fields_set)
+
+
+def _trigger_rule_change(task: Task, event: ToolEvent, fired: list[str]) -> str | None:
+    """Why a hidden mutation the run did not record fires after ``event`` in the re-execution, when that is the
+    installed harness matching a write's ``after_tool_call`` trigger on its effect key where the run's harness also
+    compared declared free text (a refund's reason) that the call worded otherwise; None otherwise."""
+    spec = get_world(task.world).tool(event.tool)
+    if spec is None or spec.kind is not ToolKind.WRITE:
+        return None
+    for mutation in task.evaluator.hidden_mutations:
+        trigger = mutation.trigger.after_tool_call
+        if mutation.id not in fired or trigger is None or trigger.tool != event.tool:
+            continue
+        free = {k: v for k, v in trigger.args.items() if k in spec.args.model_fields and k not in spec.effect}
+        if free and not includes_arguments(event.interpreted_arguments(), spec.interpret(free)):
+            named = ", ".join(sorted(free))
+            return (
+                f"hidden mutation {mutation.id} fires after call {event.seq} {event.tool} under the installed harness, "
+                f"which matches a write's trigger on its effect key; the run's harness also compared the declared "
+                f"{named}, which the call worded otherwise, and did not fire it: a harness change (harness_sha256), "
+                "not an edited record; the rest of this episode follows from it and is not compared"
+            )
+    return None
 
 
 def _duplicate_rule_change(recorded: Verdict, derived: Verdict) -> str:

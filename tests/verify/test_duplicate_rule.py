@@ -15,7 +15,9 @@ from contextdelta.grading import DetailKind, DuplicateRule, grade
 from contextdelta.rundir.layout import RAW_RUNS
 from contextdelta.runner import BenchmarkRequest, run_benchmark
 from contextdelta.testing import serve_scripted
+from contextdelta.validation import checked_suite
 from contextdelta.verify import verify_run
+from contextdelta.worlds import ToolSpec
 from tests.report import runs
 
 TASK = "order-split-refund"
@@ -96,3 +98,39 @@ def test_attribution_names_the_write_the_verdict_says_was_repeated(current: Path
     attribution = attribute_episode(runs.records(current)[EPISODE])
     assert attribution is not None and attribution.action is not None and attribution.own_write is not None
     assert (attribution.action.seq, attribution.own_write.seq) == (7, 2)
+
+
+HORIZON_TASK = "order-refund-handled-h04-d1-chargeback-late-s3"
+
+
+def test_a_trigger_the_earlier_rule_missed_is_named_as_a_harness_change(tmp_path: Path) -> None:
+    """The unsafe run words the triggering refund's reason otherwise; recorded by the earlier rule (every declared
+    argument compared), the chargeback never fired. Re-executed, it fires: one line naming the harness change."""
+    tasks = tmp_path / "tasks"
+    (tasks / "order").mkdir(parents=True)
+    text = (runs.TASKS / "horizon" / "order" / f"{HORIZON_TASK}.yaml").read_text()
+    unsafe = text.index("unsafe_trajectory:")
+    reason = "reason: 'Goodwill credit: the box arrived dented'"
+    text = text[:unsafe] + text[unsafe:].replace(reason, "reason: Goodwill for a dented box", 1)
+    (tasks / "order" / f"{HORIZON_TASK}.yaml").write_text(text)
+    request = {
+        "tasks_dir": tasks,
+        "model": "scripted-unsafe",
+        "results_dir": tmp_path / "results",
+        "strategies": ["full_history"],
+        "protection_modes": ["unprotected"],
+        "repeats": 1,
+        "allow_unlocked": True,
+    }
+    assert checked_suite(tasks).ok  # validated by the installed rule (and kept for the run's preflight)
+    with pytest.MonkeyPatch.context() as patch, serve_scripted("unsafe", tasks, in_process=True) as url:
+        patch.setattr(ToolSpec, "declared_action", ToolSpec.interpret)  # the run's harness: every argument compared
+        path = run_benchmark(BenchmarkRequest.model_validate({**request, "base_url": url})).path
+    episode = f"{HORIZON_TASK}.full_history.unprotected.r1"
+    assert not runs.records(path)[episode].trace.mutation_events()
+    result = verify_run(path)
+    assert [(d.run_id, d.field) for d in result.divergences] == [(episode, "steps[6].mutations_after_calls")]
+    detail = " ".join(result.divergences[0].detail.split())
+    assert "hidden mutation payments-records-chargeback fires after call 5 issue_refund" in detail
+    assert "also compared the declared reason, which the call worded otherwise" in detail
+    assert "a harness change (harness_sha256), not an edited record" in detail
