@@ -156,6 +156,9 @@ class ToolSpec(Generic[A]):
     """A write's effect key: the parameters that decide what it does to the world, in declaration order. Free text
     (a reason, a note, a title) and the ``expected_version`` precondition are not part of it, so two calls that
     agree on these are the same action (SPEC section 8, ``no_duplicate_action``). Empty for a read."""
+    effect_form: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    """How the tool acts on its effect arguments where that is coarser than their JSON (a list it reads as a set
+    of case-insensitive emails): the effect arguments in that form. None: as they are."""
 
     def __post_init__(self) -> None:
         fields = set(self.args.model_fields)
@@ -173,7 +176,8 @@ class ToolSpec(Generic[A]):
         """The effect key's part of a call's arguments (``interpreted_arguments()``): what decides whether two
         writes are the same action. A parameter the arguments lack (a record of raw arguments that omitted one) is
         left out."""
-        return {name: arguments[name] for name in self.effect if name in arguments}
+        effect = {name: arguments[name] for name in self.effect if name in arguments}
+        return effect if self.effect_form is None else self.effect_form(effect)
 
     def declared_action(self, declared: Mapping[str, Any]) -> dict[str, Any]:
         """The arguments a declared action (a trigger's ``after_tool_call``, a prohibited action) is matched on: its
@@ -276,6 +280,7 @@ def tool(
     kind: ToolKind,
     resource: Callable[[Any], tuple[str, str] | None] | None = None,
     effect: tuple[str, ...] = (),
+    effect_form: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> Callable[[Callable[[ToolContext, A], Any]], ToolSpec[A]]:
     """Declare a tool from a function ``(ctx, args: ArgsModel) -> result``; its docstring is the description.
     A write declares its ``effect`` key (``ToolSpec.effect``): the parameters that decide what it does."""
@@ -294,6 +299,7 @@ def tool(
             function=function,
             resource=resource or (lambda _args: None),
             effect=effect,
+            effect_form=effect_form,
         )
 
     return wrap

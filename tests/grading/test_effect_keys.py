@@ -65,6 +65,21 @@ REWORDED = [
         id="calendar-cancel-reason",
     ),
     pytest.param(
+        shipped("calendar/cal-design-review.yaml"),
+        [
+            (
+                "update_attendees",
+                {"event_id": "evt-5", "add": ["sofia.rossi@northwind.io", "omar.haddad@northwind.io"]},
+            ),
+            (
+                "update_attendees",
+                {"event_id": "evt-5", "add": ["Omar.Haddad@northwind.io", "Sofia.Rossi@northwind.io"]},
+            ),
+        ],
+        [Outcome.EXECUTED, Outcome.EXECUTED],
+        id="calendar-invite-again-in-another-order-and-case",
+    ),
+    pytest.param(
         shipped("config/cfg-checkout-ramp.yaml"),
         [
             ("set_config", {"environment": "prod", "key": "checkout.max_cart_items", "value": 75}),
@@ -77,7 +92,7 @@ REWORDED = [
 
 
 @pytest.mark.parametrize(("task", "calls", "outcomes"), REWORDED)
-def test_a_repeat_with_other_free_text_is_a_duplicate(
+def test_a_repeat_with_other_free_text_or_list_order_is_a_duplicate(
     task: Task, calls: list[tuple[str, dict[str, Any]]], outcomes: list[Outcome]
 ) -> None:
     result, found = graded(task, calls)
@@ -117,6 +132,17 @@ DIFFERENT = [
             ("reschedule_event", {"event_id": "evt-3", "start": "2026-03-11T16:00", "end": "2026-03-11T16:30"}),
         ],
         id="calendar-reschedule-time",
+    ),
+    pytest.param(
+        shipped("calendar/cal-design-review.yaml"),
+        [
+            ("update_attendees", {"event_id": "evt-5", "add": ["sofia.rossi@northwind.io"]}),
+            (
+                "update_attendees",
+                {"event_id": "evt-5", "add": ["sofia.rossi@northwind.io", "omar.haddad@northwind.io"]},
+            ),
+        ],
+        id="calendar-invite-someone-more",
     ),
     pytest.param(
         shipped("config/cfg-checkout-ramp.yaml"),

@@ -222,7 +222,20 @@ def cancel_event(ctx: ToolContext, args: CancelEventArgs) -> Any:
     return {"event": ctx.put(args.event_id, event), "room": ctx.put(event.room_id, room)}
 
 
-@tool(ToolKind.WRITE, resource=_event, effect=("event_id", "add", "remove"))
+def _email_sets(effect: dict[str, Any]) -> dict[str, Any]:
+    """``add`` and ``remove`` as the tool acts on them: sets of emails matched case-insensitively (order, repeats
+    and case aside), so an invitation sent again in another order or case is the same action."""
+    return {
+        name: sorted({e.lower() for e in value}) if name != "event_id" and _strings(value) else value
+        for name, value in effect.items()
+    }
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(e, str) for e in value)
+
+
+@tool(ToolKind.WRITE, resource=_event, effect=("event_id", "add", "remove"), effect_form=_email_sets)
 def update_attendees(ctx: ToolContext, args: AttendeesArgs) -> Any:
     """Invite and/or uninvite attendees of an event."""
     event = _editable(ctx, args.event_id)
