@@ -1026,7 +1026,9 @@ def run_external_command(
     timeout_s: Annotated[
         float,
         typer.Option(
-            help="Per-episode limit for the agent command, in seconds (at most a day: 86400).",
+            help="Per-episode limit for the agent command, in seconds (at most a day: 86400). Once the episode "
+            "is over (finish, the step limit) the command has 5 s to exit, then it is stopped (SIGTERM, SIGKILL 2 s "
+            "later; no failed trial for that).",
             callback=_seconds(AGENT_MAX_TIMEOUT_S),
         ),
     ] = 600.0,

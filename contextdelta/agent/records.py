@@ -193,7 +193,16 @@ class ExternalEpisode(BaseModel):
         description="finish (the agent called finish), session_closed (it disconnected without), max_steps, "
         "agent_exited (its command exited without finishing), agent_failed (non-zero exit) or timeout."
     )
-    exit_code: int | None = Field(default=None, description="The agent command's exit code (run-external only).")
+    exit_code: int | None = Field(
+        default=None,
+        description="The agent command's exit status (run-external only; negative: the signal that ended it).",
+    )
+    stopped_by_harness: bool = Field(
+        default=False,
+        description="run-external: the agent command was still running when the episode was over (finish, the "
+        "step limit) past the exit grace period, or at --timeout-s, and the harness stopped it (SIGTERM to its "
+        "process group, then SIGKILL). Merely slow to exit after the episode ended is no failed trial.",
+    )
     model_view: str = Field(default="unknown", description="What the agent's model saw: always unknown.")
 
 

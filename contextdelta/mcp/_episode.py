@@ -95,6 +95,7 @@ class WorldEpisode:
     final_answer: str | None = None
     error: str | None = None
     exit_code: int | None = None
+    stopped_by_harness: bool = False
     agent_latency_s: float = 0.0
     _last: float = field(default_factory=time.perf_counter)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -198,14 +199,18 @@ class WorldEpisode:
             self._end(TerminationReason.FINAL_ANSWER, "finish", None)
             return '{"finished": true}', False
 
-    def close(self, ended_by: str, *, failed: str | None = None, exit_code: int | None = None) -> None:
+    def close(
+        self, ended_by: str, *, failed: str | None = None, exit_code: int | None = None, stopped: bool = False
+    ) -> None:
         """The agent is gone (session closed, command exited, crashed or timed out). A failure (``failed``: why) is
         a failed trial (``provider_error``: the agent is this episode's model), even after ``finish``: the agent
         did not end cleanly, so its run is not counted as a success. Otherwise a finished episode keeps its ending,
-        and a clean end without ``finish`` ends it as the agent left it."""
+        and a clean end without ``finish`` ends it as the agent left it. ``stopped``: the harness stopped the
+        agent's command (recorded; by itself no failure)."""
         with self._lock:
             if exit_code is not None:
                 self.exit_code = exit_code
+            self.stopped_by_harness = self.stopped_by_harness or stopped
             if self.over and failed is not None and self.termination is TerminationReason.FINAL_ANSWER:
                 self._end(TerminationReason.PROVIDER_ERROR, ended_by, f"{failed} (after it called finish)")
                 return
@@ -263,6 +268,7 @@ class WorldEpisode:
                     instructions_sha256=sha256_hex(self.instructions),
                     ended_by=self.ended_by or "never",
                     exit_code=self.exit_code,
+                    stopped_by_harness=self.stopped_by_harness,
                 ),
             )
 

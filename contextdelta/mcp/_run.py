@@ -8,9 +8,11 @@ runner's own functions (``build_world``, ``episode_record``); the world is serve
 ``run-external`` (:class:`AgentCommandExecutor`): per planned episode, a fresh world is served over streamable
 HTTP on a free loopback port and the user's command runs with the server's URL in ``CONTEXTDELTA_MCP_URL`` (and
 the episode's ids in the environment, :func:`agent_environment`). The episode ends when the command exits (or
-earlier, with ``finish`` or the step limit; the command is then still waited for). A command that exits non-zero
-or runs past the per-episode timeout is a failed trial (``provider_error``: the agent is the episode's model); one
-that exits 0 without calling ``finish`` ends the episode as it left it.
+earlier, with ``finish`` or the step limit; the command then has ``AGENT_EXIT_GRACE_S`` to exit on its own before
+the harness stops it: SIGTERM to its process group, SIGKILL ``STOP_GRACE_S`` later; recorded as
+``stopped_by_harness``, and no failure by itself). A command that exits non-zero or runs past the per-episode
+timeout is a failed trial (``provider_error``: the agent is the episode's model); one that exits 0 without calling
+``finish`` ends the episode as it left it.
 
 ``serve-world`` (:func:`serve_world`): one episode, one agent connected by hand (HTTP) or by a client that
 launched the command (stdio). It ends with ``finish``, the step limit, the stdio session closing, or SIGINT/
@@ -25,7 +27,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -53,6 +55,11 @@ from contextdelta.runner import (
 from contextdelta.settings import Settings, load_settings
 
 DEFAULT_TIMEOUT_S = 600.0
+AGENT_EXIT_GRACE_S = 5.0
+"""Once an episode is over (``finish`` or the step limit), how long its agent command still has to exit on its own
+before the harness stops it (it is not waited for until --timeout-s)."""
+STOP_GRACE_S = 2.0
+"""How long a command being stopped has between SIGTERM to its process group and SIGKILL."""
 DRAIN_GRACE_S = 1.0
 """How long the command's output is still read once the command has exited (a background child may keep it open)."""
 OUTPUT_TAIL = 2000
@@ -133,7 +140,7 @@ class AgentCommandExecutor:
 
     async def _run_command(self, episode: WorldEpisode, env: dict[str, str]) -> None:
         output = bytearray()
-        # its own session, so a timeout kills the command and everything it started
+        # its own session (and process group), so stopping it reaches everything it started
         process = await anyio.open_process(
             self.command,
             env=env,
@@ -143,35 +150,47 @@ class AgentCommandExecutor:
             start_new_session=True,
         )
         try:
-            drained = anyio.Event()
-            with anyio.move_on_after(self.timeout_s) as scope:
-                async with anyio.create_task_group() as group:
-                    group.start_soon(_drain, process, output, drained)
-                    await process.wait()
-                    # the command is what ends the episode, not its output: a child it left in the background may
-                    # hold the pipe open for good; take what is left for a moment, then stop reading
-                    with anyio.move_on_after(DRAIN_GRACE_S):
-                        await drained.wait()
-                    group.cancel_scope.cancel()
+            stopped = False
+            async with anyio.create_task_group() as reading:
+                drained = anyio.Event()
+                reading.start_soon(_drain, process, output, drained)
+                with anyio.move_on_after(self.timeout_s):
+                    await _exit_or_end(process, episode)
+                if process.returncode is None and episode.over:
+                    # the episode is over (finish, the step limit): the command has a moment to exit on its own,
+                    # not the rest of --timeout-s
+                    with anyio.move_on_after(AGENT_EXIT_GRACE_S):
+                        await process.wait()
+                if process.returncode is None:
+                    await _stop(process)
+                    stopped = True
+                # the command is what ends the episode, not its output: a child that left its process group may
+                # hold the pipe open for good; take what is left for a moment, then stop reading
+                with anyio.move_on_after(DRAIN_GRACE_S):
+                    await drained.wait()
+                reading.cancel_scope.cancel()
             # one line, its control characters written as escapes (as an endpoint's error text is): the tail goes
             # into the record's error, the failure atlas, the report's table and the terminal, where a terminal
             # escape (ESC ]0;title, ESC [2J) or a carriage return the agent printed would act instead of show
             tail = one_line(Redactor(self.secrets).text(output[-OUTPUT_TAIL:].decode("utf-8", "replace")))
-            if scope.cancelled_caught:
-                _kill(process)
+            code = process.returncode
+            if stopped and episode.over:  # merely slow to exit after the episode ended: recorded, no failure
+                episode.close("agent_stopped", exit_code=code, stopped=True)
+            elif stopped:
                 episode.close(
-                    "timeout", failed=f"the agent command ran past --timeout-s {self.timeout_s:g}" + _tail(tail)
+                    "timeout",
+                    failed=f"the agent command ran past --timeout-s {self.timeout_s:g}" + _tail(tail),
+                    exit_code=code,
+                    stopped=True,
                 )
-            elif process.returncode != 0:
+            elif code != 0:
                 episode.close(
-                    "agent_failed",
-                    failed=f"the agent command exited with code {process.returncode}" + _tail(tail),
-                    exit_code=process.returncode,
+                    "agent_failed", failed=f"the agent command exited with code {code}" + _tail(tail), exit_code=code
                 )
             else:
                 episode.close("agent_exited", exit_code=0)
         finally:
-            _kill(process)  # the command and anything it left behind in its session
+            _kill(process)  # anything the command left behind in its process group
             if process.returncode is None:
                 with anyio.CancelScope(shield=True):
                     await process.wait()
@@ -192,9 +211,31 @@ async def _drain(process: Process, into: bytearray, done: anyio.Event) -> None:
         done.set()
 
 
-def _kill(process: Process) -> None:
+async def _exit_or_end(process: Process, episode: WorldEpisode) -> None:
+    """Return once the command has exited or the episode is over, whichever comes first."""
+    async with anyio.create_task_group() as group:
+
+        async def first(wait: Callable[[], Awaitable[object]]) -> None:
+            await wait()
+            group.cancel_scope.cancel()
+
+        group.start_soon(first, process.wait)
+        group.start_soon(first, lambda: wait_for_end(episode))
+
+
+async def _stop(process: Process) -> None:
+    """Stop the command and its process group: SIGTERM, then SIGKILL after STOP_GRACE_S."""
+    _kill(process, signal.SIGTERM)
+    with anyio.move_on_after(STOP_GRACE_S):
+        await process.wait()
+    _kill(process)
+    with anyio.CancelScope(shield=True):
+        await process.wait()
+
+
+def _kill(process: Process, signum: int = signal.SIGKILL) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+        os.killpg(process.pid, signum)
 
 
 def _tail(text: str) -> str:

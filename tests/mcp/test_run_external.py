@@ -309,3 +309,28 @@ def test_an_interrupted_external_run_is_told_to_resume_with_run_external(tmp_pat
     resumed = run_external(tmp_path, "--resume", path.name)
     assert resumed.returncode == 0, resumed.stderr
     assert RunDirectory(path).read_manifest().status is RunStatus.COMPLETE
+
+
+def _running(marker: str) -> list[str]:
+    listed = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout.splitlines()
+    return [line for line in listed if marker in line and "ps -eo" not in line]
+
+
+@pytest.mark.parametrize("trap", ["", "trap '' TERM; "], ids=["exits-on-sigterm", "ignores-sigterm"])
+def test_an_agent_still_running_after_finish_is_stopped_after_a_grace_period_not_waited_for_until_the_timeout(
+    tmp_path: Path, trap: str
+) -> None:
+    """The episode is over once the agent called finish: a command that lingers (here a shell still sleeping after
+    the agent) gets the exit grace period, then is stopped (SIGTERM, then SIGKILL for one that ignores it) with
+    everything in its process group; the episode keeps its verdict and records that the harness stopped it."""
+    marker = f"sleep 29{len(trap) % 10}.{os.getpid() % 1000}"
+    started = time.perf_counter()
+    path, record = one_episode(tmp_path, "--timeout-s", "300", agent_cmd=f"{trap}{AGENT}; {marker}")
+    assert time.perf_counter() - started < 90  # not the 300 s of --timeout-s
+    assert not record.failed and record.verdict.success and record.trace.termination.value == "final_answer"
+    external = record.trace.external
+    assert external is not None and external.ended_by == "finish" and external.stopped_by_harness
+    assert external.exit_code is not None and external.exit_code < 0  # ended by a signal
+    assert not _running(marker)  # nothing of the command is left behind
+    verified = cli("verify", path.name, "--results-dir", str(tmp_path))
+    assert verified.stdout.strip() == "MATCH", verified.stdout + verified.stderr
