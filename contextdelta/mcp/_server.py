@@ -183,12 +183,54 @@ async def serve_http(episode: WorldEpisode, sock: socket.socket) -> AsyncIterato
 
 
 async def serve_stdio(episode: WorldEpisode) -> None:
-    """Serve ``episode`` over this process's stdin/stdout until the client closes the session (stdin ends)."""
+    """Serve ``episode`` over this process's stdin/stdout until the client closes the session (stdin ends).
+
+    A line that is not a JSON-RPC message is answered with a JSON-RPC error and the server goes on: the SDK's stdio
+    transport hands such a line to the server as an exception, which the server only logs, so a client that sent a
+    request it mangled waited for its answer for good."""
     from mcp.server.stdio import stdio_server
+    from mcp.shared.message import SessionMessage
 
     server = build_server(episode)
     async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+        messages, received = anyio.create_memory_object_stream[Any](0)
+
+        async def answer_unreadable_lines() -> None:
+            async with messages:
+                async for item in read:
+                    if isinstance(item, Exception):
+                        await write.send(SessionMessage(unreadable_message_error(item)))
+                    else:
+                        await messages.send(item)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(answer_unreadable_lines)
+            await server.run(received, write, server.create_initialization_options())
+
+
+def unreadable_message_error(exc: Exception) -> Any:
+    """The JSON-RPC error (a ``JSONRPCError``) that answers a line the stdio transport could not read as a message:
+    a parse error (-32700) when it is not JSON, else an invalid request (-32600), with the line's ``id`` when it has
+    one (so the client waiting for that request gets its answer) and ``null`` otherwise."""
+    import mcp_types as types
+    from pydantic import ValidationError
+
+    errors = exc.errors() if isinstance(exc, ValidationError) else []
+    if not errors or any(error["type"] == "json_invalid" for error in errors):
+        detail = errors[0]["msg"] if errors else str(exc)
+        error = types.ErrorData(code=types.PARSE_ERROR, message=f"Parse error: the line is not JSON ({detail})")
+        return types.JSONRPCError(jsonrpc="2.0", id=None, error=error)
+    request_id: str | int | None = None
+    for found in errors:  # the whole message is the input of the errors about it (a missing field)
+        value = found.get("input")
+        if isinstance(value, Mapping) and isinstance(value.get("id"), str | int) and not isinstance(value["id"], bool):
+            request_id = value["id"]
+            break
+    first = errors[0]
+    where = ".".join(str(part) for part in first["loc"][1:]) or "the message"
+    message = f"Invalid request: not a JSON-RPC 2.0 message ({where}: {first['msg']})"
+    error = types.ErrorData(code=types.INVALID_REQUEST, message=message)
+    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
 
 
 async def wait_for_end(episode: WorldEpisode, poll_s: float = 0.05) -> None:

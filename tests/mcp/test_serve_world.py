@@ -138,6 +138,7 @@ def serve_world(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "contextdelta", "serve-world", "--tasks", str(TASKS), "--results-dir", str(tmp_path),
          "--no-store", *args],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -337,3 +338,59 @@ def test_arguments_that_are_not_an_object_are_the_worlds_invalid_calls_recorded_
         json.dumps(v, separators=(",", ":")) for v in sent
     ]
     assert [event.outcome.value for event in episode.world.events] == ["invalid"] * 4
+
+
+@pytest.mark.slow
+def test_a_stdio_line_that_is_no_json_rpc_message_is_answered_with_an_error_and_the_server_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A client that writes a line that is not JSON (or not a JSON-RPC message) gets a JSON-RPC error for it (the
+    request's id when the line has one) instead of no answer at all, and every later request is answered."""
+    import queue
+    import threading
+
+    server = serve_world(tmp_path, "--transport", "stdio", "--task", "cfg-search-ramp", "--mode", "unprotected")
+    assert server.stdin is not None and server.stdout is not None
+    replies: queue.Queue[dict[str, Any]] = queue.Queue()
+    stdout = server.stdout
+
+    def read() -> None:
+        for line in stdout:
+            replies.put(json.loads(line))
+
+    threading.Thread(target=read, daemon=True).start()
+
+    def send(line: str) -> dict[str, Any]:
+        assert server.stdin is not None
+        server.stdin.write(line + "\n")
+        server.stdin.flush()
+        return replies.get(timeout=60)  # no answer at all: the test fails here instead of hanging
+
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    try:
+        assert send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}))["id"] == 1
+        server.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+        unreadable = {
+            "not json at all": (-32700, None),
+            '{"jsonrpc": "2.0", "id": 2, "method": "tools/list"': (-32700, None),  # cut short
+            '{"jsonrpc": "1.0", "id": 3, "method": "tools/list"}': (-32600, 3),
+            '{"jsonrpc": "2.0", "id": "four"}': (-32600, "four"),
+            "[1, 2]": (-32600, None),
+        }
+        for line, (code, request_id) in unreadable.items():
+            answer = send(line)
+            assert (answer["error"]["code"], answer["id"]) == (code, request_id), (line, answer)
+        call = {"name": "get_config", "arguments": {"environment": "prod", "key": "search.max_results"}}
+        answer = send(json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": call}))
+        assert answer["id"] == 5 and not answer["result"]["isError"], answer
+        server.stdin.close()  # the session ends: the episode is graded and written
+        server.wait(timeout=60)
+        assert server.stderr is not None
+        err = server.stderr.read()
+    finally:
+        if server.poll() is None:
+            server.kill()
+    assert server.returncode == 0, err
+    (path,) = [p for p in tmp_path.iterdir() if (p / "run_manifest.json").is_file()]
+    (record,) = RunDirectory(path).read_episodes()
+    assert [call.name for step in record.trace.steps for call in step.tool_calls] == ["get_config"]
