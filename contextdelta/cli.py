@@ -958,14 +958,15 @@ def serve_world_command(
     modes = [m.value for m in ProtectionMode]
     if mode not in modes:
         raise _fail(f"--mode {mode!r}: use {' or '.join(modes)}", 2)
-    err = Console(stderr=True)
-    out: Callable[[str], None] = typer.echo if transport == HTTP else (lambda text: err.print(text, highlight=False))
+    # stdio: stdout is the MCP session, so the run directory (the last line) goes to stderr, as it is (never
+    # wrapped at the console's width, never read as markup)
+    out: Callable[[str], None] = typer.echo if transport == HTTP else (lambda text: typer.echo(text, err=True))
 
     def ready(url: str) -> None:
         if transport == HTTP:
             print(f"ready {url}", flush=True)
         else:
-            err.print(f"serving task {task} ({mode}) on stdio", highlight=False)
+            typer.echo(f"serving task {task} ({mode}) on stdio", err=True)
 
     request = BenchmarkRequest(
         **_suite_request(tasks),

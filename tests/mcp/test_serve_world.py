@@ -394,3 +394,14 @@ def test_a_stdio_line_that_is_no_json_rpc_message_is_answered_with_an_error_and_
     (path,) = [p for p in tmp_path.iterdir() if (p / "run_manifest.json").is_file()]
     (record,) = RunDirectory(path).read_episodes()
     assert [call.name for step in record.trace.steps for call in step.tool_calls] == ["get_config"]
+
+
+@pytest.mark.slow
+def test_over_stdio_the_last_line_on_stderr_is_the_whole_run_directory_however_long(tmp_path: Path) -> None:
+    """The run directory was printed through a console that wrapped it at 80 columns: the last line was its tail."""
+    results = tmp_path / ("a-results-folder-with-a-long-name-" * 3) / "[bold]nested"
+    server = serve_world(results, "--transport", "stdio", "--task", "cfg-search-ramp", "--mode", "unprotected")
+    _, err = server.communicate(input="", timeout=120)  # a client that connects and leaves at once
+    assert server.returncode == 0, err
+    last = Path(err.strip().splitlines()[-1])
+    assert last.parent == results and (last / "run_manifest.json").is_file(), err
