@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -242,6 +245,58 @@ def _tail(text: str) -> str:
     return f"; its last output: {text}" if text else ""
 
 
+SHELL = "/bin/sh"
+"""The shell that runs --agent-cmd (as ``anyio.open_process`` runs a command given as a string)."""
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_PLAIN_WORD = re.compile(r"[\w./+@:,%~-]+")
+
+
+def agent_command_problem(command: str, env: Mapping[str, str] | None = None) -> str | None:
+    """Why ``command`` cannot run as an agent command, or None: the shell cannot parse it, or the program it starts
+    (its first word, after variable assignments and ``exec``) does not exist, is a folder or is not executable.
+    Checked before a run starts, so a typo is one clear refusal rather than a run of failed trials. A first word the
+    shell expands (``$AGENT``, a glob) is left to the shell."""
+    env = dict(os.environ if env is None else env)
+    try:
+        parsed = subprocess.run(
+            [SHELL, "-n", "-c", command], capture_output=True, text=True, env=env, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{SHELL} could not check it ({exc})"
+    if parsed.returncode != 0:
+        said = one_line(parsed.stderr.strip()) or f"exit {parsed.returncode}"
+        return f"{SHELL} cannot parse it ({said}); check its quotes and brackets"
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None  # the shell reads it (it knows more quoting than shlex): let it run
+    while words and (_ASSIGNMENT.match(words[0]) or words[0] == "exec"):
+        words = words[1:]
+    if not words or not _PLAIN_WORD.fullmatch(words[0]):
+        return None
+    program = os.path.expanduser(words[0])
+    if "/" in program:
+        where = "" if os.path.isabs(program) else f" (relative to the current folder {os.getcwd()})"
+        if not os.path.exists(program):
+            return f"{program} does not exist{where}"
+        if os.path.isdir(program):
+            return f"{program} is a folder, not a program{where}"
+        if not os.access(program, os.X_OK):
+            return (
+                f"{program} is not executable{where}: make it executable (chmod +x {shlex.quote(program)}) or run "
+                f"it through its interpreter (e.g. python3 {shlex.quote(program)})"
+            )
+        return None
+    if shutil.which(program, path=env.get("PATH", os.defpath)) is not None:
+        return None
+    builtin = subprocess.run(  # a shell builtin or keyword (true, cd, exec, if, ...)
+        [SHELL, "-c", 'command -v -- "$1"', SHELL, program], capture_output=True, env=env, timeout=30, check=False
+    )
+    if builtin.returncode == 0:
+        return None
+    return f"{program} is not a command on PATH: give its full path, or install it"
+
+
 def run_external(
     request: BenchmarkRequest,
     command: str,
@@ -255,6 +310,9 @@ def run_external(
     require_mcp()
     assert request.external_agent is not None
     settings = settings or load_settings()
+    problem = agent_command_problem(command)
+    if problem is not None:  # before the plan: a refusal writes nothing
+        raise BenchmarkError(f"--agent-cmd: {Redactor(settings.secrets()).text(problem)}")
     plan = plan_run(request, settings)
     executor = AgentCommandExecutor(request.external_agent.agent, command, timeout_s, secrets=settings.secrets())
     return run_plan(plan, recorders, executor)

@@ -334,3 +334,34 @@ def test_an_agent_still_running_after_finish_is_stopped_after_a_grace_period_not
     assert not _running(marker)  # nothing of the command is left behind
     verified = cli("verify", path.name, "--results-dir", str(tmp_path))
     assert verified.stdout.strip() == "MATCH", verified.stdout + verified.stderr
+
+
+@pytest.mark.parametrize(
+    ("agent_cmd", "said"),
+    [
+        ("/nonexistent/agent --flag", "/nonexistent/agent does not exist"),
+        ("no-such-agent-xyz --flag", "no-such-agent-xyz is not a command on PATH"),
+        ("A=1 exec ./no-such-agent.sh", "./no-such-agent.sh does not exist (relative to the current folder"),
+        (str(Path(__file__).parent / "replay_agent.py"), "replay_agent.py is not executable: make it executable"),
+        (str(Path(__file__).parent), "is a folder, not a program"),
+        (f"{AGENT} 'unbalanced", "cannot parse it"),
+    ],
+    ids=["missing-path", "not-on-path", "relative-after-exec", "not-executable", "folder", "bad-quotes"],
+)
+def test_an_agent_command_that_cannot_run_is_refused_before_the_run_and_nothing_is_written(
+    tmp_path: Path, agent_cmd: str, said: str
+) -> None:
+    """Each episode used to be run and recorded as a failed trial (shell exit 127/126/2): a run directory of failed
+    trials for a typo. It is one refusal, exit 2, naming the program and what to do, before anything is written."""
+    results = tmp_path / "results"
+    refused = run_external(results, "--task-ids", "cfg-search-ramp", agent_cmd=agent_cmd)
+    assert refused.returncode == 2, refused.stderr
+    assert "--agent-cmd: " in refused.stderr and said in " ".join(refused.stderr.split()), refused.stderr
+    assert not results.exists() and refused.stdout == ""
+
+
+def test_an_agent_command_the_shell_runs_is_not_refused() -> None:
+    from contextdelta.mcp._run import agent_command_problem
+
+    for fine in ("true", "cd / && exit 0", "exec sleep 0", "X=1 Y=2 sleep 0", "$SHELL -c true", "{ true; }", AGENT):
+        assert agent_command_problem(fine) is None, fine
