@@ -13,9 +13,14 @@ this module is imported only by the commands that serve a world.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
+import math
+import os
 import socket
+import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from typing import Any
@@ -192,7 +197,7 @@ async def serve_stdio(episode: WorldEpisode) -> None:
     from mcp.shared.message import SessionMessage
 
     server = build_server(episode)
-    async with stdio_server() as (read, write):
+    async with stdio_server(stdin=StdinLines(sys.stdin.fileno())) as (read, write):  # type: ignore[arg-type]
         messages, received = anyio.create_memory_object_stream[Any](0)
 
         async def answer_unreadable_lines() -> None:
@@ -231,6 +236,54 @@ def unreadable_message_error(exc: Exception) -> Any:
     message = f"Invalid request: not a JSON-RPC 2.0 message ({where}: {first['msg']})"
     error = types.ErrorData(code=types.INVALID_REQUEST, message=message)
     return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+
+
+class StdinLines:
+    """The lines of a file descriptor (stdin), read by a daemon thread, for the SDK's stdio transport.
+
+    The SDK's own reader waits for each line in a worker thread that cancellation cannot stop and the event loop
+    waits for: a SIGTERM or Ctrl-C while the client still held stdin open left serve-world hanging (and the episode
+    unwritten) until the client closed it. Here a read blocked on stdin holds nothing: waiting for the next line is
+    cancellable, and the thread is a daemon that dies with the process (it reads the descriptor with ``os.read``:
+    a daemon thread blocked inside a buffered file object aborts the interpreter at exit)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._lines: Any = None
+
+    def __aiter__(self) -> StdinLines:
+        return self
+
+    async def __anext__(self) -> str:
+        if self._lines is None:
+            send, self._lines = anyio.create_memory_object_stream[str | None](math.inf)
+            loop = asyncio.get_running_loop()
+            threading.Thread(target=self._read, args=(loop, send), name="stdin lines", daemon=True).start()
+        line: str | None = await self._lines.receive()
+        if line is None:
+            raise StopAsyncIteration
+        return line
+
+    def _read(self, loop: asyncio.AbstractEventLoop, send: Any) -> None:
+        pending = b""
+        while True:
+            try:
+                chunk = os.read(self._fd, 65536)
+            except OSError:
+                chunk = b""
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            items: list[str | None] = [line.decode("utf-8", "replace") + "\n" for line in lines]
+            if not chunk:
+                items += [pending.decode("utf-8", "replace")] if pending else []
+                items.append(None)
+            try:
+                for item in items:
+                    loop.call_soon_threadsafe(send.send_nowait, item)
+            except RuntimeError:  # the event loop is closed: nobody reads any more
+                return
+            if not chunk:
+                return
 
 
 async def wait_for_end(episode: WorldEpisode, poll_s: float = 0.05) -> None:

@@ -405,3 +405,38 @@ def test_over_stdio_the_last_line_on_stderr_is_the_whole_run_directory_however_l
     assert server.returncode == 0, err
     last = Path(err.strip().splitlines()[-1])
     assert last.parent == results and (last / "run_manifest.json").is_file(), err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_over_stdio_a_signal_ends_the_session_while_the_client_still_holds_stdin_open(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    """SIGTERM (or Ctrl-C by hand) with the client still connected left serve-world hanging on its blocked read
+    of stdin, the episode never written; now the session closes, the episode is graded and written."""
+    server = serve_world(tmp_path, "--transport", "stdio", "--task", "cfg-search-ramp", "--mode", "unprotected")
+    assert server.stdin is not None and server.stdout is not None
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    call = {"name": "get_config", "arguments": {"environment": "prod", "key": "search.max_results"}}
+    try:
+        for message in (
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call},
+        ):
+            server.stdin.write(json.dumps(message) + "\n")
+            server.stdin.flush()
+            if "id" in message:
+                assert json.loads(server.stdout.readline())["id"] == message["id"]
+        server.send_signal(signum)  # stdin stays open
+        server.wait(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+        server.stdin.close()
+    assert server.returncode == 0
+    (path,) = [p for p in tmp_path.iterdir() if (p / "run_manifest.json").is_file()]
+    assert RunDirectory(path).read_manifest().status.value == "complete"
+    (record,) = RunDirectory(path).read_episodes()
+    assert record.trace.external is not None and record.trace.external.ended_by == "session_closed"
+    assert len(record.trace.steps) == 1
