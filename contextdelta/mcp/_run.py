@@ -29,8 +29,9 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -345,19 +346,42 @@ def serve_world(
             raise BenchmarkError(f"--port {port}: cannot listen on 127.0.0.1:{port} ({exc.strerror or exc})") from None
     run = open_run(plan, recorders)
     (job,) = run.jobs()
+    served = None
     try:
-        record = anyio.run(_serve_one, job, agent.agent, agent.transport, sock, ready)
-        run.record(record)
+        served = anyio.run(_serve_one, job, agent.agent, agent.transport, sock, ready)
     except KeyboardInterrupt:
         run.stop_reason = "interrupted by SIGINT"
     finally:
-        outcome = finalise(run)
+        # the agent is gone and the episode over: what is left is writing it, which a client's SIGTERM right after
+        # it closed the session (the mcp SDK's stdio client sends one 2 s after closing stdin) must not cut short
+        with _signals_held():
+            if served is not None:
+                run.record(_record(job, *served))
+            outcome = finalise(run)
     return outcome
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM are noted and otherwise ignored inside the block (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.getsignal(signum) for signum in held}
+    for signum in held:
+        signal.signal(signum, lambda signum, frame: None)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 async def _serve_one(
     job: EpisodeJob, agent: str, transport: str, sock: socket.socket | None, ready: Callable[[str], None]
-) -> EpisodeRecord:
+) -> tuple[WorldEpisode, dict[str, dict[str, object]], str, float]:
+    """Serve the episode until it ends; what ``_record`` needs to grade and record it."""
     episode, initial = _episode(job, agent, transport)
     started, clock = utc_now(), time.perf_counter()
     async with anyio.create_task_group() as group:
@@ -383,4 +407,4 @@ async def _serve_one(
                 await wait_for_end(episode)
                 await anyio.sleep(0.2)  # let the finish answer reach the agent before the server stops
         group.cancel_scope.cancel()
-    return _record(job, episode, initial, started, clock)
+    return episode, initial, started, clock

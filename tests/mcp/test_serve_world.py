@@ -440,3 +440,51 @@ def test_over_stdio_a_signal_ends_the_session_while_the_client_still_holds_stdin
     (record,) = RunDirectory(path).read_episodes()
     assert record.trace.external is not None and record.trace.external.ended_by == "session_closed"
     assert len(record.trace.steps) == 1
+
+
+class _SignalOnEpisode:
+    """A recorder that receives SIGINT as the served episode is being recorded (a client's SIGTERM or a Ctrl-C
+    right after the session closed)."""
+
+    def start(self, run: object) -> None:
+        pass
+
+    def episode(self, record: object) -> None:
+        signal.raise_signal(signal.SIGINT)
+
+    def finish(self, run: object) -> None:
+        pass
+
+
+@pytest.mark.slow
+def test_a_signal_after_the_session_ended_does_not_cut_the_writing_of_the_episode_short(tmp_path: Path) -> None:
+    """The mcp SDK's stdio client sends SIGTERM 2 s after closing stdin; one that arrived while serve-world graded
+    and wrote the finished episode killed it there (a `running` run directory without its reports) or, as SIGINT,
+    marked the run interrupted. The episode is over by then: it is written whole, and the run is complete."""
+    import threading
+
+    from contextdelta.mcp import HTTP, agent_info
+    from contextdelta.mcp import serve_world as serve
+    from contextdelta.runner import BenchmarkRequest
+
+    request = BenchmarkRequest(
+        tasks_dir=TASKS,
+        task_ids=["cfg-search-ramp"],
+        protection_modes=["unprotected"],
+        repeats=1,
+        results_dir=tmp_path,
+        external_agent=agent_info("a", transport=HTTP),
+    )
+
+    async def finish(url: str) -> None:
+        async with Client(url) as client:
+            await client.call_tool(FINISH_TOOL, {"answer": "done"})
+
+    def ready(url: str) -> None:
+        threading.Thread(target=anyio.run, args=(finish, url), daemon=True).start()
+
+    outcome = serve(request, ready=ready, recorders=[_SignalOnEpisode()])
+    assert outcome.manifest.status.value == "complete" and outcome.manifest.stop_reason is None
+    (record,) = RunDirectory(outcome.path).read_episodes()
+    assert record.trace.external is not None and record.trace.external.ended_by == "finish"
+    assert (outcome.path / "benchmark_report.md").is_file()
