@@ -10,7 +10,8 @@ HTTP on a free loopback port and the user's command runs with the server's URL i
 the episode's ids in the environment, :func:`agent_environment`). The episode ends when the command exits (or
 earlier, with ``finish`` or the step limit; the command then has ``AGENT_EXIT_GRACE_S`` to exit on its own before
 the harness stops it: SIGTERM to its process group, SIGKILL ``STOP_GRACE_S`` later; recorded as
-``stopped_by_harness``, and no failure by itself). A command that exits non-zero or runs past the per-episode
+``stopped_by_harness``, and no failure by itself). Whatever it started and left running, in its process group
+or not (found by ``AGENT_COOKIE`` in its environment), is stopped when the episode ends. A command that exits non-zero or runs past the per-episode
 timeout is a failed trial (``provider_error``: the agent is the episode's model); one that exits 0 without calling
 ``finish`` ends the episode as it left it.
 
@@ -31,8 +32,10 @@ import socket
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import anyio
 from anyio.abc import Process
@@ -69,6 +72,9 @@ DRAIN_GRACE_S = 1.0
 OUTPUT_TAIL = 2000
 """Bytes of the agent command's output kept in a failed episode's error (redacted, on one line, control characters
 written as escapes)."""
+AGENT_COOKIE = "CONTEXTDELTA_AGENT_COOKIE"
+"""An environment variable set to a fresh random value for each agent command: what the command left running when
+the episode ended, in its process group or not, is found by it and stopped."""
 HTTP = "streamable-http"
 STDIO = "stdio"
 
@@ -139,7 +145,14 @@ class AgentCommandExecutor:
         episode, initial = _episode(job, self.agent, HTTP)
         started, clock = utc_now(), time.perf_counter()
         async with serve_http(episode, loopback_socket()) as url:
-            await self._run_command(episode, agent_environment(url, job, self.env))
+            env = agent_environment(url, job, self.env)
+            # every process the command starts inherits it, those that leave its process group included
+            env[AGENT_COOKIE] = uuid.uuid4().hex
+            try:
+                await self._run_command(episode, env)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await _stop_strays(env[AGENT_COOKIE])
         return _record(job, episode, initial, started, clock)
 
     async def _run_command(self, episode: WorldEpisode, env: dict[str, str]) -> None:
@@ -235,6 +248,34 @@ async def _stop(process: Process) -> None:
     _kill(process)
     with anyio.CancelScope(shield=True):
         await process.wait()
+
+
+def _processes_with(cookie: str) -> list[int]:
+    """The processes (other than this one) whose environment holds ``AGENT_COOKIE=cookie`` (Linux: /proc; elsewhere
+    none are found)."""
+    marker = f"{AGENT_COOKIE}={cookie}".encode()
+    found = []
+    for entry in Path("/proc").glob("[0-9]*/environ"):
+        pid = int(entry.parent.name)
+        with contextlib.suppress(OSError):
+            if pid != os.getpid() and marker in entry.read_bytes().split(b"\0"):
+                found.append(pid)
+    return found
+
+
+async def _stop_strays(cookie: str) -> None:
+    """Stop what the agent command left running outside its process group (a child that started a session of its
+    own, as the mcp SDK's stdio client starts each server): SIGTERM, then SIGKILL after STOP_GRACE_S."""
+    strays = _processes_with(cookie)
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        for pid in strays:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+        with anyio.move_on_after(STOP_GRACE_S if signum == signal.SIGTERM else 0):
+            while strays := _processes_with(cookie):
+                await anyio.sleep(0.05)
+        if not strays:
+            return
 
 
 def _kill(process: Process, signum: int = signal.SIGKILL) -> None:

@@ -4,10 +4,12 @@ agent is a failed trial; an interrupted run resumes; a changed agent command is 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -311,9 +313,10 @@ def test_an_interrupted_external_run_is_told_to_resume_with_run_external(tmp_pat
     assert RunDirectory(path).read_manifest().status is RunStatus.COMPLETE
 
 
-def _running(marker: str) -> list[str]:
-    listed = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout.splitlines()
-    return [line for line in listed if marker in line and "ps -eo" not in line]
+def _running(marker: str) -> list[int]:
+    """The ids of the processes whose command line holds ``marker``."""
+    listed = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=True).stdout
+    return [int(line.split()[0]) for line in listed.splitlines() if marker in line and "ps -eo" not in line]
 
 
 @pytest.mark.parametrize("trap", ["", "trap '' TERM; "], ids=["exits-on-sigterm", "ignores-sigterm"])
@@ -365,3 +368,20 @@ def test_an_agent_command_the_shell_runs_is_not_refused() -> None:
 
     for fine in ("true", "cd / && exit 0", "exec sleep 0", "X=1 Y=2 sleep 0", "$SHELL -c true", "{ true; }", AGENT):
         assert agent_command_problem(fine) is None, fine
+
+
+@pytest.mark.skipif(shutil.which("setsid") is None or not Path("/proc").is_dir(), reason="needs setsid and /proc")
+def test_a_child_that_left_the_agents_process_group_is_stopped_when_the_episode_ends(tmp_path: Path) -> None:
+    """Killing the command's process group missed a child that started a session of its own (as the mcp SDK's
+    stdio client starts every server it runs, or a daemon): it outlived the episode and the run. It is found by
+    the environment it inherited and stopped too (SIGTERM, then SIGKILL: this one ignores SIGTERM)."""
+    marker = f"sleep 297.{os.getpid() % 1000}"
+    escaped = f"(setsid sh -c \"trap '' TERM; {marker}\" > /dev/null 2>&1 &); {AGENT}"
+    try:
+        _, record = one_episode(tmp_path, agent_cmd=escaped)
+        assert not record.failed and record.verdict.success
+        assert not _running(marker)
+    finally:
+        for pid in _running(marker):  # not left behind by the test either
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
