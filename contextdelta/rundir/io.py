@@ -152,6 +152,11 @@ class SessionLock:
             raise
         return cls(fd)
 
+    @property
+    def held(self) -> bool:
+        """Whether this really locks its folder (False where ``flock`` is missing or the folder cannot be opened)."""
+        return self._fd is not None
+
     def release(self) -> None:
         """Let the next session in (idempotent)."""
         fd, self._fd = self._fd, None

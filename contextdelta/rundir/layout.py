@@ -13,6 +13,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,14 @@ from contextdelta.canonical import canonical_json
 from contextdelta.grading import harmful_actions
 from contextdelta.rundir.attempts import EpisodeAttempts
 from contextdelta.rundir.ids import MANIFEST_NAME
-from contextdelta.rundir.io import atomic_write_json, atomic_write_text, parse_json, read_jsonl, repair_torn_tail
+from contextdelta.rundir.io import (
+    SessionLock,
+    atomic_write_json,
+    atomic_write_text,
+    parse_json,
+    read_jsonl,
+    repair_torn_tail,
+)
 from contextdelta.rundir.legacy import add_grader_details
 from contextdelta.rundir.receipts import (
     RECEIPTS,
@@ -68,6 +76,61 @@ DERIVED_FILES = (TOOL_EVENTS, TASK_RESULTS, AGGREGATE_METRICS, FAILURE_ATLAS, BE
 SEALED_APART = (MANIFEST, RAW_RUNS, RECEIPTS)
 """Files the seal's file digests leave out: the manifest seals itself, raw_runs.jsonl is sealed by its receipts,
 and the receipts by their chain."""
+
+
+CREATING = ".creating"
+"""The ending of the hidden folder a new run directory is built in (``.NAME.creating``)."""
+MERGING = ".merging-"
+"""What the hidden folder a merged run group is built in holds after its name (``.NAME.merging-XXXXXXXX``)."""
+STAGING_GRACE_S = 10.0
+"""A staging folder changed this recently is left alone even when no lock holds it: its builder may be between
+making it and locking it."""
+
+
+def remove_abandoned_staging(results_dir: Path) -> list[str]:
+    """Remove the hidden folders a killed ``run-benchmark`` (``.NAME.creating``) or ``merge``
+    (``.NAME.merging-XXXXXXXX``) left in ``results_dir``; returns what was done, in words, one entry per folder.
+
+    A folder is removed only when this process takes its :class:`SessionLock` (the lock its builder holds while
+    it builds it, released by the operating system when the builder dies, however it dies) and it has not changed
+    for :data:`STAGING_GRACE_S`; one that a live process holds, a link, or anything where locks do not work is left
+    alone. A folder that cannot be removed is named with the reason."""
+    try:
+        entries = sorted(os.scandir(results_dir), key=lambda e: e.name)
+    except OSError:
+        return []
+    done: list[str] = []
+    now = time.time()
+    for entry in entries:
+        name = entry.name
+        merge = MERGING in name
+        if not name.startswith(".") or not (name.endswith(CREATING) or merge):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or now - info.st_mtime < STAGING_GRACE_S:
+            continue
+        lock = SessionLock.acquire(Path(entry.path))
+        if lock is None or not lock.held:  # a live process builds it, or nothing can tell: leave it
+            continue
+        what = "a merge" if merge else "a run-benchmark"
+        try:
+            shutil.rmtree(entry.path)
+        except OSError as exc:
+            done.append(
+                f"cannot remove {entry.path}, the hidden folder left by {what} killed before its run directory "
+                f"existed ({exc.strerror or exc}); delete it by hand"
+            )
+        else:
+            done.append(
+                f"removed {entry.path}: the hidden folder left by {what} killed before its run directory existed "
+                "(nothing in it had run)"
+            )
+        finally:
+            lock.release()
+    return done
 
 
 class RunDirectoryError(ValueError):
@@ -266,20 +329,25 @@ class RunDirectory:
 
     # ---- writing ------------------------------------------------------------------------------------------
 
-    def create(self, manifest: RunManifest, task_files: Sequence[tuple[str, str, Path]]) -> None:
+    def create(self, manifest: RunManifest, task_files: Sequence[tuple[str, str, Path]]) -> SessionLock:
         """Create the directory, copy the task files used (``world/id.yaml``), and write the manifest.
 
         All of it is made in a hidden folder beside the run directory (``.NAME.creating``) and renamed into place
         once the manifest is written, so a process killed meanwhile leaves no folder under the run's name without
         a manifest (which no command could resume, and the dashboard would list as unreadable); what it leaves is
-        hidden, and every reader of a results folder skips hidden folders."""
+        hidden, and every reader of a results folder skips hidden folders. The hidden folder is locked
+        (:class:`SessionLock`) from the moment it exists, so :func:`remove_abandoned_staging` never removes it while
+        this process builds it; the lock, which moves with the folder, is returned held: the caller's hold on the
+        new run directory."""
         if self.path.exists() and any(self.path.iterdir()):
             raise RunDirectoryError(f"{self.path} already exists and is not empty")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        staging = RunDirectory(self.path.parent / f".{self.path.name}.creating")
+        staging = RunDirectory(self.path.parent / f".{self.path.name}{CREATING}")
         shutil.rmtree(staging.path, ignore_errors=True)
+        lock: SessionLock | None = None
         try:
             staging.path.mkdir()
+            lock = SessionLock.acquire(staging.path) or SessionLock(None)
             snapshot = staging.path / TASKS_SNAPSHOT
             for world, task_id, source in task_files:
                 target = snapshot / world / f"{task_id}.yaml"
@@ -291,7 +359,10 @@ class RunDirectory:
             os.replace(staging.path, self.path)  # onto a missing or empty folder only
         except BaseException:
             shutil.rmtree(staging.path, ignore_errors=True)
+            if lock is not None:
+                lock.release()
             raise
+        return lock
 
     def write_manifest(self, manifest: RunManifest) -> RunManifest:
         """Write the manifest atomically with a fresh seal (``contextdelta.rundir.receipts``): the chain over

@@ -45,6 +45,7 @@ from contextdelta.rundir import (
     RunStatus,
     SessionLock,
     new_run_group_id,
+    remove_abandoned_staging,
 )
 from contextdelta.runner.episode import Costing, EpisodeJob, utc_now
 from contextdelta.runner.execute import (
@@ -217,8 +218,9 @@ def open_run(plan: RunPlan, recorders: Sequence[Recorder] = ()) -> ActiveRun:
         if plan.existing is None or plan.manifest is None:
             manifest = _new_manifest(plan, now)
             directory = RunDirectory(plan.results_dir / manifest.run_group_id)
-            directory.create(manifest, [(t.task.world, t.task.id, t.path) for t in plan.matrix.tasks])
-            lock = lock_run(directory, resume_command(plan.request, directory.path))
+            # what an earlier run-benchmark or merge killed while it built its directory left in the folder
+            repairs = remove_abandoned_staging(plan.results_dir)
+            lock = directory.create(manifest, [(t.task.world, t.task.id, t.path) for t in plan.matrix.tasks])
         else:
             directory, manifest = plan.existing, plan.manifest
             lock = lock_run(directory, resume_command(plan.request, directory.path))
@@ -228,6 +230,7 @@ def open_run(plan: RunPlan, recorders: Sequence[Recorder] = ()) -> ActiveRun:
                 repairs = directory.repair_raw_runs()
                 if removed:
                     repairs.append(f"removed the temp files of atomic writes cut short: {', '.join(removed)}")
+                repairs.extend(remove_abandoned_staging(directory.path.parent))
             except BaseException:
                 lock.release()
                 raise

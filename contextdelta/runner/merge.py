@@ -23,6 +23,7 @@ from typing import Any
 
 from contextdelta.canonical import sha256_hex
 from contextdelta.rundir import (
+    MERGING,
     RAW_RUNS,
     TASKS_SNAPSHOT,
     Counts,
@@ -39,6 +40,7 @@ from contextdelta.rundir import (
     RunManifest,
     RunStart,
     RunStatus,
+    SessionLock,
     run_dir,
     validate_run_id,
 )
@@ -235,15 +237,22 @@ def merge_shards(
             )
     # Built in a hidden folder beside the shards and renamed into place whole: a merge that is killed or fails
     # leaves no half-written run group under --out (the dashboard and `run_directories` skip hidden folders).
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_id}.merging-", dir=results_dir))
+    # Locked while it is built, so that a run-benchmark's clean-up of what killed merges left
+    # (remove_abandoned_staging) never takes it.
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_id}{MERGING}", dir=results_dir))
+    locks = [SessionLock.acquire(staging)]
     try:
-        _write_merged(staging, target, out_id, shards, ordered, recorders)
+        locks.append(_write_merged(staging, target, out_id, shards, ordered, recorders))
         if target.exists():
             raise MergeError(f"--out {out_id}: {target} was created while merging; choose a new run group id")
         os.rename(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    finally:
+        for lock in locks:
+            if lock is not None:
+                lock.release()
     return RunDirectory(target)
 
 
@@ -254,9 +263,9 @@ def _write_merged(
     shards: Sequence[_ShardRun],
     ordered: Sequence[EpisodeRecord],
     recorders: Sequence[Recorder],
-) -> None:
+) -> SessionLock:
     """Write the merged run directory into ``staging`` (it becomes ``target``); what :func:`merge_shards` does
-    once the shards are checked."""
+    once the shards are checked. Returns the lock on the folder written, held (the caller releases it)."""
     from contextdelta.report import ReportFiles, recorded_params  # numpy/scipy: loaded only when a merge runs
 
     first = shards[0]
@@ -280,7 +289,8 @@ def _write_merged(
     )
     directory = RunDirectory(staging)
     snapshot = first.directory.file(TASKS_SNAPSHOT)
-    directory.create(manifest, [(t.world, t.id, snapshot / t.world / f"{t.id}.yaml") for t in manifest.tasks])
+    # create() replaces the locked folder with one it locked itself: held until the merged directory is in place
+    created = directory.create(manifest, [(t.world, t.id, snapshot / t.world / f"{t.id}.yaml") for t in manifest.tasks])
     group = Recorders(
         [RunDirectoryRecorder(directory), ReportFiles(directory, recorded_params(first.directory)), *recorders]
     )
@@ -305,7 +315,12 @@ def _write_merged(
     group.finish(
         RunEnd(path=target, manifest=final, records=tuple(merged), new=len(merged), superseded=every.superseded)
     )
-    directory.write_manifest(final)
+    try:
+        directory.write_manifest(final)
+    except BaseException:
+        created.release()
+        raise
+    return created
 
 
 def _merged_shard(shard: _ShardRun) -> MergedShard:

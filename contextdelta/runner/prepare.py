@@ -49,6 +49,7 @@ from contextdelta.providers import (
     RetryPolicy,
 )
 from contextdelta.rundir import (
+    CREATING,
     RAW_RUNS,
     RAW_RUNS_RECEIPTS,
     EpisodeAttempts,
@@ -603,6 +604,15 @@ def _resume_target(results_dir: Path, run_id: str) -> tuple[RunDirectory, RunMan
         directory = RunDirectory(run_dir(results_dir, run_id))
         manifest = directory.read_manifest()
     except (RunIdError, RunDirectoryError) as exc:
+        where = Path(run_id) if "/" in run_id else results_dir / run_id
+        staging = where.parent / f".{where.name}{CREATING}"
+        if where.name and not where.exists() and staging.is_dir():
+            raise BenchmarkError(
+                f"cannot resume {where.name}: that run was never created (a run-benchmark was killed while it "
+                f"built the run directory in {staging}, before any episode ran); nothing of it can be resumed: start "
+                "the run again without --resume (the next run-benchmark in that results folder removes the leftover "
+                "folder)"
+            ) from exc
         raise BenchmarkError(f"cannot resume: {exc}") from exc
     edited = directory.manifest_edits()
     if edited:  # resuming would seal the edit: refuse, and let verify name it

@@ -264,3 +264,49 @@ def test_sigkill_at_each_named_moment_then_resume_gives_a_verified_run_and_a_com
     records = {r.run_id: r for r in directory.read_episodes()}
     assert len(records) == planned == (path / RAW_RUNS).read_bytes().count(b"\n")  # each episode recorded once
     assert_stored_once(database, manifest.run_group_id, records)
+
+
+@pytest.mark.slow
+def test_a_run_killed_while_its_directory_was_created_leaves_a_folder_the_next_run_removes(tmp_path: Path) -> None:
+    """SIGKILL while the new run directory is built in its hidden ``.ID.creating`` folder: nothing under the run's
+    name, and the hidden folder (task snapshot, manifest) stays behind. The next run-benchmark in that results
+    folder removes it and says so; it never removes one that a live run holds."""
+    results = tmp_path / "results"
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "CONTEXTDELTA_WORKERS": "1"}
+    with serve_scripted("oracle", TASKS) as url:
+        args = [
+            *("run-benchmark", "--tasks", str(TASKS), "--results-dir", str(results), "--task-ids", SMALL[0]),
+            *("--strategies", "full_history", "--protection-modes", "unprotected", "--repeats", "1", "--no-store"),
+            *("--base-url", url, "--model", "scripted-oracle", "--quiet"),
+        ]
+        killed = subprocess.run(
+            [sys.executable, "-m", "tests.runner.kill_points", *args],
+            env={**env, POINT: "creating"},
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        (left,) = results.iterdir()
+        assert left.name.startswith(".") and left.name.endswith(".creating") and (left / "run_manifest.json").is_file()
+        never = CliRunner().invoke(
+            app, ["run-benchmark", "--resume", left.name[1 : -len(".creating")], "--results-dir", str(results)]
+        )
+        assert never.exit_code == 2 and "that run was never created" in " ".join(never.output.split()), never.output
+        old = time.time() - 3600
+        os.utime(left, (old, old))
+        done = subprocess.run(
+            [sys.executable, "-m", "contextdelta", *args],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())
+    assert f"removed {left}: the hidden folder left by a run-benchmark killed before its run directory existed" in said
+    (run,) = results.iterdir()
+    assert not run.name.startswith(".") and done.stdout.strip().splitlines()[-1] == str(run)
+    assert any("removed" in r for r in RunDirectory(run).read_manifest().sessions[0]["repairs"])
