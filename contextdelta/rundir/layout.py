@@ -133,6 +133,16 @@ def remove_abandoned_staging(results_dir: Path) -> list[str]:
     return done
 
 
+def _run_id(line: bytes) -> str | None:
+    """The ``run_id`` of a record's line, or None when it is not a JSON object with one."""
+    try:
+        value = parse_json(line)
+    except ValueError:
+        return None
+    run_id = value.get("run_id") if isinstance(value, dict) else None
+    return run_id if isinstance(run_id, str) else None
+
+
 class RunDirectoryError(ValueError):
     """A run directory that is malformed or incomplete; the message names the file and the problem."""
 
@@ -461,15 +471,21 @@ class RunDirectory:
         return manifest_edits(value)
 
     def sealed_records_lost(self, manifest: RunManifest) -> str | None:
-        """What a resume's repair would drop of the records a finalised run sealed, in words, or None.
+        """What a resume would have to seal that no receipt written with it vouches for, in words, or None.
 
-        A run that ended (``complete`` or ``incomplete``) closed ``raw_runs.jsonl`` and its receipts (flushed to the
-        disk) before its manifest sealed them, so fewer complete records or receipts than the seal counts (a line
-        deleted, cut short or overwritten with bytes that do not parse) is an edit, not a killed writer: a resume
-        would run those episodes again and seal the new records as the run's. A run still ``running`` (killed)
-        may have lost the unflushed tail of either file to a machine crash, so it is left to the repair."""
-        if manifest.seal is None or manifest.status is RunStatus.RUNNING:
+        The seal counts the receipts at its manifest write, and a record is appended (and flushed) before its
+        receipt, in one process. So no kill explains (a) fewer complete records or receipts than the seal counts,
+        (b) more receipts than complete records, or (c) more than one record without a receipt, or one that is not
+        the last complete line of a run still ``running``: a finished run flushed both files (to the disk) before
+        its manifest sealed them. Each is an edit (or, for a run still ``running``, a machine crash that lost what
+        had not reached the disk); a resume would run removed episodes again, or derive the missing receipts from
+        the lines as they stand now, and seal the result as the run's. The one record a kill explains (the last
+        line, its receipt not yet written) gets its receipt on resume: that line is as the next session found it,
+        which nothing without a secret key can tell from an edit."""
+        if manifest.seal is None:
             return None
+        running = manifest.status is RunStatus.RUNNING
+        later = " (or a machine crash lost it before it reached the disk)" if running else " after the run ended"
         sealed = manifest.seal.records.lines
         lines = complete_lines(self.file(RAW_RUNS))
         if lines:
@@ -478,20 +494,50 @@ class RunDirectory:
             except ValueError:  # what the repair cuts as torn
                 lines = lines[:-1]
         try:
-            receipts = len(read_receipts(self.file(RAW_RUNS_RECEIPTS)))
+            receipts = read_receipts(self.file(RAW_RUNS_RECEIPTS))
         except ValueError as exc:
             return f"{RAW_RUNS_RECEIPTS} is damaged ({exc})"
-        if len(lines) >= sealed and receipts >= sealed:
-            return None
         if len(lines) < sealed:
             return (
                 f"{RAW_RUNS} holds {len(lines)} complete records, but the manifest sealed {sealed} (lines deleted, "
-                "cut short or overwritten after the run ended); resuming would run those episodes again and seal the "
-                "new records as the run's"
+                f"cut short or overwritten{later}); resuming would run those episodes again and seal the new records "
+                f"as the run's; restore {RAW_RUNS} as the run wrote it"
             )
+        if len(receipts) < sealed:
+            return (
+                f"{RAW_RUNS_RECEIPTS} holds {len(receipts)} receipts, but the manifest sealed {sealed}; resuming would "
+                f"derive the missing ones from the lines of {RAW_RUNS} as they stand now, sealing any edit of them; "
+                f"restore {RAW_RUNS_RECEIPTS} as the run wrote it"
+            )
+        if len(receipts) > len(lines):
+            gone = receipts[len(lines)]
+            return (
+                f"{RAW_RUNS_RECEIPTS} holds {len(receipts)} receipts, but {RAW_RUNS} only {len(lines)} complete "
+                f"records: a record is written before its receipt, so no kill leaves a receipt without its record; "
+                f"line {gone.line} ({gone.run_id or 'unknown episode'}) on were removed{later}; resuming would run "
+                f"those episodes again; restore {RAW_RUNS} as the run wrote it"
+            )
+        allowed = 1 if running else 0
+        missing = len(lines) - len(receipts)
+        if missing <= allowed:
+            return None
+        first = len(receipts) + 1
+        run_id = _run_id(lines[first - 1])
+        span = f"line {first}" if missing == 1 else f"lines {first}-{len(lines)} ({missing} records)"
+        keep = (
+            f", or, to run those episodes again, keep only the first {first - 1} lines of {RAW_RUNS}" if running else ""
+        )
         return (
-            f"{RAW_RUNS_RECEIPTS} holds {receipts} receipts, but the manifest sealed {sealed}; resuming would derive "
-            f"the missing ones from the lines of {RAW_RUNS} as they stand now, sealing any edit of them"
+            f"{RAW_RUNS} {span}, the first {run_id or 'an unknown episode'}, {'has' if missing == 1 else 'have'} no "
+            f"receipt in {RAW_RUNS_RECEIPTS}: "
+            + (
+                "a kill leaves at most the last record without one, so receipts were deleted or cut short"
+                if running
+                else "a finished run wrote every record's receipt before it sealed them, so these were added or their "
+                "receipts removed"
+            )
+            + f"{later}; resuming would derive receipts from those lines as they stand now, sealing any edit of them; "
+            f"restore {RAW_RUNS_RECEIPTS} as the run wrote it{keep}"
         )
 
     def records_edited(self) -> list[int]:

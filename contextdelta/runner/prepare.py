@@ -629,8 +629,8 @@ def _resume_target(results_dir: Path, run_id: str) -> tuple[RunDirectory, RunMan
     lost = directory.sealed_records_lost(manifest)
     if lost:  # the repair would drop them and the resume run those episodes again, sealing the new records
         raise BenchmarkError(
-            f"cannot resume {manifest.run_group_id}: {lost}: restore {directory.path} as the run wrote it "
-            f"(`contextdelta verify {manifest.run_group_id} --allow-incomplete` names what changed)"
+            f"cannot resume {manifest.run_group_id}: {lost} (in {directory.path}; `contextdelta verify "
+            f"{manifest.run_group_id} --allow-incomplete` names what changed)"
         )
     edited_lines = directory.records_edited()
     if edited_lines:  # a kill never changes a line it wrote: resuming would count the edit and report it as the run's

@@ -240,15 +240,19 @@ class _SealCheck:
                 )
         for i, paired in edited.items():
             self._edited_line(i, lines[i], receipts[paired], paired, last_torn=torn and i == len(lines) - 1)
+        complete = len(lines) - (1 if torn else 0)
         for i, sealed_at in enumerate(match):
             if sealed_at is None and i not in edited:
-                self._unsealed_line(i, lines[i], last_torn=torn and i == len(lines) - 1, sealed=len(receipts))
+                # a kill between a record and its receipt leaves only the last complete line, just past the chain
+                killed = i == complete - 1 == len(receipts)
+                self._unsealed_line(
+                    i, lines[i], last_torn=torn and i == len(lines) - 1, sealed=len(receipts), killed=killed
+                )
         for j, receipt in enumerate(receipts):
             if j not in used and j not in edited.values():
                 self.diverge(
                     receipt.run_id, RAW_RUNS, f"line {j + 1} is missing: the chain sealed a record of this episode"
                 )
-        complete = len(lines) - (1 if torn else 0)
         order = []
         for i in range(complete):
             sealed_as = match[i] if match[i] is not None else edited.get(i)
@@ -309,12 +313,26 @@ class _SealCheck:
                 run_id, RAW_RUNS, f"{where}: its bytes differ from the sealed record's, every value is equal", attempt
             )
 
-    def _unsealed_line(self, i: int, raw: bytes, *, last_torn: bool, sealed: int) -> None:
+    def _unsealed_line(self, i: int, raw: bytes, *, last_torn: bool, sealed: int, killed: bool) -> None:
         run_id = _run_id_of(raw)
         where = f"line {i + 1}"
-        if self.running:
-            what = "is torn (the run was killed while writing it)" if last_torn else "has no receipt yet"
+        if self.running and (last_torn or killed):
+            what = (
+                "is torn (the run was killed while writing it)"
+                if last_torn
+                else "has no receipt yet (the run was killed between writing it and its receipt; nothing can tell "
+                "this line from an edit of it)"
+            )
             self.out.notes.append(f"{RAW_RUNS} {where} ({run_id or 'unknown episode'}) {what}")
+            return
+        if self.running:
+            self.diverge(
+                run_id,
+                RAW_RUNS,
+                f"{where} has no receipt ({sealed} in {RAW_RUNS_RECEIPTS}): a kill leaves at most the last record "
+                "without one, so its receipt was removed after the run stopped (or a machine crash lost it); "
+                "restore the receipts as the run wrote them",
+            )
             return
         if last_torn:
             self.diverge(run_id, RAW_RUNS, f"{where} is torn: cut short after {len(raw)} bytes (no receipt seals it)")

@@ -271,11 +271,96 @@ def test_a_record_edited_after_its_receipt_refuses_a_resume(tmp_path: Path, stat
             lines[0] = canonical_json(record) + "\n"
             expected = "line(s) 1 changed"
         else:
-            lines = lines[1:]
-            expected = "line(s) 1 changed" if status is RunStatus.RUNNING else "but the manifest sealed 2"
+            lines = lines[1:]  # sealed when the manifest was written: no kill removes it, running or not
+            expected = "but the manifest sealed 2"
         raw.write_text("".join(lines))
         before = {p.name: p.read_bytes() for p in path.iterdir() if p.is_file()}
         with pytest.raises(BenchmarkError, match=rf"{re.escape(expected)}.*restore .* as the run wrote it"):
             _resume(url, path)
     assert {p.name: p.read_bytes() for p in path.iterdir() if p.is_file()} == before
     assert directory.records_edited() == [1]
+
+
+def _killed_run(url: str, results: Path) -> Path:
+    """Four episodes, left as a first session killed after recording them leaves its run: the manifest ``running``,
+    sealed when that session opened (a chain of no receipt)."""
+    request = BenchmarkRequest(
+        tasks_dir=TASKS,
+        base_url=url,
+        model="scripted-oracle",
+        results_dir=results,
+        task_ids=["order-grinder-refund", "cfg-search-ramp"],
+        strategies=["full_history", "last_n"],
+        protection_modes=["unprotected"],
+        repeats=1,
+    )
+    path = run_benchmark(request).path
+    receipts = path / RAW_RUNS_RECEIPTS
+    kept = receipts.read_bytes()
+    receipts.write_bytes(b"")
+    directory = RunDirectory(path)
+    directory.write_manifest(directory.read_manifest().model_copy(update={"status": RunStatus.RUNNING}))
+    receipts.write_bytes(kept)
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("damage", "expected", "diverging"),
+    [
+        ("receipts deleted", "raw_runs.jsonl lines 1-4 (4 records), the first", [1, 2, 3, 4]),
+        ("receipts cut to one", "raw_runs.jsonl lines 2-4 (3 records), the first", [2, 3, 4]),
+        ("records removed", "raw_runs.receipts.jsonl holds 4 receipts, but raw_runs.jsonl only 2 complete", []),
+    ],
+)
+def test_a_killed_run_whose_receipts_no_kill_explains_refuses_a_resume(
+    tmp_path: Path, damage: str, expected: str, diverging: list[int]
+) -> None:
+    """A record is appended (and flushed) before its receipt, in one process: a kill leaves at most the last record
+    without one. A resume derived receipts for every record that had none, so deleting or cutting the receipts of a
+    killed run and editing its lines had the edit sealed as the run's; now it refuses, naming the first record and
+    what to do, changes nothing, and verify names each line without a receipt."""
+    with serve_scripted("oracle", TASKS, in_process=True) as url:
+        path = _killed_run(url, tmp_path)
+        raw, receipts = path / RAW_RUNS, path / RAW_RUNS_RECEIPTS
+        lines = raw.read_text().splitlines(keepends=True)
+        record = json.loads(lines[1])
+        record["verdict"]["success"] = not record["verdict"]["success"]  # the edit the receipts would have named
+        lines[1] = canonical_json(record) + "\n"
+        raw.write_text("".join(lines))
+        if damage == "receipts deleted":
+            receipts.unlink()
+        elif damage == "receipts cut to one":
+            receipts.write_text(receipts.read_text().splitlines(keepends=True)[0])
+        else:
+            raw.write_text("".join(lines[:2]))
+        first = json.loads(raw.read_text().splitlines()[1 if damage == "receipts cut to one" else 0])["run_id"]
+        before = {p.name: p.read_bytes() for p in path.iterdir() if p.is_file()}
+        with pytest.raises(BenchmarkError) as refused:
+            _resume(url, path)
+        said = str(refused.value)
+        assert expected in said and "restore raw_runs" in said, said
+        if diverging:
+            assert f"the first {first}, have no receipt" in said
+            assert f"keep only the first {diverging[0] - 1} lines of raw_runs.jsonl" in said
+        assert {p.name: p.read_bytes() for p in path.iterdir() if p.is_file()} == before
+        found = verify_run(path, allow_incomplete=True).lines()
+        for number in diverging:
+            assert any(f"raw_runs.jsonl: line {number} has no receipt" in line for line in found), found
+
+
+@pytest.mark.slow
+def test_the_one_record_a_kill_leaves_without_a_receipt_is_repaired_and_verify_only_notes_it(tmp_path: Path) -> None:
+    """The last record without its receipt (a kill between the two appends): verify notes it, the resume derives
+    its receipt, and the finished run verifies MATCH."""
+    with serve_scripted("oracle", TASKS, in_process=True) as url:
+        path = _killed_run(url, tmp_path)
+        receipts = path / RAW_RUNS_RECEIPTS
+        kept = receipts.read_text().splitlines(keepends=True)
+        receipts.write_text("".join(kept[:3]))
+        checked = verify_run(path, allow_incomplete=True)
+        assert not any("no receipt" in line for line in checked.lines()), checked.lines()
+        assert any("line 4" in note and "has no receipt yet" in note for note in checked.notes), checked.notes
+        _resume(url, path)
+    assert receipts.read_text().splitlines(keepends=True) == kept
+    assert verify_run(path).lines() == ["MATCH"]

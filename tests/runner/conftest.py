@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from contextdelta.rundir import RunDirectory, RunStatus
+from contextdelta.rundir import RAW_RUNS, RAW_RUNS_RECEIPTS, RunDirectory, RunStatus
 from contextdelta.runner import BenchmarkRequest
 from contextdelta.testing import serve_scripted
 
@@ -33,11 +33,19 @@ def benchmark_request(url: str, results: Path, **overrides: object) -> Benchmark
 
 
 def as_killed(path: Path) -> None:
-    """Leave the finished run at ``path`` as a killed session leaves one: its manifest ``running`` (sealed as the
-    runner writes it). A resume refuses a *finished* run whose sealed records are gone (an edit, not a kill), so a
-    test that cuts records to have something to resume says the session was killed."""
+    """Leave the finished run at ``path`` as a killed first session leaves one: its manifest ``running``, sealed as
+    the runner writes it when the session opens, and a receipt for each whole record. A resume refuses a run whose
+    sealed records are gone (an edit, not a kill), so a test that cuts records to have something to resume says the
+    session was killed."""
     directory = RunDirectory(path)
+    # sealed as its first session opened it (no receipt yet); then the receipts of the records that are whole:
+    # a record is appended before its receipt, so a kill never leaves a receipt without its record
+    receipts = path / RAW_RUNS_RECEIPTS
+    whole = [line for line in (path / RAW_RUNS).read_bytes().split(b"\n")[:-1] if line.endswith(b"}")]
+    kept = b"".join(line + b"\n" for line in receipts.read_bytes().splitlines()[: len(whole)])
+    receipts.write_bytes(b"")
     directory.write_manifest(directory.read_manifest().model_copy(update={"status": RunStatus.RUNNING}))
+    receipts.write_bytes(kept)
 
 
 @pytest.fixture(scope="module")

@@ -183,11 +183,11 @@ def test_a_resume_repairs_what_a_kill_left_and_says_so_on_the_command_line(oracl
         )
     )
     path = first.path
-    as_killed(path)
     lines = (path / RAW_RUNS).read_bytes().splitlines(keepends=True)
     (path / RAW_RUNS).write_bytes(lines[0] + lines[1][:300])  # killed while the second record was written
     receipts = (path / RAW_RUNS_RECEIPTS).read_bytes().splitlines(keepends=True)
     (path / RAW_RUNS_RECEIPTS).write_bytes(b"")  # ... and before the first one's receipt
+    as_killed(path)  # in the first session: its manifest sealed no receipt
     (path / ".task_results.csv.x1y2.tmp").write_text("half")
     assert len(receipts) == 2
     result = CliRunner().invoke(

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from contextdelta.canonical import canonical_json
 from contextdelta.cli import app
-from contextdelta.rundir import AGGREGATE_METRICS, MANIFEST, RAW_RUNS, RunDirectory, RunStatus
+from contextdelta.rundir import AGGREGATE_METRICS, MANIFEST, RAW_RUNS, RAW_RUNS_RECEIPTS, RunDirectory, RunStatus
 from contextdelta.runner import (
     BenchmarkError,
     BenchmarkRequest,
@@ -118,8 +118,10 @@ def _analysis(path: Path) -> None:
 
 
 def _drop_last_episode(path: Path) -> None:
-    lines = (path / RAW_RUNS).read_text().splitlines(keepends=True)
-    (path / RAW_RUNS).write_text("".join(lines[:-1]))
+    """As a session killed before it recorded the last episode leaves the run: neither its record nor its receipt."""
+    for name in (RAW_RUNS, RAW_RUNS_RECEIPTS):
+        lines = (path / name).read_text().splitlines(keepends=True)
+        (path / name).write_text("".join(lines[:-1]))
 
 
 MISMATCHES: dict[str, tuple[Callable[[Path], None], str]] = {
