@@ -50,6 +50,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from contextdelta._words import plural
 from contextdelta.agent import initial_messages, system_prompt_sha256
 from contextdelta.canonical import canonical_json, content_hash, sha256_hex
 from contextdelta.context import count_tool_tokens
@@ -587,7 +588,7 @@ class _Verifier:
         if actual is None:
             return
         expected = render_tool_events(self.records)
-        if actual == expected:
+        if actual == expected or self._events_cut_by_a_kill(actual, expected):
             return
         actual_rows = self._keyed_lines(actual)
         expected_rows = self._keyed_lines(expected)
@@ -600,6 +601,32 @@ class _Verifier:
             self.compare(key[0], f"{TOOL_EVENTS} seq {key[1]}", actual_rows[key], expected_rows[key])
         if len(self.result.divergences) == before:
             self.diverge(self.group, TOOL_EVENTS, "same lines, but not in the order or format render_tool_events gives")
+
+    def _events_cut_by_a_kill(self, actual: str, expected: str) -> bool:
+        """Whether ``actual`` is what a session killed while it recorded its last episode leaves: the episode's tool
+        events are appended after its record (and receipt), so a run still ``running`` may lack the last episode's
+        events, all of them or those past a torn last line. Notes it and returns True when that is the only
+        difference."""
+        if self.manifest.status is not RunStatus.RUNNING or not self.records:
+            return False
+        whole = actual[: actual.rfind("\n") + 1]
+        missing, torn = expected[len(whole) :], actual[len(whole) :]
+        if not expected.startswith(whole) or not missing.startswith(torn):
+            return False
+        try:
+            owners = {str(parse_json(line)["run_id"]) for line in missing.splitlines()}
+        except (ValueError, KeyError, TypeError):
+            return False
+        last = self.records[-1].run_id
+        if owners != {last}:
+            return False
+        count = plural(len(missing.splitlines()), "tool event")
+        cut = " (its last line torn)" if torn else ""
+        self.result.notes.append(
+            f"{TOOL_EVENTS} lacks {count} of {last}, the last episode recorded{cut}: the run was killed before "
+            f"it appended them; {resume_command(self.manifest)} rewrites the file"
+        )
+        return True
 
     def _keyed_lines(self, text: str) -> dict[tuple[str, int], Any]:
         rows: dict[tuple[str, int], Any] = {}

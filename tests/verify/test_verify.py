@@ -343,3 +343,41 @@ def test_a_recorded_removal_that_the_strategy_does_not_make_is_named(run: Path) 
     code, out = verify(run)
     assert code == 1
     assert any(line.startswith(f"{EPISODE}: steps[") and ".context.removed: recorded []" in line for line in out)
+
+
+@pytest.mark.parametrize("cut", ["all", "torn", "not the last episode's"])
+def test_a_run_killed_before_its_last_episodes_tool_events_were_appended_verifies_with_a_note(
+    tmp_path: Path, cut: str
+) -> None:
+    """A record, then its receipt, then its tool events: a session killed in between leaves the last episode recorded
+    without its tool_events.jsonl lines (or with a torn last one). `verify --allow-incomplete` named each missing line
+    as a divergence (exit 1) of a run that was only killed; now it notes it. Lines missing for another episode are
+    still divergences."""
+    path = runs.copy_run(runs.oracle_pair_run(), tmp_path)
+    directory = RunDirectory(path)
+    records = directory.read_episodes()
+    last, other = records[-1].run_id, records[0].run_id
+    lines = (path / TOOL_EVENTS).read_text().splitlines(keepends=True)
+    owners = [json.loads(line)["run_id"] for line in lines]
+    assert owners[-1] == last and other in owners
+    if cut == "all":
+        kept = [line for line, owner in zip(lines, owners, strict=True) if owner != last]
+    elif cut == "torn":
+        first = owners.index(last)
+        kept = [*lines[: first + 1], lines[first + 1][:25]]
+    else:
+        kept = [line for line, owner in zip(lines, owners, strict=True) if owner != other]
+    (path / TOOL_EVENTS).write_text("".join(kept))
+    for name in (TASK_RESULTS, AGGREGATE_METRICS, BENCHMARK_REPORT, FAILURE_ATLAS):  # written when the run ends
+        (path / name).unlink()
+    directory.write_manifest(directory.read_manifest().model_copy(update={"status": RunStatus.RUNNING}))
+    code, out = verify(path, "--allow-incomplete")
+    if cut == "not the last episode's":
+        assert code == 1 and any(line.startswith(f"{other}: tool_events.jsonl seq") for line in out), out
+        return
+    assert (code, out) == (0, ["MATCH"])
+    notes = verify_run(path, allow_incomplete=True).notes
+    assert any(
+        note.startswith("tool_events.jsonl lacks") and f"of {last}, the last episode recorded" in note
+        for note in notes
+    ), notes
