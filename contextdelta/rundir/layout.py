@@ -36,12 +36,14 @@ from contextdelta.rundir.io import (
 from contextdelta.rundir.legacy import add_grader_details
 from contextdelta.rundir.receipts import (
     RECEIPTS,
+    UNSEALED,
     chain_state,
     complete_lines,
     file_digests,
     file_kind,
     lines_unlike_receipts,
     manifest_edits,
+    odd_entries,
     read_receipts,
     reconcile_receipts,
     seal_directory,
@@ -454,6 +456,18 @@ class RunDirectory:
             or os.path.lexists(self.file(RAW_RUNS_RECEIPTS))
             or version_writes_seal(version if isinstance(version, str) else "")
         )
+
+    def entries_not_written_by_a_run(self) -> list[tuple[str, str]]:
+        """(name, what it is) of each entry that a run writes or reads (the manifest, ``raw_runs.jsonl``, its
+        receipts, the derived files, the task snapshot) and that is a symbolic link or a special file (a FIFO, a
+        device, ...), in name order: a session that appended through such a link would write outside the run
+        directory, and one that opened a FIFO would wait for a writer. Temp files of atomic writes are left out."""
+        written = {MANIFEST, RAW_RUNS, RAW_RUNS_RECEIPTS, *DERIVED_FILES}
+        return [
+            (name, what)
+            for name, what in odd_entries(self.path)
+            if (name in written or name.split("/")[0] == TASKS_SNAPSHOT) and not name.endswith(UNSEALED)
+        ]
 
     def manifest_edits(self) -> list[str]:
         """The fields of ``run_manifest.json`` edited since it was sealed (none for a manifest without a seal);

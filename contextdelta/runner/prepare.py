@@ -614,6 +614,16 @@ def _resume_target(results_dir: Path, run_id: str) -> tuple[RunDirectory, RunMan
                 "folder)"
             ) from exc
         raise BenchmarkError(f"cannot resume: {exc}") from exc
+    linked = directory.entries_not_written_by_a_run()
+    if linked:  # appending through a link writes outside the run directory; opening a FIFO waits for a writer
+        name, what = linked[0]
+        more = f" (and {len(linked) - 1} more)" if len(linked) > 1 else ""
+        raise BenchmarkError(
+            f"cannot resume {manifest.run_group_id}: {directory.file(name)} is {what}{more}, not the file the run "
+            "wrote; a resume never writes through a link (it would write outside the run directory) or into a special "
+            f"file, and nothing was changed: put the file the run wrote in its place (`contextdelta verify "
+            f"{manifest.run_group_id} --allow-incomplete` names each such entry)"
+        )
     edited = directory.manifest_edits()
     if edited:  # resuming would seal the edit: refuse, and let verify name it
         raise BenchmarkError(

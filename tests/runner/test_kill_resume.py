@@ -310,3 +310,44 @@ def test_a_run_killed_while_its_directory_was_created_leaves_a_folder_the_next_r
     (run,) = results.iterdir()
     assert not run.name.startswith(".") and done.stdout.strip().splitlines()[-1] == str(run)
     assert any("removed" in r for r in RunDirectory(run).read_manifest().sessions[0]["repairs"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [RAW_RUNS, "tool_events.jsonl", RAW_RUNS_RECEIPTS])
+@pytest.mark.parametrize("kind", ["link", "fifo"])
+def test_a_resume_never_writes_through_a_link_or_into_a_fifo(
+    oracle_url: str, tmp_path: Path, name: str, kind: str
+) -> None:
+    """A killed run whose raw_runs.jsonl (or another file the run appends to) was replaced by a symbolic link to a
+    file outside the run directory: the resume appended its episodes to that outside file, finished "complete", and
+    left a run that verify refuses. Now it refuses first (exit 2), naming the entry, and changes nothing."""
+    first = run_benchmark(
+        benchmark_request(
+            oracle_url, tmp_path, task_ids=SMALL[:2], strategies=["full_history"], protection_modes=["unprotected"]
+        )
+    )
+    path = first.path
+    lines = (path / RAW_RUNS).read_bytes().splitlines(keepends=True)
+    (path / RAW_RUNS).write_bytes(lines[0])
+    as_killed(path)
+    outside = tmp_path / f"outside-{name}"
+    (path / name).rename(outside)
+    if kind == "link":
+        (path / name).symlink_to(outside)
+    else:
+        os.mkfifo(path / name)
+    before = outside.read_bytes()
+    result = CliRunner().invoke(
+        app,
+        [
+            *("run-benchmark", "--resume", str(path), "--base-url", oracle_url),
+            *("--model", "scripted-oracle", "--quiet", "--no-store"),
+        ],
+    )
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, said
+    what = f"a symbolic link to {outside}" if kind == "link" else "a FIFO (named pipe)"
+    assert f"{path / name} is {what}, not the file the run wrote" in said
+    assert "nothing was changed" in said
+    assert outside.read_bytes() == before
+    assert RunDirectory(path).read_manifest().status is RunStatus.RUNNING
