@@ -469,6 +469,17 @@ class RunDirectory:
             if (name in written or name.split("/")[0] == TASKS_SNAPSHOT) and not name.endswith(UNSEALED)
         ]
 
+    def foreign_entries(self) -> list[str]:
+        """The names, sorted, of the entries at the top of the run directory that no run writes (a note, a copy, an
+        export written into it): the next manifest write would seal them as the run's files. Temp files of atomic
+        writes cut short are left out (a resume removes them)."""
+        written = {MANIFEST, RAW_RUNS, RAW_RUNS_RECEIPTS, TASKS_SNAPSHOT, *DERIVED_FILES}
+        try:
+            names = os.listdir(self.path)
+        except OSError:
+            return []
+        return sorted(n for n in names if n not in written and not (n.startswith(".") and n.endswith(UNSEALED)))
+
     def manifest_edits(self) -> list[str]:
         """The fields of ``run_manifest.json`` edited since it was sealed (none for a manifest without a seal);
         ``seal (removed)`` for a run that must carry a seal and has none (:meth:`seal_expected`)."""

@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 from pydantic import ValidationError
 
+from contextdelta._words import plural
 from contextdelta.agent import SYSTEM_PROMPT_VERSION, external_strategy, initial_messages, system_prompt_sha256
 from contextdelta.canonical import content_hash
 from contextdelta.context import (
@@ -623,6 +624,15 @@ def _resume_target(results_dir: Path, run_id: str) -> tuple[RunDirectory, RunMan
             "wrote; a resume never writes through a link (it would write outside the run directory) or into a special "
             f"file, and nothing was changed: put the file the run wrote in its place (`contextdelta verify "
             f"{manifest.run_group_id} --allow-incomplete` names each such entry)"
+        )
+    foreign = directory.foreign_entries()
+    if foreign:  # the next manifest write seals every file of the directory: these would pass for the run's
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        entries = plural(len(foreign), "entry", "entries")
+        raise BenchmarkError(
+            f"cannot resume {manifest.run_group_id}: {directory.path} holds {entries} that no run writes ({shown}); "
+            f"the resume would seal {'it' if len(foreign) == 1 else 'them'} as the run's files. Nothing was changed: "
+            "move them out of the run directory, then resume"
         )
     edited = directory.manifest_edits()
     if edited:  # resuming would seal the edit: refuse, and let verify name it

@@ -351,3 +351,38 @@ def test_a_resume_never_writes_through_a_link_or_into_a_fifo(
     assert "nothing was changed" in said
     assert outside.read_bytes() == before
     assert RunDirectory(path).read_manifest().status is RunStatus.RUNNING
+
+
+@pytest.mark.slow
+def test_a_resume_refuses_a_run_directory_holding_entries_no_run_writes(oracle_url: str, tmp_path: Path) -> None:
+    """The next manifest write seals every file of the run directory: a note (or a folder) put into a killed run was
+    sealed by its resume as one of the run's files, and verify then said MATCH. Now the resume refuses, naming
+    them, and changes nothing; once they are moved out it resumes."""
+    first = run_benchmark(
+        benchmark_request(
+            oracle_url, tmp_path, task_ids=SMALL[:2], strategies=["full_history"], protection_modes=["unprotected"]
+        )
+    )
+    path = first.path
+    (path / RAW_RUNS).write_bytes((path / RAW_RUNS).read_bytes().splitlines(keepends=True)[0])
+    as_killed(path)
+    (path / "notes.txt").write_text("mine\n")
+    (path / "extra").mkdir()
+    (path / "extra" / "a.json").write_text("{}\n")
+    before = {p.relative_to(path): p.read_bytes() for p in path.rglob("*") if p.is_file()}
+    args = [
+        *("run-benchmark", "--resume", str(path), "--base-url", oracle_url),
+        *("--model", "scripted-oracle", "--quiet", "--no-store"),
+    ]
+    result = CliRunner().invoke(app, args)
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, said
+    assert f"{path} holds 2 entries that no run writes (extra, notes.txt)" in said
+    assert "move them out of the run directory" in said
+    assert {p.relative_to(path): p.read_bytes() for p in path.rglob("*") if p.is_file()} == before
+    (path / "notes.txt").unlink()
+    (path / "extra" / "a.json").unlink()
+    (path / "extra").rmdir()
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert verify_run(path).lines() == ["MATCH"]
