@@ -1608,12 +1608,22 @@ def merge_command(
 ) -> None:
     """Join the shard directories of one plan (`run-benchmark --shard I/N`) into one run group with its derived
     files and reports; refuses (exit 2, naming the field) shards that differ or episodes missing or twice."""
+    from rich.markup import escape
+
     from contextdelta.runner import MergeError, merge_shards
     from contextdelta.verify import seal_problems
 
     folder, names = _shard_folder(run_ids, results_dir)
     try:
-        directory = merge_shards(folder, names, out, changed_since_run=seal_problems)
+        directory = merge_shards(
+            folder,
+            names,
+            out,
+            changed_since_run=seal_problems,
+            repaired=lambda said: Console(stderr=True).print(
+                f"[yellow]repaired:[/yellow] {escape(said)}", highlight=False, soft_wrap=True
+            ),
+        )
     except MergeError as exc:
         raise _fail(str(exc), exc.exit_code) from None
     except OSError as exc:  # a folder that cannot be written, a full disk: nothing is left under --out

@@ -41,6 +41,7 @@ from contextdelta.rundir import (
     RunStart,
     RunStatus,
     SessionLock,
+    remove_abandoned_staging,
     run_dir,
     validate_run_id,
 )
@@ -207,6 +208,7 @@ def merge_shards(
     out_id: str,
     recorders: Sequence[Recorder] = (),
     changed_since_run: Callable[[Path], Sequence[str]] | None = None,
+    repaired: Callable[[str], None] | None = None,
 ) -> RunDirectory:
     """Join the shard directories ``run_ids`` (under ``results_dir``) into the new run group ``out_id``.
 
@@ -214,6 +216,8 @@ def merge_shards(
     ``changed_since_run`` (a shard's path -> what its seal finds changed since its run: ``verify``'s
     ``seal_problems``, which the CLI passes) names a change: the merged run would seal the changed bytes as its own.
     ``recorders`` get the merged episodes after the run directory and the report files (e.g. the trace store).
+    Before it writes, the hidden folders that killed merges and run-benchmarks left in ``results_dir`` are removed
+    (``remove_abandoned_staging``); ``repaired`` hears each, in words.
     """
     if not run_ids:
         raise MergeError("cannot merge: no run directories given")
@@ -239,6 +243,9 @@ def merge_shards(
     # leaves no half-written run group under --out (the dashboard and `run_directories` skip hidden folders).
     # Locked while it is built, so that a run-benchmark's clean-up of what killed merges left
     # (remove_abandoned_staging) never takes it.
+    for said in remove_abandoned_staging(results_dir):
+        if repaired is not None:
+            repaired(said)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_id}{MERGING}", dir=results_dir))
     locks = [SessionLock.acquire(staging)]
     try:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -332,3 +336,44 @@ def test_a_merge_that_cannot_write_is_exit_2_naming_the_folder(
     assert out.exit_code == 2, out.output
     assert f"cannot write the merged run in {tmp_path}: No space left on device" in " ".join(out.stderr.split())
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(shards)
+
+
+_KILLED_AT_RENAME = """
+import os, signal, sys
+real = os.rename
+def rename(source, target, *args, **kwargs):
+    if ".merging-" in str(source):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(source, target, *args, **kwargs)
+os.rename = rename
+from contextdelta.cli import main
+sys.argv = ["contextdelta", *sys.argv[1:]]
+main()
+"""
+
+
+@pytest.mark.slow
+def test_a_merge_killed_before_its_rename_leaves_a_folder_the_next_merge_removes(
+    sharded: tuple[Path, list[str], str], tmp_path: Path
+) -> None:
+    """SIGKILL once the merged run group is whole in its hidden ``.OUT.merging-XXXX`` folder, before the rename: the
+    folder stayed in the results folder for good. The next merge (or run-benchmark) removes it and says so."""
+    results, shards, _ = sharded
+    for name in shards:
+        shutil.copytree(results / name, tmp_path / name)
+    args = ["merge", *shards, "--out", "merged", "--results-dir", str(tmp_path)]
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_AT_RENAME, *args], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    (left,) = [p for p in tmp_path.iterdir() if p.name.startswith(".merged.merging-")]
+    old = time.time() - 3600
+    os.utime(left, (old, old))
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 0, out.output
+    said = " ".join(out.stderr.split())
+    assert (
+        f"repaired: removed {left}: the hidden folder left by a merge killed before its run directory existed" in said
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*shards, "merged"])
+    assert verify_run(tmp_path / "merged").ok
