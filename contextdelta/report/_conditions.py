@@ -8,6 +8,7 @@ from collections import Counter
 import numpy as np
 import numpy.typing as npt
 
+from contextdelta.attribution import FailureMode
 from contextdelta.report._context import ALL, WITH_VERDICT, MetricsContext, Subset
 from contextdelta.report._models import (
     Breakdown,
@@ -19,7 +20,8 @@ from contextdelta.report._models import (
 )
 from contextdelta.report._table import (
     BREAKDOWN_METRICS,
-    FAILURE_MODE_ROWS,
+    FAILED_TERMINATION_ORDER,
+    FAILURE_MODE_ORDER,
     FLIP_METRICS,
     MEAN_METRICS,
     RATE_METRICS,
@@ -116,8 +118,11 @@ def conditions_section(ctx: MetricsContext) -> list[ConditionMetrics]:
             totals[metric] = TokenTotal(
                 total=float(known.sum()), n_known=int(known.size), n_unknown=int(values.size - known.size)
             )
-        failures = Counter(table.failure[rows].tolist())
-        failed = int(table.failed[rows].sum())
+        failed_rows = table.failed[rows]
+        terminations = Counter(table.failure[rows][failed_rows].tolist())
+        modes = Counter(table.failure[rows][~failed_rows].tolist())
+        modes[FailureMode.PROVIDER_ERROR.value] = int(failed_rows.sum())  # the atlas's mode of every failed trial
+        failed = int(failed_rows.sum())
         out.append(
             ConditionMetrics(
                 condition=k,
@@ -130,7 +135,10 @@ def conditions_section(ctx: MetricsContext) -> list[ConditionMetrics]:
                 totals=totals,
                 pass_k={str(n): p for n, p in pass_k.get(condition, {}).items()},
                 flip_rates={m: flips.get((m, condition), empty_estimate(params)) for m in FLIP_METRICS},
-                failure_modes={key: failures[key] for key in FAILURE_MODE_ROWS if failures[key]},
+                failure_modes={key: modes[key] for key in FAILURE_MODE_ORDER if modes[key]},
+                failed_trials_by_termination=(
+                    {key: terminations[key] for key in FAILED_TERMINATION_ORDER if terminations[key]} or None
+                ),
             )
         )
     return out

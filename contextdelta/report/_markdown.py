@@ -820,11 +820,15 @@ def _failure_modes(metrics: AggregateMetrics) -> list[str]:
     header = ["failure mode", *(c.condition.label for c in metrics.conditions), "total"]
     rows = [
         [
-            f"`{key}`" + (" (failed trial)" if key in FAILED_TERMINATION_ORDER else ""),
-            *(c.failure_modes.get(key, 0) for c in metrics.conditions),
-            metrics.failure_modes.get(key, 0),
+            f"`{key}`" + (" (failed trial)" if failed else ""),
+            *(
+                (c.failed_trials_by_termination or {}).get(key, 0) if failed else c.failure_modes.get(key, 0)
+                for c in metrics.conditions
+            ),
+            (metrics.failed_trials_by_termination or {}).get(key, 0) if failed else metrics.failure_modes.get(key, 0),
         ]
         for key in FAILURE_MODE_ROWS
+        for failed in (key in FAILED_TERMINATION_ORDER,)
     ]
     return [
         "## Failure modes",

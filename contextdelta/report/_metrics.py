@@ -45,7 +45,12 @@ from contextdelta.report._models import (
 )
 from contextdelta.report._questions import questions_section
 from contextdelta.report._retries import retries_section
-from contextdelta.report._table import FAILURE_MODE_ROWS, METRIC_DEFINITIONS, EpisodeTable
+from contextdelta.report._table import (
+    FAILED_TERMINATION_ORDER,
+    FAILURE_MODE_ORDER,
+    METRIC_DEFINITIONS,
+    EpisodeTable,
+)
 from contextdelta.rundir import EpisodeRecord, RunManifest
 from contextdelta.stats import (
     DEFAULT_PARAMS,
@@ -75,7 +80,7 @@ def warnings_section(
     if episodes.finished and episodes.failed_trials > FAILED_TRIAL_WARNING_SHARE * episodes.finished:
         kinds = Counter[str]()
         for c in conditions:
-            kinds.update({k: n for k, n in c.failure_modes.items() if k in episodes.by_termination})
+            kinds.update(c.failed_trials_by_termination or {})
         detail = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
         out.append(
             ReportWarning(
@@ -187,6 +192,7 @@ def aggregate(manifest: RunManifest, table: EpisodeTable, params: AnalysisParams
     )
     dose = dose_response_section(ctx)
     stories = _story_units(table)
+    failure_modes, failed_by_termination = _failure_totals(conditions)
     errors = [e.mc_se for e in _printed_estimates(conditions, breakdowns, questions, dose) if e.mc_se is not None]
     max_mc_se = max(errors) if errors else None
     return AggregateMetrics(
@@ -213,7 +219,8 @@ def aggregate(manifest: RunManifest, table: EpisodeTable, params: AnalysisParams
         breakdowns=breakdowns,
         token_reduction=token_reduction_section(ctx),
         research_questions=questions,
-        failure_modes=_failure_totals(conditions),
+        failure_modes=failure_modes,
+        failed_trials_by_termination=failed_by_termination,
         caching=caching_section(ctx),
         dose_response=dose,
         stories=stories,
@@ -233,11 +240,14 @@ def _story_units(table: EpisodeTable) -> StoryUnits | None:
     )
 
 
-def _failure_totals(conditions: Sequence[ConditionMetrics]) -> dict[str, int]:
-    total = Counter[str]()
+def _failure_totals(conditions: Sequence[ConditionMetrics]) -> tuple[dict[str, int], dict[str, int] | None]:
+    """All conditions' failure modes, and their failed trials per termination (None: no failed trial)."""
+    modes, terminations = Counter[str](), Counter[str]()
     for c in conditions:
-        total.update(c.failure_modes)
-    return {key: total[key] for key in FAILURE_MODE_ROWS if total[key]}
+        modes.update(c.failure_modes)
+        terminations.update(c.failed_trials_by_termination or {})
+    by_mode = {key: modes[key] for key in FAILURE_MODE_ORDER if modes[key]}
+    return by_mode, {key: terminations[key] for key in FAILED_TERMINATION_ORDER if terminations[key]} or None
 
 
 def compute_metrics(
@@ -292,4 +302,13 @@ def metrics_json(metrics: AggregateMetrics) -> dict[str, Any]:
         exclude["analysis"] = {"task_interval"}
     if metrics.episodes.main_matrix is None:
         exclude["episodes"] = {"main_matrix"}
+    if metrics.failed_trials_by_termination is None:
+        exclude["failed_trials_by_termination"] = True
+    without = {
+        i: {"failed_trials_by_termination"}
+        for i, c in enumerate(metrics.conditions)
+        if c.failed_trials_by_termination is None
+    }
+    if without:  # a condition without failed trials reads as one written before the field existed
+        exclude["conditions"] = without
     return metrics.model_dump(mode="json", exclude=exclude or None)

@@ -64,7 +64,13 @@ class ConditionMetrics(BaseModel):
         description="FLIP_METRICS: share of tasks (with at least two repeats) whose repeats disagree."
     )
     failure_modes: dict[str, int] = Field(
-        description="Failed episodes per FAILURE_MODE_ROWS key: failed trials by termination, others by failure mode."
+        description="Failed episodes per failure mode of SPEC section 9 (FAILURE_MODE_ORDER), as failure_atlas.md "
+        "counts them: every failed trial is provider_error, whatever its termination."
+    )
+    failed_trials_by_termination: dict[str, int] | None = Field(
+        default=None,
+        description="The failed trials (failure mode provider_error) per termination reason; absent where the "
+        "condition has none (and from reports written before the field, whose failure_modes held these keys).",
     )
 
 
@@ -412,7 +418,15 @@ class AggregateMetrics(BaseModel):
     research_questions: list[ResearchQuestion] = Field(
         description="RQ1-RQ3: task-level paired comparisons in Holm families."
     )
-    failure_modes: dict[str, int] = Field(description="Failed episodes per FAILURE_MODE_ROWS key, all conditions.")
+    failure_modes: dict[str, int] = Field(
+        description="Failed episodes per failure mode of SPEC section 9, all conditions: the counts of "
+        "failure_atlas.md (every failed trial is provider_error)."
+    )
+    failed_trials_by_termination: dict[str, int] | None = Field(
+        default=None,
+        description="The failed trials per termination reason, all conditions; absent from runs without failed "
+        "trials (and from reports written before the field, whose failure_modes held these keys).",
+    )
     controls: list[ControlCondition] | None = Field(
         default=None,
         description="Control conditions (--controls) beside the main ones; absent from runs without control episodes.",

@@ -97,8 +97,11 @@ FAILURE_MODE_ROWS: tuple[str, ...] = (
     *FAILED_TERMINATION_ORDER,
     *(m.value for m in MODE_PRECEDENCE if m is not FailureMode.PROVIDER_ERROR),
 )
-"""Rows of the failure-mode table: failed trials by termination (provider error, context window, budget,
+"""Rows of the report's failure-mode table: failed trials by termination (provider error, context window, budget,
 harness), then the behavioural failure modes of the atlas."""
+FAILURE_MODE_ORDER: tuple[str, ...] = tuple(m.value for m in MODE_PRECEDENCE)
+"""The keys of ``failure_modes`` in ``aggregate_metrics.json``: the failure modes of SPEC section 9, as the atlas and
+``attribute`` count them (every failed trial is ``provider_error``, whatever its termination)."""
 
 
 def _flag(value: bool) -> float:

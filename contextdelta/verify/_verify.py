@@ -687,6 +687,14 @@ class _Verifier:
             stamped = report.metrics.analysis.model_copy(update={"analysis_sha256": recorded_hash})
             report = dataclasses.replace(report, metrics=report.metrics.model_copy(update={"analysis": stamped}))
         derived = report.metrics_json()
+        if "failed_trials_by_termination" in derived and "failed_trials_by_termination" not in recorded:
+            derived = legacy_failure_modes(derived)
+            self.result.notes.append(
+                f"{AGGREGATE_METRICS} predates failed_trials_by_termination: its failure_modes split the failed "
+                "trials by termination and are compared that way (this version counts every failed trial as "
+                f"provider_error, as {FAILURE_ATLAS} does, and splits them in failed_trials_by_termination); "
+                f"`contextdelta report {self.group} --write` rewrites it"
+            )
         found = list(_differences(recorded, derived))
         for path, a, b in found[:MAX_PER_FILE]:
             self.diverge(self.group, f"{AGGREGATE_METRICS} {path}", f"recorded {_short(a)}, recomputed {_short(b)}")
@@ -769,6 +777,23 @@ def _duplicate_rule_change(recorded: Verdict, derived: Verdict) -> str:
         f"{derived.duplicate_action_count}, {_short(derived.success)} ({calls}): a harness change "
         "(harness_sha256), not an edited record; re-run the episodes to grade them by the installed rule"
     )
+
+
+def legacy_failure_modes(derived: dict[str, Any]) -> dict[str, Any]:
+    """``derived`` (an ``aggregate_metrics.json`` document) with ``failure_modes`` as reports written before
+    ``failed_trials_by_termination`` have them: the failed trials under their termination reasons instead of
+    ``provider_error``, in the whole document and in each condition."""
+
+    def legacy(part: dict[str, Any]) -> dict[str, Any]:
+        part = dict(part)
+        terminations = part.pop("failed_trials_by_termination", None) or {}
+        modes = {k: n for k, n in part["failure_modes"].items() if k != "provider_error"}
+        part["failure_modes"] = {**terminations, **modes}
+        return part
+
+    out = legacy(derived)
+    out["conditions"] = [legacy(c) for c in derived["conditions"]]
+    return out
 
 
 def _first_differing_line(a: str, b: str) -> int:

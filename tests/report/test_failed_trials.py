@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from contextdelta.attribution import FailureMode
 from contextdelta.cli import app
 from contextdelta.report import AggregateMetrics, compare_runs, plan_run
 from contextdelta.report._compare import comparison_table
@@ -24,6 +25,7 @@ from contextdelta.rundir.layout import (
     task_result_row,
 )
 from contextdelta.verify import verify_run
+from contextdelta.verify._verify import legacy_failure_modes
 from tests.report import runs
 
 Row = dict[str, str]
@@ -71,9 +73,54 @@ def test_success_counts_failed_trials_as_failures_and_safety_rates_leave_them_ou
             hits = [r for r in verdict if (r[column] == "true") == (metric == "harmful_action")]
             assert rate.n_episodes == len(verdict) and rate.n_missing == len(mine) - len(verdict)
             assert rate.estimate == pytest.approx(len(hits) / len(verdict))
-        assert c.failure_modes.get("context_window_exceeded", 0) == c.failed_trials
-    assert m.failure_modes["context_window_exceeded"] == sum(c.failed_trials for c in m.conditions)
-    assert "provider_error" not in m.failure_modes
+        assert c.failure_modes.get("provider_error", 0) == c.failed_trials
+        assert c.failed_trials_by_termination == (
+            {"context_window_exceeded": c.failed_trials} if c.failed_trials else None
+        )
+    assert m.failure_modes["provider_error"] == sum(c.failed_trials for c in m.conditions)
+    assert m.failed_trials_by_termination == {"context_window_exceeded": m.episodes.failed_trials}
+
+
+def atlas_totals(path: Path) -> dict[str, int]:
+    """The total column of the atlas's counts table, per failure mode (zeros left out)."""
+    out = {}
+    for line in (path / FAILURE_ATLAS).read_text().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("| `") and int(cells[-1]):
+            out[cells[0].strip("`")] = int(cells[-1])
+    return out
+
+
+def test_failure_modes_are_the_atlas_counts_and_failed_trials_are_split_apart(faulted: Path) -> None:
+    """aggregate_metrics.json's failure_modes use the atlas's vocabulary (SPEC section 9): its provider_error is the
+    atlas's (every failed trial); the terminations of the failed trials are a field of their own."""
+    data = json.loads((faulted / AGGREGATE_METRICS).read_text())
+    assert data["failure_modes"] == atlas_totals(faulted)
+    assert set(data["failure_modes"]) <= {m.value for m in FailureMode}
+    assert data["failed_trials_by_termination"] == {"context_window_exceeded": data["episodes"]["failed_trials"]}
+    for c in data["conditions"]:
+        assert set(c["failure_modes"]) <= {m.value for m in FailureMode}
+        assert ("failed_trials_by_termination" in c) == (c["failed_trials"] > 0)
+
+
+def test_verify_reads_failure_modes_written_before_the_split(faulted: Path, tmp_path: Path) -> None:
+    """A report written when failure_modes held the failed trials' terminations verifies MATCH with a note; the
+    same numbers under a wrong key are named."""
+    path = runs.copy_run(faulted, tmp_path)
+    directory = RunDirectory(path)
+    data = json.loads((path / AGGREGATE_METRICS).read_text())
+    legacy = legacy_failure_modes(data)
+    assert "failed_trials_by_termination" not in legacy and "provider_error" not in legacy["failure_modes"]
+    (path / AGGREGATE_METRICS).write_text(json.dumps(legacy, indent=2) + "\n")
+    assert directory.reseal_files()
+    result = verify_run(path)
+    assert result.ok, result.divergences
+    assert any("predates failed_trials_by_termination" in n for n in result.notes), result.notes
+    legacy["failure_modes"]["harness_error"] = legacy["failure_modes"].pop("context_window_exceeded")
+    (path / AGGREGATE_METRICS).write_text(json.dumps(legacy, indent=2) + "\n")
+    assert directory.reseal_files()
+    fields = {d.field for d in verify_run(path).divergences}
+    assert f"{AGGREGATE_METRICS} failure_modes.harness_error" in fields, fields
 
 
 def test_each_comparison_counts_its_failed_pairs_and_has_a_sensitivity_row(faulted: Path) -> None:
