@@ -48,6 +48,7 @@ from contextdelta.report._markdown import FailedTrial, RunFacts, render_report
 from contextdelta.report._metrics import aggregate, compute_metrics, metrics_json
 from contextdelta.report._models import (
     METRICS_SCHEMA_VERSION,
+    SHARD_WARNING,
     AggregateMetrics,
     AnalysisInfo,
     Breakdown,
@@ -93,6 +94,7 @@ __all__ = [
     "METRIC_DEFINITIONS",
     "RATE_METRICS",
     "RQ_QUESTIONS",
+    "SHARD_WARNING",
     "VERDICT_METRICS",
     "AggregateMetrics",
     "AnalysisInfo",

@@ -75,13 +75,16 @@ def _yes(value: bool | None) -> str:
     return "n/a" if value is None else ("yes" if value else "no")
 
 
-def render_failure_atlas(manifest: RunManifest, finished: int, attributions: Sequence[Attribution]) -> str:
-    """The whole ``failure_atlas.md``."""
+def render_failure_atlas(
+    manifest: RunManifest, finished: int, attributions: Sequence[Attribution], shard: str | None = None
+) -> str:
+    """The whole ``failure_atlas.md``; ``shard``: the report's shard warning, a banner under the title."""
     keys = [ConditionKey(strategy=s, protection_mode=m) for s in manifest.strategies for m in manifest.protection_modes]
     counts = Counter((a.mode, a.strategy, a.protection_mode) for a in attributions)
     lines = [
         f"# Failure atlas: {manifest.run_group_id}",
         "",
+        *([f"**{shard[:1].upper()}{shard[1:]}**", ""] if shard else []),
         f"{len(attributions)} failed episodes of {finished} finished ({manifest.counts.planned} planned; run status "
         f"{manifest.status.value}). Every failed episode has exactly one failure mode, decided in this order: "
         + ", ".join(f"`{m.value}`" for m in MODE_PRECEDENCE)

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from contextdelta.attribution import Attribution, attribute_run
 from contextdelta.report._atlas import render_failure_atlas
 from contextdelta.report._controls import main_records
-from contextdelta.report._markdown import RunFacts, render_report
+from contextdelta.report._markdown import RunFacts, render_report, shard_warning
 from contextdelta.report._metrics import compute_metrics, metrics_json
 from contextdelta.report._models import AggregateMetrics
 from contextdelta.rundir import (
@@ -47,7 +47,10 @@ class RunReport:
     @property
     def atlas(self) -> str:
         """``failure_atlas.md``."""
-        return render_failure_atlas(self.manifest, len(self.records), self.attributions)
+        shard = shard_warning(self.metrics)
+        return render_failure_atlas(
+            self.manifest, len(self.records), self.attributions, None if shard is None else shard.message
+        )
 
     def metrics_json(self) -> dict[str, Any]:
         """``aggregate_metrics.json`` as a JSON value."""

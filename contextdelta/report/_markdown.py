@@ -29,6 +29,7 @@ from contextdelta.report._format import (
     table,
 )
 from contextdelta.report._models import (
+    SHARD_WARNING,
     AggregateMetrics,
     AnalysisInfo,
     Breakdown,
@@ -39,6 +40,7 @@ from contextdelta.report._models import (
     DoseResponse,
     HorizonCurve,
     MainMatrixCounts,
+    ReportWarning,
     ResearchQuestion,
 )
 from contextdelta.report._table import FAILED_TERMINATION_ORDER, FAILURE_MODE_ROWS
@@ -95,9 +97,21 @@ class RunFacts:
 
 
 def _warnings(metrics: AggregateMetrics) -> list[str]:
-    if not metrics.warnings:
-        return []
-    return ["## Warnings", "", *(f"- **{w.code}**: {w.message}" for w in metrics.warnings), ""]
+    """The shard warning as a banner under the title, the others as the Warnings list."""
+    lines = [f"**{_capitalised(w.message)}**", ""] if (w := shard_warning(metrics)) is not None else []
+    others = [w for w in metrics.warnings if w.code != SHARD_WARNING]
+    if not others:
+        return lines
+    return [*lines, "## Warnings", "", *(f"- **{w.code}**: {w.message}" for w in others), ""]
+
+
+def _capitalised(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def shard_warning(metrics: AggregateMetrics) -> ReportWarning | None:
+    """The report's shard warning, if the run is one shard of a plan."""
+    return next((w for w in metrics.warnings if w.code == SHARD_WARNING), None)
 
 
 def _setup(manifest: RunManifest, facts: RunFacts, metrics: AggregateMetrics) -> list[str]:

@@ -32,6 +32,7 @@ from contextdelta.report._costs import caching_section
 from contextdelta.report._dose import dose_response_section
 from contextdelta.report._format import plural
 from contextdelta.report._models import (
+    SHARD_WARNING,
     AggregateMetrics,
     AnalysisInfo,
     Breakdown,
@@ -63,6 +64,24 @@ from contextdelta.stats import (
     analysis_sha256,
     printed_decimals,
 )
+
+
+def shard_warnings(manifest: RunManifest) -> list[ReportWarning]:
+    """The warning that the run directory is one shard of a plan (``run-benchmark --shard I/N``, N > 1), not the
+    whole plan; none for an unsharded or merged run."""
+    shard = manifest.shard
+    if shard is None or shard.count == 1:
+        return []
+    return [
+        ReportWarning(
+            code=SHARD_WARNING,
+            message=f"shard {shard.index}/{shard.count}, not the whole plan: this run directory holds the "
+            f"{plural(manifest.counts.planned, 'episode')} of part {shard.index} of {shard.count}, so every number "
+            "here covers that part alone, and each paired comparison leaves out the pairs whose other episode is in "
+            f"another shard. `contextdelta merge` joins the {shard.count} shard directories into the run group.",
+        )
+    ]
+
 
 FAILED_TRIAL_WARNING_SHARE = 0.05
 """Above this share of failed trials among finished episodes the report warns at the top."""
@@ -214,7 +233,7 @@ def aggregate(manifest: RunManifest, table: EpisodeTable, params: AnalysisParams
         ),
         definitions=dict(METRIC_DEFINITIONS),
         episodes=episodes,
-        warnings=warnings_section(episodes, questions, conditions, stories),
+        warnings=shard_warnings(manifest) + warnings_section(episodes, questions, conditions, stories),
         conditions=conditions,
         breakdowns=breakdowns,
         token_reduction=token_reduction_section(ctx),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -217,14 +217,20 @@ class EpisodeCounts(BaseModel):
     )
 
 
+SHARD_WARNING: Final = "shard"
+"""The warning code of a report of one shard of a plan (first of the warnings; the report's banner)."""
+
+
 class ReportWarning(BaseModel):
     """A warning printed at the top of the report."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    code: Literal["failed_trials", "failed_discordance", "few_tasks"] = Field(
-        description="failed_trials (too many), failed_discordance (failed trials drive a comparison) or few_tasks "
-        "(rates or comparisons rest on fewer tasks than the bootstrap intervals need to reach their level)."
+    code: Literal["shard", "failed_trials", "failed_discordance", "few_tasks"] = Field(
+        description="shard (the run directory holds one shard of a plan, not the whole plan: its numbers cover that "
+        "part alone; first, and absent from reports written before it), failed_trials (too many), "
+        "failed_discordance (failed trials drive a comparison) or few_tasks (rates or comparisons rest on fewer "
+        "tasks than the bootstrap intervals need to reach their level)."
     )
     message: str = Field(description="The warning's text.")
 

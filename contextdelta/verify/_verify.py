@@ -55,7 +55,7 @@ from contextdelta.agent import initial_messages, system_prompt_sha256
 from contextdelta.canonical import canonical_json, content_hash, sha256_hex
 from contextdelta.context import count_tool_tokens
 from contextdelta.grading import DetailKind, DuplicateRule, Verdict, grade
-from contextdelta.report import METRICS_SCHEMA_VERSION, build_report, params_of
+from contextdelta.report import METRICS_SCHEMA_VERSION, SHARD_WARNING, RunReport, build_report, params_of
 from contextdelta.rundir import (
     AGGREGATE_METRICS,
     BENCHMARK_REPORT,
@@ -686,6 +686,7 @@ class _Verifier:
             # other line of the report must still re-derive, so both files are rebuilt with the recorded hash
             stamped = report.metrics.analysis.model_copy(update={"analysis_sha256": recorded_hash})
             report = dataclasses.replace(report, metrics=report.metrics.model_copy(update={"analysis": stamped}))
+        report = self._without_unrecorded_shard_warning(recorded, report)
         derived = report.metrics_json()
         if "failed_trials_by_termination" in derived and "failed_trials_by_termination" not in recorded:
             derived = legacy_failure_modes(derived)
@@ -702,6 +703,23 @@ class _Verifier:
             self.diverge(self.group, AGGREGATE_METRICS, f"{len(found) - MAX_PER_FILE} more differing values")
         for name, text in ((FAILURE_ATLAS, report.atlas), (BENCHMARK_REPORT, report.markdown)):
             self._check_text(name, text)
+
+    def _without_unrecorded_shard_warning(self, recorded: Any, report: RunReport) -> RunReport:
+        """``report`` without its shard warning when the recorded reports of this shard were written before the
+        warning existed (none of their warnings is one): they are compared as written, with a note."""
+        warnings = recorded.get("warnings") if isinstance(recorded, dict) else None
+        if not isinstance(warnings, list) or any(
+            isinstance(w, dict) and w.get("code") == SHARD_WARNING for w in warnings
+        ):
+            return report
+        kept = [w for w in report.metrics.warnings if w.code != SHARD_WARNING]
+        if len(kept) == len(report.metrics.warnings):
+            return report
+        self.result.notes.append(
+            f"the reports of this shard were written before they said so (the `shard` warning): they are compared "
+            f"without it; `contextdelta report {self.group} --write` rewrites them"
+        )
+        return dataclasses.replace(report, metrics=report.metrics.model_copy(update={"warnings": kept}))
 
     def _written_before_seed_rule(self) -> bool:
         """Whether the manifest predates issue 19 (no ``seed_rule``): only such a run may hold reports of an older

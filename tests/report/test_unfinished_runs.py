@@ -4,6 +4,7 @@ report, compare, power and export of one shard of a plan say that it is one."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -11,6 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from contextdelta.cli import app
+from contextdelta.rundir import RunDirectory
+from contextdelta.rundir.layout import AGGREGATE_METRICS, BENCHMARK_REPORT, FAILURE_ATLAS
+from contextdelta.verify import verify_run
 from tests.report import runs
 
 cli = CliRunner()
@@ -87,3 +91,40 @@ def test_a_run_that_is_not_a_shard_is_not_noted_as_one(tmp_path: Path) -> None:
     out = cli.invoke(app, ["report", str(run)])
     assert out.exit_code == 0, out.output
     assert "shard" not in out.stderr
+
+
+SHARD_SAYS = "shard 1/2, not the whole plan"
+
+
+def test_every_report_of_a_shard_says_so_and_others_do_not() -> None:
+    """benchmark_report.md, failure_atlas.md and aggregate_metrics.json of a shard said nothing of the other
+    shards (only `report`'s stderr did): a reader of the files took 3 episodes for the whole plan."""
+    run = runs.shard_run()
+    data = json.loads((run / AGGREGATE_METRICS).read_text())
+    first = data["warnings"][0]
+    assert first["code"] == "shard" and first["message"].startswith(SHARD_SAYS)
+    assert "3 episodes of part 1 of 2" in first["message"]
+    for name in (BENCHMARK_REPORT, FAILURE_ATLAS):
+        third = (run / name).read_text().splitlines()[2]
+        assert third.startswith(f"**{SHARD_SAYS.capitalize()}") and "`contextdelta merge`" in third, (name, third)
+    for fmt in ("markdown", "json"):
+        out = cli.invoke(app, ["report", str(run), "--format", fmt])
+        assert out.exit_code == 0, out.output
+        assert SHARD_SAYS in out.stdout.lower()
+    whole = runs.single_task_run()
+    for name in (BENCHMARK_REPORT, FAILURE_ATLAS, AGGREGATE_METRICS):
+        assert "not the whole plan" not in (whole / name).read_text()
+
+
+def test_verify_reads_a_shard_report_written_before_it_said_so(tmp_path: Path) -> None:
+    path = runs.copy_run(runs.shard_run(), tmp_path)
+    data = json.loads((path / AGGREGATE_METRICS).read_text())
+    data["warnings"] = [w for w in data["warnings"] if w["code"] != "shard"]
+    (path / AGGREGATE_METRICS).write_text(json.dumps(data, indent=2) + "\n")
+    for name in (BENCHMARK_REPORT, FAILURE_ATLAS):
+        lines = (path / name).read_text().splitlines(keepends=True)
+        (path / name).write_text("".join(lines[:2] + lines[4:]))
+    assert RunDirectory(path).reseal_files()
+    result = verify_run(path)
+    assert result.ok, result.lines()
+    assert any("written before they said so" in n for n in result.notes), result.notes

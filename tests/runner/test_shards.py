@@ -93,6 +93,10 @@ def test_three_shards_merged_equal_the_unsharded_run_and_verify(sharded: tuple[P
     assert {r.run_group_id for r in RunDirectory(results / "merged-ok").read_episodes()} == {"merged-ok"}
     result = verify_run(results / "merged-ok")
     assert result.ok, result.lines()
+    # each shard's reports say it is one; the merged run's do not
+    assert "**Shard 2/3, not the whole plan" in (results / shards[1] / "benchmark_report.md").read_text()
+    for name in ("benchmark_report.md", "failure_atlas.md", AGGREGATE_METRICS):
+        assert "not the whole plan" not in (results / "merged-ok" / name).read_text()
     # the same plan gives the same per-episode verdicts, and a varied verdict set (not all alike)
     assert len({json.dumps(v, sort_keys=True) for v in verdicts(results / whole).values()}) > 1
 
