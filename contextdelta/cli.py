@@ -410,7 +410,7 @@ def generate_tasks_command(
     if not report.ok:
         for problem in report.problems[:20]:
             Console(stderr=True).print(f"[red]error[/red] {problem.render()}", highlight=False, soft_wrap=True)
-        raise _fail(f"the generated suite in {out} does not validate ({len(report.problems)} problem(s))", 1)
+        raise _fail(f"the generated suite in {out} does not validate ({plural(len(report.problems), 'problem')})", 1)
     console.print(
         f"wrote {len(suite.tasks)} task{'' if len(suite.tasks) == 1 else 's'} to {out} ({len(names)} "
         f"{'family' if len(names) == 1 else 'families'} x {len(numbers)} horizon{'' if len(numbers) == 1 else 's'} x "
@@ -1454,9 +1454,9 @@ def _warn_if_changed(
     if not problems:
         return
     err.print(
-        f"[yellow]warning:[/yellow] run {run_id} was changed after its run ({len(problems)} change(s) found by its "
-        f"seal; first: {problems[0]}); {what} from the changed files. `contextdelta verify {run_id}` names every "
-        "change.",
+        f"[yellow]warning:[/yellow] run {run_id} was changed after its run ({plural(len(problems), 'change')} "
+        f"found by its seal; first: {problems[0]}); {what} from the changed files. `contextdelta verify {run_id}` "
+        "names every change.",
         highlight=False,
         soft_wrap=True,
     )

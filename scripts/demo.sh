@@ -80,7 +80,9 @@ base_url=$(sed -n 's/.* base_url=\([^ ]*\).*/\1/p' <<<"$ready_line")
 served_model=$(sed -n 's/.* model=\([^ ]*\).*/\1/p' <<<"$ready_line")
 echo "== $ready_line"
 
-echo "== run-benchmark: tasks $TASK_IDS x strategies $STRATEGIES x modes $MODES x $REPEATS repeat(s)," \
+repeat_word=repeats
+if [[ "$REPEATS" == 1 ]]; then repeat_word=repeat; fi
+echo "== run-benchmark: tasks $TASK_IDS x strategies $STRATEGIES x modes $MODES x $REPEATS $repeat_word," \
     "at most $MAX_STEPS steps (progress below; one episode takes about a minute)"
 "$BIN/contextdelta" run-benchmark \
     --tasks "$TASKS" \

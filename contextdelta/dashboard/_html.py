@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from html import escape
 
+from contextdelta._words import plural
 from contextdelta.dashboard._text import visible
 from contextdelta.dashboard.timeline import CallView, MessageView, MutationView, StepView, TimelineItem
 
@@ -154,10 +155,10 @@ def step_title(step: StepView) -> str:
     else:
         parts.append("full history sent")
     if step.mutations:
-        parts.append(f"{len(step.mutations)} hidden mutation(s)")
+        parts.append(plural(len(step.mutations), "hidden mutation"))
     writes = [c for c in step.calls if c.is_write]
     if writes:
-        parts.append(f"{len(writes)} write(s)")
+        parts.append(plural(len(writes), "write"))
     flagged = sorted({f for c in step.calls for f in c.flags})
     if flagged:
         parts.append(", ".join(flagged).upper())

@@ -22,6 +22,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
+from contextdelta._words import plural
 from contextdelta.dashboard._text import code
 from contextdelta.dashboard.data import (
     AttemptRow,
@@ -295,9 +296,9 @@ def run_data_or_stop(summary: RunSummary) -> RunData:
         in_progress(data)
     if data.changed:
         st.warning(
-            f"Run {code(data.run_group_id)} was changed after its run ({len(data.changed)} change(s) found by its "
-            f"seal; first: {code(data.changed[0])}). The numbers here are recomputed from its episodes as they now "
-            f"stand; {code(f'contextdelta verify {data.name}')} names every change."
+            f"Run {code(data.run_group_id)} was changed after its run ({plural(len(data.changed), 'change')} "
+            f"found by its seal; first: {code(data.changed[0])}). The numbers here are recomputed from its episodes "
+            f"as they now stand; {code(f'contextdelta verify {data.name}')} names every change."
         )
     return data
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
+from contextdelta._words import plural
 from contextdelta.attribution import MODE_PRECEDENCE, Attribution, ObservationRef, attribute_run
 from contextdelta.dashboard._text import code, visible
 from contextdelta.replay import message_content
@@ -314,7 +315,7 @@ class EpisodeSummary:
     def label(self) -> str:
         """``run_id: success`` or ``run_id: FAIL (mode)``, plus the number of hidden mutations and of attempts."""
         outcome = "success" if self.success else f"FAIL ({self.failure_mode or 'failed'})"
-        mutations = f", {self.hidden_mutations} hidden mutation(s)" if self.hidden_mutations else ""
+        mutations = f", {plural(self.hidden_mutations, 'hidden mutation')}" if self.hidden_mutations else ""
         attempts = f", attempt {self.attempts} of {self.attempts}" if self.attempts > 1 else ""
         return f"{self.run_id}: {outcome}{mutations}{attempts}"
 

@@ -50,6 +50,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from sqlalchemy.exc import SQLAlchemyError
 
 from contextdelta._loopback import LoopbackService, ThreadedHTTPServer
+from contextdelta._words import plural
 from contextdelta.providers import (
     MAX_RESPONSE_BYTES,
     READ_CHUNK_BYTES,
@@ -220,8 +221,8 @@ class RecordingProxy(LoopbackService):
             with self._lock:
                 in_flight = self._in_flight
             log.warning(
-                "stopping with %d request(s) still in flight after %g s: their pairs may not be recorded",
-                in_flight,
+                "stopping with %s still in flight after %g s: their pairs may not be recorded",
+                plural(in_flight, "request"),
                 self.shutdown_grace_s,
             )
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from contextdelta._words import plural
 from contextdelta.canonical import sha256_hex
 from contextdelta.rundir import (
     MERGING,
@@ -175,7 +176,7 @@ def check_shards(shards: Sequence[_ShardRun]) -> list[EpisodeRecord]:
         given = {s.manifest.shard.index: s for s in shards if s.manifest.shard}
         hint = f"shard {index}/{count} was not given" if index not in given else _missing_hint(given[index])
         raise MergeError(
-            f"cannot merge: {len(missing)} episode(s) of the plan missing, first {missing[0].run_id} ({hint})"
+            f"cannot merge: {plural(len(missing), 'episode')} of the plan missing, first {missing[0].run_id} ({hint})"
         )
     return [attempt for spec in whole for attempt in attempts[spec.run_id]]
 

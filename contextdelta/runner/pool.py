@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import contextdelta
+from contextdelta._words import plural
 from contextdelta.providers import EndpointLimiter, LimiterStats
 from contextdelta.rundir import EpisodeRecord
 from contextdelta.runner.episode import EpisodeJob
@@ -233,8 +234,8 @@ class WorkerPoolExecutor:
             if pending.losses >= LOSSES_PER_EPISODE:
                 pending.future.set_exception(
                     WorkerError(
-                        f"{why} while running episode {pending.job.spec.run_id}, the {pending.losses} worker(s) that "
-                        "ran it all died"
+                        f"{why} while running episode {pending.job.spec.run_id}, {plural(pending.losses, 'worker')} "
+                        "that ran it all died"
                     )
                 )
         if not again or self._closing:
@@ -248,7 +249,7 @@ class WorkerPoolExecutor:
                 pending.future.set_exception(WorkerError(f"{why}, and no worker could replace it: {exc}"))
             return
         self._pool.append(replacement)
-        log.warning("%s; its %d running episode(s) start again on %s", why, len(again), replacement.name)
+        log.warning("%s; its %s start again on %s", why, plural(len(again), "running episode"), replacement.name)
         for job_id, pending in again.items():
             self._send_job(replacement, job_id, pending)
 

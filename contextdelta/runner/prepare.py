@@ -296,8 +296,9 @@ def preflight_suite(
         shown = problems if allow_unlocked else report.problems  # the lock's too, unless they are accepted
         listing = "\n".join(f"  {p.render()}" for p in shown) or "  (a check failed without a named problem)"
         raise BenchmarkError(
-            f"the task suite {suite.source} does not pass validate-tasks ({len(shown)} problem(s)); nothing was "
-            f"run. Fix them (`contextdelta validate-tasks --tasks {suite.source}` shows the table):\n{listing}"
+            f"the task suite {suite.source} does not pass validate-tasks ({plural(len(shown), 'problem')}); "
+            f"nothing was run. Fix them (`contextdelta validate-tasks --tasks {suite.source}` shows the table):\n"
+            f"{listing}"
         )
     lock = [_relative(p, suite.path) for p in report.lock_problems]
     if not report.lock_found:
@@ -474,8 +475,9 @@ def _check_plan_size(tasks: int, strategies: list[str], modes: list[str], repeat
     total = tasks * len(strategies) * len(modes) * repeats * conditions
     if total > MAX_PLANNED_EPISODES:
         raise BenchmarkError(
-            f"--repeats {repeats}: the plan would hold {total:,} episodes ({tasks} task(s) x {len(strategies)} "
-            f"strategy(ies) x {len(modes)} mode(s) x {repeats} repeat(s) x {conditions} condition(s)), more than the "
+            f"--repeats {repeats}: the plan would hold {total:,} episodes ({plural(tasks, 'task')} x "
+            f"{plural(len(strategies), 'strategy', 'strategies')} x {plural(len(modes), 'mode')} x "
+            f"{plural(repeats, 'repeat')} x {plural(conditions, 'condition')}), more than the "
             f"{MAX_PLANNED_EPISODES:,} one run takes; lower --repeats, or run fewer tasks or strategies per run"
         )
 
@@ -656,7 +658,8 @@ def _resume_target(results_dir: Path, run_id: str) -> tuple[RunDirectory, RunMan
     if edited_lines:  # a kill never changes a line it wrote: resuming would count the edit and report it as the run's
         shown = ", ".join(str(n) for n in edited_lines[:10]) + (", ..." if len(edited_lines) > 10 else "")
         raise BenchmarkError(
-            f"cannot resume {manifest.run_group_id}: {RAW_RUNS} line(s) {shown} changed after they were written (not "
+            f"cannot resume {manifest.run_group_id}: {RAW_RUNS} {'line' if len(edited_lines) == 1 else 'lines'} "
+            f"{shown} changed after they were written (not "
             f"the bytes their receipts sealed): restore {directory.path} as the run wrote it "
             f"(`contextdelta verify {manifest.run_group_id} --allow-incomplete` names what changed)"
         )

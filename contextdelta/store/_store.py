@@ -18,6 +18,7 @@ from sqlalchemy import Engine, event, func, select
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from contextdelta._words import plural
 from contextdelta.rundir import EpisodeRecord, RunDirectory, RunEnd, RunManifest, RunStart
 from contextdelta.settings import load_settings
 from contextdelta.store._engine import (
@@ -87,11 +88,15 @@ class ImportReport:
         if self.repairs:
             more = len(self.repairs) - REPAIRS_NAMED
             shown = "; ".join(self.repairs[:REPAIRS_NAMED]) + (f"; and {more} more" if more > 0 else "")
-            parts.append(f"repaired {len(self.repairs)} episode(s) whose rows differed from raw_runs.jsonl: {shown}")
+            parts.append(
+                f"repaired {plural(len(self.repairs), 'episode')} whose rows differed from raw_runs.jsonl: {shown}"
+            )
         if self.removed:
             more = len(self.removed) - REPAIRS_NAMED
             shown = ", ".join(self.removed[:REPAIRS_NAMED]) + (f" and {more} more" if more > 0 else "")
-            parts.append(f"removed {len(self.removed)} episode(s) of the run group not in raw_runs.jsonl: {shown}")
+            parts.append(
+                f"removed {plural(len(self.removed), 'episode')} of the run group not in raw_runs.jsonl: {shown}"
+            )
         return "; ".join(parts) or None
 
 

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from contextdelta._words import plural
 from contextdelta.validation.suite import SuiteReport, TaskReport
 
 HASH_PREFIX = 12
@@ -60,5 +61,5 @@ def print_report(report: SuiteReport, console: Console, name: str | None = None)
         console.print(f"[yellow]note[/yellow] no {report.lock_path.name} in {report.directory}: version check skipped")
     passed = sum(1 for r in report.rows if r.ok)
     console.print(f"suite hash: {report.suite_hash}", soft_wrap=True)
-    verdict = "[green]all tasks pass[/green]" if report.ok else f"[red]{len(report.problems)} problem(s)[/red]"
+    verdict = "[green]all tasks pass[/green]" if report.ok else f"[red]{plural(len(report.problems), 'problem')}[/red]"
     console.print(f"{passed}/{len(report.rows)} tasks pass; {verdict}")

@@ -24,6 +24,7 @@ from typing import Any
 
 import anyio
 
+from contextdelta._words import plural
 from contextdelta.agent import EXTERNAL_PREFIX, EpisodeTrace, TerminationReason, episode_context
 from contextdelta.canonical import canonical_json, content_hash
 from contextdelta.context import (
@@ -267,7 +268,7 @@ async def _rederive(
             found.append(
                 (
                     f"{where}.context.summary_calls",
-                    f"{len(summaries.pending)} recorded summary call(s) the strategy does not make here",
+                    f"{plural(len(summaries.pending), 'recorded summary call')} the strategy does not make here",
                 )
             )
         history.extend(step.appended)

@@ -351,7 +351,7 @@ class _Verifier:
                 self.diverge(
                     rid,
                     "attempt",
-                    f"attempt {max(found)}, but the manifest records {allowed - 1} --retry-failed session(s)",
+                    f"attempt {max(found)}, but the manifest records {plural(allowed - 1, '--retry-failed session')}",
                 )
 
     def _retry_sessions(self) -> int:

@@ -269,7 +269,7 @@ def test_a_record_edited_after_its_receipt_refuses_a_resume(tmp_path: Path, stat
             record = json.loads(lines[0])
             record["verdict"]["success"] = not record["verdict"]["success"]
             lines[0] = canonical_json(record) + "\n"
-            expected = "line(s) 1 changed"
+            expected = "line 1 changed"
         else:
             lines = lines[1:]  # sealed when the manifest was written: no kill removes it, running or not
             expected = "but the manifest sealed 2"

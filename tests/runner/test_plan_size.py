@@ -35,7 +35,7 @@ def test_a_plan_over_the_ceiling_is_refused_before_anything_is_written(
     assert result.exit_code == 2, result.output
     text = " ".join(result.stderr.split())
     assert (
-        f"--repeats {repeats}: the plan would hold {episodes} episodes (1 task(s) x 1 strategy(ies) x 2 mode(s)" in text
+        f"--repeats {repeats}: the plan would hold {episodes} episodes (1 task x 1 strategy x 2 modes" in text
     )
     assert "lower --repeats" in text
     assert not results.exists() or not any(results.iterdir())

@@ -138,9 +138,9 @@ def test_db_import_repairs_rows_edited_in_the_database(sqlite_url: str, mock_run
     repaired = runner.invoke(app, args)
     assert repaired.exit_code == 0, repaired.output
     assert "10 episodes (0 added, 0 updated, 6 repaired, 4 unchanged, 1 removed)" in repaired.stdout
-    assert "; removed 1 episode(s) of the run group not in raw_runs.jsonl: stray\n" in repaired.stdout
+    assert "; removed 1 episode of the run group not in raw_runs.jsonl: stray\n" in repaired.stdout
     assert (
-        f"repaired 6 episode(s) whose rows differed from raw_runs.jsonl: {GRINDER}: steps[step=2].messages; "
+        f"repaired 6 episodes whose rows differed from raw_runs.jsonl: {GRINDER}: steps[step=2].messages; "
         f"{LEGACY}: tool_events[seq=3].result; cfg-legacy-cleanup.full_history.unprotected.r1: episodes.verdict; "
         "and 3 more"
     ) in repaired.stdout

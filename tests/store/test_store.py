@@ -104,7 +104,7 @@ def test_the_writer_reconciling_a_run_repairs_an_edited_row_and_counts_it(
         writer.close()
         assert (writer.reconciled, writer.errors) == (1, [])
         assert (
-            f"repaired 1 episode(s) whose rows differed from raw_runs.jsonl: {records[0].run_id}: episodes.success"
+            f"repaired 1 episode whose rows differed from raw_runs.jsonl: {records[0].run_id}: episodes.success"
             in (caplog.text)
         )
         with store.read_session() as session:

@@ -236,7 +236,7 @@ def test_a_symlink_loop_is_a_named_problem_not_a_traceback(tmp_path: Path) -> No
     text = " ".join(result.output.split())
     for name in ("self.yaml", "a.yaml", "b.yaml"):
         assert f"order/{name}: a symlink loop (the link leads back to itself)" in text
-    assert "1/4 tasks pass; 3 problem(s)" in text
+    assert "1/4 tasks pass; 3 problems" in text
 
 
 def test_a_lock_that_is_a_folder_is_named_not_taken_for_a_missing_lock(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from contextdelta._words import plural
 from contextdelta.tasks.families._base import GENERATOR_VERSION, MAX_HORIZON, FamilyParams, TaskFamily
 from contextdelta.tasks.loader import (
     LOCK_NAME,
@@ -185,7 +186,7 @@ def write_suite(suite: GeneratedSuite, out: Path) -> list[Path]:
         foreign = [p for p in listing.files if p not in files]
         if foreign:
             raise SuiteFolderError(
-                f"{out} holds {len(foreign)} task file(s) this suite does not generate (e.g. {foreign[0]}); "
+                f"{out} holds {plural(len(foreign), 'task file')} this suite does not generate (e.g. {foreign[0]}); "
                 "use an empty folder or remove them"
             )
         if listing.refused:  # validate-tasks would refuse the folder after every file was written
