@@ -1502,7 +1502,7 @@ def power_command(
 ) -> None:
     """Tasks and repeats a planned run needs for the primary test to detect --difference with --power, for each
     research-question comparison, simulated from the pilot run's own per-task rates."""
-    from contextdelta.report import plan_run, recorded_params, render_power_plan
+    from contextdelta.report import no_comparison_message, plan_run, recorded_params, render_power_plan
     from contextdelta.rundir import EpisodeRecord, RunDirectory, RunManifest
 
     if output_format not in ("markdown", "json"):
@@ -1529,6 +1529,8 @@ def power_command(
         target_power=target_power,
         max_tasks=max_tasks,
     )
+    if not plan.comparisons:
+        raise _fail(f"--pilot {pilot}: {no_comparison_message(manifest, episodes)}", 2)
     if output_format == "json":
         typer.echo(json.dumps(plan.model_dump(mode="json"), indent=2, sort_keys=True))
     else:

@@ -68,7 +68,13 @@ from contextdelta.report._models import (
     TokenReduction,
     TokenTotal,
 )
-from contextdelta.report._power import PlannedComparison, PowerPlan, plan_run, render_power_plan
+from contextdelta.report._power import (
+    PlannedComparison,
+    PowerPlan,
+    no_comparison_message,
+    plan_run,
+    render_power_plan,
+)
 from contextdelta.report._questions import RQ_QUESTIONS, planned_questions
 from contextdelta.report._table import (
     BREAKDOWN_METRICS,
@@ -135,6 +141,7 @@ __all__ = [
     "episode_values",
     "holm_pvalue",
     "metrics_json",
+    "no_comparison_message",
     "num",
     "params_of",
     "pct",

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from contextdelta.attribution import attribute_run
+from contextdelta.report._conditions import BASELINE_STRATEGY
 from contextdelta.report._context import MetricsContext
 from contextdelta.report._controls import main_records
 from contextdelta.report._format import plural, table
@@ -184,6 +185,25 @@ def plan_run(
         comparisons=rows,
         notes=notes,
         story_size=story_size,
+    )
+
+
+def no_comparison_message(manifest: RunManifest, records: Sequence[EpisodeRecord]) -> str:
+    """Why a pilot whose finished conditions form no research-question pair leaves ``power`` nothing to compute,
+    and what pilot to run instead (its strategies and modes, with the other condition of a pair added)."""
+    strategies, modes = list(manifest.strategies), list(manifest.protection_modes)
+    finished = {(r.strategy, r.protection_mode) for r in main_records(records)}
+    ran = [f"{s} / {m}" for s in strategies for m in modes if (s, m) in finished]
+    other = "last_n" if BASELINE_STRATEGY in strategies else BASELINE_STRATEGY
+    suggested = ",".join(dict.fromkeys([*strategies, other]))
+    return (
+        f"nothing to compute: the pilot has episodes of {plural(len(ran), 'condition')} ({', '.join(ran) or 'none'}), "
+        "and every comparison "
+        "of the research questions needs two: RQ1 a reduced strategy and full_history in one protection mode, RQ2 "
+        "typed_state_digest and semantic_summary in one mode, RQ3 one strategy under both unprotected and "
+        "freshness_contract. Run a pilot that holds one such pair on the tasks you plan to use, e.g. "
+        f"`contextdelta run-benchmark --strategies {suggested} --protection-modes {','.join(modes)} --repeats 2 ...` "
+        "(or add --protection-modes unprotected,freshness_contract), then pass it as --pilot"
     )
 
 

@@ -108,3 +108,15 @@ def test_report_refuses_a_resample_count_no_memory_holds(tmp_path: Path) -> None
     words = " ".join(w for w in err.split() if w != "│")
     assert code == 2 and "--resamples': 99999999999 is out of range; allowed: from 1 to 100000" in words
     assert "Traceback" not in err and (path / AGGREGATE_METRICS).read_bytes() == before
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "json"])
+def test_power_refuses_a_pilot_without_a_pair_and_says_what_to_run(fmt: str) -> None:
+    """A pilot of one condition printed a table header without rows and exited 0."""
+    pilot = runs.max_steps_run()  # full_history / unprotected only
+    code, out, err = invoke("power", "--pilot", pilot.name, "--difference", "0.2", "--format", fmt)
+    assert code == 2 and out == ""
+    text = " ".join(err.split())
+    assert "nothing to compute: the pilot has episodes of 1 condition (full_history / unprotected)" in text
+    assert "RQ1 a reduced strategy and full_history in one protection mode" in text
+    assert "`contextdelta run-benchmark --strategies full_history,last_n --protection-modes unprotected" in text
