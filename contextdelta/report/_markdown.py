@@ -511,6 +511,8 @@ def _units(unit: str) -> str:
 
 def _detectable(c: Comparison, unit: str = "task") -> str:
     found = c.detectable
+    if found.n_tasks == 0:  # nothing was simulated from: no task has a value in both conditions
+        return "no data"
     if found.difference is None:
         return f"none up to {100 * found.largest_difference:.0f} pp (every {unit} switched)"
     return f"{100 * found.difference:.0f} pp"
@@ -570,7 +572,13 @@ def _statement(c: Comparison, family_size: int, alpha: float, decimals: int, uni
     words = _METRIC_WORDS.get(c.metric, c.metric)
     units = f"{t.n_tasks} {unit if t.n_tasks == 1 else _units(unit)}"
     if d.estimate is None:
-        return f"- {c.name}: no task has episodes in both conditions; nothing to compare."
+        if c.failed_pairs:  # the episodes exist, but a failed trial has no verdict, so no value to compare
+            return (
+                f"- {c.name}: no {unit} has a {c.metric} value in both conditions: "
+                f"{plural(c.failed_pairs, 'pair')} of episodes {'involves' if c.failed_pairs == 1 else 'involve'} a "
+                "failed trial, which has no verdict; nothing to compare."
+            )
+        return f"- {c.name}: no {unit} has episodes in both conditions; nothing to compare."
     if not t.testable:
         # A nonzero effect without a discordant unit: the test saw the tasks with a failed trial on one side on the
         # repeats both conditions have (sign_flip_test), and they agree there; the effect takes every episode.

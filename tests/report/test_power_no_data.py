@@ -44,3 +44,17 @@ def test_a_comparison_without_pilot_tasks_is_no_data() -> None:
     assert "| RQ1 | last_n vs full_history (unprotected) | 0 of 0 | no data | 0.0500 | no data | no data |" in text
     assert "more than" not in text
     assert any("no pilot task with a value in both conditions" in note for note in plan.notes)
+
+
+def test_the_report_of_a_comparison_without_values_says_no_data_and_why() -> None:
+    """The report said "no task has episodes in both conditions" (each task had an episode in both, failed trials
+    without a verdict) and "detectable with 80% power: none up to 100 pp (every task switched)", simulated from
+    nothing."""
+    text = (all_failed_run() / "benchmark_report.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| last_n vs full_history (unprotected) |"))
+    assert row.endswith("| 2 | 0 / 0 of 0 | no data |"), row
+    assert "none up to" not in text and "no task has episodes in both conditions" not in text
+    assert (
+        "- last_n vs full_history (unprotected): no task has a stale_action value in both conditions: 2 pairs of "
+        "episodes involve a failed trial, which has no verdict; nothing to compare." in text
+    )
