@@ -12,6 +12,7 @@ from typing import Any
 
 from rich.text import Text
 
+from contextdelta._words import plural
 from contextdelta.attribution import MODE_PRECEDENCE, ActionRef, Attribution, ObservationRef, attribute_episode
 from contextdelta.rundir import EpisodeRecord
 
@@ -127,7 +128,9 @@ def render_attribution_report(records: Sequence[EpisodeRecord]) -> Text:
         text.append("\n")
     counts = Counter(a.mode for a in attributions)
     successes = len(records) - len(attributions)
-    text.append(f"{len(records)} episodes: {successes} without a failure, {len(attributions)} failed\n", style="bold")
+    text.append(
+        f"{plural(len(records), 'episode')}: {successes} without a failure, {len(attributions)} failed\n", style="bold"
+    )
     for mode in MODE_PRECEDENCE:
         if counts[mode]:
             text.append(f"  {mode.value:<36}{counts[mode]}\n")

@@ -17,6 +17,7 @@ from typing import Any
 
 from rich.text import Text
 
+from contextdelta._words import plural
 from contextdelta.agent import CUT_SHORT_REASONS, StepRecord
 from contextdelta.grading import EventFlags, GraderName, describe
 from contextdelta.rundir import EpisodeRecord
@@ -357,7 +358,7 @@ def render_episode(record: EpisodeRecord, *, full: bool = False) -> Text:
         ("result ", "label"),
         outcome,
         (
-            f" · termination {trace.termination.value} · {trace.step_count} steps"
+            f" · termination {trace.termination.value} · {plural(trace.step_count, 'step')}"
             + (f" · failed graders: {', '.join(failed)}" if failed else "")
             + (" · failed trial: no verdict" if record.failed else ""),
             None,

@@ -471,7 +471,11 @@ class _Verifier:
             )
             events = step.evaluator.tool_events
             if len(events) != len(step.tool_calls):
-                self.diverge(rid, f"{where}.tool_events", f"{len(step.tool_calls)} tool calls but {len(events)} events")
+                self.diverge(
+                    rid,
+                    f"{where}.tool_events",
+                    f"{plural(len(step.tool_calls), 'tool call')} but {plural(len(events), 'event')}",
+                )
             after: list[dict[str, Any]] = []
             for i, call in enumerate(step.tool_calls):
                 result = world.call(call.name, call.arguments, call.call_id)

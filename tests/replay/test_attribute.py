@@ -17,6 +17,7 @@ from contextdelta.grading import grade
 from contextdelta.providers import MockProvider
 from contextdelta.providers.mock import mock_response
 from contextdelta.replay import attribute_records, render_attribution_report
+from contextdelta.rundir import RunDirectory
 from contextdelta.rundir.records import EpisodeRecord
 from contextdelta.tasks.loader import load_directory
 from contextdelta.worlds import ProtectionMode
@@ -169,3 +170,18 @@ def test_hand_built_episodes_are_classified(
     if expected != "end_state_miss":
         assert attribution.action is not None and attribution.action.tool == "issue_refund"
         assert attribution.mutation is not None and attribution.mutation.version_after == 2
+
+
+def test_one_episode_and_one_step_are_singular() -> None:
+    """`attribute RUN --run X` ended "1 episodes: ..." and `replay` said "· 1 steps" for an episode that failed at
+    its first step."""
+    from tests.report.test_power_no_data import all_failed_run
+
+    run = all_failed_run()
+    episode = sorted(p.run_id for p in RunDirectory(run).read_episodes())[0]
+    attribute = CliRunner().invoke(app, ["attribute", str(run), "--run", episode])
+    assert attribute.exit_code == 0, attribute.output
+    assert "1 episode: 0 without a failure, 1 failed" in attribute.stdout
+    replay = CliRunner().invoke(app, ["replay", str(run), "--run", episode])
+    assert replay.exit_code == 0, replay.output
+    assert " · 1 step · " in replay.stdout and "1 steps" not in replay.stdout
