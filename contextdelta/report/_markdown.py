@@ -566,6 +566,19 @@ def _sensitivity_row(c: Comparison, decimals: int, alpha: float) -> list[object]
     ]
 
 
+def _untested(c: Comparison, unit: str) -> str:
+    """Why the test counts fewer tasks than the difference of task means: a task whose conditions have no repeat
+    with a value in common (a failed trial on one side of each) has a task mean on both sides but no pair for the
+    test, which takes a task's repeats both conditions have."""
+    missing = c.difference.n_tasks - c.test.n_tasks
+    if unit != "task" or missing <= 0:  # a story-level test counts stories, not tasks
+        return ""
+    return (
+        f"; {plural(missing, 'more task')} {'has' if missing == 1 else 'have'} no repeat with a value in both "
+        f"conditions, so the test leaves {'it' if missing == 1 else 'them'} out"
+    )
+
+
 def _statement(c: Comparison, family_size: int, alpha: float, decimals: int, unit: str = "task") -> str:
     """One sentence per comparison that follows its test and names its unit."""
     d, t = c.difference, c.test
@@ -590,8 +603,8 @@ def _statement(c: Comparison, family_size: int, alpha: float, decimals: int, uni
         )
         return (
             f"- {c.name}: no {unit} differs between {c.a.label} and {c.b.label}{where} ({units}, all "
-            "concordant), so no test is possible and the comparison leaves its Holm family. The difference of task "
-            f"means is {pp(d, decimals)} over {plural(d.n_tasks, 'task')}; {_reach(c, unit)}."
+            f"concordant{_untested(c, unit)}), so no test is possible and the comparison leaves its Holm family. "
+            f"The difference of task means is {pp(d, decimals)} over {plural(d.n_tasks, 'task')}; {_reach(c, unit)}."
         )
     if d.estimate == 0:
         size = f"no difference: {words} is equal on average under {c.a.label} and {c.b.label}"
@@ -608,8 +621,9 @@ def _statement(c: Comparison, family_size: int, alpha: float, decimals: int, uni
         f"- {c.name}: {size} (mean over {plural(d.n_tasks, 'task')} of the per-task difference, from "
         f"{plural(d.n_episodes, 'episode')} of the two conditions together; {interval} "
         f"{pp(d, decimals)}). Sign-flip test over {_units(unit)}: {t.n_discordant} of {units} discordant "
-        f"({t.n_positive} higher under a, {t.n_negative} under b), p = {primary_pvalue(t, alpha)}, Holm-adjusted "
-        f"p = {pvalue(holm, alpha)} over {family_size} comparison{'s' if family_size != 1 else ''}: {verdict}."
+        f"({t.n_positive} higher under a, {t.n_negative} under b{_untested(c, unit)}), "
+        f"p = {primary_pvalue(t, alpha)}, Holm-adjusted p = {pvalue(holm, alpha)} over "
+        f"{family_size} comparison{'s' if family_size != 1 else ''}: {verdict}."
     )
     if holm is not None and holm >= alpha and d.low is not None and d.high is not None:
         sentence += (

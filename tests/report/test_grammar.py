@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from benchmarks.stats_scaling import make_manifest
-from contextdelta.report import RunFacts, aggregate, plan_run, plural, render_power_plan, render_report
+from contextdelta.report import (
+    VERDICT_METRICS,
+    RunFacts,
+    aggregate,
+    plan_run,
+    plural,
+    render_power_plan,
+    render_report,
+)
 from contextdelta.rundir.layout import RunDirectory
 from contextdelta.stats import AnalysisParams
 from tests.report import runs
@@ -58,3 +68,37 @@ def test_one_resample_is_singular_and_the_default_keeps_its_thousands_separator(
         manifest, FACTS, aggregate(manifest, table, AnalysisParams(resamples=2000, power_datasets=100))
     )
     assert "2,000 resamples, seed" in many and "analysis: 2000 resamples, bootstrap seed" in many
+
+
+def test_a_task_the_test_leaves_out_is_counted_in_the_sentence() -> None:
+    """A task with a failed trial on one side of each repeat (and more on one side) has a task mean in both
+    conditions but no pair for the sign-flip test: the sentence said "(1 task, all concordant)" beside "over 2
+    tasks" without saying why."""
+    table = no_stale_table(2, 3)
+    first = table.task_id == table.task_id[0]
+    for strategy, repeat in (("last_n", 1), ("full_history", 2), ("full_history", 3)):
+        row = int(
+            np.flatnonzero(
+                first
+                & (table.strategy == strategy)
+                & (table.protection_mode == "unprotected")
+                & (table.repeat == repeat)
+            )[0]
+        )
+        table.failed[row] = True
+        table.termination[row] = "provider_error"
+        for metric in VERDICT_METRICS:
+            table.values[metric][row] = np.nan
+        table.values["failed_trial"][row] = 1.0
+        table.values["success"][row] = 0.0
+    manifest = make_manifest(2, len(table))
+    metrics = aggregate(manifest, table, PARAMS)
+    (row,) = [
+        c for q in metrics.research_questions for c in q.comparisons if c.name == "last_n vs full_history (unprotected)"
+    ]
+    assert (row.difference.n_tasks, row.test.n_tasks) == (2, 1)
+    text = render_report(manifest, FACTS, metrics)
+    assert (
+        "(1 task, all concordant; 1 more task has no repeat with a value in both conditions, so the test leaves it "
+        "out)" in text
+    )
