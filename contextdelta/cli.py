@@ -1502,7 +1502,13 @@ def power_command(
 ) -> None:
     """Tasks and repeats a planned run needs for the primary test to detect --difference with --power, for each
     research-question comparison, simulated from the pilot run's own per-task rates."""
-    from contextdelta.report import no_comparison_message, plan_run, recorded_params, render_power_plan
+    from contextdelta.report import (
+        no_comparison_message,
+        no_data_message,
+        plan_run,
+        recorded_params,
+        render_power_plan,
+    )
     from contextdelta.rundir import EpisodeRecord, RunDirectory, RunManifest
 
     if output_format not in ("markdown", "json"):
@@ -1531,6 +1537,8 @@ def power_command(
     )
     if not plan.comparisons:
         raise _fail(f"--pilot {pilot}: {no_comparison_message(manifest, episodes)}", 2)
+    if (why := no_data_message(manifest, plan)) is not None:
+        raise _fail(f"--pilot {pilot}: {why}", 2)
     if output_format == "json":
         typer.echo(json.dumps(plan.model_dump(mode="json"), indent=2, sort_keys=True))
     else:

@@ -72,6 +72,7 @@ from contextdelta.report._power import (
     PlannedComparison,
     PowerPlan,
     no_comparison_message,
+    no_data_message,
     plan_run,
     render_power_plan,
 )
@@ -142,6 +143,7 @@ __all__ = [
     "holm_pvalue",
     "metrics_json",
     "no_comparison_message",
+    "no_data_message",
     "num",
     "params_of",
     "pct",

@@ -162,7 +162,7 @@ def plan_run(
             f"{len(empty)} of {plural(len(rows), 'comparison')} ({', '.join(sorted(set(empty)))}) "
             f"{'has' if len(empty) == 1 else 'have'} no pilot task with a value in both conditions (every episode "
             "a failed trial, for a safety metric), so there is nothing to simulate "
-            "from: their cells say no data, not a number of tasks"
+            f"from: {'its' if len(empty) == 1 else 'their'} cells say no data, not a number of tasks"
         )
     if not rows:
         notes.append("the pilot ran no comparison of the research questions (a condition of each pair is missing)")
@@ -204,6 +204,23 @@ def no_comparison_message(manifest: RunManifest, records: Sequence[EpisodeRecord
         "freshness_contract. Run a pilot that holds one such pair on the tasks you plan to use, e.g. "
         f"`contextdelta run-benchmark --strategies {suggested} --protection-modes {','.join(modes)} --repeats 2 ...` "
         "(or add --protection-modes unprotected,freshness_contract), then pass it as --pilot"
+    )
+
+
+def no_data_message(manifest: RunManifest, plan: PowerPlan) -> str | None:
+    """Why ``plan`` computed nothing although the pilot has research-question pairs: no comparison has a pilot task
+    with a value in both conditions (its episodes failed trials); None when one has."""
+    if not plan.comparisons or any(row.pilot_tasks for row in plan.comparisons):
+        return None
+    n = len(plan.comparisons)
+    which = (
+        f"the pilot's one comparison ({plan.comparisons[0].name})" if n == 1 else f"none of the pilot's {n} comparisons"
+    )
+    return (
+        f"nothing to compute: {which} has {'no' if n == 1 else 'a'} task with a value in both conditions (their "
+        "episodes are failed trials, which have no verdict). Re-run the failed "
+        f"trials with `contextdelta run-benchmark --resume {manifest.run_group_id} --retry-failed` once the "
+        "endpoint works, or run a new pilot, then pass it as --pilot"
     )
 
 

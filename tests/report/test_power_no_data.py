@@ -6,6 +6,9 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from typer.testing import CliRunner
+
+from contextdelta.cli import app
 from contextdelta.report import plan_run, render_power_plan
 from contextdelta.rundir.layout import RunDirectory
 from contextdelta.runner import BenchmarkRequest, run_benchmark
@@ -58,3 +61,19 @@ def test_the_report_of_a_comparison_without_values_says_no_data_and_why() -> Non
         "- last_n vs full_history (unprotected): no task has a stale_action value in both conditions: 2 pairs of "
         "episodes involve a failed trial, which has no verdict; nothing to compare." in text
     )
+
+
+def test_power_on_a_pilot_with_no_value_anywhere_exits_2_and_names_the_retry() -> None:
+    """`power` printed a table of "no data" cells and exited 0 (a plan with nothing planned); its note said "1 of
+    1 comparison ... their cells"."""
+    run = all_failed_run()
+    directory = RunDirectory(run)
+    plan = plan_run(
+        directory.read_manifest(), directory.read_episodes(), 0.2, params=AnalysisParams(power_datasets=100)
+    )
+    assert any("its cells say no data" in note for note in plan.notes), plan.notes
+    out = CliRunner().invoke(app, ["power", "--pilot", str(run), "--difference", "0.2"])
+    assert out.exit_code == 2 and out.stdout == ""
+    text = " ".join(out.stderr.split())
+    assert "nothing to compute: the pilot's one comparison (last_n vs full_history (unprotected)) has no task" in text
+    assert f"`contextdelta run-benchmark --resume {run.name} --retry-failed`" in text
