@@ -473,8 +473,13 @@ def _dose_response(manifest: RunManifest, metrics: AggregateMetrics) -> list[str
         "observation that decides whether its dependent write is safe (each family names it: `contextdelta "
         "generate-tasks --list`) to that write, the work in between being on other resources; under `last_n` with "
         "n tool groups that observation is still in the context at the write exactly when the horizon is at most n. "
-        f"{plural(dose.tasks, 'task')} of the run have a horizon"
-        + (f" ({dose.tasks_without_horizon} without one are left out here)" if dose.tasks_without_horizon else "")
+        f"{plural(dose.tasks, 'task')} of the run {'has' if dose.tasks == 1 else 'have'} a horizon"
+        + (
+            f" ({dose.tasks_without_horizon} without one {'is' if dose.tasks_without_horizon == 1 else 'are'} left "
+            "out here)"
+            if dose.tasks_without_horizon
+            else ""
+        )
         + ". Rates at a horizon are over that horizon's tasks, with the intervals of the tables above "
         "(task-cluster bootstrap; exact bounds where every task agrees). The **slope** is the maximum-likelihood "
         "logistic regression of the per-horizon rate on log2(horizon), each horizon weighted by its number of "

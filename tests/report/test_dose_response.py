@@ -248,3 +248,12 @@ def test_the_methods_line_counts_stories_in_words(stories: StoryUnits, expected:
     metrics = SimpleNamespace(stories=stories)
     (line,) = _stories_line(metrics)  # type: ignore[arg-type]
     assert line.startswith(f"- **Stories**: {expected}")
+
+
+def test_one_task_with_a_horizon_is_singular() -> None:
+    """The section said "1 task of the run have a horizon"."""
+    directory = RunDirectory(runs.horizon_run())
+    records = directory.read_episodes()
+    first = sorted(r.task_id for r in records)[0]
+    text = build_report(directory.read_manifest(), [r for r in records if r.task_id == first]).markdown
+    assert "1 task of the run has a horizon." in text and "have a horizon" not in text
