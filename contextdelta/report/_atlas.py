@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from contextdelta.attribution import MODE_DESCRIPTIONS, MODE_PRECEDENCE, Attribution, ObservationRef
-from contextdelta.report._format import fence, table
+from contextdelta.report._format import fence, plural, table
 from contextdelta.report._models import ConditionKey
 from contextdelta.rundir import RunManifest
 
@@ -85,7 +85,8 @@ def render_failure_atlas(
         f"# Failure atlas: {manifest.run_group_id}",
         "",
         *([f"**{shard[:1].upper()}{shard[1:]}**", ""] if shard else []),
-        f"{len(attributions)} failed episodes of {finished} finished ({manifest.counts.planned} planned; run status "
+        f"{plural(len(attributions), 'failed episode')} of {finished} finished ({manifest.counts.planned} planned; "
+        "run status "
         f"{manifest.status.value}). Every failed episode has exactly one failure mode, decided in this order: "
         + ", ".join(f"`{m.value}`" for m in MODE_PRECEDENCE)
         + ". The decisive action is the first action (in call order) that counts against a grader and has a "

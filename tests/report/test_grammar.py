@@ -102,3 +102,9 @@ def test_a_task_the_test_leaves_out_is_counted_in_the_sentence() -> None:
         "(1 task, all concordant; 1 more task has no repeat with a value in both conditions, so the test leaves it "
         "out)" in text
     )
+
+
+def test_the_atlas_of_one_failed_episode_is_singular() -> None:
+    """failure_atlas.md began "1 failed episodes of 1 finished"."""
+    text = (runs.max_steps_run() / "failure_atlas.md").read_text()
+    assert "\n1 failed episode of 1 finished (" in text and BAD.search(text) is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from contextdelta._words import plural
 from contextdelta.attribution import MODE_DESCRIPTIONS, MODE_PRECEDENCE
 from contextdelta.dashboard import _ui
 from contextdelta.dashboard._text import code
@@ -35,9 +36,9 @@ folder, runs = _ui.runs_or_stop()
 run = _ui.run_data_or_stop(_ui.select_run(folder, runs))
 failures = list(run.failures)
 st.caption(
-    f"Run group {code(run.run_group_id)}: {len(failures)} failed episodes of {len(run.episodes)} finished. Each "
-    "failure has one failure mode; the decisive action is the first action that counts against a grader. Every "
-    "episode, successes included, is on the Episodes page."
+    f"Run group {code(run.run_group_id)}: {plural(len(failures), 'failed episode')} of {len(run.episodes)} "
+    "finished. Each failure has one failure mode; the decisive action is the first action that counts against a "
+    "grader. Every episode, successes included, is on the Episodes page."
 )
 if not failures:
     st.success("No failed episode in this run.")
