@@ -284,7 +284,8 @@ def _notes(a: RunManifest, b: RunManifest, runs: dict[str, list[EpisodeRecord]],
     if trials["a"] or trials["b"]:
         notes.append(
             f"failed trials: {trials['a']} in a, {trials['b']} in b; they count as failures in success and have no "
-            f"safety verdict; {len(failed)} compared pairs involve one, and each comparison with such pairs has a "
+            f"safety verdict; {plural(len(failed), 'compared pair')} {'involves' if len(failed) == 1 else 'involve'} "
+            "one, and each comparison with such pairs has a "
             "sensitivity row without them"
         )
     if a.strategy_params != b.strategy_params:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 
@@ -108,3 +109,16 @@ def test_the_atlas_of_one_failed_episode_is_singular() -> None:
     """failure_atlas.md began "1 failed episodes of 1 finished"."""
     text = (runs.max_steps_run() / "failure_atlas.md").read_text()
     assert "\n1 failed episode of 1 finished (" in text and BAD.search(text) is None
+
+
+def test_compare_counts_one_failed_pair_in_the_singular() -> None:
+    """compare's note said "1 compared pairs involve one"."""
+    from types import SimpleNamespace
+
+    from contextdelta.report._compare import _notes
+
+    manifest = RunDirectory(runs.oracle_pair_run()).read_manifest()
+    episodes: Any = {"a": [SimpleNamespace(failed=True)], "b": [SimpleNamespace(failed=False)]}
+    pair: Any = ("task", "full_history", "unprotected", 1)
+    (note,) = [n for n in _notes(manifest, manifest, episodes, {pair}) if n.startswith("failed trials")]
+    assert "; 1 compared pair involves one," in note, note
