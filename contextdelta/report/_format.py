@@ -114,7 +114,7 @@ def slope_text(slope: LogisticSlope) -> str:
             f" ({slope.note})" if slope.note.startswith("no interval:") else " (no interval: no resample had a slope)"
         )
     if slope.resamples_left_out:
-        text += f" ({slope.resamples_left_out} resamples without a slope left out)"
+        text += f" ({plural(slope.resamples_left_out, 'resample')} without a slope left out)"
     return text
 
 
@@ -133,7 +133,7 @@ def crossing_text(crossing: HorizonCrossing) -> str:
     else:
         text = f"{at(crossing.horizon)} [{at(crossing.low)}, {at(crossing.high)}]"
     if crossing.resamples_left_out:
-        text += f" ({crossing.resamples_left_out} resamples left out)"
+        text += f" ({plural(crossing.resamples_left_out, 'resample')} left out)"
     if crossing.note and crossing.status != "constant":
         text += f" ({crossing.note})"
     return text

@@ -75,3 +75,11 @@ def test_a_crossing_every_resample_agrees_on_prints_no_interval() -> None:
     text = crossing_text(crossing)
     assert text.startswith("h=8 (no interval: at each horizon every task has the same value (20 tasks")
     assert "[h=8, h=8]" not in text
+
+
+def test_one_resample_left_out_is_singular() -> None:
+    """The crossing said "(1 resamples left out)"."""
+    crossing = HorizonCrossing(
+        threshold=0.1, status="ok", horizon=4, low=2, high=8, confidence=0.95, largest_horizon=16, resamples_left_out=1
+    )
+    assert crossing_text(crossing) == "h=4 [h=2, h=8] (1 resample left out)"
