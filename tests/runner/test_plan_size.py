@@ -34,9 +34,7 @@ def test_a_plan_over_the_ceiling_is_refused_before_anything_is_written(
             result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
     text = " ".join(result.stderr.split())
-    assert (
-        f"--repeats {repeats}: the plan would hold {episodes} episodes (1 task x 1 strategy x 2 modes" in text
-    )
+    assert f"--repeats {repeats}: the plan would hold {episodes} episodes (1 task x 1 strategy x 2 modes" in text
     assert "lower --repeats" in text
     assert not results.exists() or not any(results.iterdir())
 

@@ -354,8 +354,7 @@ def test_attempts_beyond_the_recorded_retry_sessions_are_named(retried_run: Path
     (path / "run_manifest.json").write_text(json.dumps(manifest))
     run_id = json.loads(lines[first])["run_id"]
     assert (
-        f"{run_id}: attempt: attempt 2, but the manifest records 0 --retry-failed sessions"
-        in verify_run(path).lines()
+        f"{run_id}: attempt: attempt 2, but the manifest records 0 --retry-failed sessions" in verify_run(path).lines()
     )
 
 

@@ -103,9 +103,8 @@ def test_the_writer_reconciling_a_run_repairs_an_edited_row_and_counts_it(
         writer.reconcile(mock_fixture.manifest.run_group_id, records)  # what a run queues when it ends
         writer.close()
         assert (writer.reconciled, writer.errors) == (1, [])
-        assert (
-            f"repaired 1 episode whose rows differed from raw_runs.jsonl: {records[0].run_id}: episodes.success"
-            in (caplog.text)
+        assert f"repaired 1 episode whose rows differed from raw_runs.jsonl: {records[0].run_id}: episodes.success" in (
+            caplog.text
         )
         with store.read_session() as session:
             assert session.scalars(select(EpisodeRow.success).where(EpisodeRow.run_id == records[0].run_id)).one() is (
