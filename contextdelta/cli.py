@@ -864,11 +864,12 @@ def _run_with_recorders(
             highlight=False,
             soft_wrap=True,
         )
-    counts = outcome.manifest.counts
+    counts, shard = outcome.manifest.counts, outcome.manifest.shard
     err.print(
         f"{counts.finished}/{counts.planned} episodes, {counts.succeeded} succeeded, "
         f"{plural(counts.failed, 'failed trial')}; "
-        f"status {outcome.manifest.status.value}",
+        f"status {outcome.manifest.status.value}"
+        + (f"; shard {shard.index}/{shard.count}, not the whole plan" if shard is not None and shard.count > 1 else ""),
         highlight=False,
     )
     if outcome.superseded:
@@ -877,7 +878,8 @@ def _run_with_recorders(
         err.print(
             f"{plural(len(retried), 'episode')} {'was' if len(retried) == 1 else 'were'} retried "
             f"({plural(len(outcome.superseded), 'superseded attempt')} kept in "
-            f"raw_runs.jsonl); {len(retried) - again} now have a verdict, {again} failed again",
+            f"raw_runs.jsonl); {len(retried) - again} now {'has' if len(retried) - again == 1 else 'have'} a verdict, "
+            f"{again} failed again",
             highlight=False,
         )
     if outcome.note:

@@ -381,3 +381,14 @@ def test_a_merge_killed_before_its_rename_leaves_a_folder_the_next_merge_removes
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*shards, "merged"])
     assert verify_run(tmp_path / "merged").ok
+
+
+def test_run_benchmark_says_a_shard_is_not_the_whole_plan(oracle_url: str, tmp_path: Path) -> None:
+    """The last summary line of a shard read '3/3 episodes, 3 succeeded, 0 failed trials; status complete', like a
+    whole run."""
+    args = ["run-benchmark", "--tasks", str(TASKS), "--base-url", oracle_url, "--model", "scripted-oracle"]
+    args += ["--task-ids", "order-desk-cancel", "--strategies", "full_history,last_n"]
+    args += ["--protection-modes", "unprotected", "--shard", "2/2", "--results-dir", str(tmp_path), "--no-store"]
+    out = CliRunner().invoke(app, [*args, "--quiet"])
+    assert out.exit_code == 0, out.output
+    assert "status complete; shard 2/2, not the whole plan" in " ".join(out.stderr.split()), out.stderr
