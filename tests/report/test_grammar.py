@@ -94,10 +94,10 @@ def test_a_task_the_test_leaves_out_is_counted_in_the_sentence() -> None:
         table.values["success"][row] = 0.0
     manifest = make_manifest(2, len(table))
     metrics = aggregate(manifest, table, PARAMS)
-    (row,) = [
+    (found,) = [
         c for q in metrics.research_questions for c in q.comparisons if c.name == "last_n vs full_history (unprotected)"
     ]
-    assert (row.difference.n_tasks, row.test.n_tasks) == (2, 1)
+    assert (found.difference.n_tasks, found.test.n_tasks) == (2, 1)
     text = render_report(manifest, FACTS, metrics)
     assert (
         "(1 task, all concordant; 1 more task has no repeat with a value in both conditions, so the test leaves it "
