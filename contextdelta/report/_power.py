@@ -263,7 +263,7 @@ def render_power_plan(plan: PowerPlan) -> str:
             if c.pilot_stories is None
             else f"{c.pilot_discordant_tasks} of {plural(c.pilot_stories, 'story', 'stories')} "
             f"({plural(c.pilot_tasks, 'task')})",
-            f"{100 * c.mean_rate:.0f}%" if c.pilot_tasks else "no data",
+            f"{100 * c.mean_rate:.0f}% ({c.metric})" if c.pilot_tasks else "no data",
             f"{c.level:.4f}",
             *(cell(c.tasks_needed[r], c) for r in repeats),
         ]
@@ -273,8 +273,8 @@ def render_power_plan(plan: PowerPlan) -> str:
         "question",
         "comparison",
         "pilot discordant tasks" if plan.story_size is None else "pilot discordant units",
-        "rate",
-        "level",
+        "pilot rate (both conditions pooled)",
+        "test level (alpha / comparisons)",
         *(f"tasks, {plural(int(r), 'repeat')}" for r in repeats),
     ]
     return "\n".join([*lines, *table(header, rows), ""])

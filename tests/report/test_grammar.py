@@ -122,3 +122,11 @@ def test_compare_counts_one_failed_pair_in_the_singular() -> None:
     pair: Any = ("task", "full_history", "unprotected", 1)
     (note,) = [n for n in _notes(manifest, manifest, episodes, {pair}) if n.startswith("failed trials")]
     assert "; 1 compared pair involves one," in note, note
+
+
+def test_the_power_plan_names_what_its_rate_and_level_are() -> None:
+    """power's columns read "rate" and "level": the rate of which metric, the level of what."""
+    directory = RunDirectory(runs.oracle_pair_run())
+    text = render_power_plan(plan_run(directory.read_manifest(), directory.read_episodes(), 0.5, params=PARAMS))
+    assert "| pilot rate (both conditions pooled) | test level (alpha / comparisons) |" in text
+    assert "| 0% (stale_action) | 0.0500 |" in text
