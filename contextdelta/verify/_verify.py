@@ -750,7 +750,15 @@ class _Verifier:
         actual = self._read_derived(name)  # "\r" in an error text stays "\r"
         if actual is not None and actual != text:
             line = _first_differing_line(actual, text)
-            self.diverge(self.group, name, f"differs from the one rebuilt from the episodes (first at line {line})")
+            detail = f"differs from the one rebuilt from the episodes (first at line {line})"
+            if self.manifest.seal is not None and not any(d.field == name for d in self.result.divergences):
+                # the seal holds the file as the run wrote it: the installed code words the same numbers otherwise
+                detail += (
+                    "; its bytes match the run's seal, so unless the seal was rewritten too, the installed "
+                    f"contextdelta words it differently from the run's (see CHANGELOG.md): `contextdelta report "
+                    f"{self.group} --write` rewrites it"
+                )
+            self.diverge(self.group, name, detail)
 
 
 _ADDED_EVENT_FIELDS = frozenset({"validated_arguments"})
