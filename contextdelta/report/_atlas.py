@@ -85,9 +85,15 @@ def render_failure_atlas(
         f"# Failure atlas: {manifest.run_group_id}",
         "",
         *([f"**{shard[:1].upper()}{shard[1:]}**", ""] if shard else []),
-        f"{plural(len(attributions), 'failed episode')} of {finished} finished ({manifest.counts.planned} planned; "
-        "run status "
-        f"{manifest.status.value}). Every failed episode has exactly one failure mode, decided in this order: "
+        f"{plural(len(attributions), 'failed episode')} of {finished} finished"
+        + (
+            f" in the main matrix ({manifest.counts.planned} planned, control episodes included: they never enter "
+            "the atlas; "
+            if manifest.controls
+            else f" ({manifest.counts.planned} planned; "
+        )
+        + f"run status {manifest.status.value}). Every failed episode has exactly one failure mode, decided in this "
+        "order: "
         + ", ".join(f"`{m.value}`" for m in MODE_PRECEDENCE)
         + ". The decisive action is the first action (in call order) that counts against a grader and has a "
         "stale-state cause; see `contextdelta.attribution` for the rules.",

@@ -97,6 +97,8 @@ def test_the_control_runs_every_episode_without_mutations_and_is_reported_apart(
         f"| episodes | 16 finished of 16 planned; {main_succeeded + 8} succeeded; 0 failed trials (control episodes "
         f"included); main matrix: {main_succeeded} of 8 succeeded, 0 failed trials |"
     ) in report
+    atlas = (outcome.path / "failure_atlas.md").read_text().splitlines()[2]
+    assert "of 8 finished in the main matrix (16 planned, control episodes included: they never enter" in atlas, atlas
     verify = runner.invoke(app, ["verify", outcome.path.name, "--results-dir", str(tmp_path)])
     assert verify.exit_code == 0, verify.output
     assert verify.stdout.splitlines()[0] == "MATCH"
