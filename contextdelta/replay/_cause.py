@@ -128,8 +128,13 @@ def render_attribution_report(records: Sequence[EpisodeRecord]) -> Text:
         text.append("\n")
     counts = Counter(a.mode for a in attributions)
     successes = len(records) - len(attributions)
+    controls = sum(r.control is not None for r in records)
+    among = (
+        f" ({plural(controls, 'control episode')} among them, which failure_atlas.md leaves out)" if controls else ""
+    )
     text.append(
-        f"{plural(len(records), 'episode')}: {successes} without a failure, {len(attributions)} failed\n", style="bold"
+        f"{plural(len(records), 'episode')}{among}: {successes} without a failure, {len(attributions)} failed\n",
+        style="bold",
     )
     for mode in MODE_PRECEDENCE:
         if counts[mode]:

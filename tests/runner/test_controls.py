@@ -99,6 +99,10 @@ def test_the_control_runs_every_episode_without_mutations_and_is_reported_apart(
     ) in report
     atlas = (outcome.path / "failure_atlas.md").read_text().splitlines()[2]
     assert "of 8 finished in the main matrix (16 planned, control episodes included: they never enter" in atlas, atlas
+    attribute = runner.invoke(app, ["attribute", outcome.path.name, "--results-dir", str(tmp_path)])
+    assert "16 episodes (8 control episodes among them, which failure_atlas.md leaves out):" in " ".join(
+        attribute.stdout.split()
+    )
     verify = runner.invoke(app, ["verify", outcome.path.name, "--results-dir", str(tmp_path)])
     assert verify.exit_code == 0, verify.output
     assert verify.stdout.splitlines()[0] == "MATCH"
