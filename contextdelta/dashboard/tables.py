@@ -171,7 +171,9 @@ def comparison_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
                     "metric": c.metric,
                     "pairs with a failed trial": c.failed_pairs,
                     "p without them (Holm)": holm_pvalue(c.sensitivity.test, alpha) if c.sensitivity else "-",
-                    detectable: "none" if found is None else f"{100 * found:.0f} pp",
+                    detectable: "no data"
+                    if c.detectable.n_tasks == 0  # nothing to simulate from
+                    else ("none" if found is None else f"{100 * found:.0f} pp"),
                     "episode pairs": e.n_pairs,
                     "both": e.both,
                     "only a": e.only_a,

@@ -212,3 +212,14 @@ def test_compare_tables_hold_the_cells_contextdelta_compare_prints(
     by = {(p["metric"], p["label"], p["group"]): p for p in points}
     success = report.families[0].comparisons[1]
     assert by[("success", "last_n", "unprotected")]["difference"] == success.comparison.difference.estimate
+
+
+def test_a_comparison_without_values_has_no_detectable_difference() -> None:
+    """The Conditions page said "none" detectable for a comparison simulated from no task (every pair a failed
+    trial), as if the design could not reach 80% power; it says "no data", as the report does."""
+    from contextdelta.report import AggregateMetrics
+    from tests.report.test_power_no_data import all_failed_run
+
+    metrics = AggregateMetrics.model_validate_json((all_failed_run() / "aggregate_metrics.json").read_text())
+    (row,) = comparison_rows(metrics)
+    assert row["detectable (80% power)"] == "no data"
