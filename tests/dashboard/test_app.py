@@ -473,3 +473,16 @@ def test_the_runs_page_loads_the_selected_run_in_the_background_once(
     no_exception(app)
     assert loads == [path]  # the Conditions page found it loaded
     assert any(path.name in c.value for c in app.caption)
+
+
+def test_the_conditions_page_shows_the_reports_warnings_a_shard_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Conditions page showed a shard's numbers ("3 of 3 episodes") without the report's warnings: not that it
+    is one shard of a plan, nor the failed-trial and few-task warnings."""
+    run = runs.copy_run(runs.shard_run(), tmp_path)
+    app = open_page(tmp_path, monkeypatch, PAGES[1], {"run": run.name})
+    no_exception(app)
+    shown = [w.value.replace("\\", "") for w in app.warning]  # markdown escapes dropped
+    assert shown and shown[0].startswith("**shard**: shard 1/2, not the whole plan"), shown
+    assert any(w.startswith("**few_tasks**") for w in shown), shown
