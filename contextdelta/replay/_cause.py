@@ -14,6 +14,7 @@ from rich.text import Text
 
 from contextdelta._words import plural
 from contextdelta.attribution import MODE_PRECEDENCE, ActionRef, Attribution, ObservationRef, attribute_episode
+from contextdelta.replay._render import printable
 from contextdelta.rundir import EpisodeRecord
 
 RULE_WIDTH = 100
@@ -47,14 +48,15 @@ def _yes(value: bool | None) -> str:
 
 
 def render_attribution(attribution: Attribution) -> Text:
-    """One failed episode: mode, decisive action, the observation it relied on, the mutation, the chain."""
+    """One failed episode: mode, decisive action, the observation it relied on, the mutation, the chain. Values
+    from the run directory (an endpoint's error, a model's tool arguments) go through `printable`."""
     text = Text()
-    title = f"── {attribution.run_id} "
+    title = f"── {printable(attribution.run_id)} "
     text.append(title + "─" * max(0, RULE_WIDTH - len(title)) + "\n", style="cyan")
 
     def line(label: str, value: str, style: str | None = None) -> None:
         text.append(f"{label:<22}", style="bold cyan")
-        text.append(value + "\n", style=style)
+        text.append(printable(value) + "\n", style=style)
 
     line("failure mode", attribution.mode.value, "bold red")
     line(
@@ -107,9 +109,9 @@ def render_attribution(attribution: Attribution) -> Text:
     if attribution.chain:
         text.append("cause chain\n", style="bold cyan")
         for number, link in enumerate(attribution.chain, 1):
-            text.append(f"  {number}. {link}\n")
+            text.append(f"  {number}. {printable(link)}\n")
     text.append(f"{'in short':<22}", style="bold cyan")
-    text.append(attribution.explanation + "\n")
+    text.append(printable(attribution.explanation) + "\n")
     return text
 
 

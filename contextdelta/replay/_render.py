@@ -42,13 +42,20 @@ STYLES = {
 }
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff\ud800-\udfff]")
+"""What a terminal must not be sent as is: control characters (ESC starts a terminal escape: ``]0;title``,
+``[2J``), the bidirectional controls that reorder the text after them, and lone UTF-16 surrogates (an edited
+``raw_runs.jsonl`` can hold a ``\\ud800`` escape; UTF-8 cannot encode it, so printing it would crash). The
+dashboard escapes the same set (``contextdelta.dashboard._text``)."""
 
 
-def _printable(text: str) -> str:
-    """Text from a model or an endpoint made safe for a terminal: each control character (a terminal escape: ESC
-    ``]0;title``, ``[2J``) written as its escape instead of sent to the terminal."""
-    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
+def printable(text: str) -> str:
+    """Text from a model, an endpoint or a run directory made safe for a terminal: each character of `_HIDDEN`
+    written as its escape (``\\x1b``, ``\\u202e``, ``\\ud800``) instead of sent; newlines and tabs kept."""
+    return _HIDDEN.sub(
+        lambda found: f"\\x{ord(found.group()):02x}" if ord(found.group()) < 0x100 else f"\\u{ord(found.group()):04x}",
+        text,
+    )
 
 
 def _one_line(text: str) -> str:
@@ -115,10 +122,10 @@ class _Writer:
             self.text.append(" " * indent)
         for part in parts:
             if isinstance(part, str):
-                self.text.append(_printable(part))
+                self.text.append(printable(part))
             else:
                 content, style = part
-                self.text.append(_printable(content), style=STYLES.get(style, style) if style else None)
+                self.text.append(printable(content), style=STYLES.get(style, style) if style else None)
         self.text.append("\n")
 
     def block(self, content: str, style: str | None, indent: int) -> None:

@@ -185,3 +185,20 @@ def test_one_episode_and_one_step_are_singular() -> None:
     replay = CliRunner().invoke(app, ["replay", str(run), "--run", episode])
     assert replay.exit_code == 0, replay.output
     assert " · 1 step · " in replay.stdout and "1 steps" not in replay.stdout
+
+
+def test_an_endpoint_error_in_the_cause_chain_is_shown_escaped(results: Path, fixture: Fixture) -> None:
+    """The cause chain of a failed trial quotes its error, which an endpoint wrote: a terminal escape there set the
+    terminal's title and cleared it, and a lone surrogate (an edited file) crashed the command."""
+    raw = results / "mock-pipeline" / "raw_runs.jsonl"
+    lines = raw.read_text(encoding="utf-8").splitlines()
+    record = json.loads(lines[0])
+    record["failed"] = True
+    record["trace"]["termination"] = "provider_error"
+    record["trace"]["error"] = "HTTP 500 \x1b]0;TITLE\x07\x1b[2J \u202eevil \ud800"
+    lines[0] = json.dumps(record)
+    raw.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    done = runner.invoke(app, ["attribute", "mock-pipeline", "--run", record["run_id"], "--results-dir", str(results)])
+    assert done.exit_code == 0, done.output
+    assert "provider_error: HTTP 500 \\x1b]0;TITLE\\x07\\x1b[2J \\u202eevil \\ud800" in done.stdout
+    assert not any(c in done.stdout for c in "\u202e\x1b\x07")

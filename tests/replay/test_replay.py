@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -138,3 +139,18 @@ def test_terminal_escapes_a_model_wrote_are_shown_not_sent_to_the_terminal(fixtu
     text = render_episode(record).plain
     assert not any((ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) <= 0x9F for c in text)
     assert "done \\x1b]0;TITLE\\x07 \\x1b[2J\\x1b[31mRED\\x1b[0m\\x9b" in text
+
+
+def test_an_edited_run_with_a_lone_surrogate_and_bidi_controls_replays_escaped(results: Path) -> None:
+    """raw_runs.jsonl edited after its run can hold a ``\\ud800`` escape (UTF-8 cannot encode it: printing it
+    crashed replay with a UnicodeEncodeError) and a right-to-left override that reorders the terminal line."""
+    raw = results / "mock-pipeline" / "raw_runs.jsonl"
+    lines = raw.read_text(encoding="utf-8").splitlines()
+    record = json.loads(lines[0])
+    record["trace"]["final_answer"] = "done \u202eevil \ud800 \x1b[2J"
+    lines[0] = json.dumps(record)  # ensure_ascii: the surrogate as the escape \ud800, as an editor would leave it
+    raw.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    done = runner.invoke(app, ["replay", "mock-pipeline", "--run", record["run_id"], "--results-dir", str(results)])
+    assert done.exit_code == 0, done.output
+    assert "done \\u202eevil \\ud800 \\x1b[2J" in done.stdout
+    assert not any(c in done.stdout for c in "\u202e\x1b")
