@@ -407,7 +407,10 @@ def _results(samples: Sequence[Mapping[str, Any]], total: int) -> dict[str, Any]
                 "metadata": {"unit": "share of episodes (the task-level statistics are in aggregate_metrics.json)"},
             }
         )
-    return {"total_samples": total, "completed_samples": len(samples), "scores": scores}
+    # inspect_ai's completed_samples: the samples that finished without an error (a failed trial is an errored
+    # sample), as its own recompute_metrics counts them; total_samples is the plan
+    completed = sum(1 for s in samples if "error" not in s)
+    return {"total_samples": total, "completed_samples": completed, "scores": scores}
 
 
 def eval_log(
@@ -481,6 +484,7 @@ def eval_log(
                 "harness_sha256": manifest.hashes.harness_sha256,
                 "system_prompt_sha256": manifest.hashes.system_prompt_sha256,
                 "status": manifest.status.value,
+                "stop_reason": manifest.stop_reason,
                 "exported_from": "contextdelta run directory",
             },
         },

@@ -13,13 +13,13 @@ import pytest
 from inspect_ai.log import read_eval_log
 from typer.testing import CliRunner
 
-from contextdelta.agent import external_strategy
+from contextdelta.agent import TerminationReason, external_strategy
 from contextdelta.attribution import attribute_run
 from contextdelta.cli import app
 from contextdelta.export import TABLES, ExportError, eval_log, export_run
 from contextdelta.grading import GraderName
 from contextdelta.mcp import WorldEpisode
-from contextdelta.rundir import EpisodeRecord, RunDirectory, task_result_values
+from contextdelta.rundir import EpisodeRecord, RunDirectory, RunStatus, task_result_values
 from contextdelta.runner import EpisodeJob, EpisodeSpec, episode_record
 from contextdelta.tasks import load_directory
 from contextdelta.tasks.trajectory import resolve_call
@@ -308,3 +308,21 @@ def test_a_parquet_export_of_a_lone_surrogate_is_refused_before_any_table_is_wri
     assert f"(episode {record['run_id']}) of run {path.name} holds a lone UTF-16 surrogate" in said, said
     assert "which parquet cannot hold" in said and "Traceback" not in result.output
     assert not out.exists()  # no table of the export, not even the ones before the damaged one
+
+
+def test_completed_samples_leave_out_failed_trials_and_an_incomplete_run_says_why(tmp_path: Path) -> None:
+    """inspect_ai's ``completed_samples`` counts the samples that finished without an error (its own
+    ``recompute_metrics`` counts them so); the export counted every sample, so a run with failed trials read as all
+    completed. An incomplete run's log said ``cancelled`` without the reason the run stopped."""
+    directory = RunDirectory(runs.unsafe_run())
+    records = records_of(runs.unsafe_run())
+    trace = records[0].trace.model_copy(update={"termination": TerminationReason.PROVIDER_ERROR, "error": "HTTP 503"})
+    records[0] = records[0].model_copy(update={"failed": True, "trace": trace})
+    reason = "circuit breaker: 5 consecutive failed trials"
+    manifest = directory.read_manifest().model_copy(update={"status": RunStatus.INCOMPLETE, "stop_reason": reason})
+    out = tmp_path / "failed.json"
+    out.write_text(json.dumps(eval_log(manifest, records)))
+    log: Any = read_eval_log(str(out))
+    assert log.results.total_samples == len(records) == 24
+    assert log.results.completed_samples == sum(s.error is None for s in log.samples) == 23
+    assert log.status == "cancelled" and log.eval.metadata["stop_reason"] == reason
