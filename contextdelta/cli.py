@@ -1669,7 +1669,8 @@ def export_command(
         Path,
         typer.Option(
             "--out",
-            help="The log file (inspect) or the folder of tables (parquet), outside every run directory.",
+            help="inspect: the .json log file, or a folder to write it in under the name inspect_ai gives its logs "
+            "(which `inspect view --log-dir` lists); parquet: the folder of tables. Outside every run directory.",
             parser=path_flag,
             metavar=PATH_METAVAR,
         ),
@@ -1680,7 +1681,7 @@ def export_command(
     """Write a run directory as an inspect_ai evaluation log (one sample per episode; open it with `inspect view`)
     or as parquet tables, one per record type (DuckDB, pandas); prints the files written. The run directory is
     only read."""
-    from contextdelta.export import ExportError, export_run
+    from contextdelta.export import INSPECT_LISTED, ExportError, export_run, inspect_file_name
     from contextdelta.rundir import RunDirectory
 
     path = _run_directory(run_id, results_dir)
@@ -1694,6 +1695,17 @@ def export_command(
     _warn_if_changed(path, manifest, Console(stderr=True), refuse_write=False, what="the export comes")
     _note_unfinished(manifest, Console(stderr=True), "the export comes")
     _note_shard(manifest, Console(stderr=True), "the export comes")
+    if output_format.value == "inspect" and not INSPECT_LISTED.match(written[0].name):
+        from rich.markup import escape
+
+        Console(stderr=True).print(
+            f"[yellow]note:[/yellow] {escape(written[0].name)} is read by inspect_ai.log.read_eval_log, but `inspect "
+            "view --log-dir` and inspect_ai.analysis (evals_df, samples_df) list only logs whose name starts with a "
+            f"timestamp; give a folder as --out to get the name inspect_ai gives its logs "
+            f"({escape(inspect_file_name(manifest))})",
+            highlight=False,
+            soft_wrap=True,
+        )
     for file in written:
         typer.echo(str(file))
 

@@ -7,7 +7,7 @@ data. Exporters are readers of a run directory, like ``report`` and ``verify``:
     write_generated(root)                # docs/schemas/*.schema.json and the reference part of the docs
 """
 
-from contextdelta.export._export import ExportError, ExportFormat, export_run
+from contextdelta.export._export import INSPECT_LISTED, ExportError, ExportFormat, export_run, inspect_file_name
 from contextdelta.export._inspect import eval_log, eval_sample
 from contextdelta.export._schemas import (
     RECORD_FILES,
@@ -23,6 +23,7 @@ from contextdelta.export._schemas import (
 from contextdelta.export._tables import TABLES, Column, TableSpec, table_rows
 
 __all__ = [
+    "INSPECT_LISTED",
     "RECORD_FILES",
     "REGENERATE",
     "TABLES",
@@ -35,6 +36,7 @@ __all__ = [
     "eval_sample",
     "export_run",
     "field_reference",
+    "inspect_file_name",
     "json_schema",
     "rendered_schemas",
     "stale_files",

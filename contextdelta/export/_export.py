@@ -8,12 +8,13 @@ inspect log is written atomically, each parquet table too.
 from __future__ import annotations
 
 import json
+import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from contextdelta.canonical import has_lone_surrogate
-from contextdelta.export._inspect import eval_log
+from contextdelta.export._inspect import TASK_NAME, eval_log
 from contextdelta.export._tables import TABLES, Column, table_rows
 from contextdelta.rundir import (
     MANIFEST,
@@ -36,6 +37,37 @@ class ExportFormat(StrEnum):
 
 class ExportError(Exception):
     """An export that cannot be made; the message names the path or the missing package and how to fix it."""
+
+
+INSPECT_LISTED = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}[:-]\d{2}[:-]\d{2}.*\.json$")
+"""The names of the JSON logs inspect_ai lists (``inspect view --log-dir``, ``list_eval_logs``, ``evals_df``,
+``samples_df``): an ISO timestamp first. A log under another name is read by ``read_eval_log`` alone."""
+
+
+def inspect_file_name(manifest: RunManifest) -> str:
+    """The name inspect_ai would give the run's log: ``{created}_{task}_{id}.json``, the creation time with ``-`` for
+    ``:`` (``2026-01-01T12-00-00+00-00``), the task ``contextdelta``, the run group id (``_`` written ``-``, as the
+    name's parts are split at ``_``)."""
+    stamp = manifest.created_at.replace("Z", "+00:00").replace(":", "-")
+    return f"{stamp}_{TASK_NAME}_{manifest.run_group_id.replace('_', '-')}.json"
+
+
+def inspect_target(path: Path, out: Path) -> Path:
+    """The file an inspect export of the run at ``path`` writes for ``--out``: in a folder, the name inspect_ai gives
+    its logs (so ``inspect view --log-dir`` lists it); otherwise ``out``, which must end in ``.json``."""
+    if out.is_dir():
+        try:
+            manifest = RunDirectory(path).read_manifest()
+        except RunDirectoryError as exc:
+            raise ExportError(f"malformed run directory: {exc}") from exc
+        return out / inspect_file_name(manifest)
+    if out.suffix.lower() != ".json":
+        raise ExportError(
+            f"--out {out}: an inspect export is a JSON log, so its name must end in .json (inspect_ai tells its log "
+            "formats apart by the suffix: it reads a .eval file as a zip archive, and lists no other); give a .json "
+            "file, or a folder to get the name inspect_ai gives its logs (`inspect log convert` makes a .eval of it)"
+        )
+    return out
 
 
 PARQUET_MISSING = "--format parquet needs pyarrow: install the parquet extra (pip install 'contextdelta[parquet]')"
@@ -61,13 +93,17 @@ def _run_directory_holding(out: Path) -> Path | None:
     return None
 
 
-def _check_target(out: Path, overwrite: bool) -> None:
+def _refuse_run_directory(out: Path) -> None:
     holding = _run_directory_holding(out)
     if holding is not None:  # --overwrite there would replace a run's own records (raw_runs.jsonl, a manifest)
         raise ExportError(
             f"--out {out} is inside the run directory {holding}, which export never writes to; give a path outside "
             "every run directory"
         )
+
+
+def _check_target(out: Path, overwrite: bool) -> None:
+    _refuse_run_directory(out)
     if out.exists() and not overwrite:
         raise ExportError(f"--out {out} already exists; choose another path or pass --overwrite")
     if not out.parent.exists():
@@ -132,12 +168,16 @@ def write_parquet(out: Path, manifest: RunManifest, records: list[EpisodeRecord]
 
 
 def export_run(path: Path, fmt: ExportFormat | str, out: Path, *, overwrite: bool = False) -> list[Path]:
-    """Export the run directory at ``path`` as ``fmt`` to ``out``; returns the files written.
+    """Export the run directory at ``path`` as ``fmt`` to ``out``; returns the files written. An inspect export to
+    a folder writes the file `inspect_file_name` names there.
 
     Raises:
         ExportError: a malformed run directory, an existing output without ``overwrite``, or pyarrow missing.
     """
     fmt = ExportFormat(fmt)
+    if fmt is ExportFormat.INSPECT:
+        _refuse_run_directory(out)  # before its name is checked: the refusal that matters
+        out = inspect_target(path, out)
     _check_target(out, overwrite)
     if fmt is ExportFormat.PARQUET and out.exists() and not out.is_dir():
         raise ExportError(f"--out {out} is a file; --format parquet writes a folder of tables")

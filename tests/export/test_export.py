@@ -326,3 +326,33 @@ def test_completed_samples_leave_out_failed_trials_and_an_incomplete_run_says_wh
     assert log.results.total_samples == len(records) == 24
     assert log.results.completed_samples == sum(s.error is None for s in log.samples) == 23
     assert log.status == "cancelled" and log.eval.metadata["stop_reason"] == reason
+
+
+def test_an_inspect_export_to_a_folder_is_named_as_inspect_names_its_logs(tmp_path: Path) -> None:
+    """`inspect view --log-dir` and inspect_ai.analysis list only JSON logs whose name starts with a timestamp: the
+    README's ``--out run.json`` was a log they never showed (evals_df gave an empty table). A folder as --out now
+    gets inspect_ai's name; another .json name is written with a note saying so; any other suffix is refused (a
+    .eval file held JSON that inspect_ai failed to open as a zip archive)."""
+    from inspect_ai.analysis import samples_df
+    from inspect_ai.log import list_eval_logs
+
+    run = runs.unsafe_run()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    result = CliRunner().invoke(app, ["export", str(run), "--format", "inspect", "--out", str(logs)])
+    assert result.exit_code == 0, result.output
+    (written,) = logs.iterdir()
+    assert result.stdout.strip() == str(written)
+    assert written.name.endswith(f"_contextdelta_{run.name}.json") and "note:" not in result.stderr
+    assert [Path(i.name).name for i in list_eval_logs(str(logs))] == [written.name]
+    assert len(samples_df(str(logs))) == 24 and read_eval_log(str(written)).eval.run_id == run.name
+    again = CliRunner().invoke(app, ["export", str(run), "--format", "inspect", "--out", str(logs)])
+    assert again.exit_code == 2 and "already exists" in again.stderr
+
+    named = CliRunner().invoke(app, ["export", str(run), "--format", "inspect", "--out", str(tmp_path / "run.json")])
+    assert named.exit_code == 0 and (tmp_path / "run.json").is_file()
+    assert "`inspect view --log-dir`" in " ".join(named.stderr.split())
+
+    refused = CliRunner().invoke(app, ["export", str(run), "--format", "inspect", "--out", str(tmp_path / "run.eval")])
+    assert refused.exit_code == 2 and not (tmp_path / "run.eval").exists()
+    assert f"--out {tmp_path / 'run.eval'}: an inspect export is a JSON log" in " ".join(refused.stderr.split())
