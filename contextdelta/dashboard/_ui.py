@@ -285,7 +285,7 @@ def select_run_pair(runs: list[RunSummary]) -> tuple[RunSummary, RunSummary]:
 
 def run_data_or_stop(summary: RunSummary) -> RunData:
     """The selected run's data, with a clear message (and the page stopped) when the directory is malformed, and a
-    notice when the run is still in progress."""
+    notice when the run is still in progress, stopped early or one shard of a plan."""
     if not summary.readable:
         malformed(summary.name, summary.error or "unreadable")
     try:
@@ -294,6 +294,8 @@ def run_data_or_stop(summary: RunSummary) -> RunData:
         malformed(summary.name, str(exc))
     if data.in_progress:
         in_progress(data)
+    elif data.partial is not None:
+        st.warning(data.partial)
     if data.changed:
         st.warning(
             f"Run {code(data.run_group_id)} was changed after its run ({plural(len(data.changed), 'change')} "

@@ -454,6 +454,30 @@ class RunData:
     def in_progress(self) -> bool:
         return self.manifest.status is RunStatus.RUNNING
 
+    @property
+    def partial(self) -> str | None:
+        """Markdown saying that the run holds part of what it planned, for a run that is not running: an incomplete
+        run (stopped early: its reason and the command that finishes it) or one shard of a plan (``--shard I/N``,
+        whose status says complete). None for a complete, unsharded run. The command-line readers say the same."""
+        manifest, finished = self.manifest, len(self.episodes)
+        if manifest.status is RunStatus.INCOMPLETE:
+            command = "run-external --agent-cmd ..." if manifest.external_agent is not None else "run-benchmark"
+            reason = f" ({code(manifest.stop_reason)})" if manifest.stop_reason else ""
+            return (
+                f"Run {code(self.run_group_id)} is incomplete: it stopped early{reason} with {finished} of "
+                f"{manifest.counts.planned} planned episodes finished. The figures below cover those episodes only; "
+                f"{code(f'contextdelta {command} --resume {self.name}')} finishes it."
+            )
+        shard = manifest.shard
+        if shard is not None and shard.count > 1:
+            return (
+                f"Run {code(self.run_group_id)} is shard {shard.index}/{shard.count} of its plan "
+                f"({manifest.counts.planned} of the plan's episodes): the figures below cover this part only, and the "
+                "paired comparisons leave out each pair whose other episode is in another shard; "
+                f"{code('contextdelta merge')} joins the shards into the run group."
+            )
+        return None
+
 
 def _observation_text(o: ObservationRef | None) -> str:
     if o is None:

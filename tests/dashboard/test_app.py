@@ -486,3 +486,24 @@ def test_the_conditions_page_shows_the_reports_warnings_a_shard_first(
     shown = [w.value.replace("\\", "") for w in app.warning]  # markdown escapes dropped
     assert shown and shown[0].startswith("**shard**: shard 1/2, not the whole plan"), shown
     assert any(w.startswith("**few_tasks**") for w in shown), shown
+
+
+@pytest.mark.parametrize("page", [PAGES[1], PAGES[3]])
+def test_a_run_that_stopped_early_or_is_one_shard_says_so(
+    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An incomplete run (a budget, the circuit breaker, Ctrl-C) and one shard of a plan showed their figures as a
+    whole run's, without a word: the command-line readers note both, the dashboard now does too."""
+    incomplete = runs.copy_run(runs.incomplete_run(), tmp_path)
+    shard = runs.copy_run(runs.shard_run(), tmp_path)
+    app = open_page(tmp_path, monkeypatch, page, {"run": incomplete.name})
+    no_exception(app)
+    (warning,) = [w.value for w in app.warning if "stopped early" in w.value]
+    assert f"Run `{incomplete.name}` is incomplete" in warning and "with 1 of 3 planned episodes finished" in warning
+    assert "budget" in warning and f"`contextdelta run-benchmark --resume {incomplete.name}`" in warning
+    app = open_page(tmp_path, monkeypatch, page, {"run": shard.name})
+    no_exception(app)
+    assert any("is shard 1/2 of its plan" in w.value and "`contextdelta merge`" in w.value for w in app.warning)
+    complete = runs.copy_run(runs.oracle_pair_run(), tmp_path)
+    app = open_page(tmp_path, monkeypatch, page, {"run": complete.name})
+    assert not [w.value for w in app.warning if "stopped early" in w.value or "is shard" in w.value]
