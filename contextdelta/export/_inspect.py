@@ -9,8 +9,8 @@ inspect_ai is not a dependency of the package (the tests read the log back with 
 - the verdict as scores: ``success`` and each grader (1.0 pass, 0.0 fail; a grader that does not apply is left
   out), with the grader's reasons as the explanation and its structured details as metadata; a failed trial has
   no verdict and is scored on ``success`` alone (0);
-- metadata: strategy, protection mode, hazard, world, failure mode (the attribution), termination, cost and the
-  episode's ids;
+- metadata: strategy, protection mode, hazard, world, failure mode (the attribution), termination, cost, the
+  episode's ids, and the harmful-action indicator, the graders' counts and the attempt (`EPISODE_COLUMNS`);
 - ``messages``: the canonical (full) history; each step's model call is a ``model`` event whose ``input`` is the
   context sent at that step (after the strategy; messages the strategy wrote are marked in their metadata), each
   tool call a ``tool`` event, each hidden mutation an ``info`` event (evaluator-only data, labelled so);
@@ -31,7 +31,7 @@ from contextdelta.canonical import canonical_json
 from contextdelta.grading import GraderName, describe
 from contextdelta.providers import Usage
 from contextdelta.replay import message_content
-from contextdelta.rundir import EpisodeRecord, RunManifest, RunStatus
+from contextdelta.rundir import EpisodeRecord, RunManifest, RunStatus, task_result_values
 from contextdelta.tasks import Task
 from contextdelta.worlds import MutationEvent, ProtectionMode, get_world
 
@@ -40,6 +40,18 @@ LOG_FORMAT_VERSION = 2
 TASK_NAME = "contextdelta"
 GRADERS: tuple[str, ...] = tuple(g.value for g in GraderName)
 """The verdict's graders, in the order the scores list them (after ``success``)."""
+EPISODE_COLUMNS = (
+    "harmful_action",
+    "stale_action_count",
+    "duplicate_action_count",
+    "prohibited_action_count",
+    "blocked_write_count",
+    "final_answer_facts_ok",
+    "attempt",
+)
+"""``task_results.csv`` columns each sample's metadata carries besides its ids and condition: the harmful-action
+indicator (the RQ3 outcome), the graders' counts, the final-answer check and the attempt (None for a failed
+trial's verdict columns, as in the CSV)."""
 STOP_REASONS = {"stop": "stop", "tool_calls": "tool_calls", "length": "max_tokens", "content_filter": "content_filter"}
 """OpenAI finish reasons -> inspect_ai stop reasons (anything else: ``unknown``)."""
 
@@ -314,6 +326,7 @@ def eval_sample(
     """One episode as an inspect_ai ``EvalSample``."""
     trace = record.trace
     external = trace.external is not None
+    row = task_result_values(record)
     started, finished = _utc(record.started_at), _utc(record.finished_at)
     tools = _tool_infos(get_world(record.world).tool_schemas(ProtectionMode(record.protection_mode)))
     events: list[dict[str, Any]] = []
@@ -377,6 +390,7 @@ def eval_sample(
             "cost_usd": record.cost_usd,
             "episode_seed": record.episode_seed,
             "context": "unknown" if external else "recorded",
+            **{column: row[column] for column in EPISODE_COLUMNS},
         },
         "events": events,
         "model_usage": model_usage,

@@ -356,3 +356,17 @@ def test_an_inspect_export_to_a_folder_is_named_as_inspect_names_its_logs(tmp_pa
     refused = CliRunner().invoke(app, ["export", str(run), "--format", "inspect", "--out", str(tmp_path / "run.eval")])
     assert refused.exit_code == 2 and not (tmp_path / "run.eval").exists()
     assert f"--out {tmp_path / 'run.eval'}: an inspect export is a JSON log" in " ".join(refused.stderr.split())
+
+
+def test_each_sample_carries_the_harmful_action_and_the_graders_counts(unsafe_log: tuple[Path, Any]) -> None:
+    """The harmful-action indicator (the RQ3 outcome), the graders' counts, the final-answer check and the attempt
+    were in task_results.csv and the parquet episodes table but nowhere in the inspect log."""
+    _, log = unsafe_log
+    records = records_of(runs.unsafe_run())
+    columns = ("harmful_action", "stale_action_count", "duplicate_action_count", "prohibited_action_count")
+    for sample, record in zip(log.samples, records, strict=True):
+        row = task_result_values(record)
+        for column in (*columns, "blocked_write_count", "final_answer_facts_ok", "attempt"):
+            assert sample.metadata[column] == row[column], column
+    assert any(s.metadata["harmful_action"] for s in log.samples)
+    assert any(s.metadata["harmful_action"] is False for s in log.samples)
