@@ -41,12 +41,13 @@ from contextdelta.dashboard.data import (
     load_comparison,
     load_episode,
     load_run,
+    partial_notice,
     results_dir_problem,
     results_signature,
     run_signature,
 )
 from contextdelta.dashboard.launch import resolve_results_dir, store_migrated
-from contextdelta.rundir import EpisodeRecord
+from contextdelta.rundir import EpisodeRecord, RunDirectory, RunDirectoryError
 
 if TYPE_CHECKING:
     from contextdelta.report import ComparisonReport
@@ -303,6 +304,16 @@ def run_data_or_stop(summary: RunSummary) -> RunData:
             f"as they now stand; {code(f'contextdelta verify {data.name}')} names every change."
         )
     return data
+
+
+def partial_notice_of(summary: RunSummary) -> str | None:
+    """`partial_notice` of the run a `RunSummary` names, from its manifest (None when that cannot be read: the
+    page reports the malformed directory)."""
+    try:
+        manifest = RunDirectory(summary.path).read_manifest()
+    except (RunDirectoryError, OSError, ValueError):
+        return None
+    return partial_notice(manifest, summary.finished or 0, summary.name)
 
 
 def malformed(run_id: str, problem: str) -> NoReturn:

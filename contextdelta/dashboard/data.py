@@ -456,27 +456,38 @@ class RunData:
 
     @property
     def partial(self) -> str | None:
-        """Markdown saying that the run holds part of what it planned, for a run that is not running: an incomplete
-        run (stopped early: its reason and the command that finishes it) or one shard of a plan (``--shard I/N``,
-        whose status says complete). None for a complete, unsharded run. The command-line readers say the same."""
-        manifest, finished = self.manifest, len(self.episodes)
-        if manifest.status is RunStatus.INCOMPLETE:
-            command = "run-external --agent-cmd ..." if manifest.external_agent is not None else "run-benchmark"
-            reason = f" ({code(manifest.stop_reason)})" if manifest.stop_reason else ""
-            return (
-                f"Run {code(self.run_group_id)} is incomplete: it stopped early{reason} with {finished} of "
-                f"{manifest.counts.planned} planned episodes finished. The figures below cover those episodes only; "
-                f"{code(f'contextdelta {command} --resume {self.name}')} finishes it."
-            )
-        shard = manifest.shard
-        if shard is not None and shard.count > 1:
-            return (
-                f"Run {code(self.run_group_id)} is shard {shard.index}/{shard.count} of its plan "
-                f"({manifest.counts.planned} of the plan's episodes): the figures below cover this part only, and the "
-                "paired comparisons leave out each pair whose other episode is in another shard; "
-                f"{code('contextdelta merge')} joins the shards into the run group."
-            )
-        return None
+        """`partial_notice` of this run (None for a complete, unsharded run)."""
+        return partial_notice(self.manifest, len(self.episodes), self.name)
+
+
+def partial_notice(manifest: RunManifest, finished: int, name: str) -> str | None:
+    """Markdown saying that a run directory holds part of what its run planned: a run still in progress, an
+    incomplete run (stopped early: its reason and the command that finishes it) or one shard of a plan (``--shard
+    I/N``, whose status says complete); None for a complete, unsharded run. ``finished``: the episodes it holds;
+    ``name``: its folder. The command-line readers say the same on stderr."""
+    run = code(manifest.run_group_id)
+    planned = manifest.counts.planned
+    command = "run-external --agent-cmd ..." if manifest.external_agent is not None else "run-benchmark"
+    if manifest.status is RunStatus.RUNNING:
+        return (
+            f"Run {run} is still in progress: {finished} of {planned} episodes are finished. The figures below cover "
+            "those episodes only; reload the page for newer ones."
+        )
+    if manifest.status is RunStatus.INCOMPLETE:
+        reason = f" ({code(manifest.stop_reason)})" if manifest.stop_reason else ""
+        return (
+            f"Run {run} is incomplete: it stopped early{reason} with {finished} of {planned} planned episodes "
+            f"finished. The figures below cover those episodes only; {code(f'contextdelta {command} --resume {name}')} "
+            "finishes it."
+        )
+    shard = manifest.shard
+    if shard is not None and shard.count > 1:
+        return (
+            f"Run {run} is shard {shard.index}/{shard.count} of its plan ({planned} of the plan's episodes): the "
+            "figures below cover this part only, and the paired comparisons leave out each pair whose other episode "
+            f"is in another shard; {code('contextdelta merge')} joins the shards into the run group."
+        )
+    return None
 
 
 def _observation_text(o: ObservationRef | None) -> str:

@@ -492,8 +492,9 @@ def test_the_conditions_page_shows_the_reports_warnings_a_shard_first(
 def test_a_run_that_stopped_early_or_is_one_shard_says_so(
     page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An incomplete run (a budget, the circuit breaker, Ctrl-C) and one shard of a plan showed their figures as a
-    whole run's, without a word: the command-line readers note both, the dashboard now does too."""
+    """An incomplete run (a budget, the circuit breaker, Ctrl-C) and one shard of a plan showed their figures (and
+    their side of a comparison) as a whole run's, without a word: the command-line readers note both, the dashboard
+    now does too."""
     incomplete = runs.copy_run(runs.incomplete_run(), tmp_path)
     shard = runs.copy_run(runs.shard_run(), tmp_path)
     app = open_page(tmp_path, monkeypatch, page, {"run": incomplete.name})
@@ -507,3 +508,8 @@ def test_a_run_that_stopped_early_or_is_one_shard_says_so(
     complete = runs.copy_run(runs.oracle_pair_run(), tmp_path)
     app = open_page(tmp_path, monkeypatch, page, {"run": complete.name})
     assert not [w.value for w in app.warning if "stopped early" in w.value or "is shard" in w.value]
+    app = open_page(tmp_path, monkeypatch, PAGES[5], {"a": incomplete.name, "b": shard.name})
+    no_exception(app)
+    warnings = [w.value for w in app.warning]
+    assert any(w.startswith(f"Run a: Run `{incomplete.name}` is incomplete") for w in warnings), warnings
+    assert any(w.startswith(f"Run b: Run `{shard.name}` is shard 1/2") for w in warnings), warnings

@@ -33,6 +33,10 @@ if a.path.resolve() == b.path.resolve():  # every difference would be 0 by const
     )
     st.stop()
 st.markdown(f"- a: {code(a.label)}, model {code(a.model)}\n- b: {code(b.label)}, model {code(b.model)}")
+for side, summary in (("a", a), ("b", b)):  # a run that holds part of its plan: its side covers that part only
+    notice = _ui.partial_notice_of(summary)
+    if notice is not None:
+        st.warning(f"Run {side}: {notice}")
 try:
     report = _ui.cached_comparison(a.path, b.path)
 except RunLoadError as exc:
