@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from contextdelta.export._tables import TABLES, Column, table_rows
 from contextdelta.rundir import (
     MANIFEST,
     TASKS_SNAPSHOT,
+    EpisodeAttempts,
     EpisodeRecord,
     RunDirectory,
     RunDirectoryError,
@@ -73,15 +75,15 @@ def inspect_target(path: Path, out: Path) -> Path:
 PARQUET_MISSING = "--format parquet needs pyarrow: install the parquet extra (pip install 'contextdelta[parquet]')"
 
 
-def _read(path: Path) -> tuple[RunManifest, list[EpisodeRecord], dict[str, Task]]:
+def _read(path: Path) -> tuple[RunManifest, EpisodeAttempts, dict[str, Task]]:
     directory = RunDirectory(path)
     try:
         manifest = directory.read_manifest()
-        records = directory.read_episodes()
+        attempts = directory.read_attempts()
     except RunDirectoryError as exc:
         raise ExportError(f"malformed run directory: {exc}") from exc
     loaded, _ = load_directory(directory.file(TASKS_SNAPSHOT)) if directory.file(TASKS_SNAPSHOT).is_dir() else ([], [])
-    return manifest, records, {t.task.id: t.task for t in loaded}
+    return manifest, attempts, {t.task.id: t.task for t in loaded}
 
 
 def _run_directory_holding(out: Path) -> Path | None:
@@ -138,15 +140,17 @@ def _arrow_type(column: Column) -> Any:
     ]
 
 
-def write_parquet(out: Path, manifest: RunManifest, records: list[EpisodeRecord]) -> list[Path]:
-    """One ``<table>.parquet`` per `TABLES` entry in the folder ``out`` (created); each column carries its
-    description in the field metadata."""
+def write_parquet(
+    out: Path, manifest: RunManifest, records: list[EpisodeRecord], superseded: Sequence[EpisodeRecord] = ()
+) -> list[Path]:
+    """One ``<table>.parquet`` per `TABLES` entry in the folder ``out`` (created) from the current ``records`` and
+    the ``superseded`` attempts; each column carries its description in the field metadata."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError as exc:
         raise ExportError(PARQUET_MISSING) from exc
-    tables = [(spec, table_rows(spec, manifest, records)) for spec in TABLES]
+    tables = [(spec, table_rows(spec, manifest, superseded if spec.superseded else records)) for spec in TABLES]
     for spec, rows in tables:  # before anything is written: UTF-8 cannot encode a lone surrogate
         damaged = next((row for row in rows if has_lone_surrogate(row)), None)
         if damaged is not None:
@@ -181,7 +185,7 @@ def export_run(path: Path, fmt: ExportFormat | str, out: Path, *, overwrite: boo
     _check_target(out, overwrite)
     if fmt is ExportFormat.PARQUET and out.exists() and not out.is_dir():
         raise ExportError(f"--out {out} is a file; --format parquet writes a folder of tables")
-    manifest, records, tasks = _read(path)
+    manifest, attempts, tasks = _read(path)
     if fmt is ExportFormat.INSPECT:
-        return [write_inspect(out, manifest, records, tasks)]
-    return write_parquet(out, manifest, records)
+        return [write_inspect(out, manifest, list(attempts.current), tasks)]
+    return write_parquet(out, manifest, list(attempts.current), attempts.superseded)

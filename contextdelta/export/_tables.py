@@ -53,6 +53,8 @@ class TableSpec:
     description: str
     columns: tuple[Column, ...]
     rows: Callable[[RunManifest, Sequence[EpisodeRecord]], Iterator[Row]]
+    superseded: bool = False
+    """Rows of the superseded attempts (``--retry-failed``), not of the episodes' current records."""
 
 
 def _json(value: Any) -> str | None:
@@ -260,6 +262,16 @@ TABLES: tuple[TableSpec, ...] = (
         EPISODE_COLUMNS,
         episode_rows,
     ),
+    TableSpec(
+        "superseded_attempts",
+        "One row per superseded attempt: an earlier attempt of an episode that `run-benchmark --resume ID "
+        "--retry-failed` ran again (a line of `raw_runs.jsonl`, kept as evidence and counted nowhere), with the "
+        "episodes table's columns (`attempt` tells the attempts apart). With the episodes table, one row per line "
+        "of `raw_runs.jsonl`; the other tables hold the current records only.",
+        EPISODE_COLUMNS,
+        episode_rows,
+        superseded=True,
+    ),
     TableSpec("steps", "One row per step (model call) of every episode.", STEP_COLUMNS, step_rows),
     TableSpec(
         "messages",
@@ -285,7 +297,8 @@ TABLES: tuple[TableSpec, ...] = (
 
 
 def table_rows(spec: TableSpec, manifest: RunManifest, records: Sequence[EpisodeRecord]) -> list[Row]:
-    """The rows of one table, records in run id order, each with exactly the spec's columns."""
-    ordered = sorted(records, key=lambda r: r.run_id)
+    """The rows of one table, records in run id order (then attempt), each with exactly the spec's columns;
+    ``records``: the current records, or the superseded attempts for a ``superseded`` spec."""
+    ordered = sorted(records, key=lambda r: (r.run_id, r.attempt))
     names = [c.name for c in spec.columns]
     return [{name: row.get(name) for name in names} for row in spec.rows(manifest, ordered)]

@@ -370,3 +370,27 @@ def test_each_sample_carries_the_harmful_action_and_the_graders_counts(unsafe_lo
             assert sample.metadata[column] == row[column], column
     assert any(s.metadata["harmful_action"] for s in log.samples)
     assert any(s.metadata["harmful_action"] is False for s in log.samples)
+
+
+def test_superseded_attempts_are_a_table_of_their_own(tmp_path: Path) -> None:
+    """A run resumed with --retry-failed keeps each superseded attempt as a line of raw_runs.jsonl (evidence,
+    counted nowhere); the parquet export left them out, so its rows no longer matched the JSONL's lines."""
+    from contextdelta.runner import run_benchmark
+    from contextdelta.testing import FaultPlan, ScriptedServer
+    from tests.runner.conftest import TASKS, benchmark_request
+
+    strategies = {"strategies": ["full_history"], "protection_modes": ["unprotected"]}
+    with ScriptedServer("oracle", TASKS, faults=FaultPlan(fail_500="at:1")) as server:
+        first = run_benchmark(benchmark_request(server.base_url, tmp_path, max_retries=0, concurrency=1, **strategies))
+        server.faults = FaultPlan()
+        run_benchmark(benchmark_request(server.base_url, tmp_path, resume=str(first.path), retry_failed=True))
+    (failed,) = [r for r in first.records if r.failed]
+    lines = (first.path / "raw_runs.jsonl").read_text(encoding="utf-8").splitlines()
+    export_run(first.path, "parquet", tmp_path / "tables")
+    con, tables = duckdb.connect(), tmp_path / "tables"
+    episodes = con.sql(f"select run_id, attempt, failed from '{tables / 'episodes.parquet'}'").fetchall()
+    columns = "run_id, attempt, failed, termination_reason"
+    superseded = con.sql(f"select {columns} from '{tables / 'superseded_attempts.parquet'}'").fetchall()
+    assert len(episodes) + len(superseded) == len(lines) == len(first.records) + 1
+    assert superseded == [(failed.run_id, 1, True, "provider_error")]
+    assert (failed.run_id, 2, False) in episodes
