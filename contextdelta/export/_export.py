@@ -63,6 +63,11 @@ def inspect_target(path: Path, out: Path) -> Path:
         except RunDirectoryError as exc:
             raise ExportError(f"malformed run directory: {exc}") from exc
         return out / inspect_file_name(manifest)
+    if not out.suffix and not out.exists():
+        raise ExportError(
+            f"--out {out}: no such folder (and no .json name); create the folder to write the log there under the "
+            "name inspect_ai gives its logs, or give a .json file"
+        )
     if out.suffix.lower() != ".json":
         raise ExportError(
             f"--out {out}: an inspect export is a JSON log, so its name must end in .json (inspect_ai tells its log "

@@ -353,6 +353,8 @@ def test_an_inspect_export_to_a_folder_is_named_as_inspect_names_its_logs(tmp_pa
     assert named.exit_code == 0 and (tmp_path / "run.json").is_file()
     assert "`inspect view --log-dir`" in " ".join(named.stderr.split())
 
+    missing = CliRunner().invoke(app, ["export", str(run), "--format", "inspect", "--out", str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and "no such folder" in missing.stderr and not (tmp_path / "nope").exists()
     refused = CliRunner().invoke(app, ["export", str(run), "--format", "inspect", "--out", str(tmp_path / "run.eval")])
     assert refused.exit_code == 2 and not (tmp_path / "run.eval").exists()
     assert f"--out {tmp_path / 'run.eval'}: an inspect export is a JSON log" in " ".join(refused.stderr.split())
