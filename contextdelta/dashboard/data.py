@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from contextdelta._words import plural
 from contextdelta.attribution import MODE_PRECEDENCE, Attribution, ObservationRef, attribute_run
 from contextdelta.dashboard._text import code, visible
-from contextdelta.replay import message_content
+from contextdelta.replay import message_content, version_text
 from contextdelta.rundir import (
     AGGREGATE_METRICS,
     MANIFEST,
@@ -509,7 +509,8 @@ def failure_row(record: EpisodeRecord, attribution: Attribution) -> FailureRow:
     if attribution.mutation is not None:
         m = attribution.mutation
         mutation = (
-            f"{m.mutation_id} by {m.actor} at step {m.step}: {m.resource} v{m.version_before} -> v{m.version_after}"
+            f"{m.mutation_id} by {m.actor} at step {m.step}: {m.resource} {version_text(m.version_before)} -> "
+            f"{version_text(m.version_after)}"
         )
     return FailureRow(
         run_id=record.run_id,

@@ -17,7 +17,7 @@ from contextdelta.attribution import Attribution
 from contextdelta.canonical import canonical_json
 from contextdelta.context import PINNED
 from contextdelta.grading import DetailKind, EventFlags, GraderDetail, GraderName, describe
-from contextdelta.replay import message_content, message_summary
+from contextdelta.replay import message_content, message_summary, version_text
 from contextdelta.rundir import EpisodeRecord
 from contextdelta.worlds import MutationEvent, Outcome, ToolEvent, ToolKind
 
@@ -88,7 +88,7 @@ class MutationView:
     @property
     def text(self) -> str:
         """``mutation-id by actor (after call #3, after_tool_call): world/kind/id v1 -> v2``."""
-        changes = ", ".join(f"{r} v{a} -> v{b}" for r, a, b in self.changes)
+        changes = ", ".join(f"{r} {version_text(a)} -> {version_text(b)}" for r, a, b in self.changes)
         outcome = "" if self.outcome == Outcome.EXECUTED.value else f" [{self.outcome}]"
         return f"{self.mutation_id} by {self.actor} ({self.where}, {self.trigger}): {changes}{outcome}"
 

@@ -14,6 +14,7 @@ from contextdelta.replay._render import (
     render_episode,
     render_episodes,
     select_episodes,
+    version_text,
 )
 
 __all__ = [
@@ -27,4 +28,5 @@ __all__ = [
     "render_episode",
     "render_episodes",
     "select_episodes",
+    "version_text",
 ]

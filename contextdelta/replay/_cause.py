@@ -14,7 +14,7 @@ from rich.text import Text
 
 from contextdelta._words import plural
 from contextdelta.attribution import MODE_PRECEDENCE, ActionRef, Attribution, ObservationRef, attribute_episode
-from contextdelta.replay._render import printable
+from contextdelta.replay._render import printable, version_text
 from contextdelta.rundir import EpisodeRecord
 
 RULE_WIDTH = 100
@@ -80,7 +80,7 @@ def render_attribution(attribution: Attribution) -> Text:
         line(
             "made stale by",
             f"hidden mutation {m.mutation_id} by {m.actor} ({where}): {m.resource} "
-            f"v{m.version_before} → v{m.version_after}",
+            f"{version_text(m.version_before)} → {version_text(m.version_after)}",
             "magenta",
         )
     if attribution.own_write is not None:

@@ -158,9 +158,16 @@ def _versions(event: ToolEvent) -> str:
     return " · ".join(parts)
 
 
+def version_text(version: int | None) -> str:
+    """A resource version as shown: ``v3``, or ``absent`` where the resource did not exist (before a mutation that
+    created it, after one that deleted it)."""
+    return "absent" if version is None else f"v{version}"
+
+
 def _mutation_line(w: _Writer, mutation: MutationEvent, indent: int) -> None:
     changes = ", ".join(
-        f"{r} v{mutation.versions_before.get(r)} → v{mutation.versions_after.get(r)}" for r in mutation.resources
+        f"{r} {version_text(mutation.versions_before.get(r))} → {version_text(mutation.versions_after.get(r))}"
+        for r in mutation.resources
     )
     where = f"after call #{mutation.after_seq}" if mutation.after_seq is not None else f"before step {mutation.step}"
     outcome = "" if mutation.outcome is Outcome.EXECUTED else f" [{mutation.outcome.value}]"

@@ -154,3 +154,23 @@ def test_an_edited_run_with_a_lone_surrogate_and_bidi_controls_replays_escaped(r
     assert done.exit_code == 0, done.output
     assert "done \\u202eevil \\ud800 \\x1b[2J" in done.stdout
     assert not any(c in done.stdout for c in "\u202e\x1b")
+
+
+def test_a_mutation_that_creates_a_resource_shows_it_absent_before(fixture: Fixture) -> None:
+    """A hidden mutation that creates a resource (cal-design-review's booking) has no version before it: replay,
+    attribute and the dashboard showed ``vNone → v1``."""
+    from contextdelta.dashboard.timeline import episode_timeline
+
+    record = fixture.episode("context_dropped_fresh_observation")
+    data = json.loads(record.model_dump_json())
+    step = next(s for s in data["trace"]["steps"] if s["evaluator"]["mutations_after_calls"])
+    mutation = step["evaluator"]["mutations_after_calls"][0]
+    resource = mutation["resources"][0]
+    mutation["versions_before"][resource] = None
+    edited = EpisodeRecord.model_validate(data)
+    after = mutation["versions_after"][resource]
+    text = render_episode(edited).plain
+    assert f"{resource} absent → v{after}" in text and "vNone" not in text
+    timeline = episode_timeline(edited)
+    shown = [m.text for s in timeline.steps for m in s.mutations]
+    assert any(f"{resource} absent -> v{after}" in t for t in shown) and not any("vNone" in t for t in shown)
