@@ -405,22 +405,35 @@ def eval_sample(
     return sample
 
 
+def _score(name: str, values: Sequence[float], of: int, unit: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "scorer": name,
+        "scored_samples": len(values),
+        "unscored_samples": of - len(values),
+        "metrics": {"mean": {"name": "mean", "value": sum(values) / len(values)}},
+        "metadata": {"unit": unit},
+    }
+
+
 def _results(samples: Sequence[Mapping[str, Any]], total: int) -> dict[str, Any]:
+    """The log's headline scores: each grader's mean over the main matrix's samples (a control condition's episodes,
+    e.g. no_mutation with the hidden mutations off, left out, as the report and the dashboard leave them out), then
+    ``success[CONTROL]`` over each control's samples."""
+    main = [s for s in samples if not s["metadata"].get("control")]
+    controls = sorted({s["metadata"]["control"] for s in samples if s["metadata"].get("control")})
+    unit = "share of the main matrix's episodes (the task-level statistics are in aggregate_metrics.json)"
+    if controls:
+        unit += f"; control episodes ({', '.join(controls)}) left out"
     scores = []
     for name in ("success", *GRADERS):
-        values = [s["scores"][name]["value"] for s in samples if name in s["scores"]]
-        if not values:
-            continue
-        scores.append(
-            {
-                "name": name,
-                "scorer": name,
-                "scored_samples": len(values),
-                "unscored_samples": len(samples) - len(values),
-                "metrics": {"mean": {"name": "mean", "value": sum(values) / len(values)}},
-                "metadata": {"unit": "share of episodes (the task-level statistics are in aggregate_metrics.json)"},
-            }
-        )
+        values = [s["scores"][name]["value"] for s in main if name in s["scores"]]
+        if values:
+            scores.append(_score(name, values, len(main), unit))
+    for control in controls:
+        held = [s for s in samples if s["metadata"].get("control") == control]
+        values = [s["scores"]["success"]["value"] for s in held]
+        scores.append(_score(f"success[{control}]", values, len(held), f"share of the {control} control's episodes"))
     # inspect_ai's completed_samples: the samples that finished without an error (a failed trial is an errored
     # sample), as its own recompute_metrics counts them; total_samples is the plan
     completed = sum(1 for s in samples if "error" not in s)

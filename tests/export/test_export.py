@@ -396,3 +396,26 @@ def test_superseded_attempts_are_a_table_of_their_own(tmp_path: Path) -> None:
     assert len(episodes) + len(superseded) == len(lines) == len(first.records) + 1
     assert superseded == [(failed.run_id, 1, True, "provider_error")]
     assert (failed.run_id, 2, False) in episodes
+
+
+def test_the_headline_scores_leave_the_control_episodes_out(tmp_path: Path) -> None:
+    """A run with --controls no_mutation pooled the control episodes (hidden mutations off, so mostly passes) into
+    the log's success mean: 0.625 where the main matrix's was 0.25 in a probe run. The report and the dashboard
+    leave them out; the log now does too and gives each control's success on its own."""
+    records = records_of(runs.unsafe_run())
+    controls = []
+    for record in records[:4]:
+        verdict = record.verdict.model_copy(update={"success": True})
+        run_id = record.run_id.replace(".r", ".no_mutation.r")
+        controls.append(record.model_copy(update={"control": "no_mutation", "run_id": run_id, "verdict": verdict}))
+    manifest = RunDirectory(runs.unsafe_run()).read_manifest()
+    out = tmp_path / "controls.json"
+    out.write_text(json.dumps(eval_log(manifest, [*records, *controls])))
+    log: Any = read_eval_log(str(out))
+    assert len(log.samples) == 28
+    scores = {s.name: s for s in log.results.scores}
+    main = sum(r.verdict.success and not r.failed for r in records) / len(records)
+    assert scores["success"].metrics["mean"].value == pytest.approx(main) and scores["success"].scored_samples == 24
+    assert scores["success[no_mutation]"].metrics["mean"].value == 1.0
+    assert scores["success[no_mutation]"].scored_samples == 4
+    assert "control episodes (no_mutation) left out" in scores["success"].metadata["unit"]
