@@ -9,6 +9,8 @@ inspect_ai is not a dependency of the package (the tests read the log back with 
 - the verdict as scores: ``success`` and each grader (1.0 pass, 0.0 fail; a grader that does not apply is left
   out), with the grader's reasons as the explanation and its structured details as metadata; a failed trial has
   no verdict and is scored on ``success`` alone (0);
+- token usage: an episode's model_usage, and the header's sums, only where every call reported its usage
+  (``usage_complete``; the header counts the others in ``usage_unreported_episodes``): unknown is never 0;
 - metadata: strategy, protection mode, hazard, world, failure mode (the attribution), termination, cost, the
   episode's ids, and the harmful-action indicator, the graders' counts and the attempt (`EPISODE_COLUMNS`);
 - ``messages``: the canonical (full) history; each step's model call is a ``model`` event whose ``input`` is the
@@ -355,7 +357,7 @@ def eval_sample(
     functions = _functions(history)
     model_usage: dict[str, dict[str, Any]] = {}
     totals = trace.totals
-    if not external:
+    if not external and totals.usage_complete:  # a call that reported no usage: the totals are unknown, not 0
         model_usage[trace.model] = _usage(totals.agent_usage) or {}
         if totals.summary_calls:
             summary = (
@@ -390,6 +392,7 @@ def eval_sample(
             "cost_usd": record.cost_usd,
             "episode_seed": record.episode_seed,
             "context": "unknown" if external else "recorded",
+            "usage_complete": None if external else totals.usage_complete,
             **{column: row[column] for column in EPISODE_COLUMNS},
         },
         "events": events,
@@ -456,8 +459,9 @@ def eval_log(
         eval_sample(r, by_run.get(r.run_id), tasks.get(r.task_id), manifest.provider.summary_model) for r in ordered
     ]
     usage: dict[str, Usage] = {}
+    unreported = sum(1 for r in ordered if r.trace.external is None and not r.trace.totals.usage_complete)
     for r in ordered:
-        if r.trace.external is None:
+        if r.trace.external is None and r.trace.totals.usage_complete:
             usage[r.trace.model] = usage.get(r.trace.model, Usage()) + r.trace.totals.agent_usage
             if r.trace.totals.summary_calls:
                 name = manifest.provider.summary_model
@@ -512,6 +516,7 @@ def eval_log(
                 "system_prompt_sha256": manifest.hashes.system_prompt_sha256,
                 "status": manifest.status.value,
                 "stop_reason": manifest.stop_reason,
+                "usage_unreported_episodes": unreported,
                 "exported_from": "contextdelta run directory",
             },
         },

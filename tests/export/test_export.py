@@ -419,3 +419,26 @@ def test_the_headline_scores_leave_the_control_episodes_out(tmp_path: Path) -> N
     assert scores["success[no_mutation]"].metrics["mean"].value == 1.0
     assert scores["success[no_mutation]"].scored_samples == 4
     assert "control episodes (no_mutation) left out" in scores["success"].metadata["unit"]
+
+
+def test_usage_an_endpoint_did_not_report_is_unknown_not_zero(tmp_path: Path) -> None:
+    """An episode with a call that reported no token usage has unknown totals (task_results.csv leaves its token
+    columns empty); the inspect log gave its partial sums (0 tokens for an endpoint that reports none) as the
+    episode's usage and added them into the header's."""
+    records = records_of(runs.unsafe_run())
+    totals = records[0].trace.totals.model_copy(update={"usage_complete": False})
+    records[0] = records[0].model_copy(update={"trace": records[0].trace.model_copy(update={"totals": totals})})
+    assert task_result_values(records[0])["agent_prompt_tokens"] is None
+    manifest = RunDirectory(runs.unsafe_run()).read_manifest()
+    out = tmp_path / "usage.json"
+    out.write_text(json.dumps(eval_log(manifest, records)))
+    log: Any = read_eval_log(str(out))
+    unknown = next(s for s in log.samples if s.metadata["run_id"] == records[0].run_id)
+    assert unknown.model_usage == {} and unknown.metadata["usage_complete"] is False
+    assert all(s.model_usage and s.metadata["usage_complete"] for s in log.samples if s is not unknown)
+    assert log.eval.metadata["usage_unreported_episodes"] == 1
+    known = sum(  # the summary model is the agent's model here
+        r.trace.totals.agent_usage.prompt_tokens + (r.trace.totals.summary_usage.prompt_tokens or 0)
+        for r in records[1:]
+    )
+    assert log.stats.model_usage[manifest.provider.model].input_tokens == known
