@@ -16,7 +16,8 @@ inspect_ai is not a dependency of the package (the tests read the log back with 
 - ``messages``: the canonical (full) history; each step's model call is a ``model`` event whose ``input`` is the
   context sent at that step (after the strategy; messages the strategy wrote are marked in their metadata), each
   tool call a ``tool`` event, each hidden mutation an ``info`` event (evaluator-only data, labelled so);
-- a failed trial carries its error (inspect shows it as an errored sample);
+- a failed trial carries its error (inspect shows it as an errored sample); an episode the step limit ended, a
+  ``custom`` sample limit;
 - an external agent's episode has no messages and no model events: its model's context is unknown, and the sample
   says so in its metadata (``context: unknown``) instead of inventing one.
 """
@@ -27,7 +28,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from contextdelta.agent import EpisodeTrace, StepRecord
+from contextdelta.agent import EpisodeTrace, StepRecord, TerminationReason
 from contextdelta.attribution import Attribution, attribute_run
 from contextdelta.canonical import canonical_json
 from contextdelta.grading import GraderName, describe
@@ -402,6 +403,9 @@ def eval_sample(
         "total_time": record.wall_s,
         "uuid": record.run_id,
     }
+    if trace.termination is TerminationReason.MAX_STEPS:  # inspect_ai's sample limit: its viewer flags it
+        reason = f"the step limit ({trace.max_steps}) ended the episode before a final answer"
+        sample["limit"] = {"type": "custom", "limit": float(trace.max_steps), "reason": reason}
     if record.failed:
         message = trace.error or trace.termination.value
         sample["error"] = {"message": message, "traceback": trace.error_detail or "", "traceback_ansi": ""}

@@ -442,3 +442,20 @@ def test_usage_an_endpoint_did_not_report_is_unknown_not_zero(tmp_path: Path) ->
         for r in records[1:]
     )
     assert log.stats.model_usage[manifest.provider.model].input_tokens == known
+
+
+def test_an_episode_the_step_limit_ended_is_a_sample_limit(tmp_path: Path) -> None:
+    """inspect_ai marks a sample a limit ended (its viewer flags it; samples_df has limit columns); an episode
+    that hit the step limit was exported as an ordinary sample, its termination in metadata only."""
+    out = tmp_path / "max_steps.json"
+    export_run(runs.max_steps_run(), "inspect", out)
+    log: Any = read_eval_log(str(out))
+    (sample,) = log.samples
+    assert sample.metadata["termination"] == "max_steps" and sample.error is None
+    assert sample.limit.type == "custom" and sample.limit.limit == 2
+    assert sample.limit.reason == "the step limit (2) ended the episode before a final answer"
+
+
+def test_an_episode_that_answered_carries_no_limit(unsafe_log: tuple[Path, Any]) -> None:
+    _, log = unsafe_log
+    assert all(s.limit is None for s in log.samples if s.metadata["termination"] != "max_steps")
