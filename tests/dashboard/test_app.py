@@ -475,7 +475,7 @@ def test_the_runs_page_loads_the_selected_run_in_the_background_once(
     assert any(path.name in c.value for c in app.caption)
 
 
-def test_the_conditions_page_shows_the_reports_warnings_a_shard_first(
+def test_the_conditions_page_shows_the_reports_warnings_after_the_shard_notice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The Conditions page showed a shard's numbers ("3 of 3 episodes") without the report's warnings: not that it
@@ -484,7 +484,8 @@ def test_the_conditions_page_shows_the_reports_warnings_a_shard_first(
     app = open_page(tmp_path, monkeypatch, PAGES[1], {"run": run.name})
     no_exception(app)
     shown = [w.value.replace("\\", "") for w in app.warning]  # markdown escapes dropped
-    assert shown and shown[0].startswith("**shard**: shard 1/2, not the whole plan"), shown
+    assert shown and "is shard 1/2 of its plan" in shown[0], shown
+    assert not any("shard 1/2, not the whole plan" in w for w in shown), shown  # said once, not twice
     assert any(w.startswith("**few_tasks**") for w in shown), shown
 
 

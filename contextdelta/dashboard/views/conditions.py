@@ -33,8 +33,10 @@ st.caption(
     f"hierarchical task-cluster bootstrap intervals ({metrics.analysis.resamples:,} resamples; exact Clopper-Pearson "
     f"bounds over tasks where every task agrees) · source: {run.metrics_source}"
 )
-for warning in metrics.warnings:  # the report's warnings (a shard, failed trials, few tasks) before any number
-    st.warning(f"**{warning.code}**: {plain(warning.message)}")
+# the report's warnings (failed trials, few tasks) before any number; a shard is already said by the notice above
+for warning in metrics.warnings:
+    if warning.code != "shard" or run.partial is None:
+        st.warning(f"**{warning.code}**: {plain(warning.message)}")
 
 points = rate_points(metrics)
 if not any(p["rate"] is not None for p in points):
