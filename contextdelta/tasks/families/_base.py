@@ -28,7 +28,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contextdelta.canonical import canonical_json, sha256_hex
 from contextdelta.tasks.schema import (
@@ -54,6 +54,7 @@ from contextdelta.worlds import (
     Trigger,
     World,
     get_world,
+    includes_arguments,
 )
 
 GENERATOR_VERSION = 1
@@ -115,12 +116,26 @@ def rng_for(family: str, seed: int) -> random.Random:
     return random.Random(int(sha256_hex(f"{family}|{seed}")[:16], 16))
 
 
-def after_call(calls: Sequence[TrajectoryCall], index: int) -> Trigger:
-    """A trigger firing right after call ``index`` of ``calls`` (matched by tool and every argument; a negative
-    index counts from the end)."""
+def after_call(world: str, calls: Sequence[TrajectoryCall], index: int) -> Trigger:
+    """A trigger firing right after call ``index`` of ``calls`` in ``world`` (a negative index counts from the end).
+    It declares every argument of the call, and ``n`` counts the calls up to it that the world matches as it does:
+    as the tool reads them, a write on its effect key only (``ToolSpec.declared_action``), so an earlier call that
+    differs from it only in free text is counted too."""
     index %= len(calls)
     target = calls[index]
-    n = sum(1 for c in calls[: index + 1] if c.tool == target.tool and c.args == target.args)
+    spec = get_world(world).tool(target.tool)
+    declared = spec.declared_action(target.args) if spec is not None else dict(target.args)
+
+    def read(args: dict[str, Any]) -> dict[str, Any]:
+        if spec is None:
+            return args
+        try:  # as validated_arguments records a call: validated, defaults filled
+            validated: dict[str, Any] = spec.args.model_validate(args).model_dump(mode="json")
+            return validated
+        except ValidationError:
+            return args
+
+    n = sum(1 for c in calls[: index + 1] if c.tool == target.tool and includes_arguments(read(c.args), declared))
     return Trigger(after_tool_call=AfterToolCall(tool=target.tool, n=n, args=dict(target.args)))
 
 

@@ -98,7 +98,7 @@ class CalendarMeetingMoved(TaskFamily):
             f"as they are and only add {newcomer}."
         )
 
-        trigger = after_call(draft.shared, observation if params.timing is Timing.EARLY else -1)
+        trigger = after_call(self.world, draft.shared, observation if params.timing is Timing.EARLY else -1)
         if params.mutation == "moved":
             start, end = cal.slot(event["room_id"])  # free, so never the meeting's own slot
             change = actor_call(

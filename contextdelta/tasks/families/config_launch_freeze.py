@@ -91,7 +91,7 @@ class ConfigLaunchFreeze(TaskFamily):
         freeze = patch(
             "release-freezes-key" if params.mutation == "release_freeze" else "incident-freezes-key",
             actor,
-            after_call(draft.shared, 0),
+            after_call(self.world, draft.shared, 0),
             target.resource,
             frozen=True,
             freeze_reason=reason,

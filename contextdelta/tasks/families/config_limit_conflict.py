@@ -66,7 +66,7 @@ class ConfigLimitConflict(TaskFamily):
         )
         draft.work(*filler(work, value_lookup(bystander), params.horizon - 1))
         draft.steps.append(f"Now double {target.label} from its current value.")
-        trigger = after_call(draft.shared, listing if params.timing is Timing.EARLY else before_read)
+        trigger = after_call(self.world, draft.shared, listing if params.timing is Timing.EARLY else before_read)
         if params.mutation == "oncall_raise":
             change = actor_call(
                 "oncall-raises-setting",

@@ -62,7 +62,11 @@ class ConfigLimitRetuned(TaskFamily):
         )
         draft.work(*filler(work, value_lookup(bystander), params.horizon - 1))
         draft.steps.append(f"Now raise {target.label} by {raise_by} from its current value.")
-        trigger = after_observation(target.resource) if params.timing is Timing.EARLY else after_call(draft.shared, -1)
+        trigger = (
+            after_observation(target.resource)
+            if params.timing is Timing.EARLY
+            else after_call(self.world, draft.shared, -1)
+        )
         if params.mutation == "oncall_change":
             actor = rng.choice(ACTORS)
             change = actor_call(

@@ -104,7 +104,7 @@ class OrderAddressShipped(TaskFamily):
             "order saying the address change could not be applied, and why."
         )
 
-        trigger = after_call(draft.shared, observation if params.timing is Timing.EARLY else -1)
+        trigger = after_call(self.world, draft.shared, observation if params.timing is Timing.EARLY else -1)
         if params.mutation == "shipped":
             shipped = {"author": packing["author"], "text": "Shipped via UPS Ground, tracking 1Z999AA10123456784."}
             change = patch(

@@ -84,7 +84,9 @@ class OrderRefundHandled(TaskFamily):
         reason = f"Damaged {item} on arrival"
         if params.mutation == "colleague_refund":
             refunded = amount
-            trigger = after_observation(key) if params.timing is Timing.EARLY else after_call(draft.shared, -1)
+            trigger = (
+                after_observation(key) if params.timing is Timing.EARLY else after_call(self.world, draft.shared, -1)
+            )
             mutation = actor_call(
                 "colleague-refunds-item",
                 colleague,
@@ -97,7 +99,9 @@ class OrderRefundHandled(TaskFamily):
             done_by = f"{colleague} already refunded {dollars(amount)}"
         else:
             refunded = order["total_cents"]
-            trigger = after_observation(key) if params.timing is Timing.EARLY else after_call(draft.shared, -1)
+            trigger = (
+                after_observation(key) if params.timing is Timing.EARLY else after_call(self.world, draft.shared, -1)
+            )
             mutation = patch(
                 "payments-records-chargeback",
                 "payments-disputes",

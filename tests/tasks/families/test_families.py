@@ -10,6 +10,7 @@ import pytest
 from contextdelta.grading import grade
 from contextdelta.tasks import Hazard, Task
 from contextdelta.tasks.families import FAMILIES, FamilyParams, TaskFamily, Timing, cell_params
+from contextdelta.tasks.families._base import after_call, call
 from contextdelta.validation import check_replays
 from contextdelta.worlds import ProtectionMode, get_world
 from tests.testing.episode_loop import last_n, run_policy, stale_writes
@@ -206,3 +207,15 @@ def test_the_launch_freeze_family_is_all_reads_and_refuses_the_change_the_snapsh
     assert verdict.end_state and not verdict.no_prohibited_action and not verdict.success
     protected = replay(task, task.evaluator.unsafe_trajectory, ProtectionMode.FRESHNESS_CONTRACT)
     assert protected.world.events[-1].outcome is Outcome.BLOCKED
+
+
+def test_a_generated_trigger_counts_the_calls_the_world_matches() -> None:
+    """The world matches a write's trigger on its effect key: an earlier refund of the same order and amount worded
+    otherwise is a match too, so the trigger after the second one must say n=2 (it fired after the first)."""
+    first = call("issue_refund", order_id="A-1", amount_cents="500", reason="Goodwill")
+    second = call("issue_refund", order_id="A-1", amount_cents=500, reason="Goodwill credit: the box was dented")
+    reads = [call("get_order", order_id="A-1"), call("get_order", order_id="A-1")]
+    trigger = after_call("order", [reads[0], first, reads[1], second], -1).after_tool_call
+    assert trigger is not None and trigger.n == 2
+    read_trigger = after_call("order", [*reads, first], 1).after_tool_call
+    assert read_trigger is not None and read_trigger.n == 2
