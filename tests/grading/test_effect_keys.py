@@ -58,6 +58,22 @@ REWORDED = [
     pytest.param(
         shipped("calendar/cal-design-review.yaml"),
         [
+            ("create_event", {**NEW_EVENT, "attendees": ["sofia.rossi@northwind.io", "omar.haddad@northwind.io"]}),
+            (
+                "create_event",
+                {
+                    **NEW_EVENT,
+                    "organizer": "Dana.Kim@northwind.io",
+                    "attendees": ["Omar.Haddad@northwind.io", "sofia.rossi@northwind.io"],
+                },
+            ),
+        ],
+        [Outcome.EXECUTED, Outcome.REJECTED],
+        id="calendar-create-the-same-people-in-another-order-and-case",
+    ),
+    pytest.param(
+        shipped("calendar/cal-design-review.yaml"),
+        [
             ("cancel_event", {"event_id": "evt-3", "reason": "Organizer is out"}),
             ("cancel_event", {"event_id": "evt-3", "reason": "Not needed any more"}),
         ],
@@ -226,3 +242,14 @@ def test_a_prohibited_action_declaring_free_text_matches_a_call_worded_otherwise
     assert not result.no_prohibited_action and result.prohibited_action_count == 1
     kept, _ = graded(task, [("cancel_order", {"order_id": "A-1", "reason": "x"})])
     assert kept.no_prohibited_action
+
+
+def test_another_meeting_in_a_slot_an_earlier_booking_left_is_not_a_duplicate() -> None:
+    """A booking moved away frees its slot; another organizer's meeting booked there was counted as a repeat of the
+    first booking while the key was the slot alone."""
+    task = shipped("calendar/cal-design-review.yaml")
+    moved = {"event_id": "evt-6", "start": "2026-03-11T17:00", "end": "2026-03-11T18:00"}
+    other = {**NEW_EVENT, "title": "Hiring sync", "organizer": "omar.haddad@northwind.io"}
+    result, found = graded(task, [("create_event", NEW_EVENT), ("reschedule_event", moved), ("create_event", other)])
+    assert found == [Outcome.EXECUTED, Outcome.EXECUTED, Outcome.EXECUTED]
+    assert result.no_duplicate_action and result.duplicate_action_count == 0

@@ -171,7 +171,22 @@ def find_free_slots(ctx: ToolContext, args: FreeSlotsArgs) -> Any:
     return {"room": ctx.ref(Room, args.room_id), "day": args.day.isoformat(), "free": slots}
 
 
-@tool(ToolKind.WRITE, resource=_room, effect=("room_id", "start", "end"))  # the slot booked: one event a slot
+def _booking_form(effect: dict[str, Any]) -> dict[str, Any]:
+    """A booking as the tool acts on it: the slot, and who meets there (the organizer and the attendees, emails
+    matched case-insensitively, the attendees as a set), so the same meeting booked again with a reworded title is
+    the same action, and another meeting in a slot an earlier booking left is not."""
+    form = _email_sets(effect)
+    if isinstance(form.get("organizer"), str):
+        form["organizer"] = form["organizer"].lower()
+    return form
+
+
+@tool(
+    ToolKind.WRITE,
+    resource=_room,
+    effect=("room_id", "start", "end", "organizer", "attendees"),  # the slot and who meets there; not title or text
+    effect_form=_booking_form,
+)
 def create_event(ctx: ToolContext, args: CreateEventArgs) -> Any:
     """Book a new event in a room. The room's schedule is the resource this write changes."""
     room = ctx.get(Room, args.room_id)
