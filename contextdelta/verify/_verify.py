@@ -172,7 +172,7 @@ def _differences(recorded: Any, derived: Any, path: str = "") -> Iterator[tuple[
                 yield from _differences(recorded[key], derived[key], child)
     elif isinstance(recorded, list) and isinstance(derived, list):
         if len(recorded) != len(derived):
-            yield f"{path}.length", len(recorded), len(derived)
+            yield f"{path}.length" if path else "length", len(recorded), len(derived)
         for i, (a, b) in enumerate(zip(recorded, derived, strict=False)):
             yield from _differences(a, b, f"{path}[{i}]")
     elif (
@@ -209,7 +209,7 @@ class _Verifier:
 
     def compare(self, run_id: str, name: str, recorded: Any, derived: Any) -> None:
         for path, a, b in _differences(recorded, derived):
-            where = f"{name}.{path}" if path else name
+            where = f"{name}{path}" if path.startswith("[") else f"{name}.{path}" if path else name
             self.diverge(run_id, where, f"recorded {_short(a)}, re-derived {_short(b)}")
 
     # ---- 2. the task snapshot -------------------------------------------------------------------------------

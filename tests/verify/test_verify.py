@@ -378,6 +378,14 @@ def test_a_run_killed_before_its_last_episodes_tool_events_were_appended_verifie
     assert (code, out) == (0, ["MATCH"])
     notes = verify_run(path, allow_incomplete=True).notes
     assert any(
-        note.startswith("tool_events.jsonl lacks") and f"of {last}, the last episode recorded" in note
-        for note in notes
+        note.startswith("tool_events.jsonl lacks") and f"of {last}, the last episode recorded" in note for note in notes
     ), notes
+
+
+def test_a_differing_list_is_named_without_a_double_dot() -> None:
+    """A list compared at the top of a field was named `steps[6].mutations_after_calls..length` and `name.[0]`."""
+    from contextdelta.verify._verify import _differences
+
+    assert list(_differences([1, 2], [1])) == [("length", 2, 1)]
+    assert list(_differences([1, 2], [1, 3])) == [("[1]", 2, 3)]
+    assert list(_differences({"a": [1]}, {"a": []})) == [("a.length", 1, 0)]
