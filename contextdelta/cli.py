@@ -394,7 +394,13 @@ def generate_tasks_command(
             failing[(info.name, info.horizon)] = (count + 1, first)
     if failing:
         (name, _), (_, first) = next(iter(failing.items()))
-        cells = ", ".join(f"{f} h={h} ({n} of {per_cell})" for (f, h), (n, _) in failing.items())
+        by_family: dict[str, list[str]] = {}
+        for (f, h), (n, _) in failing.items():
+            by_family.setdefault(f, []).append(f"h={h}" if n == per_cell else f"h={h} ({n} of {per_cell})")
+        cells = "; ".join(
+            f"{f} at {', '.join(hs[:8])}{f' and {len(hs) - 8} more horizons' if len(hs) > 8 else ''}"
+            for f, hs in by_family.items()
+        )
         raise _fail(
             f"--horizons: these family cells make tasks that do not validate, so nothing was written: {cells}. "
             f"Family {name}'s work does not stretch that far (first problem: {first}); use smaller horizons for it",

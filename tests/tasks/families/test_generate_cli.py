@@ -135,7 +135,7 @@ def test_a_horizon_a_family_cannot_stretch_to_is_refused_before_anything_is_writ
     assert result.exit_code == 2, result.output
     text = result.output.replace("\n", " ")
     assert "--horizons: these family cells make tasks that do not validate, so nothing was written" in text
-    assert "order-refund-handled h=23 (1 of 1)" in text and "h=1 " not in text and "no_duplicate_action" in text
+    assert "nothing was written: order-refund-handled at h=23. Family" in text and "no_duplicate_action" in text
     assert not out.exists()
 
 
