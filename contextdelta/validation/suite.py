@@ -421,7 +421,8 @@ def validate_suite(
                 not_loaded.setdefault(Path(problem.file).stem, problem)
         lock = read_lock(lock_path)
         suite_level = lock_problems(loaded, lock, writing=writing_lock, not_loaded=not_loaded)
-        if lock.generator is not None and not writing_lock:  # --write-lock keeps the record only where it holds
+        # --write-lock keeps the record only where it holds; a task file that did not load is named already
+        if lock.generator is not None and not writing_lock and not not_loaded:
             suite_level += generator_problems(lock_path, lock.generator, loaded)
     problems = file_problems + [p for r in rows for p in r.problems] + suite_level
     return SuiteReport(

@@ -103,6 +103,15 @@ def test_an_edit_of_the_locks_generator_line_is_named(tmp_path: Path, old: str, 
 
 
 @pytest.mark.slow
+def test_a_task_file_that_does_not_load_is_not_also_a_generator_problem(tmp_path: Path) -> None:
+    _generate(tmp_path)
+    broken = next((tmp_path / "order").glob("*.yaml"))
+    broken.write_text(broken.read_text() + "garbage: [\n")
+    found = [p.render() for p in validate_suite(tmp_path).problems]
+    assert any("invalid YAML" in p for p in found) and not any("generator:" in p for p in found), found
+
+
+@pytest.mark.slow
 def test_write_lock_drops_a_generator_line_the_tasks_no_longer_match(tmp_path: Path) -> None:
     _generate(tmp_path)
     for path in sorted((tmp_path / "order").glob("*-h03-*.yaml")):
