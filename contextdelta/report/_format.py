@@ -84,7 +84,8 @@ def _end(value: float | str, decimals: int) -> str:
         return "+inf"
     if value == "-inf":
         return "-inf"
-    return f"{float(value):+.{decimals}f}"
+    rounded = round(float(value), decimals)
+    return f"{rounded if rounded else 0.0:+.{decimals}f}"  # a value that rounds to 0 is +0.00, never -0.00
 
 
 def slope_text(slope: LogisticSlope) -> str:

@@ -101,3 +101,16 @@ def test_a_comparison_untestable_on_the_shared_repeats_says_where_its_tasks_agre
     assert f"- {c.name}: no task differs between {c.a.label} and {c.b.label} (2 tasks, all concordant)" in (
         _statement(agreeing, 1, 0.05, 0)
     )
+
+
+def test_a_slope_end_that_rounds_to_zero_is_not_negative_zero() -> None:
+    """A slope interval whose lower end was -0.001 printed as `[-0.00, +0.41]`."""
+    from contextdelta.report import slope_text
+    from contextdelta.stats import LogisticSlope, SlopeStatus
+
+    slope = LogisticSlope(
+        status=SlopeStatus.OK, estimate=0.2, low=-0.001, high=0.41, confidence=0.95, n_horizons=3, n_tasks=9,
+        n_episodes=27, resamples_left_out=0, note="",
+    )  # fmt: skip
+    assert "-0.00" not in slope_text(slope)
+    assert slope_text(slope).startswith("+0.20 [+0.00, +0.41]")
