@@ -379,7 +379,7 @@ def generate_tasks_command(
         error = exc.errors(include_url=False)[0]
         flag = {"families": "--family", "horizons": "--horizons"}.get(str(error["loc"][0]) if error["loc"] else "")
         raise _fail(f"{flag or '--horizons'}: {error['msg']}", 2) from None
-    suite = generate_suite(arguments, [FAMILIES[n] for n in names])
+    suite = generate_suite(arguments, [FAMILIES[n] for n in arguments.families])
     # every task is checked before anything is written: a family whose work cannot stretch to a horizon (its
     # intermediate writes start repeating, or hit a domain limit) is a refusal, never an invalid suite on disk
     failing: dict[tuple[str, int], tuple[int, str]] = {}

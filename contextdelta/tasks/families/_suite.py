@@ -52,14 +52,14 @@ class SuiteArguments(BaseModel):
             raise ValueError(f"horizons must be between 1 and {MAX_HORIZON}; got {bad[0]}")
         if len(set(value)) != len(value):
             raise ValueError("horizons must not repeat")
-        return value
+        return tuple(sorted(value))  # one suite, one lock line, however the horizons were listed
 
     @field_validator("families")
     @classmethod
     def _families(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         if len(set(value)) != len(value):
             raise ValueError("families must not repeat")
-        return value
+        return tuple(sorted(value))  # one suite, one lock line, however the families were listed
 
 
 def cell_params(family: TaskFamily, horizon: int, index: int, seed: int) -> FamilyParams:
@@ -101,7 +101,8 @@ class GeneratedSuite:
 
 
 def generate_suite(arguments: SuiteArguments, families: Sequence[TaskFamily]) -> GeneratedSuite:
-    """Every task of the grid families x horizons x per_cell (``families`` in the order of the arguments)."""
+    """Every task of the grid families x horizons x per_cell (``families`` in the order of the arguments, which
+    sorts its families and horizons)."""
     made: list[GeneratedTask] = []
     for family in families:
         for horizon in arguments.horizons:
