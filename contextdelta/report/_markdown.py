@@ -471,8 +471,10 @@ def _dose_response(manifest: RunManifest, metrics: AggregateMetrics) -> list[str
         "",
         "A generated task's **horizon** (`evaluator.family.horizon`) is the number of agent calls from the "
         "observation that decides whether its dependent write is safe (each family names it: `contextdelta "
-        "generate-tasks --list`) to that write, the work in between being on other resources; under `last_n` with "
-        "n tool groups that observation is still in the context at the write exactly when the horizon is at most n. "
+        "generate-tasks --list`) to that write on the task's unsafe trajectory (one call a step), the work in between "
+        "being on other resources; under `last_n` with n tool groups that observation is still in the context at the "
+        "write when the horizon is at most n for an agent that makes one call a step, and longer for one that makes "
+        "several calls in a step (they are one tool group). "
         f"{plural(dose.tasks, 'task')} of the run {'has' if dose.tasks == 1 else 'have'} a horizon"
         + (
             f" ({dose.tasks_without_horizon} without one {'is' if dose.tasks_without_horizon == 1 else 'are'} left "

@@ -257,3 +257,11 @@ def test_one_task_with_a_horizon_is_singular() -> None:
     first = sorted(r.task_id for r in records)[0]
     text = build_report(directory.read_manifest(), [r for r in records if r.task_id == first]).markdown
     assert "1 task of the run has a horizon." in text and "have a horizon" not in text
+
+
+def test_the_horizon_rule_is_not_claimed_for_agents_that_batch_calls() -> None:
+    """The section said the observation is in a last_n context "exactly when the horizon is at most n", which holds
+    only for an agent that makes one call a step: several calls in one step are one tool group."""
+    text = " ".join((runs.horizon_run() / BENCHMARK_REPORT).read_text().split())
+    assert "exactly when the horizon is at most n" not in text
+    assert "for an agent that makes one call a step, and longer for one that makes several calls in a step" in text

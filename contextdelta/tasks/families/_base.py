@@ -9,8 +9,10 @@ showed, and the ``h - 1`` calls between them are realistic work on *other* resou
 is the last result that shows the written resource before ``W``. The horizon ``h`` is counted on the unsafe
 trajectory, which is what an agent does when it acts from what it last saw: ``W`` is its ``h``-th call after
 ``O``. A careful agent (the reference solution) re-reads the resource right before writing, one call more.
-Under ``last_n`` with ``n`` groups, ``O`` is still in the context when ``W`` is decided exactly when
-``h <= n``.
+The unsafe trajectory makes one call a step, so there ``h`` is also the number of agent steps (SPEC section 5).
+Under ``last_n`` with ``n`` groups, ``O`` is still in the context when ``W`` is decided exactly when ``h <= n``
+for an agent that makes one call a step; an agent that makes several calls in one step puts them in one tool
+group, so ``O`` stays longer. The horizon is a property of the task, not a distance measured in each episode.
 
 Generated tasks are ordinary task files: same schema, same validation, same graders. Their
 ``evaluator.family`` block records the family, the generator version and the parameters, and
