@@ -11,9 +11,9 @@ the episode's ids in the environment, :func:`agent_environment`). The episode en
 earlier, with ``finish`` or the step limit; the command then has ``AGENT_EXIT_GRACE_S`` to exit on its own before
 the harness stops it: SIGTERM to its process group, SIGKILL ``STOP_GRACE_S`` later; recorded as
 ``stopped_by_harness``, and no failure by itself). Whatever it started and left running, in its process group
-or not (found by ``AGENT_COOKIE`` in its environment), is stopped when the episode ends. A command that exits non-zero or runs past the per-episode
-timeout is a failed trial (``provider_error``: the agent is the episode's model); one that exits 0 without calling
-``finish`` ends the episode as it left it.
+or not (found by ``AGENT_COOKIE`` in its environment), is stopped when the episode ends. A command that exits
+non-zero (or is killed by a signal) or runs past the per-episode timeout is a failed trial (``provider_error``: the
+agent is the episode's model); one that exits 0 without calling ``finish`` ends the episode as it left it.
 
 ``serve-world`` (:func:`serve_world`): one episode, one agent connected by hand (HTTP) or by a client that
 launched the command (stdio). It ends with ``finish``, the step limit, the stdio session closing, or SIGINT/
@@ -201,9 +201,7 @@ class AgentCommandExecutor:
                     stopped=True,
                 )
             elif code != 0:
-                episode.close(
-                    "agent_failed", failed=f"the agent command exited with code {code}" + _tail(tail), exit_code=code
-                )
+                episode.close("agent_failed", failed=_exit_text(code) + _tail(tail), exit_code=code)
             else:
                 episode.close("agent_exited", exit_code=0)
         finally:
@@ -281,6 +279,14 @@ async def _stop_strays(cookie: str) -> None:
 def _kill(process: Process, signum: int = signal.SIGKILL) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signum)
+
+
+def _exit_text(code: int) -> str:
+    """How the command ended, for a failed trial's error: its exit code, or the signal that killed it (a crash)."""
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"the agent command was killed by signal {signal.Signals(-code).name} ({-code})"
+    return f"the agent command exited with code {code}"
 
 
 def _tail(text: str) -> str:

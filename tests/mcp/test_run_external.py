@@ -385,3 +385,12 @@ def test_a_child_that_left_the_agents_process_group_is_stopped_when_the_episode_
         for pid in _running(marker):  # not left behind by the test either
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_an_agent_killed_by_a_signal_is_a_failed_trial_that_names_the_signal(tmp_path: Path) -> None:
+    """A crash read "exited with code -11"; it names the signal."""
+    _, record = one_episode(tmp_path, agent_cmd="echo crashing; kill -SEGV $$")
+    assert record.failed and record.trace.external is not None and record.trace.external.exit_code == -11
+    assert "the agent command was killed by signal SIGSEGV (11); its last output: crashing" in (
+        record.trace.error or ""
+    )
