@@ -281,9 +281,9 @@ def _kill(process: Process, signum: int = signal.SIGKILL) -> None:
         os.killpg(process.pid, signum)
 
 
-def _exit_text(code: int) -> str:
+def _exit_text(code: int | None) -> str:
     """How the command ended, for a failed trial's error: its exit code, or the signal that killed it (a crash)."""
-    if code < 0:
+    if code is not None and code < 0:
         with contextlib.suppress(ValueError):
             return f"the agent command was killed by signal {signal.Signals(-code).name} ({-code})"
     return f"the agent command exited with code {code}"
