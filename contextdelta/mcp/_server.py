@@ -197,7 +197,8 @@ async def serve_stdio(episode: WorldEpisode) -> None:
     from mcp.shared.message import SessionMessage
 
     server = build_server(episode)
-    async with stdio_server(stdin=StdinLines(sys.stdin.fileno())) as (read, write):  # type: ignore[arg-type]
+    stdin = sys.stdin.fileno() if sys.stdin is not None else -1  # started with stdin closed: it ends at once
+    async with stdio_server(stdin=StdinLines(stdin)) as (read, write):  # type: ignore[arg-type]
         messages, received = anyio.create_memory_object_stream[Any](0)
 
         async def answer_unreadable_lines() -> None:

@@ -488,3 +488,14 @@ def test_a_signal_after_the_session_ended_does_not_cut_the_writing_of_the_episod
     (record,) = RunDirectory(outcome.path).read_episodes()
     assert record.trace.external is not None and record.trace.external.ended_by == "finish"
     assert (outcome.path / "benchmark_report.md").is_file()
+
+
+@pytest.mark.slow
+def test_over_stdio_a_closed_stdin_is_an_ended_session_not_a_traceback(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "contextdelta", "serve-world", "--transport", "stdio", "--task", "cfg-search-ramp",
+         "--mode", "unprotected", "--tasks", str(TASKS), "--results-dir", str(tmp_path), "--no-store"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120, preexec_fn=lambda: os.close(0),
+    )  # fmt: skip
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert (Path(done.stderr.strip().splitlines()[-1]) / "run_manifest.json").is_file()
