@@ -436,12 +436,12 @@ async def _serve_one(
         async def closed_by_signal() -> None:
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for _ in signals:
-                    episode.close("session_closed")
+                    episode.close("session_closed")  # a second signal changes nothing: the episode is ending
                     if sock is None:  # stdio: nothing else ends the read of stdin
                         group.cancel_scope.cancel()
                     # HTTP: the episode is over, so the server below shuts down gracefully (cancelling it would
-                    # tear its lifespan task and print a traceback)
-                    return
+                    # tear its lifespan task and print a traceback); the receiver stays until it has (cancelled
+                    # with the group), so a second Ctrl-C meanwhile is no KeyboardInterrupt that loses the episode
 
         group.start_soon(closed_by_signal)
         if sock is None:

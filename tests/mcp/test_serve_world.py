@@ -499,3 +499,36 @@ def test_over_stdio_a_closed_stdin_is_an_ended_session_not_a_traceback(tmp_path:
     )  # fmt: skip
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert (Path(done.stderr.strip().splitlines()[-1]) / "run_manifest.json").is_file()
+
+
+@pytest.mark.slow
+def test_serve_world_over_http_survives_a_second_ctrl_c_while_it_shuts_down(tmp_path: Path) -> None:
+    """The first Ctrl-C closes the session; an impatient second one (and a SIGTERM) while the server shut down
+    was a KeyboardInterrupt there: a CancelledError traceback and the episode lost (run incomplete, 0/1)."""
+    import time
+
+    server = serve_world(tmp_path, "--task", "cfg-search-ramp", "--mode", "unprotected")
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().split()[1]
+
+        async def main() -> None:
+            async with Client(url) as client:
+                await client.call_tool("list_configs", {"environment": "prod"})
+
+        anyio.run(main)
+        server.send_signal(signal.SIGINT)
+        time.sleep(0.1)
+        server.send_signal(signal.SIGINT)
+        time.sleep(0.1)
+        server.send_signal(signal.SIGTERM)
+        out, err = server.communicate(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    assert server.returncode == 0 and "Traceback" not in err, err
+    path = Path(out.strip().splitlines()[-1])
+    assert RunDirectory(path).read_manifest().status.value == "complete"
+    (record,) = RunDirectory(path).read_episodes()
+    assert record.trace.external is not None and record.trace.external.ended_by == "session_closed"
+    assert len(record.trace.steps) == 1
