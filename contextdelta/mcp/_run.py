@@ -342,7 +342,10 @@ def agent_command_problem(command: str, env: Mapping[str, str] | None = None) ->
     )
     if builtin.returncode == 0:
         return None
-    return f"{program} is not a command on PATH: give its full path, or install it"
+    return (
+        f"{program} is not a command on PATH nor a builtin of {SHELL}, which runs the command: give its full path, "
+        "or install it"
+    )
 
 
 def run_external(
