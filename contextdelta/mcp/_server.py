@@ -266,14 +266,17 @@ class StdinLines:
         return line
 
     def _read(self, loop: asyncio.AbstractEventLoop, send: Any) -> None:
-        pending = b""
+        pending = bytearray()  # appended to in place: a line of megabytes costs no quadratic copying
         while True:
             try:
                 chunk = os.read(self._fd, 65536)
             except OSError:
                 chunk = b""
             pending += chunk
-            *lines, pending = pending.split(b"\n")
+            lines: list[bytes] = []
+            if b"\n" in chunk:
+                *lines, rest = bytes(pending).split(b"\n")
+                pending = bytearray(rest)
             items: list[str | None] = [line.decode("utf-8", "replace") + "\n" for line in lines]
             if not chunk:
                 items += [pending.decode("utf-8", "replace")] if pending else []
