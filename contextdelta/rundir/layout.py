@@ -459,15 +459,25 @@ class RunDirectory:
 
     def entries_not_written_by_a_run(self) -> list[tuple[str, str]]:
         """(name, what it is) of each entry that a run writes or reads (the manifest, ``raw_runs.jsonl``, its
-        receipts, the derived files, the task snapshot) and that is a symbolic link or a special file (a FIFO, a
-        device, ...), in name order: a session that appended through such a link would write outside the run
-        directory, and one that opened a FIFO would wait for a writer. Temp files of atomic writes are left out."""
+        receipts, the derived files, the task snapshot) and that is a symbolic link, a special file (a FIFO, a
+        device, ...), or a folder where the run writes a file (a file where it keeps the snapshot folder), in name
+        order: a session that appended through such a link would write outside the run directory, one that opened a
+        FIFO would wait for a writer, and one that wrote onto a folder would fail half way. Temp files of atomic
+        writes are left out."""
         written = {MANIFEST, RAW_RUNS, RAW_RUNS_RECEIPTS, *DERIVED_FILES}
-        return [
+        found = [
             (name, what)
             for name, what in odd_entries(self.path)
             if (name in written or name.split("/")[0] == TASKS_SNAPSHOT) and not name.endswith(UNSEALED)
         ]
+        for name, folder in [*((n, False) for n in sorted(written)), (TASKS_SNAPSHOT, True)]:
+            try:
+                mode = os.lstat(self.file(name)).st_mode
+            except OSError:
+                continue
+            if stat.S_ISDIR(mode) != folder and (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                found.append((name, f"{file_kind(mode)} where the run writes {'a folder' if folder else 'a file'}"))
+        return sorted(found)
 
     def foreign_entries(self) -> list[str]:
         """The names, sorted, of the entries at the top of the run directory that no run writes (a note, a copy, an

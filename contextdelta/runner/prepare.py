@@ -618,14 +618,14 @@ def _resume_target(results_dir: Path, run_id: str) -> tuple[RunDirectory, RunMan
             ) from exc
         raise BenchmarkError(f"cannot resume: {exc}") from exc
     linked = directory.entries_not_written_by_a_run()
-    if linked:  # appending through a link writes outside the run directory; opening a FIFO waits for a writer
+    if linked:  # through a link it would write outside the run directory; a FIFO waits for a writer
         name, what = linked[0]
         more = f" (and {len(linked) - 1} more)" if len(linked) > 1 else ""
         raise BenchmarkError(
-            f"cannot resume {manifest.run_group_id}: {directory.file(name)} is {what}{more}, not the file the run "
-            "wrote; a resume never writes through a link (it would write outside the run directory) or into a special "
-            f"file, and nothing was changed: put the file the run wrote in its place (`contextdelta verify "
-            f"{manifest.run_group_id} --allow-incomplete` names each such entry)"
+            f"cannot resume {manifest.run_group_id}: {directory.file(name)} is {what}{more}, not what the run wrote "
+            "there; a resume never writes through a link (it would write outside the run directory), into a special "
+            "file or onto a folder, and nothing was changed: put what the run wrote in its place (`contextdelta "
+            f"verify {manifest.run_group_id} --allow-incomplete` names each such entry)"
         )
     foreign = directory.foreign_entries()
     if foreign:  # the next manifest write seals every file of the directory: these would pass for the run's

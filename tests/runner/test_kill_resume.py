@@ -314,7 +314,7 @@ def test_a_run_killed_while_its_directory_was_created_leaves_a_folder_the_next_r
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [RAW_RUNS, "tool_events.jsonl", RAW_RUNS_RECEIPTS])
-@pytest.mark.parametrize("kind", ["link", "fifo"])
+@pytest.mark.parametrize("kind", ["link", "fifo", "folder"])
 def test_a_resume_never_writes_through_a_link_or_into_a_fifo(
     oracle_url: str, tmp_path: Path, name: str, kind: str
 ) -> None:
@@ -334,8 +334,10 @@ def test_a_resume_never_writes_through_a_link_or_into_a_fifo(
     (path / name).rename(outside)
     if kind == "link":
         (path / name).symlink_to(outside)
-    else:
+    elif kind == "fifo":
         os.mkfifo(path / name)
+    else:  # the resume crashed (IsADirectoryError) half way, leaving a finished run "running"
+        (path / name).mkdir()
     before = outside.read_bytes()
     result = CliRunner().invoke(
         app,
@@ -346,8 +348,12 @@ def test_a_resume_never_writes_through_a_link_or_into_a_fifo(
     )
     said = " ".join(result.output.split())
     assert result.exit_code == 2, said
-    what = f"a symbolic link to {outside}" if kind == "link" else "a FIFO (named pipe)"
-    assert f"{path / name} is {what}, not the file the run wrote" in said
+    what = {
+        "link": f"a symbolic link to {outside}",
+        "fifo": "a FIFO (named pipe)",
+        "folder": "a folder where the run writes a file",
+    }[kind]
+    assert f"{path / name} is {what}, not what the run wrote there" in said
     assert "nothing was changed" in said
     assert outside.read_bytes() == before
     assert RunDirectory(path).read_manifest().status is RunStatus.RUNNING
