@@ -877,6 +877,17 @@ def _load_attempts(
             + (f"; {manifest.stop_reason}" if manifest.stop_reason else "")
             + "), or pass --allow-incomplete to check the episodes that exist"
         )
+    # links and special files were refused above: what stands in the place of a file or the snapshot is the other
+    misplaced = [
+        f"{name} is a folder where the run writes a file" for name in REQUIRED_FILES if directory.file(name).is_dir()
+    ]
+    if directory.file(TASKS_SNAPSHOT).is_file():
+        misplaced.append(f"{TASKS_SNAPSHOT} is a file where the run keeps its task snapshot folder")
+    if misplaced:
+        raise VerifyError(
+            f"malformed run directory {path}: {'; '.join(misplaced)}: put what the run wrote in its place (a derived "
+            f"file that is missing instead is rebuilt by `contextdelta {resume_command(manifest)}`)"
+        )
     missing = [name for name in REQUIRED_FILES if not directory.file(name).is_file()]
     if not directory.file(TASKS_SNAPSHOT).is_dir():
         missing.append(f"{TASKS_SNAPSHOT}/")

@@ -389,3 +389,22 @@ def test_a_differing_list_is_named_without_a_double_dot() -> None:
     assert list(_differences([1, 2], [1])) == [("length", 2, 1)]
     assert list(_differences([1, 2], [1, 3])) == [("[1]", 2, 3)]
     assert list(_differences({"a": [1]}, {"a": []})) == [("a.length", 1, 0)]
+
+
+@pytest.mark.parametrize("status", [RunStatus.COMPLETE, RunStatus.RUNNING])
+def test_a_folder_in_place_of_a_derived_file_is_named_as_a_folder_not_as_missing(
+    tmp_path: Path, status: RunStatus
+) -> None:
+    """verify said `missing task_results.csv (run-benchmark --resume rebuilds the derived files)` for a folder
+    standing there, which the resume cannot rebuild (it refuses to write onto a folder); for a killed run it only
+    noted the file as not written yet, exit 0. Now it is a malformed directory naming the folder and the remedy."""
+    path = runs.copy_run(runs.oracle_pair_run(), tmp_path)
+    directory = RunDirectory(path)
+    if status is RunStatus.RUNNING:
+        directory.write_manifest(directory.read_manifest().model_copy(update={"status": status}))
+    (path / TASK_RESULTS).unlink()
+    (path / TASK_RESULTS).mkdir()
+    code, out = verify(path, "--allow-incomplete")
+    said = " ".join(" ".join(out).split())
+    assert code == 2, out
+    assert f"{TASK_RESULTS} is a folder where the run writes a file: put what the run wrote in its place" in said
