@@ -119,20 +119,34 @@ def remove_abandoned_staging(results_dir: Path) -> list[str]:
             continue
         what = "a merge" if merge else "a run-benchmark"
         try:
-            shutil.rmtree(entry.path)
-        except OSError as exc:
-            done.append(
-                f"cannot remove {entry.path}, the hidden folder left by {what} killed before its run directory "
-                f"existed ({exc.strerror or exc}); delete it by hand"
-            )
-        else:
-            done.append(
-                f"removed {entry.path}: the hidden folder left by {what} killed before its run directory existed "
-                "(nothing in it had run)"
-            )
+            done.append(_remove_staging(Path(entry.path), what, merge))
         finally:
             lock.release()
     return done
+
+
+def _remove_staging(path: Path, what: str, merge: bool) -> str:
+    """Remove one abandoned staging folder (its lock held); what was done, in words. A folder that holds anything
+    a run does not write there is left alone: it is named like a staging folder, but it is not one."""
+    written = {MANIFEST, RAW_RUNS, RAW_RUNS_RECEIPTS, TASKS_SNAPSHOT, *DERIVED_FILES}
+    try:
+        foreign = sorted(n for n in os.listdir(path) if n not in written and not n.endswith(UNSEALED))
+    except OSError as exc:
+        foreign = [f"(unreadable: {exc.strerror or exc})"]
+    if foreign:
+        return (
+            f"left {path}: it is named like the hidden folder of {what} that was killed, but it holds "
+            f"{', '.join(foreign[:3])}, which no run writes there; delete it by hand if it is a leftover"
+        )
+    kept = "the shards hold every episode" if merge else "nothing in it had run"
+    try:
+        shutil.rmtree(path)
+    except OSError as exc:
+        return (
+            f"cannot remove {path}, the hidden folder left by {what} killed before its run directory existed "
+            f"({exc.strerror or exc}); delete it by hand"
+        )
+    return f"removed {path}: the hidden folder left by {what} killed before its run directory existed ({kept})"
 
 
 def _run_id(line: bytes) -> str | None:

@@ -61,6 +61,10 @@ def test_abandoned_staging_folders_are_removed_but_never_one_a_live_process_hold
     fresh = tmp_path / ".20260101T000000Z-cccccc.creating"
     fresh.mkdir()
     run = _aged(tmp_path / "20260101T000000Z-dddddd")
+    mine = tmp_path / ".photos.creating"  # named like one, but holding what no run writes
+    (mine / "cat.jpg").parent.mkdir()
+    (mine / "cat.jpg").write_bytes(b"\xff")
+    _aged(mine)
     hidden = _aged(tmp_path / ".cache")
     outside = _aged(tmp_path.parent / f"{tmp_path.name}-outside")
     (tmp_path / ".linked.creating").symlink_to(outside)
@@ -73,9 +77,12 @@ def test_abandoned_staging_folders_are_removed_but_never_one_a_live_process_hold
     assert not killed.exists() and not merge.exists()
     assert live.is_dir() and fresh.is_dir() and run.is_dir() and hidden.is_dir() and outside.is_dir()
     assert (tmp_path / ".linked.creating").is_symlink()
-    assert len(said) == 2
+    assert (mine / "cat.jpg").is_file()
+    assert len(said) == 3
     assert said[0].startswith(f"removed {killed}: the hidden folder left by a run-benchmark killed")
     assert said[1].startswith(f"removed {merge}: the hidden folder left by a merge killed")
+    assert said[2].startswith(f"left {mine}: it is named like the hidden folder of a run-benchmark that was killed")
+    assert "cat.jpg" in said[2]
     assert remove_abandoned_staging(tmp_path / "missing") == []
 
 
