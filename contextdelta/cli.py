@@ -1444,16 +1444,14 @@ def _note_shard(manifest: object, err: Console, what: str) -> None:
 def _warn_if_changed(
     path: Path, manifest: object, err: Console, *, refuse_write: bool, what: str = "the numbers below come"
 ) -> None:
-    """Warn when the seal of a complete run finds a change since the run, or a seal the run must carry is gone
-    (what is shown then comes from files that may have changed), and refuse to rewrite and reseal such a directory
-    (exit 2). A run from before receipts (no seal to check) and one not complete are not warned about."""
-    from contextdelta.rundir import RunDirectory, RunDirectoryError, RunManifest, RunStatus
+    """Warn when the seal of a run finds a change since the run, or a seal the run must carry is gone (what is shown
+    then comes from files that may have changed), and refuse to rewrite and reseal such a directory (exit 2). A run
+    from before receipts (no seal to check) is not warned about. A run still ``running`` (or killed) is checked as
+    far as it is sealed: what a kill leaves (the last record without its receipt, a torn line) is no change."""
+    from contextdelta.rundir import RunDirectoryError, RunManifest
     from contextdelta.verify import seal_problems
 
     assert isinstance(manifest, RunManifest)
-    # a status edited after the run (complete -> running) must not switch the check off
-    if manifest.status is not RunStatus.COMPLETE and not RunDirectory(path).manifest_edits():
-        return
     run_id = manifest.run_group_id
     try:
         problems = seal_problems(path, derived_files=False, unsealed_ok=True)  # report --write rebuilds those

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from contextdelta.canonical import canonical_json
 from contextdelta.cli import app
 from contextdelta.report import build_report, compare_runs
 from contextdelta.rundir.io import SessionLock
@@ -19,10 +20,11 @@ from contextdelta.rundir.layout import (
     FAILURE_ATLAS,
     MANIFEST,
     RAW_RUNS,
+    RAW_RUNS_RECEIPTS,
     REQUIRED_FILES,
     RunDirectory,
 )
-from contextdelta.rundir.records import EpisodeRecord, SeedRule
+from contextdelta.rundir.records import EpisodeRecord, RunStatus, SeedRule
 from tests.report import runs
 
 cli = CliRunner()
@@ -357,3 +359,35 @@ def test_compare_prints_percentages_at_the_precision_its_resampling_justifies(tr
         assert all(
             len(n.split(".")[1]) == report.rate_decimals if "." in n else report.rate_decimals == 0 for n in numbers
         )
+
+
+def test_report_export_and_replay_of_a_killed_run_edited_since_warn(tmp_path: Path) -> None:
+    """A run killed mid-way (status running, never resumed) whose recorded verdict was then flipped: report, export
+    and replay showed the edited numbers without a word (only a complete run's seal was checked), while verify named
+    the edit. Now they warn as for a complete run; the same killed run unedited gets no warning."""
+    path = runs.copy_run(runs.oracle_pair_run(), tmp_path)
+    directory = RunDirectory(path)
+    for name in (RAW_RUNS, RAW_RUNS_RECEIPTS):  # the last episode not recorded yet
+        lines = (path / name).read_bytes().splitlines(keepends=True)
+        (path / name).write_bytes(b"".join(lines[:-1]))
+    directory.write_manifest(directory.read_manifest().model_copy(update={"status": RunStatus.RUNNING}))
+    commands = [
+        ["report", path.name],
+        ["export", path.name, "--format", "inspect", "--out", str(tmp_path / "log.json"), "--overwrite"],
+        ["replay", path.name],
+    ]
+    for command in commands:
+        result = cli.invoke(app, [*command, "--results-dir", str(tmp_path)])
+        assert result.exit_code == 0, result.output
+        assert "was changed after its run" not in result.stderr, (command, result.stderr)
+    raw = path / RAW_RUNS
+    lines = raw.read_bytes().splitlines(keepends=True)
+    record = json.loads(lines[0])
+    record["verdict"]["success"] = not record["verdict"]["success"]
+    raw.write_bytes(canonical_json(record).encode() + b"\n" + b"".join(lines[1:]))
+    for command in commands:
+        result = cli.invoke(app, [*command, "--results-dir", str(tmp_path)])
+        assert result.exit_code == 0, result.output
+        said = " ".join(result.stderr.split())
+        assert f"run {record['run_group_id']} was changed after its run" in said, (command, said)
+        assert "verdict.success" in said, (command, said)
