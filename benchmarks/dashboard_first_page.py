@@ -116,7 +116,7 @@ def pages_after_runs(run_id: str, episodes: int) -> list[tuple[str, str, list[st
         ("conditions", f"/conditions?run={run_id}", ["Task-level comparisons", "Difference from full_history"]),
         ("episodes", f"/episodes?run={run_id}", ["Episodes", f"{episodes} of {episodes} episodes"]),
         ("search", f"/episodes?run={run_id}&q=refund", ["Episodes", "contain “refund”"]),
-        ("atlas", f"/atlas?run={run_id}", ["Failure atlas", "failed episodes of"]),
+        ("atlas", f"/atlas?run={run_id}", ["Failure atlas", "failed episode"]),
         ("episode", f"/episode?run={run_id}", ["Timeline", run_id]),
         ("compare", f"/compare?a={run_id}&b={run_id}{COPY}", ["Compare", "harmful action", "run a - run b"]),
     ]
