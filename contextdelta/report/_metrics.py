@@ -112,16 +112,17 @@ def warnings_section(
                 "shows how many of its pairs involve one, with a sensitivity row without them.",
             )
         )
-    units = "tasks" if stories is None else "stories"
+    unit, units = ("task", "tasks") if stories is None else ("story", "stories")
     for q in questions:
         for row in q.comparisons:
             if row.test.n_discordant and 2 * row.failed_discordant_tasks > row.test.n_discordant:
                 out.append(
                     ReportWarning(
                         code="failed_discordance",
-                        message=f"{q.id}, {row.name}: {row.failed_discordant_tasks} of its {row.test.n_discordant} "
-                        f"discordant {units} involve a failed trial, so infrastructure failures, not behaviour, may "
-                        "drive this comparison; see its sensitivity row.",
+                        message=f"{q.id}, {row.name}: {row.failed_discordant_tasks} of its "
+                        f"{row.test.n_discordant} discordant {unit if row.test.n_discordant == 1 else units} "
+                        f"{'involves' if row.failed_discordant_tasks == 1 else 'involve'} a failed trial, so "
+                        "infrastructure failures, not behaviour, may drive this comparison; see its sensitivity row.",
                     )
                 )
     out.extend(_few_tasks(questions, conditions, stories))

@@ -130,3 +130,23 @@ def test_the_power_plan_names_what_its_rate_and_level_are() -> None:
     text = render_power_plan(plan_run(directory.read_manifest(), directory.read_episodes(), 0.5, params=PARAMS))
     assert "| pilot rate (both conditions pooled) | test level (alpha / comparisons) |" in text
     assert "| 0% (stale_action) | 0.0500 |" in text
+
+
+def test_one_discordant_task_with_a_failed_trial_is_singular() -> None:
+    """The failed_discordance warning said "1 of its 1 discordant tasks involve a failed trial"."""
+    table = no_stale_table(2, 2)
+    mine = (table.task_id == table.task_id[0]) & (table.strategy == "last_n") & (table.protection_mode == "unprotected")
+    stale, failed = (int(np.flatnonzero(mine & (table.repeat == r))[0]) for r in (1, 2))
+    table.values["stale_action"][stale] = 1.0
+    table.failed[failed] = True
+    table.termination[failed] = "provider_error"
+    for metric in VERDICT_METRICS:
+        table.values[metric][failed] = np.nan
+    table.values["failed_trial"][failed] = 1.0
+    table.values["success"][failed] = 0.0
+    manifest = make_manifest(2, len(table))
+    metrics = aggregate(manifest, table, PARAMS)
+    (warning,) = [w for w in metrics.warnings if w.code == "failed_discordance"]
+    assert "last_n vs full_history (unprotected): 1 of its 1 discordant task involves a failed trial" in (
+        warning.message
+    ), warning.message
