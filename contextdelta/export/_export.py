@@ -125,9 +125,15 @@ def _lone_surrogate(where: str, manifest: RunManifest, output: str) -> ExportErr
     )
 
 
-def write_inspect(out: Path, manifest: RunManifest, records: list[EpisodeRecord], tasks: dict[str, Task]) -> Path:
-    """The run as one inspect_ai JSON log at ``out``."""
-    log = eval_log(manifest, records, tasks)
+def write_inspect(
+    out: Path,
+    manifest: RunManifest,
+    records: list[EpisodeRecord],
+    tasks: dict[str, Task],
+    superseded: Sequence[EpisodeRecord] = (),
+) -> Path:
+    """The run as one inspect_ai JSON log at ``out`` (the ``superseded`` attempts listed in their samples)."""
+    log = eval_log(manifest, records, tasks, superseded=superseded)
     if has_lone_surrogate(log):  # UTF-8 cannot encode it, and inspect_ai refuses the \uD800 escape
         where = next(
             (str(sample.get("id")) for sample in log.get("samples", []) if has_lone_surrogate(sample)), "the header"
@@ -192,5 +198,5 @@ def export_run(path: Path, fmt: ExportFormat | str, out: Path, *, overwrite: boo
         raise ExportError(f"--out {out} is a file; --format parquet writes a folder of tables")
     manifest, attempts, tasks = _read(path)
     if fmt is ExportFormat.INSPECT:
-        return [write_inspect(out, manifest, list(attempts.current), tasks)]
+        return [write_inspect(out, manifest, list(attempts.current), tasks, attempts.superseded)]
     return write_parquet(out, manifest, list(attempts.current), attempts.superseded)

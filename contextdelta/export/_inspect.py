@@ -452,9 +452,23 @@ def eval_log(
     records: Sequence[EpisodeRecord],
     tasks: Mapping[str, Task] | None = None,
     attributions: Sequence[Attribution] | None = None,
+    superseded: Sequence[EpisodeRecord] = (),
 ) -> dict[str, Any]:
-    """The whole run as an inspect_ai ``EvalLog`` (a JSON value), samples in run id order."""
+    """The whole run as an inspect_ai ``EvalLog`` (a JSON value), samples in run id order; ``records`` are the
+    episodes' current records, ``superseded`` their earlier attempts (``--retry-failed``), which each sample lists
+    in its metadata (``superseded_attempts``: attempt, termination, error) and nothing counts."""
     ordered = sorted(records, key=lambda r: r.run_id)
+    earlier: dict[str, list[dict[str, Any]]] = {}
+    for old in sorted(superseded, key=lambda r: (r.run_id, r.attempt)):
+        earlier.setdefault(old.run_id, []).append(
+            {
+                "attempt": old.attempt,
+                "failed_trial": old.failed,
+                "termination": old.trace.termination.value,
+                "error": old.trace.error,
+                "started_at": old.started_at,
+            }
+        )
     if attributions is None:
         attributions = attribute_run(ordered)
     by_run = {a.run_id: a for a in attributions}
@@ -462,6 +476,8 @@ def eval_log(
     samples = [
         eval_sample(r, by_run.get(r.run_id), tasks.get(r.task_id), manifest.provider.summary_model) for r in ordered
     ]
+    for sample, record in zip(samples, ordered, strict=True):
+        sample["metadata"]["superseded_attempts"] = earlier.get(record.run_id, [])
     usage: dict[str, Usage] = {}
     unreported = sum(1 for r in ordered if r.trace.external is None and not r.trace.totals.usage_complete)
     for r in ordered:

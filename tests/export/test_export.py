@@ -398,6 +398,29 @@ def test_superseded_attempts_are_a_table_of_their_own(tmp_path: Path) -> None:
     assert (failed.run_id, 2, False) in episodes
 
 
+def test_the_inspect_log_lists_each_episodes_superseded_attempts(tmp_path: Path) -> None:
+    """The inspect log holds the current records; an episode's earlier attempts (why its first try failed) were
+    in no sample. Each sample now lists them in metadata.superseded_attempts (counted nowhere)."""
+    from contextdelta.runner import run_benchmark
+    from contextdelta.testing import FaultPlan, ScriptedServer
+    from tests.runner.conftest import TASKS, benchmark_request
+
+    strategies = {"strategies": ["full_history"], "protection_modes": ["unprotected"]}
+    with ScriptedServer("oracle", TASKS, faults=FaultPlan(fail_500="at:1")) as server:
+        first = run_benchmark(benchmark_request(server.base_url, tmp_path, max_retries=0, concurrency=1, **strategies))
+        server.faults = FaultPlan()
+        run_benchmark(benchmark_request(server.base_url, tmp_path, resume=str(first.path), retry_failed=True))
+    (failed,) = [r for r in first.records if r.failed]
+    export_run(first.path, "inspect", tmp_path / "log.json")
+    log: Any = read_eval_log(str(tmp_path / "log.json"))
+    retried = next(s for s in log.samples if s.metadata["run_id"] == failed.run_id)
+    (earlier,) = retried.metadata["superseded_attempts"]
+    assert earlier["attempt"] == 1 and earlier["failed_trial"] is True and earlier["termination"] == "provider_error"
+    assert earlier["error"] == failed.trace.error and retried.metadata["attempt"] == 2 and retried.error is None
+    assert all(s.metadata["superseded_attempts"] == [] for s in log.samples if s is not retried)
+    assert len(log.samples) == len(first.records)
+
+
 def test_the_headline_scores_leave_the_control_episodes_out(tmp_path: Path) -> None:
     """A run with --controls no_mutation pooled the control episodes (hidden mutations off, so mostly passes) into
     the log's success mean: 0.625 where the main matrix's was 0.25 in a probe run. The report and the dashboard
