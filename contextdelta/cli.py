@@ -1239,14 +1239,42 @@ def replay_command(
     run: Annotated[str | None, typer.Option("--run", help="One episode: its run id (or a unique prefix).")] = None,
     results_dir: ResultsDirOption = None,
     full: Annotated[bool, typer.Option("--full", help="Every message in full at every step.")] = False,
+    attempt: Annotated[
+        int | None,
+        typer.Option(
+            "--attempt",
+            help="With --run: this attempt of the episode (an earlier one, superseded by --retry-failed); default "
+            "its current one.",
+            min=1,
+        ),
+    ] = None,
     color: ColorOption = None,
 ) -> None:
     """Step by step: what the model saw (and what the strategy removed), what it called, what came back, which
     hidden mutations happened in between, and the versions at each write."""
-    from contextdelta.replay import render_episodes
+    from contextdelta.replay import render_episode, render_episodes
+    from contextdelta.rundir import EpisodeRecord, RunDirectory, RunDirectoryError
 
+    if attempt is not None and run is None:
+        raise _fail("--attempt needs --run: the episode whose attempt to replay", 2)
     records = _episodes(run_id, results_dir, run, what="the replay comes")
-    _print_text(render_episodes(records, full=full), color)  # type: ignore[arg-type]
+    if attempt is None:
+        _print_text(render_episodes(records, full=full), color)  # type: ignore[arg-type]
+        return
+    (current,) = records
+    assert isinstance(current, EpisodeRecord)
+    if attempt == current.attempt:
+        _print_text(render_episode(current, full=full), color)
+        return
+    try:
+        earlier = RunDirectory(_run_directory(run_id, results_dir)).read_episode(current.run_id, attempt)
+    except RunDirectoryError:
+        raise _fail(
+            f"--attempt {attempt}: episode {current.run_id} has attempts 1 to {current.attempt} on record, not "
+            f"{attempt}",
+            2,
+        ) from None
+    _print_text(render_episode(earlier, full=full, superseded=True), color)
 
 
 @app.command("attribute")

@@ -348,8 +348,9 @@ def _step_actions(
         w.line(("error: ", "bad"), (step.error, None), indent=2)
 
 
-def render_episode(record: EpisodeRecord, *, full: bool = False) -> Text:
-    """The replay of one episode (see the module docstring); ``full`` shows every text untruncated."""
+def render_episode(record: EpisodeRecord, *, full: bool = False, superseded: bool = False) -> Text:
+    """The replay of one episode (see the module docstring); ``full`` shows every text untruncated; ``superseded``:
+    the record is an earlier attempt a ``--retry-failed`` re-run replaced (said so, as it counts nowhere)."""
     w = _Writer()
     trace, verdict = record.trace, record.verdict
     header = f"═══ episode {record.run_id} "
@@ -362,10 +363,13 @@ def render_episode(record: EpisodeRecord, *, full: bool = False) -> Text:
         ("condition ", "label"),
         (
             f"strategy {record.strategy} · mode {record.protection_mode} · repeat {record.repeat} · "
-            f"model {trace.model} · run group {record.run_group_id}",
+            f"model {trace.model} · run group {record.run_group_id}"
+            + (f" · attempt {record.attempt}" if record.attempt > 1 or superseded else ""),
             None,
         ),
     )
+    if superseded:
+        w.line(("superseded: ", "bad"), ("a later attempt of this episode replaced it; it is counted nowhere", None))
     failed = [] if record.failed else [g.value for g in GraderName if verdict.grader(g) is False]
     outcome = ("SUCCESS", "ok") if verdict.success and not record.failed else ("FAIL", "bad")
     w.line(
