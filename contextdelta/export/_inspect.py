@@ -524,6 +524,9 @@ def eval_log(
                 {"type": "git", "origin": "", "commit": git.commit, "dirty": git.dirty} if git.commit else None
             ),
             "packages": {"contextdelta": manifest.environment.contextdelta},
+            # what a model, an endpoint or an edited file wrote is shown as plain text: inspect view otherwise
+            # renders it as markdown (a remote image is fetched, a link is live), which the dashboard never does
+            "viewer": {"trust_content": False},
             "metadata": {
                 "run_group_id": manifest.run_group_id,
                 "strategies": manifest.strategies,

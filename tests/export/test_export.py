@@ -482,3 +482,11 @@ def test_an_episode_the_step_limit_ended_is_a_sample_limit(tmp_path: Path) -> No
 def test_an_episode_that_answered_carries_no_limit(unsafe_log: tuple[Path, Any]) -> None:
     _, log = unsafe_log
     assert all(s.limit is None for s in log.samples if s.metadata["termination"] != "max_steps")
+
+
+def test_the_log_tells_inspect_view_to_show_its_content_as_plain_text(unsafe_log: tuple[Path, Any]) -> None:
+    """Model replies, tool results and endpoint errors are text a model or an endpoint wrote; inspect view renders
+    a log's content richly (markdown images fetched, live links, ANSI colours) unless the log says it is not
+    trusted, which the dashboard never does with such text."""
+    _, log = unsafe_log
+    assert log.eval.viewer is not None and log.eval.viewer.trust_content is False
