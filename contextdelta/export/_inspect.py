@@ -510,9 +510,9 @@ def eval_log(
             "task_version": 0,
             "task_attribs": {},
             "task_args": {},
-            "dataset": {
+            "dataset": {  # inspect_ai's dataset: one sample per condition, run once per epoch (repeat)
                 "name": "contextdelta tasks",
-                "samples": len(samples),
+                "samples": len({s["id"] for s in samples}),
                 "sample_ids": sorted({s["id"] for s in samples}),
                 "shuffled": False,
             },

@@ -490,3 +490,13 @@ def test_the_log_tells_inspect_view_to_show_its_content_as_plain_text(unsafe_log
     trusted, which the dashboard never does with such text."""
     _, log = unsafe_log
     assert log.eval.viewer is not None and log.eval.viewer.trust_content is False
+
+
+def test_the_dataset_counts_conditions_and_the_epochs_repeats(tmp_path: Path) -> None:
+    """inspect_ai's dataset.samples is the number of dataset samples (here: conditions), each run once per epoch
+    (repeat); the export gave the number of episodes, twice the sample ids it listed in a run of 2 repeats."""
+    out = tmp_path / "trusting.json"
+    export_run(runs.trusting_run(), "inspect", out)
+    log: Any = read_eval_log(str(out))
+    assert log.eval.config.epochs == 2 and len(log.samples) == 48
+    assert log.eval.dataset.samples == len(log.eval.dataset.sample_ids) == 24
