@@ -462,9 +462,9 @@ class RunData:
 
 def partial_notice(manifest: RunManifest, finished: int, name: str) -> str | None:
     """Markdown saying that a run directory holds part of what its run planned: a run still in progress, an
-    incomplete run (stopped early: its reason and the command that finishes it) or one shard of a plan (``--shard
-    I/N``, whose status says complete); None for a complete, unsharded run. ``finished``: the episodes it holds;
-    ``name``: its folder. The command-line readers say the same on stderr."""
+    incomplete run (stopped early: its reason and the command that finishes it), a complete run whose directory
+    lost episodes, or one shard of a plan (``--shard I/N``, whose status says complete); None for a whole run.
+    ``finished``: the episodes it holds; ``name``: its folder. The command-line readers say the same on stderr."""
     run = code(manifest.run_group_id)
     planned = manifest.counts.planned
     command = "run-external --agent-cmd ..." if manifest.external_agent is not None else "run-benchmark"
@@ -479,6 +479,12 @@ def partial_notice(manifest: RunManifest, finished: int, name: str) -> str | Non
             f"Run {run} is incomplete: it stopped early{reason} with {finished} of {planned} planned episodes "
             f"finished. The figures below cover those episodes only; {code(f'contextdelta {command} --resume {name}')} "
             "finishes it."
+        )
+    if finished < manifest.counts.finished:  # a complete run's directory holds fewer episodes than it finished
+        return (
+            f"Run {run} is complete, but its directory holds {finished} of the {manifest.counts.finished} episodes "
+            "its run finished: episodes were lost or cut after the run. The figures below cover those left; "
+            f"{code(f'contextdelta verify {name}')} names what changed."
         )
     shard = manifest.shard
     if shard is not None and shard.count > 1:

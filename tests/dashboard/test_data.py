@@ -526,3 +526,19 @@ def test_a_run_changed_after_its_run_is_flagged_and_its_numbers_recomputed(trust
     assert loaded.changed and AGGREGATE_METRICS in loaded.changed[0]
     assert loaded.metrics.conditions[0].rates["success"].estimate == truth != 0.99
     assert loaded.metrics_source.startswith("recomputed from")
+
+
+def test_a_complete_run_that_lost_episodes_says_how_many_it_holds(tmp_path: Path) -> None:
+    """A complete run whose raw_runs.jsonl lost its second half showed its figures with no word that half its
+    episodes are gone (the export says so in an error log); the notice now names the count and `verify`."""
+    from contextdelta.dashboard.data import load_run, partial_notice
+
+    path = runs.copy_run(runs.oracle_pair_run(), tmp_path)
+    raw = path / "raw_runs.jsonl"
+    lines = raw.read_text().splitlines(keepends=True)
+    raw.write_text("".join(lines[: len(lines) // 2]))
+    data = load_run(path)
+    assert data.partial is not None
+    assert "is complete, but its directory holds 6 of the 12 episodes its run finished" in data.partial
+    assert f"`contextdelta verify {path.name}`" in data.partial
+    assert partial_notice(load_run(runs.oracle_pair_run()).manifest, 12, "x") is None
