@@ -262,6 +262,7 @@ class StdinLines:
             threading.Thread(target=self._read, args=(loop, send), name="stdin lines", daemon=True).start()
         line: str | None = await self._lines.receive()
         if line is None:
+            self._lines.close()
             raise StopAsyncIteration
         return line
 
@@ -284,6 +285,8 @@ class StdinLines:
             try:
                 for item in items:
                     loop.call_soon_threadsafe(send.send_nowait, item)
+                if not chunk:
+                    loop.call_soon_threadsafe(send.close)
             except RuntimeError:  # the event loop is closed: nobody reads any more
                 return
             if not chunk:
