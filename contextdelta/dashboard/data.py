@@ -438,7 +438,7 @@ class RunData:
     search: SearchIndex = field(default_factory=dict)
     """The searchable text of every episode (`episode_search_fields`), by run id."""
     changed: tuple[str, ...] = ()
-    """What the seal of a complete run finds changed since its run (`contextdelta.verify.seal_problems`); the
+    """What the seal of the run finds changed since its run (`contextdelta.verify.seal_problems`); the
     numbers are then recomputed from the episodes as they now stand, never read from the changed files."""
 
     @property
@@ -599,9 +599,9 @@ def load_run(path: Path) -> RunData:
     except (RunDirectoryError, OSError, ValueError) as exc:
         raise RunLoadError(str(exc)) from exc
     _check_identifiers(path, records)
-    # a run from before receipts has no seal to check; one whose seal was removed is named as changed
-    # a status edited after the run (complete -> running) must not switch the check off
-    changed = _seal_problems(path) if manifest.status is RunStatus.COMPLETE or directory.manifest_edits() else ()
+    # a run from before receipts has no seal to check; one whose seal was removed is named as changed; a run still
+    # running (or killed) is checked as far as it is sealed: what a kill leaves is no change
+    changed = _seal_problems(path)
     try:
         running = manifest.status is RunStatus.RUNNING
         recorded = None if running or changed else _recorded_metrics(directory, manifest, len(records))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from contextdelta.rundir import RunDirectory, RunStatus
-from contextdelta.rundir.layout import AGGREGATE_METRICS, MANIFEST, RAW_RUNS
+from contextdelta.rundir.layout import AGGREGATE_METRICS, MANIFEST, RAW_RUNS, RAW_RUNS_RECEIPTS
 from tests.report import runs
 
 
@@ -51,9 +51,13 @@ def make_running(source: Path, into: Path, keep: int) -> Path:
     directory = RunDirectory(target)  # sealed as the runner writes a running manifest, not edited after it
     manifest = directory.read_manifest()
     counts = manifest.counts.model_copy(update={"finished": 0, "succeeded": 0, "failed": 0})
+    receipts = target / RAW_RUNS_RECEIPTS  # sealed when the session opened (no receipt yet), then one per record
+    kept = b"".join(receipts.read_bytes().splitlines(keepends=True)[:keep])
+    receipts.write_bytes(b"")
     directory.write_manifest(
         manifest.model_copy(update={"status": RunStatus.RUNNING, "finished_at": None, "counts": counts})
     )
+    receipts.write_bytes(kept)
     lines = (target / RAW_RUNS).read_text().splitlines(keepends=True)
     (target / RAW_RUNS).write_text("".join(lines[:keep]) + lines[keep][: len(lines[keep]) // 2])
     (target / AGGREGATE_METRICS).unlink()

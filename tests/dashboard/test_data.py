@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from contextdelta.attribution import attribute_run
+from contextdelta.canonical import canonical_json
 from contextdelta.dashboard import launch
 from contextdelta.dashboard.data import (
     ATLAS_FILTERS,
@@ -542,3 +543,20 @@ def test_a_complete_run_that_lost_episodes_says_how_many_it_holds(tmp_path: Path
     assert "is complete, but its directory holds 6 of the 12 episodes its run finished" in data.partial
     assert f"`contextdelta verify {path.name}`" in data.partial
     assert partial_notice(load_run(runs.oracle_pair_run()).manifest, 12, "x") is None
+
+
+def test_a_killed_run_edited_since_is_loaded_as_changed_and_an_unedited_one_is_not(
+    trusting_run: Path, tmp_path: Path
+) -> None:
+    """Only a complete run's seal was checked: a killed run whose recorded verdict was flipped showed the edited
+    numbers as they stood. Now it is marked changed (the dashboard names the edit); a killed run left as the kill
+    left it is not."""
+    path = make_running(trusting_run, tmp_path, keep=3)
+    assert load_run(path).changed == ()
+    raw = path / RAW_RUNS
+    lines = raw.read_bytes().splitlines(keepends=True)
+    record = json.loads(lines[0])
+    record["verdict"]["success"] = not record["verdict"]["success"]
+    raw.write_bytes(canonical_json(record).encode() + b"\n" + b"".join(lines[1:]))
+    changed = load_run(path).changed
+    assert any("verdict.success" in line for line in changed), changed
