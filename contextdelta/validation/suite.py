@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from contextdelta._words import plural
 from contextdelta.grading import GraderName, Verdict, blocked_writes, grade, targeted_grader
 from contextdelta.tasks import (
     LOCK_NAME,
@@ -542,8 +543,8 @@ def generator_problems(lock_path: Path, generator: dict[str, Any], tasks: Sequen
     if missing:
         name, horizon, seed = missing[0]
         return problem(
-            f"the recorded arguments generate {len(missing)} task(s) the folder lacks (e.g. family {name}, horizon "
-            f"{horizon}, content seed {seed})",
+            f"the recorded arguments generate {plural(len(missing), 'task')} the folder lacks (e.g. family {name}, "
+            f"horizon {horizon}, content seed {seed})",
             generator.get("arguments"),
         )
     if version != GENERATOR_VERSION:  # another generator made them: their content cannot be re-derived here
@@ -555,7 +556,9 @@ def generator_problems(lock_path: Path, generator: dict[str, Any], tasks: Sequen
     differ = sorted(t.task.id for t in made if regenerated.get(t.task.id) != t.task.content_hash)
     if differ:
         return problem(
-            f"{len(differ)} task(s) differ from what the recorded arguments generate (e.g. {differ[0]})", differ[0]
+            f"{plural(len(differ), 'task')} {'differs' if len(differ) == 1 else 'differ'} from what the recorded "
+            f"arguments generate (e.g. {differ[0]})",
+            differ[0],
         )
     return []
 

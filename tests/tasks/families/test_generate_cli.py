@@ -92,7 +92,7 @@ def test_the_lock_records_the_generator_version_and_arguments(tmp_path: Path) ->
     ("old", "new", "fragment"),
     [
         ('"seed":4', '"seed":7', "do not generate 8 of the 8 tasks"),
-        ('"per_cell":2', '"per_cell":3', "generate 4 task(s) the folder lacks"),
+        ('"per_cell":2', '"per_cell":3', "generate 4 tasks the folder lacks"),
         ('"horizons":[1,3]', '"horizons":[1,2]', "do not generate 4 of the 8 tasks"),
         ('"calendar-invite-twice"', '"calendar-meeting-moved"', "do not generate 4 of the 8 tasks"),
         ('"version":1', '"version":2', "says generator version 2, but"),
