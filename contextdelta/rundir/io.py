@@ -169,47 +169,39 @@ class JsonlError(ValueError):
 
 
 def repair_torn_tail(path: Path) -> bool:
-    """Drop an incomplete last line (no trailing newline, or not valid JSON) left by a killed writer.
+    """Drop an incomplete last line (no trailing newline) left by a killed writer.
 
-    Returns True when something was dropped. Only the last line can be torn; a bad line elsewhere is corruption
-    and is left for :func:`read_jsonl` to report.
+    Returns True when something was dropped. Only the last line can be torn, and a torn line never ends in a
+    newline: the writer writes each line and its newline in one piece, and canonical JSON escapes every newline
+    inside. A bad line that ends in one, the last or any other, is corruption and is left for :func:`read_jsonl`
+    to report.
     """
     if not path.exists():
         return False
     data = path.read_bytes()
-    if not data:
+    if not data or data.endswith(b"\n"):
         return False
-    cut = data.rfind(b"\n", 0, len(data) - 1) + 1 if data.endswith(b"\n") else data.rfind(b"\n") + 1
-    last = data[cut:]
-    torn = not data.endswith(b"\n")
-    if not torn:
-        try:
-            parse_json(last)
-        except ValueError:
-            torn = True
-    if torn:
-        with path.open("r+b") as handle:
-            handle.truncate(cut)
-    return torn
+    with path.open("r+b") as handle:
+        handle.truncate(data.rfind(b"\n") + 1)
+    return True
 
 
 def read_jsonl(path: Path, *, allow_torn_tail: bool = True) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (line number, object) for each line. A torn last line is skipped when allowed; any other malformed
-    line raises :class:`JsonlError` naming the file and line."""
+    """Yield (line number, object) for each line. A torn last line (no trailing newline) is skipped when allowed;
+    any other malformed line, the last included when it ends in a newline, raises :class:`JsonlError` naming the
+    file and line."""
     lines = path.read_bytes().split(b"\n")
     trailing_newline = lines[-1] == b""
     if trailing_newline:
         lines = lines[:-1]
     for number, raw in enumerate(lines, start=1):
         is_last = number == len(lines)
+        if is_last and not trailing_newline and allow_torn_tail:
+            return  # no newline: the writer died before finishing the line (see repair_torn_tail)
         try:
             value = parse_json(raw)
         except ValueError as exc:
-            if is_last and allow_torn_tail:
-                return
             raise JsonlError(f"{path}: line {number} is not valid JSON ({exc})") from exc
-        if is_last and not trailing_newline and allow_torn_tail:
-            return  # complete JSON but no newline: the writer died before finishing the line
         if not isinstance(value, dict):
             raise JsonlError(f"{path}: line {number} is not a JSON object")
         yield number, value

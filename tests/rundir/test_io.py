@@ -29,7 +29,7 @@ def test_jsonl_round_trip(tmp_path: Path) -> None:
     assert [n for n, _ in read_jsonl(path)] == [1, 2, 3]
 
 
-@pytest.mark.parametrize("tail", [b'{"n": 3', b'{"n": 3}', b'{"n": 3\n'])
+@pytest.mark.parametrize("tail", [b'{"n": 3', b'{"n": 3}', b"\x00\x00\x00"])
 def test_torn_last_line_is_dropped_on_read_and_repaired_on_reopen(tmp_path: Path, tail: bytes) -> None:
     path = tmp_path / "raw.jsonl"
     path.write_bytes(b'{"n": 1}\n{"n": 2}\n' + tail)
@@ -39,6 +39,18 @@ def test_torn_last_line_is_dropped_on_read_and_repaired_on_reopen(tmp_path: Path
     with JsonlWriter(path) as writer:
         writer.append([{"n": 3}])
     assert [v["n"] for _, v in read_jsonl(path)] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("tail", [b'{"n": 3\n', b"\xff\xfe\x00garbage\n"])
+def test_a_bad_last_line_that_ends_in_a_newline_is_corruption_not_a_tear(tmp_path: Path, tail: bytes) -> None:
+    """A killed writer never leaves a newline after a partial line (a line and its newline are one write), yet such
+    a line was dropped as torn: `replay` of a raw_runs.jsonl replaced by one garbage line showed 0 episodes, exit 0."""
+    path = tmp_path / "raw.jsonl"
+    path.write_bytes(b'{"n": 1}\n{"n": 2}\n' + tail)
+    with pytest.raises(JsonlError, match=r"raw.jsonl: line 3 is not valid JSON"):
+        list(read_jsonl(path))
+    assert repair_torn_tail(path) is False
+    assert path.read_bytes().endswith(tail)
 
 
 def test_intact_file_is_not_repaired(tmp_path: Path) -> None:

@@ -48,8 +48,8 @@ EDITS: dict[str, tuple[Callable[[Path], None], int, str]] = {
     ),
     "NaN in the last record": (
         _edit_line(RAW_RUNS, -1, '"cost_usd":0.0', '"cost_usd":NaN'),
-        1,
-        "is not a JSON record after",
+        2,  # it ends in a newline, so no kill tore it: malformed, like an edit of any other line
+        "NaN is not a JSON number",
     ),
     "a record nested too deep": (
         _edit_line(RAW_RUNS, 0, '"control":null', f'"control":{DEEP}'),
@@ -58,8 +58,8 @@ EDITS: dict[str, tuple[Callable[[Path], None], int, str]] = {
     ),
     "the last record nested too deep": (
         _edit_line(RAW_RUNS, -1, '"control":null', f'"control":{DEEP}'),
-        1,
-        "is not a JSON record after",
+        2,  # it ends in a newline, so no kill tore it: malformed, like an edit of any other line
+        "nested too deeply",
     ),
     "NaN in the manifest": (_replace(MANIFEST, '"temperature": 0.0', '"temperature": NaN'), 2, "NaN is not a JSON"),
     "NaN in the aggregates": (_replace(AGGREGATE_METRICS, '"estimate": ', '"estimate": NaN, "x": '), 1, "NaN is not"),
