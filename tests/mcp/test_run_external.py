@@ -24,6 +24,7 @@ from contextdelta.dashboard.timeline import episode_timeline
 from contextdelta.rundir import EpisodeRecord, RunDirectory, RunStatus, SessionLock
 from contextdelta.runner import EXIT_ALL_FAILED
 from contextdelta.store import open_store
+from tests.recorders import CtrlC
 
 pytest.importorskip("mcp")
 
@@ -265,19 +266,6 @@ def test_terminal_escapes_an_agent_prints_are_shown_never_sent_to_the_terminal_o
     assert verified.stdout.splitlines()[0] == "MATCH", verified.stdout + verified.stderr
 
 
-class _SignalAtStart:
-    """A recorder whose ``start`` receives SIGINT: a Ctrl-C while the run is opened."""
-
-    def start(self, run: object) -> None:
-        signal.raise_signal(signal.SIGINT)
-
-    def episode(self, record: object) -> None:
-        pass
-
-    def finish(self, run: object) -> None:
-        pass
-
-
 def test_an_interrupted_external_run_is_told_to_resume_with_run_external(tmp_path: Path) -> None:
     """The resume line printed when a signal cuts a run short named `run-benchmark --resume`, which refuses an
     external agent's run; it names run-external, the agent and the command to give again."""
@@ -294,7 +282,7 @@ def test_an_interrupted_external_run_is_told_to_resume_with_run_external(tmp_pat
         external_agent=agent_info("replay", transport=HTTP, command=AGENT, timeout_s=600, secrets=()),
     )
     with pytest.raises(OpenInterrupted) as caught:
-        run_agent(request, AGENT, recorders=[_SignalAtStart()])
+        run_agent(request, AGENT, recorders=[CtrlC(at="start")])
     (path,) = list(tmp_path.iterdir())
     assert caught.value.message.endswith(
         f"`contextdelta run-external --agent replay --agent-cmd ... --resume {path}` runs what is missing"

@@ -27,6 +27,7 @@ pytest.importorskip("mcp")
 from mcp import Client, StdioServerParameters
 
 from tests.mcp.replay_agent import play
+from tests.recorders import CtrlC
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "tasks"
@@ -442,20 +443,6 @@ def test_over_stdio_a_signal_ends_the_session_while_the_client_still_holds_stdin
     assert len(record.trace.steps) == 1
 
 
-class _SignalOnEpisode:
-    """A recorder that receives SIGINT as the served episode is being recorded (a client's SIGTERM or a Ctrl-C
-    right after the session closed)."""
-
-    def start(self, run: object) -> None:
-        pass
-
-    def episode(self, record: object) -> None:
-        signal.raise_signal(signal.SIGINT)
-
-    def finish(self, run: object) -> None:
-        pass
-
-
 @pytest.mark.slow
 def test_a_signal_after_the_session_ended_does_not_cut_the_writing_of_the_episode_short(tmp_path: Path) -> None:
     """The mcp SDK's stdio client sends SIGTERM 2 s after closing stdin; one that arrived while serve-world graded
@@ -483,7 +470,7 @@ def test_a_signal_after_the_session_ended_does_not_cut_the_writing_of_the_episod
     def ready(url: str) -> None:
         threading.Thread(target=anyio.run, args=(finish, url), daemon=True).start()
 
-    outcome = serve(request, ready=ready, recorders=[_SignalOnEpisode()])
+    outcome = serve(request, ready=ready, recorders=[CtrlC()])
     assert outcome.manifest.status.value == "complete" and outcome.manifest.stop_reason is None
     (record,) = RunDirectory(outcome.path).read_episodes()
     assert record.trace.external is not None and record.trace.external.ended_by == "finish"

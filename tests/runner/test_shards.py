@@ -30,6 +30,7 @@ from contextdelta.runner import (
 )
 from contextdelta.testing import serve_scripted
 from contextdelta.verify import verify_run
+from tests.recorders import CtrlC
 from tests.runner.conftest import TASKS, as_killed, benchmark_request
 
 
@@ -271,19 +272,6 @@ def test_merge_takes_the_paths_run_benchmark_printed_and_writes_beside_them(
     assert out.exit_code == 2 and f"not in --results-dir {other}" in " ".join(out.stderr.split())
 
 
-class _CtrlCAtFirstEpisode:
-    """A recorder that presses Ctrl-C once the first episode is recorded: the run stops early (incomplete)."""
-
-    def start(self, run: object) -> None:
-        pass
-
-    def episode(self, record: object) -> None:
-        signal.raise_signal(signal.SIGINT)
-
-    def finish(self, run: object) -> None:
-        pass
-
-
 @pytest.mark.slow
 def test_a_shard_that_stopped_early_is_named_to_resume(
     sharded: tuple[Path, list[str], str], trusting: str, tmp_path: Path
@@ -293,7 +281,7 @@ def test_a_shard_that_stopped_early_is_named_to_resume(
     results, shards, _ = sharded
     for name in shards[:2]:
         shutil.copytree(results / name, tmp_path / name)
-    outcome = run_benchmark(request(trusting, tmp_path, shard="3/3", concurrency=1), recorders=[_CtrlCAtFirstEpisode()])
+    outcome = run_benchmark(request(trusting, tmp_path, shard="3/3", concurrency=1), recorders=[CtrlC()])
     stopped = outcome.path.name
     assert RunDirectory(tmp_path / stopped).read_manifest().status is RunStatus.INCOMPLETE
     with pytest.raises(MergeError, match=rf"shard 3/3, {stopped}, is incomplete: resume it") as err:
@@ -312,7 +300,7 @@ def test_an_interrupted_merge_leaves_nothing_under_out_and_the_next_merge_succee
     for name in shards:
         shutil.copytree(results / name, tmp_path / name)
     with pytest.raises(KeyboardInterrupt):
-        merge_shards(tmp_path, shards, "merged", recorders=[_CtrlCAtFirstEpisode()])
+        merge_shards(tmp_path, shards, "merged", recorders=[CtrlC()])
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(shards)
     merged = merge_shards(tmp_path, shards, "merged")
     assert merged.path == tmp_path / "merged"
