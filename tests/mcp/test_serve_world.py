@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -192,7 +193,9 @@ def test_serve_world_over_http_grades_into_a_run_directory(tmp_path: Path) -> No
 
 
 @pytest.mark.slow
-def test_serve_world_over_http_ends_on_ctrl_c_as_a_closed_session(tmp_path: Path) -> None:
+def _one_call_then(tmp_path: Path, *signals: signal.Signals) -> tuple[subprocess.Popen[str], str, str]:
+    """serve-world over HTTP, one `list_configs` call, then ``signals`` sent 0.1 s apart; the ended server, its
+    stdout and its stderr."""
     server = serve_world(tmp_path, "--task", "cfg-search-ramp", "--mode", "unprotected")
     try:
         assert server.stdout is not None
@@ -203,11 +206,19 @@ def test_serve_world_over_http_ends_on_ctrl_c_as_a_closed_session(tmp_path: Path
                 await client.call_tool("list_configs", {"environment": "prod"})
 
         anyio.run(main)
-        server.send_signal(signal.SIGINT)
+        for number, sent in enumerate(signals):
+            if number:
+                time.sleep(0.1)
+            server.send_signal(sent)
         out, err = server.communicate(timeout=60)
     finally:
         if server.poll() is None:
             server.kill()
+    return server, out, err
+
+
+def test_serve_world_over_http_ends_on_ctrl_c_as_a_closed_session(tmp_path: Path) -> None:
+    server, out, err = _one_call_then(tmp_path, signal.SIGINT)
     assert server.returncode == 0, err
     assert "Traceback" not in err and "CancelledError" not in err, err  # a clean shutdown, as the README says
     (record,) = RunDirectory(Path(out.strip().splitlines()[-1])).read_episodes()
@@ -492,27 +503,7 @@ def test_over_stdio_a_closed_stdin_is_an_ended_session_not_a_traceback(tmp_path:
 def test_serve_world_over_http_survives_a_second_ctrl_c_while_it_shuts_down(tmp_path: Path) -> None:
     """The first Ctrl-C closes the session; an impatient second one (and a SIGTERM) while the server shut down
     was a KeyboardInterrupt there: a CancelledError traceback and the episode lost (run incomplete, 0/1)."""
-    import time
-
-    server = serve_world(tmp_path, "--task", "cfg-search-ramp", "--mode", "unprotected")
-    try:
-        assert server.stdout is not None
-        url = server.stdout.readline().split()[1]
-
-        async def main() -> None:
-            async with Client(url) as client:
-                await client.call_tool("list_configs", {"environment": "prod"})
-
-        anyio.run(main)
-        server.send_signal(signal.SIGINT)
-        time.sleep(0.1)
-        server.send_signal(signal.SIGINT)
-        time.sleep(0.1)
-        server.send_signal(signal.SIGTERM)
-        out, err = server.communicate(timeout=60)
-    finally:
-        if server.poll() is None:
-            server.kill()
+    server, out, err = _one_call_then(tmp_path, signal.SIGINT, signal.SIGINT, signal.SIGTERM)
     assert server.returncode == 0 and "Traceback" not in err, err
     path = Path(out.strip().splitlines()[-1])
     assert RunDirectory(path).read_manifest().status.value == "complete"

@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[3]
 HORIZON = ROOT / "tasks" / "horizon"
 
 
-def _generate(out: Path, *extra: str) -> str:
+def _generate(out: Path, *extra: str, exit_code: int = 0) -> str:
+    """``generate-tasks`` of two families at horizons 1 and 3, 2 a cell, seed 4, into ``out``; its output."""
     result = runner.invoke(
         app,
         [
@@ -38,7 +39,7 @@ def _generate(out: Path, *extra: str) -> str:
             *extra,
         ],
     )
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == exit_code, result.output
     return result.output
 
 
@@ -169,24 +170,8 @@ def test_regenerating_over_an_edited_task_is_refused_and_keeps_the_edit(tmp_path
     task.write_text(edited)
     assert runner.invoke(app, ["validate-tasks", "--tasks", str(tmp_path), "--write-lock"]).exit_code == 0
     before = _files(tmp_path)
-    result = runner.invoke(
-        app,
-        [
-            "generate-tasks",
-            "--family",
-            "order-address-shipped,calendar-invite-twice",
-            "--horizons",
-            "1,3",
-            "--per-cell",
-            "2",
-            "--seed",
-            "4",
-            "--out",
-            str(tmp_path),
-        ],
-    )
-    assert result.exit_code == 2, result.output
-    assert task.name in result.output.replace("\n", "") and "is not the task this suite generates" in result.output
+    output = _generate(tmp_path, exit_code=2)
+    assert task.name in output.replace("\n", "") and "is not the task this suite generates" in output
     assert _files(tmp_path) == before
     # the same files with other line endings are the same tasks: regenerating over them is allowed
     task.unlink()
