@@ -269,7 +269,7 @@ def test_workers_that_keep_dying_stop_the_run_resumably_naming_the_episode(tmp_p
         assert stopped.manifest.status is RunStatus.INCOMPLETE
         reason = stopped.manifest.stop_reason or ""
         assert re.fullmatch(
-            r"worker \d+ \(pid \d+\) exited \(killed by SIGKILL\) while running episode \S+, the 2 worker\(s\) "
+            r"worker \d+ \(pid \d+\) exited \(killed by SIGKILL\) while running episode \S+, 2 workers "
             r"that ran it all died",
             reason,
         ), reason
