@@ -416,17 +416,10 @@ def test_runs_page_flags_a_run_in_progress(tmp_path: Path, trusting_run: Path, m
 def test_episode_page_shows_the_attempts_of_a_retried_episode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A failed trial re-run by --retry-failed: the Episode page lists both attempts (the latest current) and
     shows the superseded one on request, marked as counted nowhere."""
-    from contextdelta.runner import run_benchmark
-    from contextdelta.testing import FaultPlan, ScriptedServer
-    from tests.runner.conftest import TASKS, benchmark_request
+    from tests.runner.conftest import retried_run
 
-    strategies = {"strategies": ["full_history"], "protection_modes": ["unprotected"]}
-    with ScriptedServer("oracle", TASKS, faults=FaultPlan(fail_500="at:1")) as server:
-        first = run_benchmark(benchmark_request(server.base_url, tmp_path, max_retries=0, concurrency=1, **strategies))
-        server.faults = FaultPlan()
-        run_benchmark(benchmark_request(server.base_url, tmp_path, resume=str(first.path), retry_failed=True))
-    (failed,) = [r for r in first.records if r.failed]
-    app = open_page(tmp_path, monkeypatch, PAGES[3], {"run": first.path.name, "episode": failed.run_id})
+    path, failed = retried_run(tmp_path)
+    app = open_page(tmp_path, monkeypatch, PAGES[3], {"run": path.name, "episode": failed.run_id})
     no_exception(app)
     assert app.selectbox(key="cd_episode").value == failed.run_id
     (attempts,) = [d for d in app.dataframe if "attempt" in d.value.columns]

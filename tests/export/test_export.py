@@ -377,23 +377,16 @@ def test_each_sample_carries_the_harmful_action_and_the_graders_counts(unsafe_lo
 def test_superseded_attempts_are_a_table_of_their_own(tmp_path: Path) -> None:
     """A run resumed with --retry-failed keeps each superseded attempt as a line of raw_runs.jsonl (evidence,
     counted nowhere); the parquet export left them out, so its rows no longer matched the JSONL's lines."""
-    from contextdelta.runner import run_benchmark
-    from contextdelta.testing import FaultPlan, ScriptedServer
-    from tests.runner.conftest import TASKS, benchmark_request
+    from tests.runner.conftest import retried_run
 
-    strategies = {"strategies": ["full_history"], "protection_modes": ["unprotected"]}
-    with ScriptedServer("oracle", TASKS, faults=FaultPlan(fail_500="at:1")) as server:
-        first = run_benchmark(benchmark_request(server.base_url, tmp_path, max_retries=0, concurrency=1, **strategies))
-        server.faults = FaultPlan()
-        run_benchmark(benchmark_request(server.base_url, tmp_path, resume=str(first.path), retry_failed=True))
-    (failed,) = [r for r in first.records if r.failed]
-    lines = (first.path / "raw_runs.jsonl").read_text(encoding="utf-8").splitlines()
-    export_run(first.path, "parquet", tmp_path / "tables")
+    path, failed = retried_run(tmp_path)
+    lines = (path / "raw_runs.jsonl").read_text(encoding="utf-8").splitlines()
+    export_run(path, "parquet", tmp_path / "tables")
     con, tables = duckdb.connect(), tmp_path / "tables"
     episodes = con.sql(f"select run_id, attempt, failed from '{tables / 'episodes.parquet'}'").fetchall()
     columns = "run_id, attempt, failed, termination_reason"
     superseded = con.sql(f"select {columns} from '{tables / 'superseded_attempts.parquet'}'").fetchall()
-    assert len(episodes) + len(superseded) == len(lines) == len(first.records) + 1
+    assert len(episodes) + len(superseded) == len(lines) == len(RunDirectory(path).read_episodes()) + 1
     assert superseded == [(failed.run_id, 1, True, "provider_error")]
     assert (failed.run_id, 2, False) in episodes
 
@@ -401,24 +394,17 @@ def test_superseded_attempts_are_a_table_of_their_own(tmp_path: Path) -> None:
 def test_the_inspect_log_lists_each_episodes_superseded_attempts(tmp_path: Path) -> None:
     """The inspect log holds the current records; an episode's earlier attempts (why its first try failed) were
     in no sample. Each sample now lists them in metadata.superseded_attempts (counted nowhere)."""
-    from contextdelta.runner import run_benchmark
-    from contextdelta.testing import FaultPlan, ScriptedServer
-    from tests.runner.conftest import TASKS, benchmark_request
+    from tests.runner.conftest import retried_run
 
-    strategies = {"strategies": ["full_history"], "protection_modes": ["unprotected"]}
-    with ScriptedServer("oracle", TASKS, faults=FaultPlan(fail_500="at:1")) as server:
-        first = run_benchmark(benchmark_request(server.base_url, tmp_path, max_retries=0, concurrency=1, **strategies))
-        server.faults = FaultPlan()
-        run_benchmark(benchmark_request(server.base_url, tmp_path, resume=str(first.path), retry_failed=True))
-    (failed,) = [r for r in first.records if r.failed]
-    export_run(first.path, "inspect", tmp_path / "log.json")
+    path, failed = retried_run(tmp_path)
+    export_run(path, "inspect", tmp_path / "log.json")
     log: Any = read_eval_log(str(tmp_path / "log.json"))
     retried = next(s for s in log.samples if s.metadata["run_id"] == failed.run_id)
     (earlier,) = retried.metadata["superseded_attempts"]
     assert earlier["attempt"] == 1 and earlier["failed_trial"] is True and earlier["termination"] == "provider_error"
     assert earlier["error"] == failed.trace.error and retried.metadata["attempt"] == 2 and retried.error is None
     assert all(s.metadata["superseded_attempts"] == [] for s in log.samples if s is not retried)
-    assert len(log.samples) == len(first.records)
+    assert len(log.samples) == len(RunDirectory(path).read_episodes())
 
 
 def test_the_headline_scores_leave_the_control_episodes_out(tmp_path: Path) -> None:

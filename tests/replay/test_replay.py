@@ -179,17 +179,10 @@ def test_a_mutation_that_creates_a_resource_shows_it_absent_before(fixture: Fixt
 def test_replay_shows_a_superseded_attempt_on_request(tmp_path: Path) -> None:
     """After --retry-failed, replay showed only an episode's current attempt: the failed first attempt (kept in
     raw_runs.jsonl as evidence) could not be replayed. --attempt N shows it, marked superseded."""
-    from contextdelta.runner import run_benchmark
-    from contextdelta.testing import FaultPlan, ScriptedServer
-    from tests.runner.conftest import TASKS, benchmark_request
+    from tests.runner.conftest import retried_run
 
-    strategies = {"strategies": ["full_history"], "protection_modes": ["unprotected"]}
-    with ScriptedServer("oracle", TASKS, faults=FaultPlan(fail_500="at:1")) as server:
-        first = run_benchmark(benchmark_request(server.base_url, tmp_path, max_retries=0, concurrency=1, **strategies))
-        server.faults = FaultPlan()
-        run_benchmark(benchmark_request(server.base_url, tmp_path, resume=str(first.path), retry_failed=True))
-    (failed,) = [r for r in first.records if r.failed]
-    base = ["replay", first.path.name, "--results-dir", str(tmp_path), "--run", failed.run_id]
+    path, failed = retried_run(tmp_path)
+    base = ["replay", path.name, "--results-dir", str(tmp_path), "--run", failed.run_id]
     old = runner.invoke(app, [*base, "--attempt", "1"])
     assert old.exit_code == 0, old.output
     assert "· attempt 1" in old.stdout and "superseded: a later attempt of this episode replaced it" in old.stdout
@@ -199,5 +192,5 @@ def test_replay_shows_a_superseded_attempt_on_request(tmp_path: Path) -> None:
     assert runner.invoke(app, [*base, "--attempt", "2"]).stdout == current.stdout
     missing = runner.invoke(app, [*base, "--attempt", "3"])
     assert missing.exit_code == 2 and "has attempts 1 to 2 on record, not 3" in missing.stderr
-    alone = runner.invoke(app, ["replay", first.path.name, "--results-dir", str(tmp_path), "--attempt", "1"])
+    alone = runner.invoke(app, ["replay", path.name, "--results-dir", str(tmp_path), "--attempt", "1"])
     assert alone.exit_code == 2 and "--attempt needs --run" in alone.stderr

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from contextdelta.rundir import RAW_RUNS, RAW_RUNS_RECEIPTS, RunDirectory, RunStatus
-from contextdelta.runner import BenchmarkRequest
-from contextdelta.testing import serve_scripted
+from contextdelta.rundir import RAW_RUNS, RAW_RUNS_RECEIPTS, EpisodeRecord, RunDirectory, RunStatus
+from contextdelta.runner import BenchmarkRequest, run_benchmark
+from contextdelta.testing import FaultPlan, ScriptedServer, serve_scripted
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks"
 SMALL = ["order-grinder-refund", "cal-design-review", "cfg-search-ramp"]
@@ -58,3 +58,15 @@ def oracle_url() -> Iterator[str]:
 def trusting_url() -> Iterator[str]:
     with serve_scripted("context_trusting", TASKS) as url:
         yield url
+
+
+def retried_run(results: Path) -> tuple[Path, EpisodeRecord]:
+    """A run (full_history, unprotected) whose first model call failed with HTTP 500 and no retry, resumed with
+    --retry-failed against a healthy server: its directory and the superseded failed attempt's record."""
+    strategies = {"strategies": ["full_history"], "protection_modes": ["unprotected"]}
+    with ScriptedServer("oracle", TASKS, faults=FaultPlan(fail_500="at:1")) as server:
+        first = run_benchmark(benchmark_request(server.base_url, results, max_retries=0, concurrency=1, **strategies))
+        server.faults = FaultPlan()
+        run_benchmark(benchmark_request(server.base_url, results, resume=str(first.path), retry_failed=True))
+    (failed,) = [r for r in first.records if r.failed]
+    return first.path, failed
