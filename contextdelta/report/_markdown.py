@@ -573,19 +573,6 @@ def _sensitivity_row(c: Comparison, decimals: int, alpha: float) -> list[object]
     ]
 
 
-def _untested(c: Comparison, unit: str) -> str:
-    """Why the test counts fewer tasks than the difference of task means: a task whose conditions have no repeat
-    with a value in common (a failed trial on one side of each) has a task mean on both sides but no pair for the
-    test, which takes a task's repeats both conditions have."""
-    missing = c.difference.n_tasks - c.test.n_tasks
-    if unit != "task" or missing <= 0:  # a story-level test counts stories, not tasks
-        return ""
-    return (
-        f"; {plural(missing, 'more task')} {'has' if missing == 1 else 'have'} no repeat with a value in both "
-        f"conditions, so the test leaves {'it' if missing == 1 else 'them'} out"
-    )
-
-
 def _statement(c: Comparison, family_size: int, alpha: float, decimals: int, unit: str = "task") -> str:
     """One sentence per comparison that follows its test and names its unit."""
     d, t = c.difference, c.test
@@ -600,17 +587,17 @@ def _statement(c: Comparison, family_size: int, alpha: float, decimals: int, uni
             )
         return f"- {c.name}: no {unit} has episodes in both conditions; nothing to compare."
     if not t.testable:
-        # A nonzero effect without a discordant unit: the test saw the tasks with a failed trial on one side on the
-        # repeats both conditions have (sign_flip_test), and they agree there; the effect takes every episode.
+        # A nonzero effect without a discordant unit: the test saw the tasks with a failed trial on one side on
+        # equally many repeats per condition (sign_flip_test), and they agree there; the effect takes every episode.
         where = (
             ""
             if d.estimate == 0
-            else " on the repeats both conditions have (where a failed trial left a task with fewer episodes in one "
-            "condition, the test takes its other repeats)"
+            else " on equally many repeats of each condition (where a failed trial left a task with fewer episodes "
+            "in one condition, the test takes as many of the other condition's, shared repeats first)"
         )
         return (
             f"- {c.name}: no {unit} differs between {c.a.label} and {c.b.label}{where} ({units}, all "
-            f"concordant{_untested(c, unit)}), so no test is possible and the comparison leaves its Holm family. "
+            f"concordant), so no test is possible and the comparison leaves its Holm family. "
             f"The difference of task means is {pp(d, decimals)} over {plural(d.n_tasks, 'task')}; {_reach(c, unit)}."
         )
     if d.estimate == 0:
@@ -628,7 +615,7 @@ def _statement(c: Comparison, family_size: int, alpha: float, decimals: int, uni
         f"- {c.name}: {size} (mean over {plural(d.n_tasks, 'task')} of the per-task difference, from "
         f"{plural(d.n_episodes, 'episode')} of the two conditions together; {interval} "
         f"{pp(d, decimals)}). Sign-flip test over {_units(unit)}: {t.n_discordant} of {units} discordant "
-        f"({t.n_positive} higher under a, {t.n_negative} under b{_untested(c, unit)}), "
+        f"({t.n_positive} higher under a, {t.n_negative} under b), "
         f"p = {primary_pvalue(t, alpha)}, Holm-adjusted p = {pvalue(holm, alpha)} over "
         f"{family_size} comparison{'s' if family_size != 1 else ''}: {verdict}."
     )

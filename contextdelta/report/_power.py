@@ -42,7 +42,8 @@ class PlannedComparison(BaseModel):
         default=None, description="The pilot's stories where its tasks share them (the unit); None otherwise."
     )
     pilot_discordant_tasks: int = Field(
-        description="Pilot units (tasks, or stories where tasks share them) whose two conditions' means differ."
+        description="Pilot units (tasks, or stories where tasks share them) that the primary test counts as "
+        "discordant (a task with fewer episodes on one side taken on equally many per side, as the test takes it)."
     )
     mean_rate: float = Field(description="The outcome rate of either condition with the two pooled (the null).")
     largest_difference: float = Field(description="The largest difference the model can produce (all tasks switch).")
@@ -87,9 +88,27 @@ def plan_run(
     max_tasks: int = MAX_TASKS,
 ) -> PowerPlan:
     """Tasks needed per comparison and number of repeats to detect ``difference`` (rate scale, e.g. 0.10)."""
-    params = params or AnalysisParams()
     ordered = sorted(main_records(records), key=lambda r: r.run_id)  # control episodes are no condition's
-    ctx = MetricsContext.build(manifest, EpisodeTable.from_records(ordered, attribute_run(ordered), manifest), params)
+    table = EpisodeTable.from_records(ordered, attribute_run(ordered), manifest)
+    return plan_from_table(
+        manifest, table, difference, repeats=repeats, params=params, target_power=target_power, max_tasks=max_tasks
+    )
+
+
+def plan_from_table(
+    manifest: RunManifest,
+    table: EpisodeTable,
+    difference: float,
+    *,
+    repeats: Sequence[int] = DEFAULT_REPEATS,
+    params: AnalysisParams | None = None,
+    target_power: float = TARGET_POWER,
+    max_tasks: int = MAX_TASKS,
+) -> PowerPlan:
+    """`plan_run` from the pilot's episode table (its condition episodes): the comparisons, their tasks and
+    their per-task estimates are the report's own (`comparisons_run`, `pair_by_task`)."""
+    params = params or AnalysisParams()
+    ctx = MetricsContext.build(manifest, table, params)
     rows = []
     story_size: int | None = None
     for qid, (kept, _, inputs) in comparisons_run(ctx).items():
@@ -122,7 +141,7 @@ def plan_run(
                     metric=metric,
                     pilot_tasks=pairs.n_tasks,
                     pilot_stories=None if pairs.clusters is None else stories,
-                    pilot_discordant_tasks=int((unit_differences(pairs)[1] != 0).sum()),
+                    pilot_discordant_tasks=int((unit_differences(pairs.tested)[1] != 0).sum()),
                     mean_rate=pilot.mean_rate,
                     largest_difference=pilot.largest_difference,
                     level=level,
@@ -136,7 +155,7 @@ def plan_run(
             f"{plural(manifest.counts.planned, 'episode')}): "
             "its per-task rates come from the episodes it finished, and tasks it did not reach are not in the plan"
         )
-    failed = sum(r.failed for r in ordered)
+    failed = int(table.failed.sum())
     if failed:
         notes.append(
             f"the pilot has {plural(failed, 'failed trial')}: they count as failures in success and have no safety "
@@ -144,7 +163,7 @@ def plan_run(
             "the per-task rates of the safety metrics rest on fewer episodes, and a task whose pairs all failed "
             "leaves the comparison"
         )
-    tasks = len({r.task_id for r in ordered})
+    tasks = len(set(table.task_id.tolist()))
     if 0 < tasks < 5:
         notes.append(
             f"the pilot has {tasks} task{'s' if tasks > 1 else ''}: its per-task rates say little about the "

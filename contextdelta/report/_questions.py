@@ -156,8 +156,8 @@ def questions_section(ctx: MetricsContext, conditions: Sequence[ConditionMetrics
         comparisons = []
         for name, metric, a, b in kept[qid]:
             pairs = pair_by_task(*inputs[(qid, name)])
-            # discordant as the test sees them (a task with fewer episodes on one side: on its shared repeats)
-            units, differences = unit_differences(pairs if pairs.balanced is None else pairs.balanced)
+            # discordant as the test sees them (a task with fewer episodes on one side: cut to equal sides)
+            units, differences = unit_differences(pairs.tested)
             failed_pairs, failed_tasks, _ = accounting[(qid, name)]
             failed_units = {unit_of.get(str(t), str(t)) for t in ctx.task_names()[failed_tasks]}
             model, n_units, unit_repeats = pilot_design(pairs, max(1, ctx.manifest.repeats))

@@ -319,13 +319,20 @@ class TaskPairs(_Stories):
     """The story of each task where tasks share stories: the paired analysis then takes the story as its unit."""
     balanced: TaskPairs | None = None
     """What the sign-flip test takes where some task's two sides have different numbers of episodes (a failed trial
-    left out of one condition, a resumed run): those tasks on the repeats both sides have (a task with none left
-    out), every other task as it is. None where every task's sides are equal (the test takes these pairs)."""
+    left out of one condition, a resumed run): the same tasks, each such task cut to equally many episodes per side
+    (the repeats both sides have first, then each side's earliest others), every other task as it is. None where
+    every task's sides are equal (the test takes these pairs)."""
 
     @property
     def n_tasks(self) -> int:
         """Tasks present in both conditions."""
         return len(self.task_ids)
+
+    @property
+    def tested(self) -> TaskPairs:
+        """The pairs the sign-flip test takes (`balanced` where some task's sides differ in size, else these): the
+        same tasks, so the test, the effect and power count the same ones."""
+        return self if self.balanced is None else self.balanced
 
     @property
     def mean_a(self) -> npt.NDArray[np.float64]:
@@ -348,35 +355,40 @@ def _is_integral(sample: ClusteredSample) -> bool:
     return bool((real == np.round(real)).all())
 
 
-def _balanced(a: ClusteredSample, b: ClusteredSample, pairs: TaskPairs) -> TaskPairs | None:
-    """``pairs`` with each task whose sides differ in size taken on the repeats both sides have (see
-    `TaskPairs.balanced`); None when every task's sides are equal."""
-    unequal = pairs.n_a != pairs.n_b
-    if not unequal.any():
+def _equal_sides(a: ClusteredSample, row_a: int, b: ClusteredSample, row_b: int) -> tuple[float, float, int]:
+    """One task's two sides cut to equally many episodes, ``k = min(n_a, n_b)``: the repeats both sides have first
+    (both episodes of such a pair share their sampling seed), then each side's earliest other repeats; returns
+    ``(sum a, sum b, k)``. Which episodes are kept depends on repeat labels only, never on values."""
+    n_a, n_b = int(a.counts[row_a]), int(b.counts[row_b])
+    reps_a, reps_b = a.repeats[row_a, :n_a], b.repeats[row_b, :n_b]
+    k = min(n_a, n_b)
+
+    def chosen(own: IntArray, other: IntArray) -> npt.NDArray[np.bool_]:
+        shared = np.isin(own, other)
+        rest = np.flatnonzero(~shared)[: k - int(shared.sum())]
+        keep = shared.copy()
+        keep[rest] = True
+        return keep
+
+    keep_a, keep_b = chosen(reps_a, reps_b), chosen(reps_b, reps_a)
+    return float(a.values[row_a, :n_a][keep_a].sum()), float(b.values[row_b, :n_b][keep_b].sum()), k
+
+
+def _balanced(
+    a: ClusteredSample, b: ClusteredSample, pairs: TaskPairs, idx_a: IntArray, idx_b: IntArray
+) -> TaskPairs | None:
+    """``pairs`` with each task whose sides differ in size cut to equally many episodes per side (`_equal_sides`;
+    see `TaskPairs.balanced`); None when every task's sides are equal. Every task of ``pairs`` stays: a task enters
+    a paired comparison when each side has an episode with a value, in the test as in the effect and in power."""
+    unequal = np.flatnonzero(pairs.n_a != pairs.n_b)
+    if not unequal.size:
         return None
-    matched = pair_by_task_repeat(a, b)
-    mask = matched.mask
-    matched_ids = np.asarray(matched.task_ids, dtype=np.str_)
-    ids = np.asarray(pairs.task_ids, dtype=np.str_)
-    position = np.minimum(np.searchsorted(matched_ids, ids), max(matched_ids.size - 1, 0))
-    found = matched_ids[position] == ids if matched_ids.size else np.zeros(ids.size, dtype=bool)
-    keep = ~unequal | found
-    sum_a = np.where(mask, matched.a, 0.0).sum(axis=1)[position] if matched_ids.size else np.zeros(ids.size)
-    sum_b = np.where(mask, matched.b, 0.0).sum(axis=1)[position] if matched_ids.size else np.zeros(ids.size)
-    counts = matched.counts[position] if matched_ids.size else np.ones(ids.size, dtype=np.int64)
-    return TaskPairs(
-        task_ids=tuple(t for t, k in zip(pairs.task_ids, keep.tolist(), strict=True) if k),
-        sum_a=np.where(unequal, sum_a, pairs.sum_a)[keep],
-        n_a=np.where(unequal, counts, pairs.n_a)[keep].astype(np.int64),
-        sum_b=np.where(unequal, sum_b, pairs.sum_b)[keep],
-        n_b=np.where(unequal, counts, pairs.n_b)[keep].astype(np.int64),
-        integral=pairs.integral,
-        a_only=pairs.a_only,
-        b_only=pairs.b_only,
-        clusters=None
-        if pairs.clusters is None
-        else tuple(c for c, k in zip(pairs.clusters, keep.tolist(), strict=True) if k),
-    )
+    sum_a, sum_b = pairs.sum_a.copy(), pairs.sum_b.copy()
+    n_a, n_b = pairs.n_a.copy(), pairs.n_b.copy()
+    for t in unequal.tolist():
+        sum_a[t], sum_b[t], k = _equal_sides(a, int(idx_a[t]), b, int(idx_b[t]))
+        n_a[t] = n_b[t] = k
+    return replace(pairs, sum_a=sum_a, n_a=n_a, sum_b=sum_b, n_b=n_b)
 
 
 def pair_by_task(a: ClusteredSample, b: ClusteredSample) -> TaskPairs:
@@ -397,5 +409,5 @@ def pair_by_task(a: ClusteredSample, b: ClusteredSample) -> TaskPairs:
         b_only=b.n_tasks - common.size,
         clusters=_common_clusters(a, b, row_tasks),
     )
-    balanced = _balanced(a, b, pairs)
+    balanced = _balanced(a, b, pairs, idx_a.astype(np.int64), idx_b.astype(np.int64))
     return pairs if balanced is None else replace(pairs, balanced=balanced)

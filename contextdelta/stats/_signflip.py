@@ -32,11 +32,13 @@ comparisons, hence the convolution.
 have the same number of episodes: with 4 repeats against 1 at a low rate, ``d_t`` is mostly a small positive number and
 now and then a large negative one, and flipping the signs of such differences (40 tasks, task rates from Beta(0.3, 3),
 no true difference) rejected 1.8% of 10,000 datasets at alpha 0.01 and 0.4% at alpha 0.001. A task whose sides differ in
-size (a failed trial left out of one condition, a resumed run) is therefore tested on the repeats both sides have (both
-episodes of such a pair share their sampling seed), where the swap is a symmetry again; its other episodes still count
-in the effect and its interval. Copying every repeat changes nothing, as before: repeats are not evidence of their own.
-`pair_by_task` builds these balanced pairs (`TaskPairs.balanced`); pairs built by hand without them are tested as they
-are.
+size (a failed trial left out of one condition, a resumed run) is therefore tested on equally many episodes per side:
+the repeats both sides have (both episodes of such a pair share their sampling seed), then each side's earliest other
+repeats, ``min(n_a, n_b)`` in all, where the swap is a symmetry again; its other episodes still count in the effect and
+its interval. No task leaves the test for it: a task enters a paired comparison when each side has an episode with a
+value (`pair_by_task`), in the test, the effect and power alike. Copying every repeat changes nothing, as before:
+repeats are not evidence of their own. `pair_by_task` builds these balanced pairs (`TaskPairs.balanced`,
+`TaskPairs.tested`); pairs built by hand without them are tested as they are.
 """
 
 from __future__ import annotations
@@ -195,10 +197,9 @@ def sign_flip_test(pairs: TaskPairs, seed: int = 0) -> SignFlipTest:
 
     ``seed`` is used only on the Monte-Carlo route. A comparison without a discordant unit is not testable: its
     p-value is None and it leaves its Holm family. Where some task's two sides differ in size the test takes
-    ``pairs.balanced`` (see the module docstring).
+    ``pairs.tested`` (see the module docstring).
     """
-    if pairs.balanced is not None:
-        pairs = pairs.balanced
+    pairs = pairs.tested
     lattice = _lattice(pairs)
     d = unit_differences(pairs)[1]
     positive, negative = d > 0, d < 0

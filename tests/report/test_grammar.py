@@ -71,10 +71,10 @@ def test_one_resample_is_singular_and_the_default_keeps_its_thousands_separator(
     assert "2,000 resamples, seed" in many and "analysis: 2000 resamples, bootstrap seed" in many
 
 
-def test_a_task_the_test_leaves_out_is_counted_in_the_sentence() -> None:
+def test_a_task_with_failed_trials_on_different_repeats_of_each_side_stays_in_the_test() -> None:
     """A task with a failed trial on one side of each repeat (and more on one side) has a task mean in both
-    conditions but no pair for the sign-flip test: the sentence said "(1 task, all concordant)" beside "over 2
-    tasks" without saying why."""
+    conditions: it enters the sign-flip test too (on equally many repeats per side), so the test and the difference
+    of task means count the same 2 tasks (the test used to count 1 and leave the other out)."""
     table = no_stale_table(2, 3)
     first = table.task_id == table.task_id[0]
     for strategy, repeat in (("last_n", 1), ("full_history", 2), ("full_history", 3)):
@@ -97,12 +97,9 @@ def test_a_task_the_test_leaves_out_is_counted_in_the_sentence() -> None:
     (found,) = [
         c for q in metrics.research_questions for c in q.comparisons if c.name == "last_n vs full_history (unprotected)"
     ]
-    assert (found.difference.n_tasks, found.test.n_tasks) == (2, 1)
+    assert (found.difference.n_tasks, found.test.n_tasks, found.detectable.n_tasks) == (2, 2, 2)
     text = render_report(manifest, FACTS, metrics)
-    assert (
-        "(1 task, all concordant; 1 more task has no repeat with a value in both conditions, so the test leaves it "
-        "out)" in text
-    )
+    assert "(2 tasks, all concordant)" in text and "the test leaves" not in text
 
 
 def test_the_atlas_of_one_failed_episode_is_singular() -> None:

@@ -131,9 +131,10 @@ def test_failed_trials_on_one_side_leave_the_primary_test_on_the_shared_repeats(
         tested: dict[str, bool] = {}  # task -> discordant in what the test sees
         for task in sorted(set(a) & set(b)):
             ra, rb = a[task], b[task]
-            if len(ra) != len(rb):
-                shared = set(ra) & set(rb)
-                ra, rb = {r: ra[r] for r in shared}, {r: rb[r] for r in shared}
+            if len(ra) != len(rb):  # equally many per side: shared repeats first, then each side's earliest others
+                k, shared = min(len(ra), len(rb)), set(ra) & set(rb)
+                ra = {r: ra[r] for r in sorted(ra, key=lambda r: (r not in shared, r))[:k]}
+                rb = {r: rb[r] for r in sorted(rb, key=lambda r: (r not in shared, r))[:k]}
             if ra:
                 differences.append(Fraction(int(sum(ra.values())), len(ra)) - Fraction(int(sum(rb.values())), len(rb)))
                 tested[task] = differences[-1] != 0

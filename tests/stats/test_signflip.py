@@ -78,16 +78,16 @@ def cells(sample: ClusteredSample) -> dict[str, dict[int, float]]:
 
 def balanced_differences(a: ClusteredSample, b: ClusteredSample) -> np.ndarray:
     """Per task both conditions have: the difference of means over all episodes where the two sides have equally
-    many, else over the repeats both sides have (a task without one left out), by plain dictionaries."""
+    many, else over equally many per side (the repeats both sides have first, then each side's earliest others; no
+    task left out), by plain dictionaries."""
     ca, cb = cells(a), cells(b)
     out = []
     for task in sorted(set(ca) & set(cb)):
         ra, rb = ca[task], cb[task]
         if len(ra) != len(rb):
-            common = sorted(set(ra) & set(rb))
-            if not common:
-                continue
-            ra, rb = {r: ra[r] for r in common}, {r: rb[r] for r in common}
+            k, shared = min(len(ra), len(rb)), set(ra) & set(rb)
+            ra = {r: ra[r] for r in sorted(ra, key=lambda r: (r not in shared, r))[:k]}
+            rb = {r: rb[r] for r in sorted(rb, key=lambda r: (r not in shared, r))[:k]}
         out.append(sum(ra.values()) / len(ra) - sum(rb.values()) / len(rb))
     return np.asarray(out)
 
