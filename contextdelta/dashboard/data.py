@@ -246,7 +246,9 @@ def shared_run_groups(summaries: Iterable[RunSummary]) -> dict[str, list[str]]:
 
 
 def runs_rows(summaries: Iterable[RunSummary]) -> list[dict[str, Any]]:
-    """The Runs page table: one row per readable run."""
+    """The Runs page table: one row per readable run (success in percent, rounded half up as the report prints)."""
+    from contextdelta.stats import fixed  # numpy only once the page has rows to show
+
     rows = []
     for s in summaries:
         if not s.readable:
@@ -258,7 +260,7 @@ def runs_rows(summaries: Iterable[RunSummary]) -> list[dict[str, Any]]:
                 "created (UTC)": (s.created_at or "").replace("T", " ").removesuffix("Z"),
                 "status": s.status,
                 "episodes": f"{s.finished} / {s.planned}",
-                "success": None if s.success_rate is None else round(100 * s.success_rate, 1),
+                "success": None if s.success_rate is None else float(fixed(s.success_rate, 1, scale=100.0)),
                 "failed trials": s.failed_trials,
                 "strategies": ", ".join(s.strategies),
                 "protection modes": ", ".join(s.protection_modes),

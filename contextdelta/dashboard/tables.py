@@ -21,6 +21,7 @@ from contextdelta.report import (
     holm_pvalue,
     num,
     pct,
+    percent,
     pp,
     primary_pvalue,
     pvalue,
@@ -173,7 +174,7 @@ def comparison_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
                     "p without them (Holm)": holm_pvalue(c.sensitivity.test, alpha) if c.sensitivity else "-",
                     detectable: "no data"
                     if c.detectable.n_tasks == 0  # nothing to simulate from
-                    else ("none" if found is None else f"{100 * found:.0f} pp"),
+                    else ("none" if found is None else f"{percent(found)} pp"),
                     "episode pairs": e.n_pairs,
                     "both": e.both,
                     "only a": e.only_a,

@@ -1,7 +1,8 @@
 """Small formatting helpers shared by the Markdown renderers and the dashboard (no NaN ever reaches a table).
 
 Percentages are printed at the precision the report's Monte-Carlo error allows (``decimals``, from
-``AnalysisInfo.rate_decimals``); an exact bound is labelled ``exact``.
+``AnalysisInfo.rate_decimals``); an exact bound is labelled ``exact``. Every printed rate, percentage and difference
+is rounded half up by `fixed` (``contextdelta.stats.fixed``, re-exported here): 12.5% at whole points is "13%".
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from contextdelta.stats import (
     SignFlipMethod,
     SignFlipTest,
     SlopeStatus,
+    fixed,
     printed_decimals,
 )
 
@@ -49,8 +51,8 @@ def pp(estimate: Estimate, decimals: int = 1) -> str:
     if estimate.estimate is None:
         return estimate.format()
     if estimate.low is None or estimate.high is None:
-        return f"{_signed(100 * estimate.estimate, decimals)} pp (no interval: {estimate.no_interval})"
-    point, low, high = (_signed(100 * v, decimals) for v in (estimate.estimate, estimate.low, estimate.high))
+        return f"{signed_pp(estimate.estimate, decimals)} pp (no interval: {estimate.no_interval})"
+    point, low, high = (signed_pp(v, decimals) for v in (estimate.estimate, estimate.low, estimate.high))
     return f"{point} [{low}, {high}] pp" + (" exact" if estimate.is_exact else "")
 
 
@@ -61,16 +63,21 @@ def pp_change(value: float, decimals: int) -> str:
     if value == 0:
         return "no different"
     direction = "higher" if value > 0 else "lower"
-    size = f"{abs(100 * value):.{decimals}f}"
+    size = fixed(abs(value), decimals, scale=100.0)
     if float(size) == 0:
         return f"less than {0.5 * 10.0**-decimals:g} pp {direction}"
     return f"{size} pp {direction}"
 
 
-def _signed(value: float, decimals: int) -> str:
-    """``value`` with its sign; one that rounds to zero is ``+0`` whichever side of zero it lies on."""
-    text = f"{value:+.{decimals}f}"
-    return "+" + text[1:] if float(text) == 0 else text
+def signed_pp(value: float, decimals: int) -> str:
+    """A difference of rates (``value``) in percentage points with its sign; one that rounds to zero is ``+0``
+    whichever side of zero it lies on."""
+    return fixed(value, decimals, scale=100.0, signed=True)
+
+
+def percent(value: float, decimals: int = 0) -> str:
+    """A share as whole (or ``decimals``) percentage points, rounded half up: ``0.125`` -> ``"13"``."""
+    return fixed(value, decimals, scale=100.0)
 
 
 def num(estimate: Estimate, digits: int = 0) -> str:
@@ -84,8 +91,7 @@ def _end(value: float | str, decimals: int) -> str:
         return "+inf"
     if value == "-inf":
         return "-inf"
-    rounded = round(float(value), decimals)
-    return f"{rounded if rounded else 0.0:+.{decimals}f}"  # a value that rounds to 0 is +0.00, never -0.00
+    return fixed(float(value), decimals, signed=True)  # a value that rounds to 0 is +0.00, never -0.00
 
 
 def slope_text(slope: LogisticSlope) -> str:

@@ -17,14 +17,17 @@ from contextdelta.providers import Price
 from contextdelta.report._format import (
     counted,
     crossing_text,
+    fixed,
     holm_pvalue,
     num,
     pct,
+    percent,
     plural,
     pp,
     pp_change,
     primary_pvalue,
     pvalue,
+    signed_pp,
     slope_text,
     table,
 )
@@ -192,7 +195,7 @@ def _methods(metrics: AggregateMetrics) -> list[str]:
         )
     else:
         precision = (
-            f"the largest Monte-Carlo standard error of an interval end is {100 * a.max_mc_se:.2f} pp "
+            f"the largest Monte-Carlo standard error of an interval end is {percent(a.max_mc_se, 2)} pp "
             f"({a.resamples:,} resample{'' if a.resamples == 1 else 's'}, seed {a.seed}), so a finer digit would be "
             "resampling noise"
         )
@@ -270,7 +273,7 @@ def _task_interval_line(a: AnalysisInfo) -> list[str]:
 
 
 def _tail(confidence: float, n_tasks: int) -> str:
-    return f"{AnalysisParams(confidence=confidence).task_percentiles(n_tasks)[0]:.2f}%"
+    return f"{fixed(AnalysisParams(confidence=confidence).task_percentiles(n_tasks)[0], 2)}%"
 
 
 def _conditions(metrics: AggregateMetrics) -> list[str]:
@@ -521,8 +524,8 @@ def _detectable(c: Comparison, unit: str = "task") -> str:
     if found.n_tasks == 0:  # nothing was simulated from: no task has a value in both conditions
         return "no data"
     if found.difference is None:
-        return f"none up to {100 * found.largest_difference:.0f} pp (every {unit} switched)"
-    return f"{100 * found.difference:.0f} pp"
+        return f"none up to {percent(found.largest_difference)} pp (every {unit} switched)"
+    return f"{percent(found.difference)} pp"
 
 
 def _reach(c: Comparison, unit: str = "task") -> str:
@@ -533,9 +536,9 @@ def _reach(c: Comparison, unit: str = "task") -> str:
         count = f"{found.n_tasks} {unit if found.n_tasks == 1 else _units(unit)}"
         return (
             f"with {count} this design does not reach {power} even when every {unit} switches "
-            f"({100 * found.largest_difference:.0f} pp)"
+            f"({percent(found.largest_difference)} pp)"
         )
-    return f"this design detects a difference of {100 * found.difference:.0f} pp with {power}"
+    return f"this design detects a difference of {percent(found.difference)} pp with {power}"
 
 
 def _row(c: Comparison, decimals: int, alpha: float, unit: str = "task") -> list[object]:
@@ -621,7 +624,7 @@ def _statement(c: Comparison, family_size: int, alpha: float, decimals: int, uni
     )
     if holm is not None and holm >= alpha and d.low is not None and d.high is not None:
         sentence += (
-            f" The interval admits differences from {100 * d.low:+.{decimals}f} to {100 * d.high:+.{decimals}f} pp; "
+            f" The interval admits differences from {signed_pp(d.low, decimals)} to {signed_pp(d.high, decimals)} pp; "
             f"{_reach(c, unit)}."
         )
     s = c.sensitivity
@@ -803,7 +806,7 @@ def _caching(metrics: AggregateMetrics) -> list[str]:
             tokens(c, "cached_prompt_tokens"),
             tokens(c, "cache_write_tokens"),
             tokens(c, "uncached_prompt_tokens"),
-            "not reported" if c.cache_hit_ratio is None else f"{100 * c.cache_hit_ratio:.1f}%",
+            "not reported" if c.cache_hit_ratio is None else f"{percent(c.cache_hit_ratio, 1)}%",
             f"{c.cache_reported} of {c.episodes}",
             cost(c, "cost_without_caching_usd"),
             cost(c, "cost_with_caching_usd"),
@@ -951,7 +954,7 @@ def _limitations(manifest: RunManifest, metrics: AggregateMetrics) -> list[str]:
         if c.detectable.difference is not None
     ]
     reach = (
-        f" the comparisons here detect differences of {100 * min(detectable):.0f} to {100 * max(detectable):.0f} pp "
+        f" the comparisons here detect differences of {percent(min(detectable))} to {percent(max(detectable))} pp "
         f"with {100 * metrics.analysis.target_power:g}% power (see each question),"
         if detectable
         else ""

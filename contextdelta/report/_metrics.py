@@ -30,7 +30,7 @@ from contextdelta.report._context import MetricsContext
 from contextdelta.report._controls import controls_section, main_records
 from contextdelta.report._costs import caching_section
 from contextdelta.report._dose import dose_response_section
-from contextdelta.report._format import plural
+from contextdelta.report._format import percent, plural
 from contextdelta.report._models import (
     SHARD_WARNING,
     AggregateMetrics,
@@ -105,7 +105,7 @@ def warnings_section(
             ReportWarning(
                 code="failed_trials",
                 message=f"{episodes.failed_trials} of {plural(episodes.finished, 'episode')} "
-                f"({100 * episodes.failed_trials / episodes.finished:.0f}%) "
+                f"({percent(episodes.failed_trials / episodes.finished)}%) "
                 f"{'is a failed trial' if episodes.failed_trials == 1 else 'are failed trials'} ({detail}): "
                 f"{'it counts' if episodes.failed_trials == 1 else 'they count'} as failures in success rates and "
                 f"{'is' if episodes.failed_trials == 1 else 'are'} left out of the safety rates; each comparison "

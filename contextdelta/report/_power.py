@@ -19,7 +19,7 @@ from contextdelta.attribution import attribute_run
 from contextdelta.report._conditions import BASELINE_STRATEGY
 from contextdelta.report._context import MetricsContext
 from contextdelta.report._controls import main_records
-from contextdelta.report._format import plural, table
+from contextdelta.report._format import percent, plural, table
 from contextdelta.report._questions import comparisons_run
 from contextdelta.report._table import EpisodeTable
 from contextdelta.rundir import EpisodeRecord, RunManifest, RunStatus
@@ -271,7 +271,7 @@ def render_power_plan(plan: PowerPlan) -> str:
         if row.pilot_tasks == 0:
             return "no data"
         if plan.difference > row.largest_difference:
-            return f"not reachable (at most {100 * row.largest_difference:.0f} pp)"
+            return f"not reachable (at most {percent(row.largest_difference)} pp)"
         return f"more than {plan.max_tasks:,}"
 
     rows = [
@@ -282,7 +282,7 @@ def render_power_plan(plan: PowerPlan) -> str:
             if c.pilot_stories is None
             else f"{c.pilot_discordant_tasks} of {plural(c.pilot_stories, 'story', 'stories')} "
             f"({plural(c.pilot_tasks, 'task')})",
-            f"{100 * c.mean_rate:.0f}% ({c.metric})" if c.pilot_tasks else "no data",
+            f"{percent(c.mean_rate)}% ({c.metric})" if c.pilot_tasks else "no data",
             f"{c.level:.4f}",
             *(cell(c.tasks_needed[r], c) for r in repeats),
         ]

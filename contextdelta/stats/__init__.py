@@ -46,7 +46,7 @@ from contextdelta.stats._power import (
     rejections,
     tasks_needed,
 )
-from contextdelta.stats._precision import printed_decimals
+from contextdelta.stats._precision import fixed, printed_decimals
 from contextdelta.stats._receipt import analysis_sha256
 from contextdelta.stats._results import (
     Estimate,
@@ -115,6 +115,7 @@ __all__ = [
     "cluster_by_task",
     "dose_curves",
     "exact_bound",
+    "fixed",
     "flip_rates",
     "histograms_of",
     "holm_adjust",

@@ -1,8 +1,10 @@
-"""How many decimals an interval end deserves, given the Monte-Carlo error of the bootstrap that made it."""
+"""Printed precision: how many decimals an interval end deserves, given the Monte-Carlo error of the bootstrap that
+made it, and the one rounding rule every printed rate, percentage and difference follows (`fixed`)."""
 
 from __future__ import annotations
 
 import math
+from decimal import ROUND_HALF_UP, Decimal
 
 
 def printed_decimals(mc_se: float | None, scale: float = 100.0, max_decimals: int = 1) -> int:
@@ -13,3 +15,17 @@ def printed_decimals(mc_se: float | None, scale: float = 100.0, max_decimals: in
     if mc_se is None or mc_se <= 0.0:
         return max_decimals
     return max(0, min(max_decimals, math.floor(-math.log10(mc_se * scale))))
+
+
+def fixed(value: float, decimals: int, *, scale: float = 1.0, signed: bool = False) -> str:
+    """``value`` times ``scale`` with exactly ``decimals`` decimals, rounded half up (away from zero on a tie), as a
+    reader rounds: 0.125 as a percentage is ``"13"``, not Python's half-to-even ``"12"``; 0.145 is ``"15"`` (the
+    product is taken on the shortest decimal that reads back as each float, so 100 * 0.145 is 14.5, not
+    14.499999999999998). A value that rounds to zero prints without a minus sign; ``signed`` prefixes ``+`` to
+    every other (``"+0"``, ``"+1.5"``, ``"-2"``).
+    """
+    exact = Decimal(repr(float(value))) * Decimal(repr(float(scale)))
+    rounded = exact.quantize(Decimal(1).scaleb(-max(0, decimals)), rounding=ROUND_HALF_UP)
+    if rounded.is_zero():
+        rounded = rounded.copy_abs()
+    return f"{rounded:+f}" if signed else f"{rounded:f}"

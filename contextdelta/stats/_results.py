@@ -13,10 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-
-def _unsigned_zero(text: str) -> str:
-    """``"-0"`` / ``"-0.0"`` as ``"0"`` / ``"0.0"``: a value that rounds to zero prints without a sign."""
-    return text[1:] if text.startswith("-") and float(text) == 0 else text
+from contextdelta.stats._precision import fixed
 
 
 class EstimateStatus(StrEnum):
@@ -107,11 +104,9 @@ class Estimate(BaseModel):
         if self.estimate is None:
             return self.status.value.replace("_", " ")
         if self.low is None or self.high is None:
-            point = f"{_unsigned_zero(f'{scale * self.estimate:.{digits}f}')}{suffix}"
+            point = f"{fixed(self.estimate, digits, scale=scale)}{suffix}"
             return f"{point} (no interval: {self.no_interval})"
-        point, low, high = (
-            f"{_unsigned_zero(f'{scale * v:.{digits}f}')}{suffix}" for v in (self.estimate, self.low, self.high)
-        )
+        point, low, high = (f"{fixed(v, digits, scale=scale)}{suffix}" for v in (self.estimate, self.low, self.high))
         return f"{point} [{low}, {high}]"
 
 

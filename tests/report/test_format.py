@@ -6,12 +6,14 @@ import numpy as np
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-from contextdelta.report import AggregateMetrics, pvalue
+from benchmarks.stats_scaling import make_manifest
+from contextdelta.report import AggregateMetrics, aggregate, pct, percent, pp, pvalue, render_report
 from contextdelta.report._format import pp_change
 from contextdelta.report._markdown import _METRIC_WORDS, _statement
 from contextdelta.rundir.layout import AGGREGATE_METRICS
-from contextdelta.stats import AnalysisParams, cluster_by_task, paired_comparison
+from contextdelta.stats import AnalysisParams, Estimate, EstimateStatus, cluster_by_task, fixed, paired_comparison
 from tests.report import runs
+from tests.report.test_synthetic import FACTS, no_stale_table
 
 
 def _side(value: float, alpha: float) -> int:
@@ -93,11 +95,11 @@ def test_a_comparison_untestable_on_the_shared_repeats_says_where_its_tasks_agre
     c = next(c for q in metrics.research_questions for c in q.comparisons)
     untestable = c.model_copy(update={"difference": found.difference, "test": found.test, "episodes": found.episodes})
     text = _statement(untestable, 1, 0.05, 0)
-    assert "differs between" in text and "on the repeats both conditions have" in text
+    assert "differs between" in text and "on equally many repeats of each condition" in text
     assert "The difference of task means is -33 [" in text
     # every task's difference 0 (no failed trial in the way): the sentence of a run without one, as before
     agreeing = untestable.model_copy(update={"difference": found.difference.model_copy(update={"estimate": 0.0})})
-    assert "on the repeats both conditions have" not in _statement(agreeing, 1, 0.05, 0)
+    assert "on equally many repeats of each condition" not in _statement(agreeing, 1, 0.05, 0)
     assert f"- {c.name}: no task differs between {c.a.label} and {c.b.label} (2 tasks, all concordant)" in (
         _statement(agreeing, 1, 0.05, 0)
     )
@@ -114,3 +116,41 @@ def test_a_slope_end_that_rounds_to_zero_is_not_negative_zero() -> None:
     )  # fmt: skip
     assert "-0.00" not in slope_text(slope)
     assert slope_text(slope).startswith("+0.20 [+0.00, +0.41]")
+
+
+def _estimate(value: float, low: float, high: float) -> Estimate:
+    return Estimate(
+        estimate=value, low=low, high=high, confidence=0.95, n_tasks=8, n_episodes=8, status=EstimateStatus.OK
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "decimals", "printed"),
+    [(0.125, 0, "13"), (0.145, 0, "15"), (0.375, 0, "38"), (0.00125, 2, "0.13"), (0.0625, 1, "6.3"), (0.0, 0, "0")],
+)
+def test_percentages_round_half_up_as_a_reader_rounds(value: float, decimals: int, printed: str) -> None:
+    """12.5% printed "12%" (Python rounds half to even; 0.145 even read 14.499999999999998)."""
+    assert fixed(value, decimals, scale=100.0) == percent(value, decimals) == printed
+    assert pct(_estimate(value, value, value), decimals) == f"{printed}% [{printed}%, {printed}%]"
+    assert pp(_estimate(-value, -value, value), decimals) == (
+        f"{'+' if value == 0 else '-'}{printed} [{'+' if value == 0 else '-'}{printed}, +{printed}] pp"
+    )
+    if value:
+        assert pp_change(value, decimals) == f"{printed} pp higher"
+
+
+def test_every_percentage_of_a_report_rounds_half_up() -> None:
+    """The failed-trial warning, a condition's rate and the exact-bound cells of a report print 1 of 8 as 13%."""
+    table = no_stale_table(8, 1)
+    first = (table.strategy == "full_history") & (table.protection_mode == "unprotected")
+    row = int(np.flatnonzero(first)[0])
+    table.values["stale_action"][row] = 1.0
+    table.values["harmful_action"][row] = 1.0
+    manifest = make_manifest(8, len(table)).model_copy(update={"repeats": 1})
+    metrics = aggregate(manifest, table, AnalysisParams(resamples=200, power_datasets=100))
+    (stale,) = [
+        c.rates["stale_action"] for c in metrics.conditions if c.condition.label == "full_history / unprotected"
+    ]
+    assert stale.estimate == 0.125
+    text = render_report(manifest, FACTS, metrics)
+    assert "| 13% [" in text and "| 12% [" not in text

@@ -39,7 +39,7 @@ def test_a_one_task_one_repeat_report_speaks_in_the_singular() -> None:
     text = render_report(manifest, FACTS, metrics)
     assert "- Suite size: 1 task and 1 repeat per condition;" in text
     assert "1 failed trial" in text
-    assert "1 of 8 episodes (12%) is a failed trial (" in text and "): it counts as failures" in text
+    assert "1 of 8 episodes (13%) is a failed trial (" in text and "): it counts as failures" in text
     assert BAD.search(text) is None, BAD.search(text)
     for warning in metrics.warnings:
         assert BAD.search(warning.message) is None, warning.message
