@@ -521,7 +521,7 @@ def _units(unit: str) -> str:
 
 def _detectable(c: Comparison, unit: str = "task") -> str:
     found = c.detectable
-    if found.n_tasks == 0:  # nothing was simulated from: no task has a value in both conditions
+    if found.largest_difference is None:  # nothing was simulated from: no task has a value in both conditions
         return "no data"
     if found.difference is None:
         return f"none up to {percent(found.largest_difference)} pp (every {unit} switched)"
@@ -532,6 +532,8 @@ def _reach(c: Comparison, unit: str = "task") -> str:
     """The design-sensitivity clause of a statement."""
     found = c.detectable
     power = f"{100 * found.target_power:g}% power"
+    if found.largest_difference is None:
+        return f"no design sensitivity ({found.no_data})"
     if found.difference is None:
         count = f"{found.n_tasks} {unit if found.n_tasks == 1 else _units(unit)}"
         return (

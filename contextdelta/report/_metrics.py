@@ -331,4 +331,15 @@ def metrics_json(metrics: AggregateMetrics) -> dict[str, Any]:
     }
     if without:  # a condition without failed trials reads as one written before the field existed
         exclude["conditions"] = without
+    # a design with data has no `no_data` reason: left out, as in reports written before the field existed
+    with_data = {
+        i: {
+            "comparisons": {
+                j: {"detectable": {"no_data"}} for j, c in enumerate(q.comparisons) if c.detectable.no_data is None
+            }
+        }
+        for i, q in enumerate(metrics.research_questions)
+    }
+    if any(entry["comparisons"] for entry in with_data.values()):
+        exclude["research_questions"] = {i: e for i, e in with_data.items() if e["comparisons"]}
     return metrics.model_dump(mode="json", exclude=exclude or None)

@@ -23,7 +23,15 @@ from contextdelta.report._format import percent, plural, table
 from contextdelta.report._questions import comparisons_run
 from contextdelta.report._table import EpisodeTable
 from contextdelta.rundir import EpisodeRecord, RunManifest, RunStatus
-from contextdelta.stats import TARGET_POWER, AnalysisParams, pair_by_task, pilot_design, tasks_needed, unit_differences
+from contextdelta.stats import (
+    NO_PILOT_DATA,
+    TARGET_POWER,
+    AnalysisParams,
+    pair_by_task,
+    pilot_design,
+    tasks_needed,
+    unit_differences,
+)
 
 DEFAULT_REPEATS = (1, 2, 3, 5)
 MAX_TASKS = 20_000
@@ -45,13 +53,20 @@ class PlannedComparison(BaseModel):
         description="Pilot units (tasks, or stories where tasks share them) that the primary test counts as "
         "discordant (a task with fewer episodes on one side taken on equally many per side, as the test takes it)."
     )
-    mean_rate: float = Field(description="The outcome rate of either condition with the two pooled (the null).")
-    largest_difference: float = Field(description="The largest difference the model can produce (all tasks switch).")
+    mean_rate: float | None = Field(
+        description="The outcome rate of either condition with the two pooled (the null); None: no data (no_data)."
+    )
+    largest_difference: float | None = Field(
+        description="The largest difference the model can produce (all tasks switch); None: no data (no_data)."
+    )
     level: float = Field(description="alpha / the number of comparisons of the question that the pilot ran.")
     tasks_needed: dict[str, int | None] = Field(
         description="Per number of repeats (keys): the fewest tasks n with the target power such that the next "
         "max(5, n/20) numbers of tasks reach it too (power is a sawtooth in n); None: more than max_tasks, beyond "
         "the largest difference, or no pilot task to simulate from (pilot_tasks 0)."
+    )
+    no_data: str | None = Field(
+        default=None, description="Why nothing was simulated (pilot_tasks 0); None where the pilot has data."
     )
 
 
@@ -142,8 +157,9 @@ def plan_from_table(
                     pilot_tasks=pairs.n_tasks,
                     pilot_stories=None if pairs.clusters is None else stories,
                     pilot_discordant_tasks=int((unit_differences(pairs.tested)[1] != 0).sum()),
-                    mean_rate=pilot.mean_rate,
-                    largest_difference=pilot.largest_difference,
+                    mean_rate=pilot.mean_rate if pairs.n_tasks else None,
+                    largest_difference=pilot.largest_difference if pairs.n_tasks else None,
+                    no_data=None if pairs.n_tasks else NO_PILOT_DATA,
                     level=level,
                     tasks_needed=needed,
                 )
@@ -270,7 +286,7 @@ def render_power_plan(plan: PowerPlan) -> str:
             return str(value)
         if row.pilot_tasks == 0:
             return "no data"
-        if plan.difference > row.largest_difference:
+        if row.largest_difference is not None and plan.difference > row.largest_difference:
             return f"not reachable (at most {percent(row.largest_difference)} pp)"
         return f"more than {plan.max_tasks:,}"
 
@@ -282,7 +298,7 @@ def render_power_plan(plan: PowerPlan) -> str:
             if c.pilot_stories is None
             else f"{c.pilot_discordant_tasks} of {plural(c.pilot_stories, 'story', 'stories')} "
             f"({plural(c.pilot_tasks, 'task')})",
-            f"{percent(c.mean_rate)}% ({c.metric})" if c.pilot_tasks else "no data",
+            "no data" if c.mean_rate is None else f"{percent(c.mean_rate)}% ({c.metric})",
             f"{c.level:.4f}",
             *(cell(c.tasks_needed[r], c) for r in repeats),
         ]

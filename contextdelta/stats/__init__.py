@@ -34,6 +34,7 @@ from contextdelta.stats._params import DEFAULT_PARAMS, MIN_TASKS_FOR_COVERAGE, A
 from contextdelta.stats._passk import pass_hat_k, pass_hat_k_many
 from contextdelta.stats._power import (
     DEFAULT_DATASETS,
+    NO_PILOT_DATA,
     SIMULATION_EXACT_LIMIT,
     TARGET_POWER,
     DetectableDifference,
@@ -79,6 +80,7 @@ __all__ = [
     "ENUMERATION_LIMIT",
     "MIN_TASKS_FOR_COVERAGE",
     "MONTE_CARLO_PATTERNS",
+    "NO_PILOT_DATA",
     "SIMULATION_EXACT_LIMIT",
     "TARGET_POWER",
     "AnalysisParams",

@@ -384,10 +384,21 @@ class DetectableDifference(BaseModel):
     datasets: int = Field(ge=1, description="Simulated datasets per evaluated difference.")
     seed: int = Field(description="Seed of the simulation.")
     direction: Literal["increase", "decrease"] = Field(description="Of condition a's rate, in the simulated effect.")
-    largest_difference: float = Field(ge=0.0, le=1.0, description="Every task switched; no larger difference exists.")
-    power_at_largest: float = Field(ge=0.0, le=1.0, description="Power at largest_difference.")
+    largest_difference: float | None = Field(
+        ge=0.0, le=1.0, description="Every task switched; no larger difference exists. None: no data (see no_data)."
+    )
+    power_at_largest: float | None = Field(
+        ge=0.0, le=1.0, description="Power at largest_difference. None: no data, nothing was simulated (see no_data)."
+    )
     difference: float | None = Field(
-        ge=0.0, le=1.0, description="Smallest simulated difference with the target power; None: not reachable."
+        ge=0.0,
+        le=1.0,
+        description="Smallest simulated difference with the target power; None: not reachable, or no data.",
+    )
+    no_data: str | None = Field(
+        default=None,
+        description="Why nothing was simulated (the design has no unit: no task with a value in both conditions); "
+        "absent where there was data.",
     )
 
 
@@ -406,6 +417,13 @@ def pilot_design(pairs: TaskPairs, repeats: int) -> tuple[PilotModel, int, int]:
     return model, model.n_tasks, repeats * model.largest_story
 
 
+NO_PILOT_DATA = (
+    "no data: no task has a value in both conditions (e.g. every episode of one is a failed trial, which has no "
+    "verdict), so there is nothing to simulate from"
+)
+"""`DetectableDifference.no_data` of a design without a unit."""
+
+
 def minimum_detectable_difference(
     pilot: PilotModel,
     n_tasks: int,
@@ -420,6 +438,9 @@ def minimum_detectable_difference(
 
     Every evaluation uses the same seed, so the result is deterministic; its resolution is ``largest_difference``
     / 256 (under 0.4 pp), finer than the whole percentage points it is printed in.
+
+    A design without a unit (``n_tasks`` 0, or a pilot without a task) simulates nothing: its power and largest
+    difference are None and ``no_data`` says why, never a power of 0 that would read as measured.
     """
     common = {
         "n_tasks": n_tasks,
@@ -429,8 +450,12 @@ def minimum_detectable_difference(
         "datasets": datasets,
         "seed": seed,
         "direction": pilot.direction,
-        "largest_difference": pilot.largest_difference,
     }
+    if n_tasks == 0 or pilot.n_tasks == 0:
+        return DetectableDifference(
+            largest_difference=None, power_at_largest=None, difference=None, no_data=NO_PILOT_DATA, **common
+        )
+    common["largest_difference"] = pilot.largest_difference
     top = pilot.power(pilot.largest_difference, n_tasks, repeats, level, datasets, seed)
     if top < target_power:
         return DetectableDifference(power_at_largest=top, difference=None, **common)

@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 
 from benchmarks.stats_scaling import make_manifest, make_table
-from contextdelta.report import RunFacts, aggregate, render_report
+from contextdelta.report import RunFacts, aggregate, metrics_json, render_power_plan, render_report
 from contextdelta.report._power import plan_from_table
 from contextdelta.report._table import EpisodeTable
 from contextdelta.stats import AnalysisParams, cluster_by_task, pair_by_task, paired_comparison, sign_flip_test
@@ -85,3 +85,30 @@ def test_report_json_markdown_and_power_count_the_same_tasks_with_scattered_fail
             checked += 1
     assert checked >= 10 and unequal >= 10
     assert "the test leaves" not in text
+
+
+def test_a_comparison_without_data_records_no_power_but_a_reason() -> None:
+    """Every last_n / unprotected episode a failed trial: its stale-action comparisons have no task in both
+    conditions. aggregate_metrics.json recorded power_at_largest 0.0 and largest_difference 1.0 for them, and power's
+    plan a mean_rate 0.0: numbers that read as measured. Now null, with the reason; comparisons with data unchanged
+    (no `no_data` key, as in reports written before it existed)."""
+    table = scattered_failures(share=0.0)
+    lost = (table.strategy == "last_n") & (table.protection_mode == "unprotected")
+    values = {name: column.copy() for name, column in table.values.items()}
+    for name in values:
+        if name not in ("success", "failed_trial", "steps", "agent_prompt_tokens", "agent_completion_tokens"):
+            values[name][lost] = np.nan
+    values["success"][lost], values["failed_trial"][lost] = 0.0, 1.0
+    table = dataclasses.replace(table, failed=lost, values=values)
+    manifest = make_manifest(16, len(table)).model_copy(update={"repeats": 3})
+    document = metrics_json(aggregate(manifest, table, PARAMS))
+    found = {c["name"]: c["detectable"] for q in document["research_questions"] for c in q["comparisons"]}
+    empty = found["last_n vs full_history (unprotected)"]
+    assert empty["n_tasks"] == 0 and empty["power_at_largest"] is None and empty["largest_difference"] is None
+    assert empty["no_data"].startswith("no data: no task has a value in both conditions")
+    full = found["last_n vs full_history (freshness_contract)"]
+    assert full["n_tasks"] == 16 and isinstance(full["power_at_largest"], float) and "no_data" not in full
+    plan = plan_from_table(manifest, table, 0.5, repeats=(1,), params=PARAMS)
+    (row,) = [r for r in plan.comparisons if r.name == "last_n vs full_history (unprotected)"]
+    assert (row.pilot_tasks, row.mean_rate, row.largest_difference) == (0, None, None) and row.no_data
+    assert "| no data |" in render_power_plan(plan)

@@ -162,3 +162,17 @@ def test_unreachable_differences_say_so() -> None:
     result = minimum_detectable_difference(pilot, 4, 1, 0.05 / 6)
     assert result.difference is None and result.power_at_largest < 0.8  # 4 tasks: the smallest p is 2 * 2^-4
     assert tasks_needed(pilot, 0.6, 1, 0.05) is None
+
+
+def test_a_design_without_a_unit_simulates_nothing_and_says_why() -> None:
+    """A comparison with no task in both conditions recorded power_at_largest 0.0 (and largest_difference 1.0), a
+    number that reads as a measured power of 0: no data is None, with the reason."""
+    empty = PilotModel(rate_a=np.zeros(0), rate_b=np.zeros(0))
+    for pilot, n in ((empty, 0), (empty, 5), (PilotModel(rate_a=np.full(4, 0.3), rate_b=np.full(4, 0.3)), 0)):
+        result = minimum_detectable_difference(pilot, n, 2, 0.05)
+        assert (result.power_at_largest, result.largest_difference, result.difference) == (None, None, None)
+        assert result.no_data is not None and result.no_data.startswith("no data: no task has a value in both")
+    assert (
+        minimum_detectable_difference(PilotModel(rate_a=np.full(4, 0.5), rate_b=np.full(4, 0.5)), 4, 1, 0.05).no_data
+        is None
+    )
