@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from contextdelta._words import plural as plural  # re-exported: the report package's sentences use it
 from contextdelta.stats import (
+    FLIP_NEEDS_REPEATS,
     Estimate,
     HorizonCrossing,
     LogisticSlope,
@@ -23,7 +24,10 @@ from contextdelta.stats import (
 
 
 def pct(estimate: Estimate, decimals: int = 1) -> str:
-    """A rate as ``"29% [12%, 50%]"`` (``exact`` appended for an exact bound), or ``"no data"`` / ``"undefined"``."""
+    """A rate as ``"29% [12%, 50%]"`` (``exact`` appended for an exact bound), or ``"no data"`` / ``"undefined"``;
+    a flip rate of tasks with one repeat each is ``"no data (needs at least 2 repeats per task)"``."""
+    if estimate.estimate is None and FLIP_NEEDS_REPEATS in estimate.note:
+        return f"no data ({FLIP_NEEDS_REPEATS})"
     text = estimate.format(digits=decimals, scale=100.0, suffix="%")
     return f"{text} exact" if estimate.is_exact else text
 

@@ -48,7 +48,7 @@ from contextdelta.report._models import (
 )
 from contextdelta.report._table import FAILED_TERMINATION_ORDER, FAILURE_MODE_ROWS
 from contextdelta.rundir import EpisodeRecord, RunManifest, RunStatus, SeedRule, horizons_recorded
-from contextdelta.stats import AnalysisParams, Estimate
+from contextdelta.stats import FLIP_NEEDS_REPEATS, AnalysisParams, Estimate
 
 _SAFETY_COLUMNS = (
     "stale_action",
@@ -236,6 +236,7 @@ def _methods(metrics: AggregateMetrics) -> list[str]:
         "difference; a difference is a share of tasks that switch entirely, as a strategy that breaks or fixes "
         "whole tasks does). `contextdelta power` plans a run from this one.",
         "- **Flip rate**: share of tasks (with at least two repeats) whose repeats disagree."
+        + _flip_needs_repeats(metrics)
         + (
             " Failed trials count as failures in the flip rate of success, as in success itself, so a task flips "
             "when a repeat failed on the endpoint; the safety outcomes' flip rates leave them out."
@@ -335,6 +336,18 @@ def _conditions(metrics: AggregateMetrics) -> list[str]:
         "flip rate (harmful action)",
     ]
     return [*lines, "Secondary, over the episodes with a verdict.", "", *table(header, rows), ""]
+
+
+def _flip_needs_repeats(metrics: AggregateMetrics) -> str:
+    """Why the flip rates say no data where no condition has a task with two repeats with a value (a run with
+    ``--repeats 1``); empty otherwise."""
+    flips = [e for c in metrics.conditions for e in c.flip_rates.values()]
+    if not flips or not all(e.estimate is None and FLIP_NEEDS_REPEATS in e.note for e in flips):
+        return ""
+    return (
+        f" Every flip rate below says no data: a flip rate {FLIP_NEEDS_REPEATS} (with a value), and every task here "
+        "has one repeat with a value; `run-benchmark --repeats 2` or more measures them."
+    )
 
 
 def _controls(metrics: AggregateMetrics) -> list[str]:

@@ -27,7 +27,7 @@ from contextdelta.stats._bootstrap import (
     task_level_estimates,
 )
 from contextdelta.stats._exact import exact_bound
-from contextdelta.stats._flip import flip_rates
+from contextdelta.stats._flip import FLIP_NEEDS_REPEATS, flip_rates
 from contextdelta.stats._horizon import DoseCurve, DoseInput, dose_curves, horizon_params, logistic_slopes
 from contextdelta.stats._paired import paired_comparison, paired_comparisons
 from contextdelta.stats._params import DEFAULT_PARAMS, MIN_TASKS_FOR_COVERAGE, AnalysisParams, TaskInterval
@@ -78,6 +78,7 @@ __all__ = [
     "DEFAULT_DATASETS",
     "DEFAULT_PARAMS",
     "ENUMERATION_LIMIT",
+    "FLIP_NEEDS_REPEATS",
     "MIN_TASKS_FOR_COVERAGE",
     "MONTE_CARLO_PATTERNS",
     "NO_PILOT_DATA",

@@ -84,7 +84,7 @@ from contextdelta.rundir import (
     task_result_row,
 )
 from contextdelta.runner import EpisodeSpec, episode_seed, manifest_episodes, plan_sha256, source_hash
-from contextdelta.stats import analysis_sha256
+from contextdelta.stats import FLIP_NEEDS_REPEATS, analysis_sha256
 from contextdelta.tasks import Task, episode_task, load_directory, suite_hash
 from contextdelta.verify._contexts import (
     SUMMARY_STRATEGY,
@@ -691,6 +691,7 @@ class _Verifier:
             stamped = report.metrics.analysis.model_copy(update={"analysis_sha256": recorded_hash})
             report = dataclasses.replace(report, metrics=report.metrics.model_copy(update={"analysis": stamped}))
         report = self._without_unrecorded_shard_warning(recorded, report)
+        report = self._without_unrecorded_flip_reason(recorded, report)
         derived = report.metrics_json()
         if "failed_trials_by_termination" in derived and "failed_trials_by_termination" not in recorded:
             derived = legacy_failure_modes(derived)
@@ -724,6 +725,38 @@ class _Verifier:
             f"without it; `contextdelta report {self.group} --write` rewrites them"
         )
         return dataclasses.replace(report, metrics=report.metrics.model_copy(update={"warnings": kept}))
+
+    def _without_unrecorded_flip_reason(self, recorded: Any, report: RunReport) -> RunReport:
+        """``report`` with its flip rates' plain "no data" where the recorded reports were written before a flip rate
+        of tasks with one repeat each said why (`FLIP_NEEDS_REPEATS`): compared as written, with a note."""
+        conditions = recorded.get("conditions") if isinstance(recorded, dict) else None
+        if not isinstance(conditions, list):
+            return report
+        notes = [
+            str(flip.get("note"))
+            for c in conditions
+            if isinstance(c, dict) and isinstance(c.get("flip_rates"), dict)
+            for flip in c["flip_rates"].values()
+            if isinstance(flip, dict)
+        ]
+        if any(FLIP_NEEDS_REPEATS in note for note in notes):
+            return report
+        changed = False
+        kept = []
+        for c in report.metrics.conditions:
+            flips = dict(c.flip_rates)
+            for metric, flip in flips.items():
+                if flip.estimate is None and FLIP_NEEDS_REPEATS in flip.note:
+                    flips[metric], changed = flip.model_copy(update={"note": "no data"}), True
+            kept.append(c.model_copy(update={"flip_rates": flips}))
+        if not changed:
+            return report
+        self.result.notes.append(
+            "the reports of this run were written before a flip rate of tasks with one repeat each said why it has no "
+            f"data ({FLIP_NEEDS_REPEATS}): they are compared without that reason; `contextdelta report {self.group} "
+            "--write` rewrites them"
+        )
+        return dataclasses.replace(report, metrics=report.metrics.model_copy(update={"conditions": kept}))
 
     def _written_before_seed_rule(self) -> bool:
         """Whether the manifest predates issue 19 (no ``seed_rule``): only such a run may hold reports of an older
