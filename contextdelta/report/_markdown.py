@@ -534,7 +534,7 @@ def _units(unit: str) -> str:
 
 def _detectable(c: Comparison, unit: str = "task") -> str:
     found = c.detectable
-    if found.largest_difference is None:  # nothing was simulated from: no task has a value in both conditions
+    if found.n_tasks == 0 or found.largest_difference is None:  # nothing to simulate from: no task in both
         return "no data"
     if found.difference is None:
         return f"none up to {percent(found.largest_difference)} pp (every {unit} switched)"
@@ -545,8 +545,8 @@ def _reach(c: Comparison, unit: str = "task") -> str:
     """The design-sensitivity clause of a statement."""
     found = c.detectable
     power = f"{100 * found.target_power:g}% power"
-    if found.largest_difference is None:
-        return f"no design sensitivity ({found.no_data})"
+    if found.n_tasks == 0 or found.largest_difference is None:
+        return f"no design sensitivity ({found.no_data or 'no data'})"
     if found.difference is None:
         count = f"{found.n_tasks} {unit if found.n_tasks == 1 else _units(unit)}"
         return (

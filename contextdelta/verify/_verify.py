@@ -692,6 +692,7 @@ class _Verifier:
             report = dataclasses.replace(report, metrics=report.metrics.model_copy(update={"analysis": stamped}))
         report = self._without_unrecorded_shard_warning(recorded, report)
         report = self._without_unrecorded_flip_reason(recorded, report)
+        report = self._with_unrecorded_no_data_power(recorded, report)
         derived = report.metrics_json()
         if "failed_trials_by_termination" in derived and "failed_trials_by_termination" not in recorded:
             derived = legacy_failure_modes(derived)
@@ -757,6 +758,37 @@ class _Verifier:
             "--write` rewrites them"
         )
         return dataclasses.replace(report, metrics=report.metrics.model_copy(update={"conditions": kept}))
+
+    def _with_unrecorded_no_data_power(self, recorded: Any, report: RunReport) -> RunReport:
+        """``report`` with the simulated numbers that reports written before `DetectableDifference.no_data` recorded
+        for a comparison without data (power 0 at a largest difference of 1, no reason), where the recorded
+        comparisons have no ``no_data``: compared as written, with a note."""
+        questions = recorded.get("research_questions") if isinstance(recorded, dict) else None
+        if not isinstance(questions, list) or any(
+            isinstance(c, dict) and isinstance(c.get("detectable"), dict) and "no_data" in c["detectable"]
+            for q in questions
+            if isinstance(q, dict) and isinstance(q.get("comparisons"), list)
+            for c in q["comparisons"]
+        ):
+            return report
+        old = {"power_at_largest": 0.0, "largest_difference": 1.0, "direction": "increase", "no_data": None}
+        kept = []
+        changed = False
+        for q in report.metrics.research_questions:
+            comparisons = []
+            for c in q.comparisons:
+                if c.detectable.no_data is not None:
+                    c, changed = c.model_copy(update={"detectable": c.detectable.model_copy(update=old)}), True
+                comparisons.append(c)
+            kept.append(q.model_copy(update={"comparisons": comparisons}))
+        if not changed:
+            return report
+        self.result.notes.append(
+            "the reports of this run were written before a comparison without data recorded no simulated power "
+            "(they recorded power_at_largest 0 and largest_difference 1, simulated from no task): they are compared "
+            f"as written; `contextdelta report {self.group} --write` rewrites them with null and the reason"
+        )
+        return dataclasses.replace(report, metrics=report.metrics.model_copy(update={"research_questions": kept}))
 
     def _written_before_seed_rule(self) -> bool:
         """Whether the manifest predates issue 19 (no ``seed_rule``): only such a run may hold reports of an older

@@ -77,3 +77,30 @@ def test_power_on_a_pilot_with_no_value_anywhere_exits_2_and_names_the_retry() -
     text = " ".join(out.stderr.split())
     assert "nothing to compute: the pilot's one comparison (last_n vs full_history (unprotected)) has no task" in text
     assert f"`contextdelta run-benchmark --resume {run.name} --retry-failed`" in text
+
+
+def test_a_report_written_before_no_data_power_was_null_still_verifies(tmp_path: Path) -> None:
+    """The comparison without data records null power and the reason; a report written before (power_at_largest 0,
+    largest_difference 1, no reason) verifies MATCH with a note, and a changed number in it is still named."""
+    import json
+
+    from contextdelta.rundir.layout import AGGREGATE_METRICS
+    from contextdelta.verify import verify_run
+
+    path = runs.copy_run(all_failed_run(), tmp_path)
+    data = json.loads((path / AGGREGATE_METRICS).read_text())
+    (comparison,) = [c for q in data["research_questions"] for c in q["comparisons"]]
+    found = comparison["detectable"]
+    assert (found["power_at_largest"], found["largest_difference"]) == (None, None) and found["no_data"]
+    del found["no_data"]
+    found.update(power_at_largest=0.0, largest_difference=1.0)
+    (path / AGGREGATE_METRICS).write_text(json.dumps(data, indent=2) + "\n")
+    assert RunDirectory(path).reseal_files()
+    result = verify_run(path)
+    assert result.ok, result.divergences
+    assert any("no simulated power" in n for n in result.notes), result.notes
+    found["power_at_largest"] = 0.5
+    (path / AGGREGATE_METRICS).write_text(json.dumps(data, indent=2) + "\n")
+    assert RunDirectory(path).reseal_files()
+    fields = {d.field for d in verify_run(path).divergences}
+    assert any(f.endswith("detectable.power_at_largest") for f in fields), fields
