@@ -47,7 +47,7 @@ from contextdelta.stats._power import (
     rejections,
     tasks_needed,
 )
-from contextdelta.stats._precision import fixed, printed_decimals
+from contextdelta.stats._precision import fixed, printed_decimals, rounded_half_even
 from contextdelta.stats._receipt import analysis_sha256
 from contextdelta.stats._results import (
     Estimate,
@@ -136,6 +136,7 @@ __all__ = [
     "pilot_design",
     "printed_decimals",
     "rejections",
+    "rounded_half_even",
     "sign_flip_test",
     "split_by_condition",
     "task_level_estimates",

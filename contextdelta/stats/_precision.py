@@ -4,7 +4,12 @@ made it, and the one rounding rule every printed rate, percentage and difference
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from decimal import ROUND_HALF_UP, Decimal
+
+_HALF_EVEN: ContextVar[bool] = ContextVar("contextdelta_half_even", default=False)
 
 
 def printed_decimals(mc_se: float | None, scale: float = 100.0, max_decimals: int = 1) -> int:
@@ -24,8 +29,25 @@ def fixed(value: float, decimals: int, *, scale: float = 1.0, signed: bool = Fal
     14.499999999999998). A value that rounds to zero prints without a minus sign; ``signed`` prefixes ``+`` to
     every other (``"+0"``, ``"+1.5"``, ``"-2"``).
     """
+    if _HALF_EVEN.get():
+        text = f"{float(value) * float(scale):.{max(0, decimals)}f}"
+        if float(text) == 0:
+            text = text.lstrip("-")
+            return "+" + text if signed else text
+        return f"+{text}" if signed and not text.startswith("-") else text
     exact = Decimal(repr(float(value))) * Decimal(repr(float(scale)))
     rounded = exact.quantize(Decimal(1).scaleb(-max(0, decimals)), rounding=ROUND_HALF_UP)
     if rounded.is_zero():
         rounded = rounded.copy_abs()
     return f"{rounded:+f}" if signed else f"{rounded:f}"
+
+
+@contextmanager
+def rounded_half_even() -> Iterator[None]:
+    """Within it, `fixed` rounds as reports before 0.12.1 printed (Python's format of the binary product, half to
+    even: 12.5% as "12%"), so that ``verify`` can tell a report of that version from an edited one."""
+    token = _HALF_EVEN.set(True)
+    try:
+        yield
+    finally:
+        _HALF_EVEN.reset(token)
