@@ -265,6 +265,8 @@ def _seconds(maximum: float) -> Callable[[Any], Any]:
 
 AGENT_MAX_TIMEOUT_S = 86_400.0
 """run-external's longest per-episode limit for the agent command (a day)."""
+AGENT_MAX_GRACE_S = 3_600.0
+"""run-external's longest --exit-grace-s and --stop-grace-s (an hour)."""
 PROXY_MAX_TIMEOUT_S = 3_600.0
 """serve's longest upstream timeout (an hour, as run-benchmark's per-call --timeout-s)."""
 
@@ -1036,11 +1038,27 @@ def run_external_command(
         float,
         typer.Option(
             help="Per-episode limit for the agent command, in seconds (at most a day: 86400). Once the episode "
-            "is over (finish, the step limit) the command has 5 s to exit, then it is stopped (SIGTERM, SIGKILL 2 s "
-            "later; no failed trial for that).",
+            "is over (finish, the step limit) the command has --exit-grace-s to exit, then it is stopped (SIGTERM, "
+            "SIGKILL --stop-grace-s later; no failed trial for that).",
             callback=_seconds(AGENT_MAX_TIMEOUT_S),
         ),
     ] = 600.0,
+    exit_grace_s: Annotated[
+        float,
+        typer.Option(
+            help="Seconds the agent command still has to exit on its own once its episode is over (finish, the step "
+            "limit) before it is stopped; 0 to 3600, recorded in the manifest.",
+            callback=lambda value: _refuse_outside(value, 0, False, AGENT_MAX_GRACE_S, False),
+        ),
+    ] = 5.0,
+    stop_grace_s: Annotated[
+        float,
+        typer.Option(
+            help="Seconds between SIGTERM and SIGKILL when the agent command (or what it left running) is stopped; "
+            "0 to 3600, recorded in the manifest.",
+            callback=lambda value: _refuse_outside(value, 0, False, AGENT_MAX_GRACE_S, False),
+        ),
+    ] = 2.0,
     seed: SeedOption = None,
     results_dir: RunResultsDirOption = None,
     resume: ResumeOption = None,
@@ -1072,7 +1090,13 @@ def run_external_command(
         resume=resume,
         allow_unlocked=allow_unlocked,
         external_agent=agent_info(
-            agent, transport=HTTP, command=agent_cmd, timeout_s=timeout_s, secrets=_settings().secrets()
+            agent,
+            transport=HTTP,
+            command=agent_cmd,
+            timeout_s=timeout_s,
+            exit_grace_s=exit_grace_s,
+            stop_grace_s=stop_grace_s,
+            secrets=_settings().secrets(),
         ),
     )
     _run_with_recorders(

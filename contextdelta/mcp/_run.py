@@ -85,16 +85,20 @@ def agent_info(
     transport: str,
     command: str | None = None,
     timeout_s: float | None = None,
+    exit_grace_s: float = AGENT_EXIT_GRACE_S,
+    stop_grace_s: float = STOP_GRACE_S,
     secrets: Iterable[str] = (),
 ) -> ExternalAgentInfo:
     """What the manifest records about the agent; the command with credentials (key-shaped strings and the
-    configured ``secrets``) redacted, and its hash."""
+    configured ``secrets``) redacted, and its hash; with a command, the rules it is stopped by (the graces)."""
     return ExternalAgentInfo(
         agent=agent,
         transport=transport,
         command=Redactor(secrets).text(command) if command is not None else None,
         command_sha256=sha256_hex(command) if command is not None else None,
         timeout_s=timeout_s,
+        exit_grace_s=exit_grace_s if command is not None else None,
+        stop_grace_s=stop_grace_s if command is not None else None,
     )
 
 
@@ -140,6 +144,10 @@ class AgentCommandExecutor:
     env: Mapping[str, str] | None = None
     secrets: Sequence[str] = ()
     """The configured secrets, cut out of the command's output before any of it is recorded."""
+    exit_grace_s: float = AGENT_EXIT_GRACE_S
+    """Once the episode is over, how long the command still has to exit on its own before it is stopped."""
+    stop_grace_s: float = STOP_GRACE_S
+    """Between SIGTERM and SIGKILL when the command (or what it left running) is stopped."""
 
     async def run(self, job: EpisodeJob) -> EpisodeRecord:
         episode, initial = _episode(job, self.agent, HTTP)
@@ -152,7 +160,7 @@ class AgentCommandExecutor:
                 await self._run_command(episode, env)
             finally:
                 with anyio.CancelScope(shield=True):
-                    await _stop_strays(env[AGENT_COOKIE])
+                    await _stop_strays(env[AGENT_COOKIE], self.stop_grace_s)
         return _record(job, episode, initial, started, clock)
 
     async def _run_command(self, episode: WorldEpisode, env: dict[str, str]) -> None:
@@ -176,10 +184,10 @@ class AgentCommandExecutor:
                 if process.returncode is None and episode.over:
                     # the episode is over (finish, the step limit): the command has a moment to exit on its own,
                     # not the rest of --timeout-s
-                    with anyio.move_on_after(AGENT_EXIT_GRACE_S):
+                    with anyio.move_on_after(self.exit_grace_s):
                         await process.wait()
                 if process.returncode is None:
-                    await _stop(process)
+                    await _stop(process, self.stop_grace_s)
                     stopped = True
                 # the command is what ends the episode, not its output: a child that left its process group may
                 # hold the pipe open for good; take what is left for a moment, then stop reading
@@ -238,10 +246,10 @@ async def _exit_or_end(process: Process, episode: WorldEpisode) -> None:
         group.start_soon(first, lambda: wait_for_end(episode))
 
 
-async def _stop(process: Process) -> None:
-    """Stop the command and its process group: SIGTERM, then SIGKILL after STOP_GRACE_S."""
+async def _stop(process: Process, grace_s: float = STOP_GRACE_S) -> None:
+    """Stop the command and its process group: SIGTERM, then SIGKILL after ``grace_s``."""
     _kill(process, signal.SIGTERM)
-    with anyio.move_on_after(STOP_GRACE_S):
+    with anyio.move_on_after(grace_s):
         await process.wait()
     _kill(process)
     with anyio.CancelScope(shield=True):
@@ -261,15 +269,15 @@ def _processes_with(cookie: str) -> list[int]:
     return found
 
 
-async def _stop_strays(cookie: str) -> None:
+async def _stop_strays(cookie: str, grace_s: float = STOP_GRACE_S) -> None:
     """Stop what the agent command left running outside its process group (a child that started a session of its
-    own, as the mcp SDK's stdio client starts each server): SIGTERM, then SIGKILL after STOP_GRACE_S."""
+    own, as the mcp SDK's stdio client starts each server): SIGTERM, then SIGKILL after ``grace_s``."""
     strays = _processes_with(cookie)
     for signum in (signal.SIGTERM, signal.SIGKILL):
         for pid in strays:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signum)
-        with anyio.move_on_after(STOP_GRACE_S if signum == signal.SIGTERM else 0):
+        with anyio.move_on_after(grace_s if signum == signal.SIGTERM else 0):
             while strays := _processes_with(cookie):
                 await anyio.sleep(0.05)
         if not strays:
@@ -365,7 +373,15 @@ def run_external(
     if problem is not None:  # before the plan: a refusal writes nothing
         raise BenchmarkError(f"--agent-cmd: {Redactor(settings.secrets()).text(problem)}")
     plan = plan_run(request, settings)
-    executor = AgentCommandExecutor(request.external_agent.agent, command, timeout_s, secrets=settings.secrets())
+    exit_grace_s, stop_grace_s = request.external_agent.stop_rules()
+    executor = AgentCommandExecutor(
+        request.external_agent.agent,
+        command,
+        timeout_s,
+        secrets=settings.secrets(),
+        exit_grace_s=AGENT_EXIT_GRACE_S if exit_grace_s is None else exit_grace_s,
+        stop_grace_s=STOP_GRACE_S if stop_grace_s is None else stop_grace_s,
+    )
     return run_plan(plan, recorders, executor)
 
 

@@ -107,6 +107,35 @@ class ExternalAgentInfo(BaseModel):
     )
     command_sha256: str | None = Field(default=None, description="SHA-256 of the command as given (resume compares).")
     timeout_s: float | None = Field(default=None, description="Per-episode timeout of the agent command.")
+    exit_grace_s: float | None = Field(
+        default=None,
+        description="run-external's --exit-grace-s: once an episode is over (finish, the step limit), how long its "
+        "agent command still had to exit on its own before the harness stopped it. Null for serve-world (no "
+        "command) and absent from runs written before it was recorded (those ran with 5 s).",
+    )
+    stop_grace_s: float | None = Field(
+        default=None,
+        description="run-external's --stop-grace-s: how long a command being stopped (and each process it left "
+        "running) had between SIGTERM and SIGKILL. Null for serve-world and absent from runs written before it "
+        "was recorded (those ran with 2 s).",
+    )
+
+    def stop_rules(self) -> tuple[float | None, float | None]:
+        """(exit grace, stop grace) in seconds that the agent command ran under: as recorded, or, for a run-external
+        run written before they were recorded, the values every run had then (5 s, 2 s); (None, None) without a
+        command (serve-world)."""
+        if self.command_sha256 is None:
+            return self.exit_grace_s, self.stop_grace_s
+        return (
+            RECORDED_BEFORE_EXIT_GRACE_S if self.exit_grace_s is None else self.exit_grace_s,
+            RECORDED_BEFORE_STOP_GRACE_S if self.stop_grace_s is None else self.stop_grace_s,
+        )
+
+
+RECORDED_BEFORE_EXIT_GRACE_S = 5.0
+"""The exit grace of every run-external run written before ``exit_grace_s`` was recorded."""
+RECORDED_BEFORE_STOP_GRACE_S = 2.0
+"""The stop grace of every run-external run written before ``stop_grace_s`` was recorded."""
 
 
 class TaskInfo(BaseModel):

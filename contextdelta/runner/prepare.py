@@ -517,6 +517,8 @@ def _external_differences(manifest: RunManifest, agent: ExternalAgentInfo) -> li
         ("transport", old.transport, agent.transport),
         ("--agent-cmd (its SHA-256)", old.command_sha256, agent.command_sha256),
         ("--timeout-s", old.timeout_s, agent.timeout_s),
+        ("--exit-grace-s", old.stop_rules()[0], agent.stop_rules()[0]),
+        ("--stop-grace-s", old.stop_rules()[1], agent.stop_rules()[1]),
     ]
     return [f"{name}: run has {a!r}, now {b!r}" for name, a, b in checks if a != b]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import json
 import os
 import re
 import shlex
@@ -21,7 +22,16 @@ import pytest
 from contextdelta.attribution import attribute_run
 from contextdelta.dashboard import load_episode, load_run
 from contextdelta.dashboard.timeline import episode_timeline
-from contextdelta.rundir import EpisodeRecord, RunDirectory, RunStatus, SessionLock
+from contextdelta.rundir import (
+    RAW_RUNS_RECEIPTS,
+    SEALED_APART,
+    EpisodeRecord,
+    RunDirectory,
+    RunStatus,
+    SessionLock,
+    atomic_write_json,
+)
+from contextdelta.rundir.receipts import chain_state, seal_directory
 from contextdelta.runner import EXIT_ALL_FAILED
 from contextdelta.store import open_store
 from tests.recorders import CtrlC
@@ -382,3 +392,46 @@ def test_an_agent_killed_by_a_signal_is_a_failed_trial_that_names_the_signal(tmp
     assert "the agent command was killed by signal SIGSEGV (11); its last output: crashing" in (
         record.trace.error or ""
     )
+
+
+def test_the_graces_an_agent_is_stopped_by_are_flags_recorded_in_the_manifest(tmp_path: Path) -> None:
+    """A receipt said that the harness stopped the agent, not under which rules: the exit grace after the episode
+    ended and the SIGTERM-to-SIGKILL grace were constants nobody could read back. They are flags now, recorded in
+    the manifest (sealed), and a resume with other graces is refused like one with another --timeout-s."""
+    marker = f"sleep 293.{os.getpid() % 1000}"
+    path, record = one_episode(
+        tmp_path, "--exit-grace-s", "0.25", "--stop-grace-s", "0.5", agent_cmd=f"trap '' TERM; {AGENT}; {marker}"
+    )
+    agent = RunDirectory(path).read_manifest().external_agent
+    assert agent is not None and (agent.exit_grace_s, agent.stop_grace_s) == (0.25, 0.5)
+    external = record.trace.external
+    assert external is not None and external.stopped_by_harness and record.verdict.success
+    assert not _running(marker)
+    refused = run_external(tmp_path, "--resume", path.name, "--exit-grace-s", "0.25")
+    assert refused.returncode == 2 and "--stop-grace-s: run has 0.5, now 2.0" in " ".join(refused.stderr.split())
+    bad = run_external(tmp_path, "--exit-grace-s", "-1")
+    assert bad.returncode == 2 and "--exit-grace-s" in bad.stderr
+
+
+def test_a_run_written_before_the_graces_were_recorded_verifies_and_resumes_with_the_graces_it_ran_under(
+    tmp_path: Path,
+) -> None:
+    """An older run-external manifest has no exit_grace_s / stop_grace_s: it reads as the 5 s and 2 s every run had
+    then, verifies MATCH, and resumes with the default flags (other graces are refused)."""
+    path, _record = one_episode(tmp_path)
+    manifest_path = path / "run_manifest.json"
+    value = json.loads(manifest_path.read_text(encoding="utf-8"))
+    for name in ("exit_grace_s", "stop_grace_s"):
+        del value["external_agent"][name]
+    body = {k: v for k, v in value.items() if k != "seal"}
+    chain = chain_state(path / RAW_RUNS_RECEIPTS, value["run_group_id"])
+    seal = seal_directory(path, body, chain, SEALED_APART)  # as the release before the graces sealed it
+    atomic_write_json(manifest_path, {**body, "seal": seal.model_dump(mode="json")})
+    agent = RunDirectory(path).read_manifest().external_agent
+    assert agent is not None and agent.exit_grace_s is None and agent.stop_rules() == (5.0, 2.0)
+    verified = cli("verify", path.name, "--results-dir", str(tmp_path))
+    assert verified.stdout.strip() == "MATCH", verified.stdout + verified.stderr
+    refused = run_external(tmp_path, "--resume", path.name, "--exit-grace-s", "1")
+    assert refused.returncode == 2 and "--exit-grace-s: run has 5.0, now 1.0" in " ".join(refused.stderr.split())
+    resumed = run_external(tmp_path, "--resume", path.name)
+    assert resumed.returncode == 0, resumed.stderr
