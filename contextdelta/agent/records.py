@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -202,6 +202,14 @@ class ExternalEpisode(BaseModel):
         description="run-external: the agent command was still running when the episode was over (finish, the "
         "step limit) past the exit grace period, or at --timeout-s, and the harness stopped it (SIGTERM to its "
         "process group, then SIGKILL). Merely slow to exit after the episode ended is no failed trial.",
+    )
+    stray_sweep: Literal["cookie", "unavailable"] | None = Field(
+        default=None,
+        description="run-external: how what the agent command left running outside its process group was looked "
+        "for when the episode ended. cookie: every process holding the episode's CONTEXTDELTA_AGENT_COOKIE in its "
+        "environment (found through /proc) was stopped; unavailable: this platform has no /proc, so only the "
+        "command's process group was stopped and a child that left it (a session of its own, a daemon) may have "
+        "outlived the episode. Null for serve-world and in records written before it was recorded.",
     )
     model_view: str = Field(default="unknown", description="What the agent's model saw: always unknown.")
 

@@ -17,7 +17,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from contextdelta.agent import (
     SYSTEM_PROMPT,
@@ -96,6 +96,7 @@ class WorldEpisode:
     error: str | None = None
     exit_code: int | None = None
     stopped_by_harness: bool = False
+    stray_sweep: Literal["cookie", "unavailable"] | None = None
     agent_latency_s: float = 0.0
     _last: float = field(default_factory=time.perf_counter)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -269,6 +270,7 @@ class WorldEpisode:
                     ended_by=self.ended_by or "never",
                     exit_code=self.exit_code,
                     stopped_by_harness=self.stopped_by_harness,
+                    stray_sweep=self.stray_sweep,
                 ),
             )
 

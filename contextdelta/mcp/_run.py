@@ -160,7 +160,9 @@ class AgentCommandExecutor:
                 await self._run_command(episode, env)
             finally:
                 with anyio.CancelScope(shield=True):
-                    await _stop_strays(env[AGENT_COOKIE], self.stop_grace_s)
+                    swept = await _stop_strays(env[AGENT_COOKIE], self.stop_grace_s)
+                # without /proc only the process group was stopped: said in the record, never passed off as a sweep
+                episode.stray_sweep = "cookie" if swept else "unavailable"
         return _record(job, episode, initial, started, clock)
 
     async def _run_command(self, episode: WorldEpisode, env: dict[str, str]) -> None:
@@ -256,12 +258,21 @@ async def _stop(process: Process, grace_s: float = STOP_GRACE_S) -> None:
         await process.wait()
 
 
+PROC = Path("/proc")
+"""Where processes' environments are read (Linux); a platform without it cannot look for processes by cookie."""
+
+
+def cookie_sweep_available() -> bool:
+    """Whether processes can be found by their environment here: this process's own is readable under PROC."""
+    return os.access(PROC / str(os.getpid()) / "environ", os.R_OK)
+
+
 def _processes_with(cookie: str) -> list[int]:
-    """The processes (other than this one) whose environment holds ``AGENT_COOKIE=cookie`` (Linux: /proc; elsewhere
-    none are found)."""
+    """The processes (other than this one) whose environment holds ``AGENT_COOKIE=cookie`` (read under PROC; only
+    where :func:`cookie_sweep_available`)."""
     marker = f"{AGENT_COOKIE}={cookie}".encode()
     found = []
-    for entry in Path("/proc").glob("[0-9]*/environ"):
+    for entry in PROC.glob("[0-9]*/environ"):
         pid = int(entry.parent.name)
         with contextlib.suppress(OSError):
             if pid != os.getpid() and marker in entry.read_bytes().split(b"\0"):
@@ -269,9 +280,12 @@ def _processes_with(cookie: str) -> list[int]:
     return found
 
 
-async def _stop_strays(cookie: str, grace_s: float = STOP_GRACE_S) -> None:
+async def _stop_strays(cookie: str, grace_s: float = STOP_GRACE_S) -> bool:
     """Stop what the agent command left running outside its process group (a child that started a session of its
-    own, as the mcp SDK's stdio client starts each server): SIGTERM, then SIGKILL after ``grace_s``."""
+    own, as the mcp SDK's stdio client starts each server): SIGTERM, then SIGKILL after ``grace_s``. False when
+    this platform cannot find processes by their environment (no /proc): nothing was looked for."""
+    if not cookie_sweep_available():
+        return False
     strays = _processes_with(cookie)
     for signum in (signal.SIGTERM, signal.SIGKILL):
         for pid in strays:
@@ -281,7 +295,8 @@ async def _stop_strays(cookie: str, grace_s: float = STOP_GRACE_S) -> None:
             while strays := _processes_with(cookie):
                 await anyio.sleep(0.05)
         if not strays:
-            return
+            return True
+    return True
 
 
 def _kill(process: Process, signum: int = signal.SIGKILL) -> None:

@@ -435,3 +435,33 @@ def test_a_run_written_before_the_graces_were_recorded_verifies_and_resumes_with
     assert refused.returncode == 2 and "--exit-grace-s: run has 5.0, now 1.0" in " ".join(refused.stderr.split())
     resumed = run_external(tmp_path, "--resume", path.name)
     assert resumed.returncode == 0, resumed.stderr
+
+
+@pytest.mark.parametrize("proc", [True, False], ids=["with-proc", "without-proc"])
+def test_without_proc_the_stray_sweep_is_recorded_as_unavailable_not_passed_off_as_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, proc: bool
+) -> None:
+    """The sweep for what an agent left running outside its process group reads /proc; where there is none it
+    found nothing and said nothing, as if nothing had been left. Now only the process group is stopped there, and
+    the episode records that the sweep was unavailable (on Linux: that it ran)."""
+    from contextdelta.mcp import HTTP, agent_info, run_external
+    from contextdelta.mcp import _run as mcp_run
+    from contextdelta.runner import BenchmarkRequest
+
+    if not proc:
+        monkeypatch.setattr(mcp_run, "PROC", tmp_path / "no-proc")
+    elif not mcp_run.cookie_sweep_available():
+        pytest.skip("needs /proc")
+    request = BenchmarkRequest(
+        tasks_dir=TASKS,
+        task_ids=["cfg-search-ramp"],
+        protection_modes=["unprotected"],
+        repeats=1,
+        results_dir=tmp_path,
+        external_agent=agent_info("a", transport=HTTP, command="sleep 0.1", timeout_s=30.0),
+    )
+    outcome = run_external(request, "sleep 0.1", timeout_s=30.0)
+    (record,) = RunDirectory(outcome.path).read_episodes()
+    assert record.trace.external is not None
+    assert record.trace.external.stray_sweep == ("cookie" if proc else "unavailable")
+    assert not record.verdict.success  # it did nothing: never a pass
