@@ -820,7 +820,6 @@ def _run_with_recorders(
     no_store: bool,
     quiet: bool,
     resume_hint: str = "run-benchmark --resume",
-    restart_hint: str | None = None,
     retry_hint: bool = False,
     out: Callable[[str], None] = typer.echo,
     stdout_is_the_result: bool = False,
@@ -901,11 +900,7 @@ def _run_with_recorders(
     everything_failed = outcome.all_failed()
     if everything_failed is not None:
         err.print(f"[red]error:[/red] {escape(everything_failed)}.", highlight=False, soft_wrap=True)
-    if restart_hint is not None and outcome.manifest.stop_reason:
-        lines = [restart_hint]
-    else:
-        lines = _resume_lines(outcome, resume_hint, retry_hint)
-    for line in lines:
+    for line in _resume_lines(outcome, resume_hint, retry_hint):
         err.print(escape(line), highlight=False, soft_wrap=True)
     out(str(outcome.path))
     if outcome.interrupted:
@@ -950,14 +945,21 @@ def serve_world_command(
     max_steps: MaxStepsOption = None,
     seed: SeedOption = None,
     results_dir: RunResultsDirOption = None,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            help="Finish serve-world run RUN_ID (its name or path) that was killed: its episode, when recorded, is "
+            "kept and the run finalised; one cut off before it ended is served again."
+        ),
+    ] = None,
     allow_unlocked: AllowUnlockedOption = False,
     database_url: StoreUrlOption = None,
     no_store: NoStoreOption = False,
 ) -> None:
     """Serve one episode's world as an MCP server (its tools, the task as instructions and the `task` prompt, a
     `finish` tool), then grade it and write it as a one-episode run group. HTTP prints `ready <URL>`; the episode
-    ends on `finish`, the step limit, Ctrl-C (HTTP) or the session closing (stdio). The last line printed (stderr
-    for stdio) is the run directory."""
+    ends on `finish`, the step limit, Ctrl-C (HTTP) or the session closing (stdio), and is written as soon as it
+    ends. The last line printed (stderr for stdio) is the run directory."""
     from contextdelta.mcp import HTTP, STDIO, agent_info, serve_world
     from contextdelta.runner import BenchmarkRequest, UnknownTaskIdsError
 
@@ -987,6 +989,7 @@ def serve_world_command(
         concurrency=1,
         seed=seed,
         results_dir=results_dir,
+        resume=resume,
         allow_unlocked=allow_unlocked,
         external_agent=agent_info(agent, transport=transport),
     )
@@ -1003,8 +1006,7 @@ def serve_world_command(
         no_store=no_store,
         quiet=True,
         out=out,
-        # one episode, nothing to resume: it is served again in a run directory of its own
-        restart_hint=f"Serve the episode again with: contextdelta serve-world --task {task} --mode {mode}",
+        resume_hint=f"serve-world --task {task} --mode {mode} --transport {transport} --agent {agent} --resume",
     )
 
 
@@ -1456,18 +1458,17 @@ def _report_writer_lock(path: Path) -> Any:
 def _note_unfinished(manifest: object, err: Console, what: str) -> None:
     """A note on stderr when the run is not complete (still running, killed, or stopped early): what is shown then
     covers only the episodes recorded so far, which a reader must not take for the whole run's."""
-    from contextdelta.rundir import RunManifest, RunStatus
+    from contextdelta.rundir import RunManifest, RunStatus, resume_command
 
     assert isinstance(manifest, RunManifest)
     if manifest.status is RunStatus.COMPLETE:
         return
 
     run_id = manifest.run_group_id
-    command = "run-external --agent-cmd ..." if manifest.external_agent is not None else "run-benchmark"
     err.print(
         f"[yellow]note:[/yellow] run {run_id} is {manifest.status.value} ({plural(manifest.counts.planned, 'episode')} "
-        f"planned): {what} from the episodes recorded so far, not the whole run; `contextdelta {command} "
-        f"--resume {run_id}` finishes it",
+        f"planned): {what} from the episodes recorded so far, not the whole run; `contextdelta "
+        f"{resume_command(manifest)}` finishes it",
         highlight=False,
         soft_wrap=True,
     )

@@ -37,6 +37,7 @@ from contextdelta.rundir import (
     RunManifest,
     RunStatus,
     parse_json,
+    resume_command,
 )
 
 if TYPE_CHECKING:
@@ -469,7 +470,6 @@ def partial_notice(manifest: RunManifest, finished: int, name: str) -> str | Non
     ``finished``: the episodes it holds; ``name``: its folder. The command-line readers say the same on stderr."""
     run = code(manifest.run_group_id)
     planned = manifest.counts.planned
-    command = "run-external --agent-cmd ..." if manifest.external_agent is not None else "run-benchmark"
     if manifest.status is RunStatus.RUNNING:
         return (
             f"Run {run} is still in progress: {finished} of {planned} episodes are finished. The figures below cover "
@@ -477,10 +477,10 @@ def partial_notice(manifest: RunManifest, finished: int, name: str) -> str | Non
         )
     if manifest.status is RunStatus.INCOMPLETE:
         reason = f" ({code(manifest.stop_reason)})" if manifest.stop_reason else ""
+        finishing = code(f"contextdelta {resume_command(manifest, name)}")
         return (
             f"Run {run} is incomplete: it stopped early{reason} with {finished} of {planned} planned episodes "
-            f"finished. The figures below cover those episodes only; {code(f'contextdelta {command} --resume {name}')} "
-            "finishes it."
+            f"finished. The figures below cover those episodes only; {finishing} finishes it."
         )
     if finished < manifest.counts.finished:  # a complete run's directory holds fewer episodes than it finished
         return (

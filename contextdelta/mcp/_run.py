@@ -412,24 +412,37 @@ def serve_world(
     recorders: Sequence[Recorder] = (),
 ) -> RunOutcome:
     """Serve one episode (``request`` plans exactly one) to an agent, then grade and record it as a one-episode
-    run group. ``ready`` gets the URL (HTTP) once the server answers, or ``stdio``."""
+    run group. ``ready`` gets the URL (HTTP) once the server answers, or ``stdio``.
+
+    The episode is recorded the moment it is over (``finish``, the step limit), not when the session closes: a
+    client may hold a stdio session open long after it finished, and a serve-world killed meanwhile (SIGKILL)
+    kept nothing. ``request.resume`` finishes a killed serve-world run: its episode, when recorded, is kept and the
+    run finalised; one cut off before it ended (not recorded) is served again, fresh, with its seed."""
     require_mcp()
     agent = request.external_agent
     assert agent is not None
     plan = plan_run(request, settings or load_settings())
-    if len(plan.pending) != 1:
+    if len(plan.pending) > 1 or (len(plan.pending) == 0 and plan.manifest is None):
         raise ValueError(f"serve-world serves one episode; the request plans {len(plan.pending)}")
     sock = None
-    if agent.transport != STDIO:
+    if agent.transport != STDIO and plan.pending:
         try:  # before the run directory exists: a port in use is a refusal, not a broken run
             sock = loopback_socket(port)
         except OSError as exc:
             raise BenchmarkError(f"--port {port}: cannot listen on 127.0.0.1:{port} ({exc.strerror or exc})") from None
     run = open_run(plan, recorders)
-    (job,) = run.jobs()
+    recorded = False
+
+    def record(served: tuple[WorldEpisode, dict[str, dict[str, object]], str, float]) -> None:
+        nonlocal recorded
+        if not recorded:
+            recorded = True
+            run.record(_record(job, *served))
+
     served = None
     try:
-        served = anyio.run(_serve_one, job, agent.agent, agent.transport, sock, ready)
+        for job in run.jobs():  # none when a resumed run's episode is recorded: it is only finalised
+            served = anyio.run(_serve_one, job, agent.agent, agent.transport, sock, ready, record)
     except KeyboardInterrupt:
         run.stop_reason = "interrupted by SIGINT"
     finally:
@@ -437,7 +450,7 @@ def serve_world(
         # it closed the session (the mcp SDK's stdio client sends one 2 s after closing stdin) must not cut short
         with _signals_held():
             if served is not None:
-                run.record(_record(job, *served))
+                record(served)
             outcome = finalise(run)
     return outcome
 
@@ -459,13 +472,30 @@ def _signals_held() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
+Served = tuple[WorldEpisode, dict[str, dict[str, object]], str, float]
+"""What ``_record`` needs to grade and record a served episode: the episode, its initial state, when it started."""
+
+
 async def _serve_one(
-    job: EpisodeJob, agent: str, transport: str, sock: socket.socket | None, ready: Callable[[str], None]
-) -> tuple[WorldEpisode, dict[str, dict[str, object]], str, float]:
-    """Serve the episode until it ends; what ``_record`` needs to grade and record it."""
+    job: EpisodeJob,
+    agent: str,
+    transport: str,
+    sock: socket.socket | None,
+    ready: Callable[[str], None],
+    record: Callable[[Served], None] = lambda served: None,
+) -> Served:
+    """Serve the episode until the session ends; ``record`` gets it the moment it is over (``finish``, the step
+    limit), while the session may still go on (its further calls change nothing)."""
     episode, initial = _episode(job, agent, transport)
     started, clock = utc_now(), time.perf_counter()
     async with anyio.create_task_group() as group:
+
+        async def record_when_over() -> None:
+            await wait_for_end(episode)
+            # written here, in the event loop: SIGINT and SIGTERM reach the receiver below, not this write
+            record((episode, initial, started, clock))
+
+        group.start_soon(record_when_over)
 
         async def closed_by_signal() -> None:
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -405,6 +405,31 @@ def stories_recorded(manifest: RunManifest) -> bool:
 def task_stories(manifest: RunManifest) -> dict[str, str]:
     """Each task's unit of inference: its recorded story, or its own id (no story, or a manifest from before)."""
     return {t.id: t.story if t.story is not None else t.id for t in manifest.tasks}
+
+
+def external_resume_command(agent: ExternalAgentInfo, task_ids: Sequence[str], modes: Sequence[str], run: str) -> str:
+    """The command (after ``contextdelta``) that finishes an external agent's run ``run`` (its id or path):
+    ``run-external`` with the agent and its command to give again, or for a ``serve-world`` run (no command) the
+    same ``serve-world`` with ``--resume``."""
+    if agent.command is None and agent.command_sha256 is None:
+        task = task_ids[0] if len(task_ids) == 1 else "ID"
+        mode = modes[0] if len(modes) == 1 else "MODE"
+        return (
+            f"serve-world --task {task} --mode {mode} --transport {agent.transport} --agent {agent.agent} "
+            f"--resume {run}"
+        )
+    return f"run-external --agent {agent.agent} --agent-cmd ... --resume {run}"
+
+
+def resume_command(manifest: RunManifest, run: str | None = None) -> str:
+    """The command (after ``contextdelta``) that finishes ``manifest``'s run (``run``: its id or path; default its
+    id): ``run-benchmark --resume``, or for an external agent's run what :func:`external_resume_command` says (a
+    run-external or serve-world run cannot be resumed by run-benchmark)."""
+    run = run or manifest.run_group_id
+    agent = manifest.external_agent
+    if agent is None:
+        return f"run-benchmark --resume {run}"
+    return external_resume_command(agent, [t.id for t in manifest.tasks], manifest.protection_modes, run)
 
 
 def horizons_recorded(manifest: RunManifest) -> bool:

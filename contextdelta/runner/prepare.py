@@ -71,8 +71,12 @@ from contextdelta.rundir import (
     TaskInfo,
     UnlockedSuite,
     check_results_dir,
+    external_resume_command,
     read_receipts,
     run_dir,
+)
+from contextdelta.rundir import (
+    resume_command as run_resume_command,
 )
 from contextdelta.runner.execute import ProviderSpec
 from contextdelta.runner.plan import SEED_RULE, EpisodeSpec, Shard, order_seed, plan_episodes, plan_sha256
@@ -665,20 +669,19 @@ def _resume_target(results_dir: Path, run_id: str) -> tuple[RunDirectory, RunMan
             f"the bytes their receipts sealed): restore {directory.path} as the run wrote it "
             f"(`contextdelta verify {manifest.run_group_id} --allow-incomplete` names what changed)"
         )
-    agent = manifest.external_agent
-    resume = (
-        f"contextdelta run-external --agent {agent.agent} --agent-cmd ... --resume {directory.path}" if agent else None
-    )
+    resume = f"contextdelta {run_resume_command(manifest, str(directory.path))}" if manifest.external_agent else None
     lock_run(directory, resume).release()  # said now, before the endpoint and suite checks; taken again to open
     return directory, manifest
 
 
 def resume_command(request: BenchmarkRequest, path: Path) -> str:
     """The command that resumes the run at ``path`` that ``request`` started or resumed: an external agent's run
-    resumes with ``run-external`` (``run-benchmark`` refuses it), with its agent and its command to give again."""
+    resumes with ``run-external`` (``run-benchmark`` refuses it), with its agent and its command to give again, or,
+    for serve-world's, with ``serve-world ... --resume``."""
     agent = request.external_agent
     if agent is not None:
-        return f"contextdelta run-external --agent {agent.agent} --agent-cmd ... --resume {path}"
+        modes = request.protection_modes or []
+        return f"contextdelta {external_resume_command(agent, request.task_ids or [], modes, str(path))}"
     return f"contextdelta run-benchmark --resume {path}" + (" --retry-failed" if request.retry_failed else "")
 
 

@@ -83,6 +83,9 @@ from contextdelta.rundir import (
     task_result_columns,
     task_result_row,
 )
+from contextdelta.rundir import (
+    resume_command as run_resume_command,
+)
 from contextdelta.runner import EpisodeSpec, episode_seed, manifest_episodes, plan_sha256, source_hash
 from contextdelta.stats import FLIP_NEEDS_REPEATS, analysis_sha256, rounded_half_even
 from contextdelta.tasks import Task, episode_task, load_directory, suite_hash
@@ -910,10 +913,9 @@ def _first_differing_line(a: str, b: str) -> int:
 
 
 def resume_command(manifest: RunManifest) -> str:
-    """The command that finishes a run that is not complete (an external agent's run resumes with run-external)."""
-    if manifest.external_agent is not None:
-        return f"run-external --agent-cmd ... --resume {manifest.run_group_id}"
-    return f"run-benchmark --resume {manifest.run_group_id}"
+    """The command that finishes a run that is not complete (an external agent's run resumes with run-external or
+    serve-world: :func:`contextdelta.rundir.resume_command`)."""
+    return run_resume_command(manifest)
 
 
 def load_run(

@@ -510,3 +510,71 @@ def test_serve_world_over_http_survives_a_second_ctrl_c_while_it_shuts_down(tmp_
     (record,) = RunDirectory(path).read_episodes()
     assert record.trace.external is not None and record.trace.external.ended_by == "session_closed"
     assert len(record.trace.steps) == 1
+
+
+def _stdio_session(server: subprocess.Popen[str]) -> Any:
+    """A raw JSON-RPC client of a stdio serve-world: ``call(name, arguments)`` -> the tool result's text."""
+    assert server.stdin is not None and server.stdout is not None
+    ids = iter(range(1, 1000))
+
+    def send(message: dict[str, Any]) -> None:
+        assert server.stdin is not None
+        server.stdin.write(json.dumps(message) + "\n")
+        server.stdin.flush()
+
+    def request(method: str, params: dict[str, Any]) -> Any:
+        assert server.stdout is not None
+        n = next(ids)
+        send({"jsonrpc": "2.0", "id": n, "method": method, "params": params})
+        return json.loads(server.stdout.readline())["result"]
+
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    request("initialize", hello)
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return lambda name, arguments: request("tools/call", {"name": name, "arguments": arguments})["content"][0]["text"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("finished", [True, False], ids=["killed-after-finish", "killed-mid-episode"])
+def test_a_killed_stdio_serve_world_keeps_its_finished_episode_and_resumes(tmp_path: Path, finished: bool) -> None:
+    """serve-world over stdio wrote the episode only once the session closed: a client that finished but kept the
+    session open, then was killed with its server (SIGKILL), left a run directory without the episode. The episode
+    is written the moment it ends now: it verifies, and `serve-world --resume` finalises the run. One cut off before
+    it ended is no episode (never a pass): the run is named incomplete, with the command that serves it again."""
+    args = ("--transport", "stdio", "--task", "cfg-search-ramp", "--mode", "unprotected")
+    server = serve_world(tmp_path, *args)
+    try:
+        call = _stdio_session(server)
+        call("list_configs", {"environment": "prod"})
+        if finished:
+            assert json.loads(call(FINISH_TOOL, {"answer": "done"})) == {"finished": True}
+        time.sleep(0.5)
+    finally:
+        server.kill()
+        server.communicate(timeout=30)
+    (path,) = [p for p in tmp_path.iterdir() if (p / "run_manifest.json").is_file()]
+    episodes = RunDirectory(path).read_episodes()
+    assert len(episodes) == (1 if finished else 0)
+    if finished:
+        assert episodes[0].trace.external is not None and episodes[0].trace.external.ended_by == "finish"
+        assert not episodes[0].verdict.success  # one read, nothing done
+    results = str(tmp_path)
+    refused = cli("verify", path.name, "--results-dir", results)
+    resume = (
+        f"serve-world --task cfg-search-ramp --mode unprotected --transport stdio --agent agent --resume {path.name}"
+    )
+    assert refused.returncode == 2 and resume in " ".join(refused.stderr.split()), refused.stderr
+    partial = cli("verify", path.name, "--results-dir", results, "--allow-incomplete")
+    assert partial.stdout.strip() == "MATCH", partial.stdout + partial.stderr
+    resumed = subprocess.run(
+        [sys.executable, "-m", "contextdelta", "serve-world", *args, "--tasks", str(TASKS), "--results-dir", results,
+         "--no-store", "--resume", path.name],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    (record,) = RunDirectory(path).read_episodes()
+    assert record.trace.external is not None
+    assert record.trace.external.ended_by == ("finish" if finished else "session_closed")
+    assert not record.verdict.success
+    verified = cli("verify", path.name, "--results-dir", results)
+    assert (verified.returncode, verified.stdout.strip()) == (0, "MATCH"), verified.stdout + verified.stderr
