@@ -34,7 +34,7 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -148,14 +148,18 @@ class AgentCommandExecutor:
     """Once the episode is over, how long the command still has to exit on its own before it is stopped."""
     stop_grace_s: float = STOP_GRACE_S
     """Between SIGTERM and SIGKILL when the command (or what it left running) is stopped."""
+    _swept: set[str] = field(default_factory=set, init=False, repr=False)
+    _sweeping: anyio.Lock | None = field(default=None, init=False, repr=False)
 
     async def run(self, job: EpisodeJob) -> EpisodeRecord:
+        await self._stop_leftovers(job.run_group_id)
         episode, initial = _episode(job, self.agent, HTTP)
         started, clock = utc_now(), time.perf_counter()
         async with serve_http(episode, loopback_socket()) as url:
             env = agent_environment(url, job, self.env)
             # every process the command starts inherits it, those that leave its process group included
-            env[AGENT_COOKIE] = uuid.uuid4().hex
+            # and it names the run group: what a killed session of this run left running is found on resume
+            env[AGENT_COOKIE] = f"{job.run_group_id}.{uuid.uuid4().hex}"
             try:
                 await self._run_command(episode, env)
             finally:
@@ -164,6 +168,20 @@ class AgentCommandExecutor:
                 # without /proc only the process group was stopped: said in the record, never passed off as a sweep
                 episode.stray_sweep = "cookie" if swept else "unavailable"
         return _record(job, episode, initial, started, clock)
+
+    async def _stop_leftovers(self, run_group_id: str) -> None:
+        """Once per run group, before its first command starts: stop the agent commands (and what they started) that
+        an earlier session of this run left running when it was killed (SIGKILL, a crash: its own cleanup never
+        ran, and each command has a session of its own, so nothing else stops them). This session holds the run's
+        lock, so none of them belongs to a live session."""
+        if self._sweeping is None:
+            self._sweeping = anyio.Lock()
+        async with self._sweeping:
+            if run_group_id in self._swept:
+                return
+            self._swept.add(run_group_id)
+            with anyio.CancelScope(shield=True):
+                await _stop_strays(f"{run_group_id}.", self.stop_grace_s, prefix=True)
 
     async def _run_command(self, episode: WorldEpisode, env: dict[str, str]) -> None:
         output = bytearray()
@@ -267,32 +285,33 @@ def cookie_sweep_available() -> bool:
     return os.access(PROC / str(os.getpid()) / "environ", os.R_OK)
 
 
-def _processes_with(cookie: str) -> list[int]:
-    """The processes (other than this one) whose environment holds ``AGENT_COOKIE=cookie`` (read under PROC; only
-    where :func:`cookie_sweep_available`)."""
+def _processes_with(cookie: str, *, prefix: bool = False) -> list[int]:
+    """The processes (other than this one) whose environment holds ``AGENT_COOKIE=cookie`` (``prefix``: a cookie
+    that starts with ``cookie``), read under PROC; only where :func:`cookie_sweep_available`."""
     marker = f"{AGENT_COOKIE}={cookie}".encode()
     found = []
     for entry in PROC.glob("[0-9]*/environ"):
         pid = int(entry.parent.name)
         with contextlib.suppress(OSError):
-            if pid != os.getpid() and marker in entry.read_bytes().split(b"\0"):
+            variables = entry.read_bytes().split(b"\0")
+            if pid != os.getpid() and any(v == marker or (prefix and v.startswith(marker)) for v in variables):
                 found.append(pid)
     return found
 
 
-async def _stop_strays(cookie: str, grace_s: float = STOP_GRACE_S) -> bool:
+async def _stop_strays(cookie: str, grace_s: float = STOP_GRACE_S, *, prefix: bool = False) -> bool:
     """Stop what the agent command left running outside its process group (a child that started a session of its
     own, as the mcp SDK's stdio client starts each server): SIGTERM, then SIGKILL after ``grace_s``. False when
     this platform cannot find processes by their environment (no /proc): nothing was looked for."""
     if not cookie_sweep_available():
         return False
-    strays = _processes_with(cookie)
+    strays = _processes_with(cookie, prefix=prefix)
     for signum in (signal.SIGTERM, signal.SIGKILL):
         for pid in strays:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signum)
         with anyio.move_on_after(grace_s if signum == signal.SIGTERM else 0):
-            while strays := _processes_with(cookie):
+            while strays := _processes_with(cookie, prefix=prefix):
                 await anyio.sleep(0.05)
         if not strays:
             return True

@@ -465,3 +465,39 @@ def test_without_proc_the_stray_sweep_is_recorded_as_unavailable_not_passed_off_
     assert record.trace.external is not None
     assert record.trace.external.stray_sweep == ("cookie" if proc else "unavailable")
     assert not record.verdict.success  # it did nothing: never a pass
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+def test_resuming_a_killed_run_stops_the_agent_commands_its_killed_session_left_running(tmp_path: Path) -> None:
+    """Each agent command runs in a session of its own, so when run-external itself was killed (SIGKILL) nothing
+    stopped them: they ran on, orphaned, for good. Their cookie names the run group now, and the next session of
+    the run (`--resume`, which holds the run's lock) stops them before it starts any command of its own."""
+    flag = tmp_path / "started-once"
+    marker = f"sleep 334.{os.getpid() % 1000}"
+    agent_cmd = f"if [ -e {shlex.quote(str(flag))} ]; then exit 0; fi; touch {shlex.quote(str(flag))}; {marker}"
+    process = subprocess.Popen(
+        command(tmp_path, "--task-ids", "cfg-search-ramp", "--protection-modes", "unprotected", agent_cmd=agent_cmd),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env(),
+    )
+    try:
+        for _ in range(600):
+            if _running(marker):
+                break
+            time.sleep(0.1)
+        assert _running(marker)
+        process.kill()
+        process.wait(timeout=30)
+        time.sleep(0.5)
+        assert _running(marker)  # orphaned: the killed session could not stop it
+        (path,) = [p for p in tmp_path.iterdir() if (p / "run_manifest.json").is_file()]
+        resumed = run_external(tmp_path, "--resume", path.name, agent_cmd=agent_cmd)
+        assert resumed.returncode == EXIT_ALL_FAILED or resumed.returncode == 0, resumed.stderr
+        assert not _running(marker)
+        (record,) = RunDirectory(path).read_episodes()
+        assert not record.verdict.success  # the resumed agent exited at once without doing anything
+    finally:
+        for pid in _running(marker):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
