@@ -516,6 +516,10 @@ def _external_differences(manifest: RunManifest, agent: ExternalAgentInfo) -> li
     old = manifest.external_agent
     if old is None:
         return ["external agent: the run is not an external agent's run (resume it with run-benchmark)"]
+    if (old.command_sha256 is None) != (agent.command_sha256 is None):  # serve-world's run, or run-external's
+        kind = "serve-world" if old.command_sha256 is None else "run-external"
+        finish = run_resume_command(manifest, manifest.run_group_id)
+        return [f"it is a {kind} run: finish it with `contextdelta {finish}`"]
     checks = [
         ("agent", old.agent, agent.agent),
         ("transport", old.transport, agent.transport),

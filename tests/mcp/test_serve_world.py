@@ -578,3 +578,24 @@ def test_a_killed_stdio_serve_world_keeps_its_finished_episode_and_resumes(tmp_p
     assert not record.verdict.success
     verified = cli("verify", path.name, "--results-dir", results)
     assert (verified.returncode, verified.stdout.strip()) == (0, "MATCH"), verified.stdout + verified.stderr
+
+
+@pytest.mark.slow
+def test_resuming_a_serve_world_run_with_run_external_names_the_command_that_finishes_it(tmp_path: Path) -> None:
+    """run-external --resume of a serve-world run listed five differences (transport, a command SHA-256 of None,
+    --timeout-s None, ...) and no way forward; it says which command finishes the run."""
+    args = ("serve-world", "--transport", "stdio", "--task", "cfg-search-ramp", "--mode", "unprotected")
+    served = subprocess.run(
+        [sys.executable, "-m", "contextdelta", *args, "--tasks", str(TASKS), "--results-dir", str(tmp_path),
+         "--no-store"],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    path = Path(served.stderr.strip().splitlines()[-1])
+    refused = cli("run-external", "--agent-cmd", "true", "--agent", "agent", "--results-dir", str(tmp_path),
+                  "--no-store", "--resume", path.name)  # fmt: skip
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 2, said
+    assert (
+        "it is a serve-world run: finish it with `contextdelta serve-world --task cfg-search-ramp --mode unprotected "
+        f"--transport stdio --agent agent --resume {path.name}`"
+    ) in said
