@@ -22,7 +22,7 @@ from contextdelta import __version__
 from contextdelta._flags import PATH_METAVAR, path_flag
 from contextdelta._words import plural
 from contextdelta.settings import SEED_MAX, SEED_MIN, Settings, SettingsError, load_settings
-from contextdelta.worlds import WORLDS, ProtectionMode, ToolKind
+from contextdelta.worlds import WORLDS, ProtectionMode, ToolKind, ToolSpec
 
 if TYPE_CHECKING:
     from contextdelta.rundir import Recorder
@@ -69,7 +69,14 @@ def tools_command(
     mode: Annotated[ProtectionMode, typer.Option(help="Protection mode the schemas are derived for.")] = (
         ProtectionMode.UNPROTECTED
     ),
-    as_json: Annotated[bool, typer.Option("--json", help="Print the OpenAI tool schemas as JSON.")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the OpenAI tool schemas as JSON, each with a `contextdelta` entry: read or write, the resource "
+            "it addresses, a write's effect key and how the tool reads it (effect_form).",
+        ),
+    ] = False,
 ) -> None:
     """List each world's tools (read or write, the resource they address, a write's effect key), or print their
     OpenAI schemas. A write's effect key is what makes two calls the same action for no_duplicate_action."""
@@ -77,7 +84,8 @@ def tools_command(
         raise _fail(f"unknown world {world!r}; choose one of: {', '.join(sorted(WORLDS))}", 2)
     names = [world] if world else sorted(WORLDS)
     if as_json:
-        typer.echo(json.dumps({n: WORLDS[n].tool_schemas(mode) for n in names}, indent=2, sort_keys=True))
+        listing = {n: [_tool_entry(spec, mode) for spec in WORLDS[n].tools] for n in names}
+        typer.echo(json.dumps(listing, indent=2, sort_keys=True))
         return
     table = Table(title=f"Tools ({mode.value})")
     for column in ("world", "tool", "kind", "resource", "effect key", "description"):
@@ -95,6 +103,20 @@ def tools_command(
         "the same action (no_duplicate_action), whatever their free text (a reason, a title) or expected_version.",
         markup=False,
     )
+
+
+def _tool_entry(spec: ToolSpec[Any], mode: ProtectionMode) -> dict[str, Any]:
+    """One tool in ``tools --json``: its OpenAI schema, plus what the listing shows beside it under ``contextdelta``
+    (not part of the OpenAI format: drop the key to send the schema to a model)."""
+    return {
+        **spec.openai_schema(mode),
+        "contextdelta": {
+            "kind": spec.kind.value,
+            "resource": spec.resource_pattern,
+            "effect_key": list(spec.effect) if spec.effect else None,
+            "effect_form": spec.effect_form_description,
+        },
+    }
 
 
 TASKS_HELP = (

@@ -40,6 +40,33 @@ def test_tools_json_matches_mode() -> None:
     assert "expected_version" not in names["get_order"]["properties"]
 
 
+def test_tools_json_gives_each_tools_kind_resource_and_a_writes_effect_key_beside_its_schema() -> None:
+    result = runner.invoke(app, ["tools", "--json"])
+    assert result.exit_code == 0, result.output
+    listing = json.loads(result.stdout)
+    entries = {t["function"]["name"]: t["contextdelta"] for world in listing.values() for t in world}
+    assert entries["issue_refund"] == {
+        "kind": "write",
+        "resource": "order/{order_id}",
+        "effect_key": ["order_id", "amount_cents"],
+        "effect_form": None,
+    }
+    assert entries["get_order"] == {
+        "kind": "read",
+        "resource": "order/{order_id}",
+        "effect_key": None,
+        "effect_form": None,
+    }
+    assert entries["list_orders"]["resource"] is None
+    # a tool that reads its effect arguments coarser than their JSON says how
+    assert entries["update_attendees"]["effect_key"] == ["event_id", "add", "remove"]
+    assert "case-insensitively" in entries["update_attendees"]["effect_form"]
+    # every write of every world has its key; the text is stable (sorted keys) from run to run
+    assert all(e["effect_key"] for e in entries.values() if e["kind"] == "write")
+    assert runner.invoke(app, ["tools", "--json"]).stdout == result.stdout
+    assert list(listing) == sorted(listing)
+
+
 def test_tools_table_shows_each_tools_resource_and_a_writes_effect_key() -> None:
     result = runner.invoke(app, ["tools", "--world", "order"])
     assert result.exit_code == 0, result.output

@@ -203,6 +203,14 @@ class ToolSpec(Generic[A]):
         return interpreted
 
     @cached_property
+    def effect_form_description(self) -> str | None:
+        """How the tool reads its effect arguments where that is coarser than their JSON (``effect_form``'s
+        docstring, on one line); None where they count as they are."""
+        if self.effect_form is None:
+            return None
+        return " ".join((inspect.getdoc(self.effect_form) or self.effect_form.__name__).split())
+
+    @cached_property
     def resource_pattern(self) -> str | None:
         """The primary resource a call addresses, spelled with the parameters its id comes from (``order/{order_id}``,
         ``setting/{environment}:{key}``); None for a tool that addresses none (a listing)."""
