@@ -26,7 +26,16 @@ from contextdelta.grading.verdict import (
     Verdict,
 )
 from contextdelta.tasks import EvaluatorSpec, ProhibitedAction, Task
-from contextdelta.worlds import WORLDS, MutationEvent, Outcome, ToolEvent, ToolKind, ToolSpec, includes_arguments
+from contextdelta.worlds import (
+    WORLDS,
+    MutationEvent,
+    Outcome,
+    ToolEvent,
+    ToolKind,
+    ToolSpec,
+    action_key,
+    includes_arguments,
+)
 
 REACHED = frozenset({Outcome.EXECUTED, Outcome.REJECTED})
 """Outcomes of a call that reached the tool's business logic."""
@@ -201,13 +210,8 @@ def duplicate_key(event: ToolEvent, world: str, rule: DuplicateRule = DuplicateR
     not free text such as a refund's reason, not ``expected_version``), as the tool interpreted them (``"1000"``
     and ``1000`` for an integer are one amount). ``world`` names the world whose tool declares the key; a tool it
     does not know, and the ``ALL_ARGUMENTS`` rule, compare every argument but ``expected_version``."""
-    arguments = event.interpreted_arguments()
     spec = _tool_spec(world, event.tool) if rule is DuplicateRule.EFFECT_KEY else None
-    if spec is not None and spec.effect:
-        compared = spec.effect_arguments(arguments)
-    else:
-        compared = {k: v for k, v in arguments.items() if k != "expected_version"}
-    return canonical_json([event.tool, compared])
+    return action_key(event.tool, event.interpreted_arguments(), spec)
 
 
 def duplicate_actions(

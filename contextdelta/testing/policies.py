@@ -36,10 +36,11 @@ Versions
     list tools, always run), unless the context shows someone else changing that resource: two of its views
     with different versions and none of the policy's own successful writes to it between them. Then it
     re-reads, as a model that notices a record moving under it would; when the view that showed the change
-    has left the context, it trusts the older view again. A write
-    step is skipped when an identical successful write (same tool and arguments, ``expected_version`` aside) is
-    visible: a tool call with a non-error result, or a JSON object ``{"tool", "arguments", "outcome":
-    "executed"}`` in a message text (the digest's and the scripted summary's write records). So its behaviour
+    has left the context, it trusts the older view again. A write step is skipped when a successful write that is
+    the same action is visible (the same tool and effect key, as ``no_duplicate_action`` counts it:
+    ``worlds.action_key``; a reworded reason or title is the same action): a tool call with a non-error result, or
+    a JSON object ``{"tool", "arguments", "outcome": "executed"}`` in a message text (the digest's and the scripted
+    summary's write records). So its behaviour
     depends on the context strategy: with ``full_history`` it never refreshes (and acts on stale state when
     a hidden mutation happened after its read), while ``last_n`` drops old results and it reads again.
 
@@ -56,7 +57,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -79,6 +80,7 @@ from contextdelta.worlds import (
     ToolKind,
     ToolSpec,
     WorldDefinition,
+    action_key,
     get_world,
     json_values_in,
     resource_key,
@@ -264,10 +266,15 @@ class _Episode:
                 and self.transcript.latest_version(key, tool_results_only=False) is not None
                 and not self._changed_by_others(key)
             )
-        ignore = frozenset({VERSION_ARGUMENT})
-        if self.transcript.successful_call_visible(call.tool, call.args, ignore):
-            return True
-        return _write_record_visible(self.transcript, call.tool, call.args)
+        # the same action as the graders count it (one definition: worlds.action_key), not identical arguments
+        wanted = action_key(call.tool, spec.validated_arguments(call.args), spec)
+
+        def same(arguments: Mapping[str, Any]) -> bool:
+            return action_key(call.tool, spec.validated_arguments(arguments), spec) == wanted
+
+        return self.transcript.successful_call_visible(call.tool, same) or _write_record_visible(
+            self.transcript, call.tool, same
+        )
 
     def _changed_by_others(self, key: str) -> bool:
         """Whether two views of ``key`` in the context differ in version with no own successful write to it
@@ -412,15 +419,14 @@ def _outcome_word(call: ToolCallSeen) -> str:
 # ---- write records in message text (state digest, scripted summary) --------------------------------------
 
 
-def _write_record_visible(transcript: Transcript, tool: str, arguments: Mapping[str, Any]) -> bool:
-    wanted = {k: v for k, v in arguments.items() if k != VERSION_ARGUMENT}
+def _write_record_visible(transcript: Transcript, tool: str, same: Callable[[Mapping[str, Any]], bool]) -> bool:
+    """Whether a message text states an executed write of ``tool`` whose arguments are ``same`` action."""
     for message in transcript.messages:
         if message.get("role") == "tool":
             continue
         for value in json_values_in(text_of(message.get("content"))):
             for record in write_records(value):
-                shown = {k: v for k, v in record["arguments"].items() if k != VERSION_ARGUMENT}
-                if record["tool"] == tool and record.get("outcome") == "executed" and shown == wanted:
+                if record["tool"] == tool and record.get("outcome") == "executed" and same(record["arguments"]):
                     return True
     return False
 

@@ -9,7 +9,7 @@ visible anywhere in the messages.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -205,14 +205,14 @@ class Transcript:
         view = self.latest_view(key, tool_results_only=tool_results_only)
         return int(view["version"]) if view is not None else None
 
-    def successful_call_visible(self, tool: str, arguments: Mapping[str, Any], ignore: frozenset[str]) -> bool:
-        """Whether a call of ``tool`` with these arguments (keys in ``ignore`` aside) shows a non-error result."""
-        wanted = {k: v for k, v in arguments.items() if k not in ignore}
+    def successful_call_visible(self, tool: str, same: Callable[[Mapping[str, Any]], bool]) -> bool:
+        """Whether a call of ``tool`` whose parsed arguments are ``same`` (the caller's notion of one action)
+        shows a non-error result."""
         for call in self.tool_calls:
             if call.name != tool or call.result is None or error_code_of(call.result) is not None:
                 continue
             parsed = call.parsed_arguments
-            if parsed is not None and {k: v for k, v in parsed.items() if k not in ignore} == wanted:
+            if parsed is not None and same(parsed):
                 return True
         return False
 

@@ -26,6 +26,7 @@ from contextdelta.worlds.tools import (
     ToolArgs,
     ToolContext,
     ToolSpec,
+    action_key,
     includes_arguments,
     tool,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "World",
     "WorldDefinition",
     "WorldStateError",
+    "action_key",
     "get_world",
     "includes_arguments",
     "json_values_in",

@@ -16,6 +16,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, 
 from contextdelta.canonical import canonical_json
 from contextdelta.worlds.model import ProtectionMode, ResourceModel, ToolKind
 
+VERSION_ARGUMENT = "expected_version"
+"""The freshness contract's precondition argument of every write: never part of what a write does."""
+
+
 M = TypeVar("M", bound=ResourceModel)
 A = TypeVar("A", bound=BaseModel)
 
@@ -179,6 +183,16 @@ class ToolSpec(Generic[A]):
         effect = {name: arguments[name] for name in self.effect if name in arguments}
         return effect if self.effect_form is None else self.effect_form(effect)
 
+    def validated_arguments(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """A call's arguments as the tool acts on them, ``expected_version`` aside: validated by its parameter model
+        and dumped as JSON (``"1000"`` read as 1000, defaults filled), as the world records a call's
+        ``validated_arguments``. Arguments the model refuses are given back as they are: no call acted on them."""
+        plain = {name: value for name, value in arguments.items() if name != VERSION_ARGUMENT}
+        try:
+            return self.args.model_validate(plain).model_dump(mode="json")
+        except ValidationError:
+            return plain
+
     def declared_action(self, declared: Mapping[str, Any]) -> dict[str, Any]:
         """The arguments a declared action (a trigger's ``after_tool_call``, a prohibited action) is matched on: its
         declared values as the tool interprets them (`interpret`), without a write's parameters outside its effect
@@ -271,6 +285,19 @@ class ToolSpec(Generic[A]):
             }
             for mode in ProtectionMode
         }
+
+
+def action_key(tool: str, arguments: Mapping[str, Any], spec: ToolSpec[Any] | None) -> str:
+    """What makes two writes the same action (SPEC section 8, ``no_duplicate_action``), as canonical JSON: the tool
+    and the arguments of its effect key (``ToolSpec.effect_arguments``: not free text such as a refund's reason,
+    not ``expected_version``). ``arguments`` are as the tool interpreted them (a call's ``validated_arguments``, or
+    ``ToolSpec.validated_arguments`` of raw ones). Without a spec (a tool the world does not have), every argument
+    but ``expected_version``. The one definition the graders and the scripted policies share."""
+    if spec is not None and spec.effect:
+        compared = spec.effect_arguments(arguments)
+    else:
+        compared = {name: value for name, value in arguments.items() if name != VERSION_ARGUMENT}
+    return canonical_json([tool, compared])
 
 
 def includes_arguments(arguments: Mapping[str, Any], declared: Mapping[str, Any]) -> bool:

@@ -7,11 +7,13 @@ import json
 import pytest
 
 from contextdelta.canonical import canonical_json
+from contextdelta.tasks import TrajectoryCall
 from contextdelta.testing import (
     SUMMARY_MARKER,
     CallId,
     Phase,
     ScriptedPolicy,
+    ScriptedReply,
     TaskCatalog,
     Transcript,
     UnknownTask,
@@ -178,6 +180,34 @@ def test_context_trusting_skips_a_write_recorded_as_done() -> None:
     messages = [*first_messages(MUG), {"role": "user", "content": canonical_json(digest)}]
     reply = ScriptedPolicy("context_trusting", TaskCatalog([MUG])).respond(messages, [])
     assert reply.tool_calls == () and reply.content is not None and "finished task" in reply.content
+
+
+def _refund_reply(done: dict[str, object], *, as_digest: bool = False) -> ScriptedReply:
+    """The context-trusting policy's reply on MUG solved by one refund, with ``done`` shown as an executed refund."""
+    refund = TrajectoryCall(tool="issue_refund", args={"order_id": "A-1001", "amount_cents": 1500, "reason": "mug"})
+    task = MUG.model_copy(update={"evaluator": MUG.evaluator.model_copy(update={"reference_solution": [refund]})})
+    messages = first_messages(task)
+    if as_digest:
+        record = {"tool": "issue_refund", "arguments": done, "outcome": "executed"}
+        messages.append({"role": "user", "content": canonical_json({"resources": [], "writes": [record]})})
+    else:
+        call_id = "call_earlier"  # not one of the policy's ids: it starts from the first step and looks at its context
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [_wire(call_id, "issue_refund", json.dumps(done))]},
+            {"role": "tool", "tool_call_id": call_id, "content": canonical_json({"order": _view(A1001, 2)})},
+        ]
+    return ScriptedPolicy("context_trusting", TaskCatalog([task])).respond(messages, [])
+
+
+@pytest.mark.parametrize("as_digest", [False, True], ids=["tool_call", "digest_record"])
+def test_context_trusting_counts_a_write_done_by_the_effect_key_the_duplicate_grader_uses(as_digest: bool) -> None:
+    # a reworded reason, the amount as text: the same action for no_duplicate_action, so the policy skips it
+    same: dict[str, object] = {"order_id": "A-1001", "amount_cents": "1500", "reason": "Broken mug, by phone"}
+    reply = _refund_reply(same, as_digest=as_digest)
+    assert reply.tool_calls == () and reply.content is not None and "finished task" in reply.content
+    # another amount is another action: the refund is still to do
+    other = _refund_reply({"order_id": "A-1001", "amount_cents": 1000, "reason": "mug"}, as_digest=as_digest)
+    assert [c.name for c in other.tool_calls] == ["issue_refund"]
 
 
 def test_a_faulted_call_is_issued_again() -> None:
