@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from contextdelta.rundir import Recorder
     from contextdelta.runner import RunOutcome
     from contextdelta.tasks import SuiteSource
+    from contextdelta.tasks.families import GeneratedSuite
+    from contextdelta.validation import SuiteReport, TaskReport
 
 app = typer.Typer(
     name="contextdelta",
@@ -325,6 +327,15 @@ def _suite_range(field: str) -> Callable[[Any], Any]:
     return _within(_suite_arguments_model, field)
 
 
+GENERATE_MAX_TASKS = 5_000
+"""generate-tasks' default --max-tasks: 18 times the shipped horizon suite, a few minutes of work on a laptop."""
+
+
+def _progress_console() -> Console:
+    """Where a long command's progress goes: stderr, so stdout keeps only its result."""
+    return Console(stderr=True)
+
+
 @app.command("generate-tasks")
 def generate_tasks_command(
     family: Annotated[
@@ -347,20 +358,36 @@ def generate_tasks_command(
         ),
     ] = None,
     list_families: Annotated[bool, typer.Option("--list", help="List the families and their parameters.")] = False,
+    max_tasks: Annotated[
+        int,
+        typer.Option(
+            "--max-tasks",
+            min=1,
+            help="Refuse a grid (families x horizons x per cell) of more tasks than this: a typo should not write for "
+            "hours. Raise it to generate a bigger suite on purpose (each task is replayed before it is written).",
+        ),
+    ] = GENERATE_MAX_TASKS,
 ) -> None:
     """Write a deterministic, locked, validated suite of task files from task families."""
     from pydantic import ValidationError
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from contextdelta.tasks.families import (
         FAMILIES,
         MAX_DISTRACTORS,
         MAX_HORIZON,
         SuiteArguments,
-        SuiteFolderError,
         generate_suite,
-        write_suite,
     )
-    from contextdelta.validation import task_report, validate_suite
+    from contextdelta.validation import task_report
 
     if list_families:
         table = Table(title="Task families (horizon h: agent calls from the counted observation to the write)")
@@ -403,19 +430,45 @@ def generate_tasks_command(
         error = exc.errors(include_url=False)[0]
         flag = {"families": "--family", "horizons": "--horizons"}.get(str(error["loc"][0]) if error["loc"] else "")
         raise _fail(f"{flag or '--horizons'}: {error['msg']}", 2) from None
-    suite = generate_suite(arguments, [FAMILIES[n] for n in arguments.families])
-    # every task is checked before anything is written: a family whose work cannot stretch to a horizon (its
-    # intermediate writes start repeating, or hit a domain limit) is a refusal, never an invalid suite on disk
-    failing: dict[tuple[str, int], tuple[int, str]] = {}
-    checked = {}
-    for made in suite.tasks:
-        info = made.task.evaluator.family
-        assert info is not None
-        row = task_report(f"{made.task.world}/{made.task.id}.yaml", made.task)
-        checked[made.task.content_hash] = row
-        if row.problems:
-            count, first = failing.get((info.name, info.horizon), (0, row.problems[0].render()))
-            failing[(info.name, info.horizon)] = (count + 1, first)
+    planned = len(arguments.families) * len(arguments.horizons) * arguments.per_cell
+    if planned > max_tasks:
+        raise _fail(
+            f"--max-tasks: {plural(len(names), 'family', 'families')} x {plural(len(numbers), 'horizon')} x "
+            f"{per_cell} per cell is {planned:,} tasks, more than the limit of {max_tasks:,}; nothing was written. "
+            f"Lower --per-cell, --horizons or --family, or give --max-tasks {planned} if you mean it",
+            2,
+        )
+    progress_console = _progress_console()
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=progress_console,
+        transient=True,
+        disable=not progress_console.is_terminal,  # piped or in a log: no progress lines, only the result
+    )
+    with progress:
+        suite = generate_suite(arguments, [FAMILIES[n] for n in arguments.families])
+        # every task is checked before anything is written: a family whose work cannot stretch to a horizon (its
+        # intermediate writes start repeating, or hit a domain limit) is a refusal, never an invalid suite on disk
+        failing: dict[tuple[str, int], tuple[int, str]] = {}
+        checked = {}
+        replaying = progress.add_task("replaying each task", total=len(suite.tasks))
+        for made in suite.tasks:
+            info = made.task.evaluator.family
+            assert info is not None
+            row = task_report(f"{made.task.world}/{made.task.id}.yaml", made.task)
+            checked[made.task.content_hash] = row
+            if row.problems:
+                count, first = failing.get((info.name, info.horizon), (0, row.problems[0].render()))
+                failing[(info.name, info.horizon)] = (count + 1, first)
+            progress.advance(replaying)
+        if not failing:
+            progress.add_task(f"writing and validating {plural(len(suite.tasks), 'task file')}", total=None)
+            written = _write_generated(suite, out, checked)
     if failing:
         (name, _), (_, first) = next(iter(failing.items()))
         by_family: dict[str, list[str]] = {}
@@ -430,13 +483,9 @@ def generate_tasks_command(
             f"Family {name}'s work does not stretch that far (first problem: {first}); use smaller horizons for it",
             2,
         )
-    try:
-        write_suite(suite, out)
-    except SuiteFolderError as exc:
-        raise _fail(f"--out: {exc}", 2) from None
-    except OSError as exc:  # under a file, in a folder that cannot be written
-        raise _fail(f"--out {out}: {exc.strerror or exc}; give a folder you can write to", 2) from None
-    report = validate_suite(out, checked=checked)  # the files and the lock; each task was replayed above
+    if isinstance(written, str):
+        raise _fail(written, 2)
+    report = written
     if not report.ok:
         for problem in report.problems[:20]:
             Console(stderr=True).print(f"[red]error[/red] {problem.render()}", highlight=False, soft_wrap=True)
@@ -449,6 +498,21 @@ def generate_tasks_command(
         soft_wrap=True,
         highlight=False,
     )
+
+
+def _write_generated(suite: GeneratedSuite, out: Path, checked: dict[str, TaskReport]) -> SuiteReport | str:
+    """Write a generated suite and validate what was written (each task was replayed before: ``checked``); the
+    refusal's text when the folder cannot take it."""
+    from contextdelta.tasks.families import SuiteFolderError, write_suite
+    from contextdelta.validation import validate_suite
+
+    try:
+        write_suite(suite, out)
+    except SuiteFolderError as exc:
+        return f"--out: {exc}"
+    except OSError as exc:  # under a file, in a folder that cannot be written
+        return f"--out {out}: {exc.strerror or exc}; give a folder you can write to"
+    return validate_suite(out, checked=checked)  # the files and the lock
 
 
 def _given(**values: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from contextdelta.cli import app
-from contextdelta.tasks import load_directory
+from contextdelta.tasks import families, load_directory
 from contextdelta.tasks.families import FAMILIES, cell_params
 from contextdelta.tasks.lock import read_lock
 from contextdelta.validation import check_replays, validate_suite
@@ -309,3 +309,61 @@ def test_the_checked_in_horizon_suite_is_what_its_lock_says_generated_it(tmp_pat
     assert len(lock.entries) >= 240
     hazards = {t.task.evaluator.hazard for t in load_directory(HORIZON)[0]}
     assert len(hazards) >= 4
+
+
+def test_a_grid_over_the_task_limit_is_refused_naming_the_flag_before_any_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_work(*_args: object) -> None:
+        raise AssertionError("generated tasks before refusing the grid")
+
+    monkeypatch.setattr(families, "generate_suite", no_work)
+    horizons = ",".join(str(h) for h in range(1, 65))
+    result = runner.invoke(
+        app,
+        [
+            "generate-tasks",
+            "--family",
+            "all",
+            "--horizons",
+            horizons,
+            "--per-cell",
+            "1000",
+            "--out",
+            str(tmp_path / "x"),
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "--max-tasks: 7 families x 64 horizons x 1000 per cell is 448,000 tasks" in text
+    assert "more than the limit of 5,000" in text and "--max-tasks 448000 if you mean it" in text
+    assert "Traceback" not in result.output and not (tmp_path / "x").exists()
+
+
+def test_max_tasks_lowers_or_raises_the_limit(tmp_path: Path) -> None:
+    refused = _generate(tmp_path / "a", "--max-tasks", "7", exit_code=2)
+    assert "is 8 tasks, more than the limit of 7" in " ".join(refused.split())
+    assert not (tmp_path / "a").exists()
+    assert "wrote 8 tasks" in _generate(tmp_path / "b", "--max-tasks", "8")
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "piped"])
+def test_progress_shows_on_a_terminal_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, terminal: bool) -> None:
+    monkeypatch.setenv("TTY_COMPATIBLE", "1" if terminal else "0")  # rich's switch for "stderr is a terminal"
+    result = runner.invoke(
+        app,
+        [
+            "generate-tasks",
+            "--family",
+            "order-address-shipped",
+            "--horizons",
+            "1",
+            "--per-cell",
+            "2",
+            "--out",
+            str(tmp_path),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert ("replaying each task" in result.stderr) is terminal
+    assert "replaying" not in result.stdout and "wrote 2 tasks" in result.stdout
