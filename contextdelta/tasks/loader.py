@@ -10,6 +10,7 @@ import json
 import math
 import os
 import stat
+import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +52,24 @@ class TaskProblem:
         text = f"{where}: {field}: {message}" if field else f"{where}: {message}"
         if self.has_value:
             text += f" (value: {_short(self.value)})"
+            if isinstance(self.value, str):
+                text += non_ascii_note(self.value)
         return text
+
+
+def non_ascii_note(text: str) -> str:
+    """`` [...]`` naming the first non-ASCII characters of ``text`` by code point and name (a Cyrillic ``е`` in an
+    id looks exactly like the ASCII ``e`` it replaced, and a problem that quotes it alone shows nothing wrong);
+    ``""`` for ASCII text."""
+    if text.isascii():
+        return ""
+    found: list[str] = []
+    for position, char in enumerate(text):
+        if not char.isascii() and len(found) < 3:
+            name = unicodedata.name(char, "unnamed")
+            found.append(f"{char!r} at position {position} is U+{ord(char):04X} {name}")
+    more = sum(1 for char in text if not char.isascii()) - len(found)
+    return f" [not ASCII: {'; '.join(found)}{f'; and {more} more' if more > 0 else ''}]"
 
 
 def _short(value: Any, limit: int = 100) -> str:
@@ -570,7 +588,12 @@ def load_directory(directory: Path) -> tuple[list[LoadedTask], list[TaskProblem]
         if task is None:
             continue
         if task.id != path.stem:
-            problems.append(TaskProblem(file, "id", f"does not match the file name {path.name!r}", task.id))
+            named = f"does not match the file name {path.name!r}{non_ascii_note(path.name)}"
+            problems.append(
+                TaskProblem(
+                    file, "id", f"{named}: rename the file to {task.id}{TASK_SUFFIX}, or change the id", task.id
+                )
+            )
             continue
         if task.world != relative.parts[0]:
             problems.append(TaskProblem(file, "world", f"does not match the folder {relative.parts[0]!r}", task.world))

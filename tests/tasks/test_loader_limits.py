@@ -336,3 +336,27 @@ def test_a_task_file_with_another_spelling_of_the_suffix_is_named_not_skipped(na
     text = " ".join(result.output.split())
     assert f"order/{name}: task files end in .yaml; rename it to {BASE_ID}.yaml" in text
     assert "all tasks pass" not in text
+
+
+@pytest.mark.parametrize(
+    ("char", "name"), [("\u0435", "U+0435 CYRILLIC SMALL LETTER IE"), ("\u200b", "U+200B ZERO WIDTH SPACE")]
+)
+@pytest.mark.parametrize("where", ["id", "file name"])
+def test_a_look_alike_or_invisible_character_in_an_id_is_named_by_code_point(
+    tmp_path: Path, char: str, name: str, where: str
+) -> None:
+    """An id or file name that differs from the intended one by a look-alike letter reads the same in the message;
+    the problem names the character, its position and its code point."""
+    data = task_data()
+    spoofed = BASE_ID.replace("e", char, 1)  # 'ord?r-grinder-refund': position 3
+    if where == "id":
+        data["id"] = spoofed
+        write_task(tmp_path, data, name=BASE_ID)
+    else:
+        write_task(tmp_path, data, name=spoofed)
+    result = validate(tmp_path)
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.output.split())
+    assert f"at position 3 is {name}" in text, text
+    if where == "file name":
+        assert f"rename the file to {BASE_ID}.yaml" in text
