@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from contextdelta.worlds import Outcome, ProtectionMode
-from tests.worlds.helpers import error_code, make_world, read, write
+from contextdelta.worlds import Outcome, ProtectionMode, World, WorldStateError, get_world
+from tests.worlds.helpers import error_code, make_world, order, read, write
 
 KEY = "order/order/A-1001"
 
@@ -92,3 +92,19 @@ def test_add_order_note_records_the_author(mode: ProtectionMode) -> None:
     result = write(world, "add_order_note", "order/order/A-1002", order_id="A-1002", text="Customer called twice.")
     notes = json.loads(result.content)["order"]["notes"]
     assert notes == [{"author": "agent", "text": "Customer called twice."}]
+
+
+@pytest.mark.parametrize("placed_at", ["2026-13-45T99:03:00", "last Tuesday", ""])
+def test_an_order_placed_at_that_is_no_date_is_refused_naming_the_field(placed_at: str) -> None:
+    state = {"order": {"A-1001": {**order(), "placed_at": placed_at}}}
+    with pytest.raises(WorldStateError) as raised:
+        World(get_world("order"), state)
+    message = str(raised.value)
+    assert "A-1001" in message and "placed_at" in message and "ISO 8601" in message and "2026-03-02T12:30:00" in message
+
+
+@pytest.mark.parametrize("placed_at", ["2026-11-20T14:03:00", "2026-11-20T14:03", "2026-11-20T14:03:00Z"])
+def test_an_iso_placed_at_is_kept_as_written(placed_at: str) -> None:
+    state = {"order": {"A-1001": {**order(), "placed_at": placed_at}}}
+    world = World(get_world("order"), state)
+    assert read(world, "get_order", order_id="A-1001")["order"]["placed_at"] == placed_at

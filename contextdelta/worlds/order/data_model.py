@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
 
 from contextdelta.worlds.model import ResourceModel
+
+
+def _iso_time(value: str) -> str:
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError("not an ISO 8601 date and time; write it like 2026-03-02T12:30:00") from None
+    return value
+
+
+IsoTime = Annotated[str, AfterValidator(_iso_time)]
+"""A time kept as the text the task wrote (what the model is shown), which must read as an ISO 8601 date and time:
+``2026-13-45T99:03:00`` is an author's typo that a model would be shown as an order's date."""
 
 
 class OrderStatus(StrEnum):
@@ -65,7 +79,7 @@ class Order(ResourceModel):
     customer_email: str
     status: OrderStatus
     currency: str = "USD"
-    placed_at: str
+    placed_at: IsoTime
     items: list[LineItem] = Field(min_length=1)
     total_cents: NonNegativeInt
     refunded_cents: NonNegativeInt = 0
