@@ -91,3 +91,30 @@ def difference_chart(
         .properties(width=width, height=alt.Step(14))
         .facet(column=alt.Column("metric:N", sort=order, header=_facet_header()), spacing=FACET_SPACING)
     )
+
+
+def horizon_chart(points: list[dict[str, Any]], *, title: str, gaps: Sequence[str] = ()) -> alt.LayerChart:
+    """Rate against the horizon (log2 axis) per condition from `contextdelta.dashboard.dose_response.dose_points`
+    rows: each point with its interval, and a line through each unbroken run of horizons with a value (its
+    ``segment``), so no line crosses a horizon without data; ``gaps`` (`dose_gaps`) are the chart's subtitle."""
+    data = pd.DataFrame(points).dropna(subset=["rate"])
+    base = alt.Chart(data).encode(
+        x=alt.X("horizon:Q", title="horizon (agent calls)", scale=alt.Scale(type="log", base=2)),
+        color=alt.Color("strategy:N", title="strategy", legend=alt.Legend(orient="bottom")),
+        strokeDash=alt.StrokeDash("protection_mode:N", title="protection mode"),
+    )
+    tooltip = ["condition", "horizon", "interval", "tasks", "episodes", "status"]
+    bars = base.mark_errorbar(ticks=True).encode(
+        y=alt.Y("low:Q", title=title, scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%")), y2="high:Q"
+    )
+    rate = alt.Y("rate:Q", scale=alt.Scale(domain=[0, 1]))
+    line = base.mark_line().encode(y=rate, detail=alt.Detail(["condition:N", "segment:Q"]))
+    dots = base.mark_point(filled=True).encode(y=rate, shape=alt.Shape("protection_mode:N"), tooltip=tooltip)
+    heading = alt.TitleParams(
+        text="No data at some horizons (no line is drawn across them):" if gaps else "",
+        subtitle=list(gaps),
+        anchor="start",
+        fontSize=12,
+        fontWeight="normal",
+    )
+    return alt.layer(bars, line, dots).properties(height=360, title=heading)

@@ -4,9 +4,20 @@ Streamlit: the page script (``views/horizon.py``) only lays them out."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from contextdelta.report import DOSE_METRICS, AggregateMetrics, HorizonCurve, crossing_text, pct, slope_text
+from contextdelta._words import plural
+from contextdelta.report import (
+    DOSE_METRICS,
+    AggregateMetrics,
+    HorizonCurve,
+    HorizonPoint,
+    crossing_text,
+    pct,
+    slope_text,
+)
+from contextdelta.stats import EstimateStatus
 
 DOSE_LABELS = {"stale_action": "stale-action rate", "success": "success"}
 """The rates on the curves: metric key -> label."""
@@ -32,27 +43,67 @@ def _curves(metrics: AggregateMetrics, subset: str) -> list[HorizonCurve]:
 
 
 def dose_points(metrics: AggregateMetrics, metric: str, subset: str = ALL_TASKS) -> list[dict[str, Any]]:
-    """One point per condition and horizon of ``metric`` on ``subset``'s tasks, with its interval (``rate``, ``low``,
-    ``high`` None: no data)."""
+    """One point per condition and horizon of the run (every horizon of its tasks with one, whether or not the
+    condition has episodes there) of ``metric`` on ``subset``'s tasks, with its interval. A point without a value
+    has ``rate``, ``low`` and ``high`` None, ``segment`` None and ``no_data`` saying why; the points with a value
+    carry ``segment``, the number of their unbroken run of horizons within the condition (a line joins the points
+    of one segment only, so it never draws a trend through a horizon without data)."""
     if metric not in DOSE_METRICS:
         raise ValueError(f"unknown dose-response metric {metric!r}; known: {', '.join(DOSE_METRICS)}")
+    dose = metrics.dose_response
+    if dose is None:
+        return []
     decimals = metrics.analysis.rate_decimals
+    rows: list[dict[str, Any]] = []
+    for c in _curves(metrics, subset):
+        at = {p.horizon: p for p in c.points}
+        segment, previous_known = 0, False
+        for horizon in sorted({*dose.horizons, *at}):
+            point = at.get(horizon)
+            estimate = point.rates[metric] if point is not None else None
+            known = estimate is not None and estimate.estimate is not None
+            if known and not previous_known:
+                segment += 1
+            previous_known = known
+            rows.append(
+                {
+                    "condition": c.condition.label,
+                    "strategy": c.condition.strategy,
+                    "protection_mode": c.condition.protection_mode,
+                    "horizon": horizon,
+                    "rate": estimate.estimate if estimate is not None else None,
+                    "low": estimate.low if estimate is not None else None,
+                    "high": estimate.high if estimate is not None else None,
+                    "interval": pct(estimate, decimals) if estimate is not None else "no data",
+                    "tasks": point.tasks if point is not None else 0,
+                    "episodes": point.episodes if point is not None else 0,
+                    "status": estimate.status.value if estimate is not None else EstimateStatus.NO_DATA.value,
+                    "segment": segment if known else None,
+                    "no_data": "" if known else _no_data_reason(point, metric),
+                }
+            )
+    return rows
+
+
+def _no_data_reason(point: HorizonPoint | None, metric: str) -> str:
+    if point is None or not point.episodes:
+        return "no episodes"
+    if point.failed_trials == point.episodes:
+        return f"only failed trials ({plural(point.episodes, 'episode')})"
+    return f"no {DOSE_LABELS[metric]} verdict"
+
+
+def dose_gaps(points: Sequence[dict[str, Any]]) -> list[str]:
+    """Per condition that lacks a value at some horizon (`dose_points` rows): which horizons, and why, e.g.
+    ``last_n / unprotected: h=4, 8 (no episodes)``. Empty when every condition has a value at every horizon."""
+    gaps: dict[str, dict[str, list[int]]] = {}
+    for row in points:
+        if row["rate"] is None:
+            gaps.setdefault(row["condition"], {}).setdefault(row["no_data"], []).append(row["horizon"])
     return [
-        {
-            "condition": c.condition.label,
-            "strategy": c.condition.strategy,
-            "protection_mode": c.condition.protection_mode,
-            "horizon": p.horizon,
-            "rate": (e := p.rates[metric]).estimate,
-            "low": e.low,
-            "high": e.high,
-            "interval": pct(e, decimals),
-            "tasks": e.n_tasks,
-            "episodes": e.n_episodes,
-            "status": e.status.value,
-        }
-        for c in _curves(metrics, subset)
-        for p in c.points
+        f"{condition}: "
+        + "; ".join(f"h={', '.join(str(h) for h in horizons)} ({why})" for why, horizons in reasons.items())
+        for condition, reasons in gaps.items()
     ]
 
 
@@ -73,4 +124,4 @@ def dose_summary_rows(metrics: AggregateMetrics, subset: str = ALL_TASKS) -> lis
     ]
 
 
-__all__ = ["ALL_TASKS", "DOSE_LABELS", "dose_points", "dose_subsets", "dose_summary_rows"]
+__all__ = ["ALL_TASKS", "DOSE_LABELS", "dose_gaps", "dose_points", "dose_subsets", "dose_summary_rows"]

@@ -4,6 +4,7 @@ metrics; the rate and subset pickers switch the chart; a run without horizons sa
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from contextdelta.dashboard.data import load_run
-from contextdelta.dashboard.dose_response import ALL_TASKS, dose_points, dose_subsets, dose_summary_rows
+from contextdelta.dashboard.dose_response import ALL_TASKS, dose_gaps, dose_points, dose_subsets, dose_summary_rows
+from contextdelta.rundir.layout import RAW_RUNS
 from tests.dashboard.conftest import make_malformed, make_running
 from tests.dashboard.test_app import no_exception, open_page
 from tests.report import runs
@@ -91,3 +93,39 @@ def test_an_empty_folder_a_malformed_run_and_a_run_in_progress(tmp_path: Path, m
     no_exception(app)
     assert any("still in progress" in i.value and "30 of 80" in i.value for i in app.info)
     assert app.get("vega_lite_chart")  # the curves of the episodes so far, recomputed from raw_runs.jsonl
+
+
+def without_episodes(source: Path, into: Path, drop: str) -> Path:
+    """A copy of ``source`` without the episodes whose task id contains ``drop`` under last_n / unprotected (the
+    seal then names the change, and the dashboard recomputes the metrics from the episodes left)."""
+    target = runs.copy_run(source, into)
+    kept = [
+        line
+        for line in (target / RAW_RUNS).read_text().splitlines(keepends=True)
+        if not (
+            drop in (record := json.loads(line))["task_id"]
+            and record["strategy"] == "last_n"
+            and record["protection_mode"] == "unprotected"
+        )
+    ]
+    (target / RAW_RUNS).write_text("".join(kept))
+    return target
+
+
+def test_a_horizon_without_data_breaks_the_line_and_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gapped = without_episodes(runs.horizon_run(), tmp_path, "-h04-")
+    app = open_page(tmp_path, monkeypatch, PAGE, {"run": gapped.name})
+    no_exception(app)
+    (chart,) = app.get("vega_lite_chart")
+    rows = [r for r in chart_values(app) if r["condition"] == "last_n / unprotected"]
+    # the points either side of h=4 are in different segments, and the line is drawn per segment
+    assert {r["horizon"]: r["segment"] for r in rows} == {1: 1, 2: 1, 8: 2, 16: 2}
+    assert '"segment"' in chart.proto.spec and '"detail"' in chart.proto.spec
+    full = {r["horizon"]: r["segment"] for r in chart_values(app) if r["condition"] == "full_history / unprotected"}
+    assert full == {1: 1, 2: 1, 4: 1, 8: 1, 16: 1}
+    assert "last_n / unprotected: h=4 (no episodes)" in chart.proto.spec  # the chart's own subtitle
+    assert any("No data" in c.value and "h\\=4 \\(no episodes\\)" in c.value for c in app.caption)
+    points = dose_points(load_run(gapped).metrics, "success")
+    (gap,) = [p for p in points if p["rate"] is None]
+    assert (gap["condition"], gap["horizon"], gap["no_data"]) == ("last_n / unprotected", 4, "no episodes")
+    assert dose_gaps(points) == ["last_n / unprotected: h=4 (no episodes)"]

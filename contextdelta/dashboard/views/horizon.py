@@ -4,13 +4,18 @@ stale-action rate exceeds 10%, all from the run's aggregate metrics."""
 
 from __future__ import annotations
 
-import altair as alt
-import pandas as pd
 import streamlit as st
 
 from contextdelta.dashboard import _ui
-from contextdelta.dashboard._text import code
-from contextdelta.dashboard.dose_response import DOSE_LABELS, dose_points, dose_subsets, dose_summary_rows
+from contextdelta.dashboard._charts import horizon_chart
+from contextdelta.dashboard._text import code, plain
+from contextdelta.dashboard.dose_response import (
+    DOSE_LABELS,
+    dose_gaps,
+    dose_points,
+    dose_subsets,
+    dose_summary_rows,
+)
 
 st.title("Horizon")
 folder, runs = _ui.runs_or_stop()
@@ -37,24 +42,14 @@ chosen = left.radio("rate", list(labels), horizontal=True, key="cd_horizon_metri
 subset = right.selectbox("tasks", dose_subsets(metrics), key="cd_horizon_subset")
 metric = labels[str(chosen)]
 
-points = pd.DataFrame(dose_points(metrics, metric, str(subset)))
-known = points.dropna(subset=["rate"]) if not points.empty else points
-if known.empty:
+points = dose_points(metrics, metric, str(subset))
+gaps = dose_gaps(points)
+if all(p["rate"] is None for p in points):
     st.info("No condition has an episode with a value on these tasks yet: nothing to chart.")
 else:
-    base = alt.Chart(known).encode(
-        x=alt.X("horizon:Q", title="horizon (agent calls)", scale=alt.Scale(type="log", base=2)),
-        color=alt.Color("strategy:N", title="strategy", legend=alt.Legend(orient="bottom")),
-        strokeDash=alt.StrokeDash("protection_mode:N", title="protection mode"),
-    )
-    bars = base.mark_errorbar(ticks=True).encode(
-        y=alt.Y("low:Q", title=str(chosen), scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%")), y2="high:Q"
-    )
-    line = base.mark_line(point=True).encode(
-        y=alt.Y("rate:Q", scale=alt.Scale(domain=[0, 1])),
-        tooltip=["condition", "horizon", "interval", "tasks", "episodes", "status"],
-    )
-    st.altair_chart(alt.layer(bars, line).properties(height=360))
+    st.altair_chart(horizon_chart(points, title=str(chosen), gaps=gaps))
+    if gaps:
+        st.caption("No data (no line is drawn across these horizons): " + "; ".join(plain(g) for g in gaps))
 
 st.subheader("Slopes and crossing horizons")
 st.dataframe(dose_summary_rows(metrics, str(subset)), hide_index=True, height="content")
