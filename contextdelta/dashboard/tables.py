@@ -9,13 +9,13 @@ discordant tasks; the rates), so it stays in view on a 1366 px screen; the page 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from contextdelta.report import (
     BASELINE_STRATEGY,
     AggregateMetrics,
     ComparisonReport,
+    ConditionMetrics,
     comparison_table,
     counted,
     holm_pvalue,
@@ -48,6 +48,7 @@ def _modes(metrics: AggregateMetrics) -> list[str]:
 
 def rate_points(metrics: AggregateMetrics) -> list[dict[str, Any]]:
     """One point per condition and chart metric with its interval (``rate``/``low``/``high`` None: no data)."""
+    decimals = metrics.analysis.rate_decimals
     points = []
     for c in metrics.conditions:
         for key, label in CHART_METRICS:
@@ -61,7 +62,7 @@ def rate_points(metrics: AggregateMetrics) -> list[dict[str, Any]]:
                     "rate": e.estimate,
                     "low": e.low,
                     "high": e.high,
-                    "interval": pct(e),
+                    "interval": pct(e, decimals),
                     "episodes": e.n_episodes,
                     "tasks": e.n_tasks,
                     "status": e.status.value,
@@ -87,13 +88,14 @@ def rate_matrix(metrics: AggregateMetrics, metric: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _pass_k_columns(pass_k: Mapping[str, Any]) -> dict[str, str]:
+def _pass_k_columns(c: ConditionMetrics, decimals: int) -> dict[str, str]:
+    """pass^k and its unbiased estimate as the report's per-condition table prints them."""
     out: dict[str, str] = {}
-    for key in sorted(pass_k, key=int):
-        p = pass_k[key]
-        out[f"pass^{key}"] = pct(p.all_pass)
+    for key in sorted(c.pass_k, key=int):
+        p = c.pass_k[key]
+        out[f"pass^{key}"] = counted(p.all_pass, decimals, c.tasks, c.episodes)
         if int(key) > 1:
-            out[f"pass^{key} unbiased"] = pct(p.unbiased)
+            out[f"pass^{key} unbiased"] = pct(p.unbiased, decimals)
     return out
 
 
@@ -116,8 +118,8 @@ def condition_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
                 "success": pct(c.rates["success"], d),
                 "stale action": pct(c.rates["stale_action"], d),
                 "harmful action": pct(c.rates["harmful_action"], d),
-                **_pass_k_columns(c.pass_k),
-                "flip rate (success)": pct(c.flip_rates["success"], d),
+                **_pass_k_columns(c, d),
+                "flip rate (success)": counted(c.flip_rates["success"], d, c.tasks, c.episodes),
                 "tokens / episode": num(c.means["total_tokens"]),
                 "cost (USD)": _total(cost.total, cost.n_known, cost.n_unknown, 4),
                 "episodes": c.episodes,
@@ -134,12 +136,13 @@ def condition_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
 
 def token_reduction_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
     """Token reduction of each reduced strategy versus full_history, paired (percent of the baseline)."""
+    d = metrics.analysis.rate_decimals
     return [
         {
             "condition": t.condition.label,
             "baseline": t.baseline.label,
-            "agent tokens saved": pct(t.agent_tokens),
-            "agent + summary tokens saved": pct(t.total_tokens),
+            "agent tokens saved": pct(t.agent_tokens, d),
+            "agent + summary tokens saved": pct(t.total_tokens, d),
         }
         for t in metrics.token_reduction
     ]

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -23,9 +24,11 @@ from contextdelta.dashboard.tables import (
     condition_rows,
     rate_matrix,
     rate_points,
+    token_reduction_rows,
 )
-from contextdelta.report import pp
+from contextdelta.report import AggregateMetrics, pct, pp
 from contextdelta.rundir.records import EpisodeRecord
+from contextdelta.stats import Estimate
 from tests.report import runs
 
 
@@ -223,3 +226,36 @@ def test_a_comparison_without_values_has_no_detectable_difference() -> None:
     metrics = AggregateMetrics.model_validate_json((all_failed_run() / "aggregate_metrics.json").read_text())
     (row,) = comparison_rows(metrics)
     assert row["detectable (80% power)"] == "no data"
+
+
+@pytest.mark.slow
+def test_every_percentage_has_the_reports_decimals(tmp_path: Path, trusting_run: Path) -> None:
+    """With few resamples the report prints whole percentages (rate_decimals 0): so do pass^k, the flip rate, the
+    chart's intervals and the token reduction, cell for cell as ``benchmark_report.md``."""
+    path = runs.copy_run(trusting_run, tmp_path)
+    done = CliRunner().invoke(app, ["report", path.name, "--resamples", "100", "--results-dir", str(tmp_path)])
+    assert done.exit_code == 0, done.output
+    metrics = load_run(path).metrics
+    assert metrics.analysis.rate_decimals == 0
+    report = (path / "benchmark_report.md").read_text()
+    rows = condition_rows(metrics)
+    for row, c in zip(rows, metrics.conditions, strict=True):
+        line = next(
+            x for x in report.splitlines() if x.startswith(f"| {c.condition.label} | {c.tasks} | {c.episodes} |")
+        )
+        for k in c.pass_k:
+            assert f"| {row[f'pass^{k}']}" in line
+            if int(k) > 1:
+                assert f"unbiased {row[f'pass^{k} unbiased']} |" in line
+        assert line.endswith(f"| {row['flip rate (success)']} |")
+    assert all(p["interval"] == pct(e, 0) for p, e in zip(rate_points(metrics), chart_estimates(metrics), strict=True))
+    reductions = token_reduction_rows(metrics)
+    assert reductions
+    for r in reductions:
+        assert f"| {r['agent tokens saved']} | {r['agent + summary tokens saved']} |" in report
+    cells = [v for row in (*rows, *reductions) for v in row.values() if isinstance(v, str) and "%" in v]
+    assert cells and not [v for v in cells if re.search(r"\d\.\d%", v)]
+
+
+def chart_estimates(metrics: AggregateMetrics) -> list[Estimate]:
+    return [c.rates[key] for c in metrics.conditions for key, _ in CHART_METRICS]
