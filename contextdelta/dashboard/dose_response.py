@@ -17,6 +17,7 @@ from contextdelta.report import (
     pct,
     slope_text,
 )
+from contextdelta.rundir import RunManifest
 from contextdelta.stats import EstimateStatus
 
 DOSE_LABELS = {"stale_action": "stale-action rate", "success": "success"}
@@ -32,6 +33,24 @@ def dose_subsets(metrics: AggregateMetrics) -> list[str]:
     if dose is None:
         return []
     return [ALL_TASKS, *(dose.hazards if len(dose.hazards) > 1 else [])]
+
+
+def no_dose_response(manifest: RunManifest) -> str:
+    """Why a run has no dose-response section, for the Horizon page (markdown): its tasks have horizons but none of
+    them has a finished episode yet, or none of its tasks has one."""
+    horizons = sorted({t.horizon for t in manifest.tasks if t.horizon is not None})
+    if horizons:
+        with_horizon = sum(1 for t in manifest.tasks if t.horizon is not None)
+        return (
+            f"Nothing to chart yet: {with_horizon} of the run's {plural(len(manifest.tasks), 'task')} "
+            f"{'has' if with_horizon == 1 else 'have'} a horizon "
+            f"(h={', '.join(str(h) for h in horizons)}), and none of them has a finished episode yet. The curves "
+            "appear as their episodes finish; reload the page."
+        )
+    return (
+        "This run has no dose-response: none of its tasks has a horizon. Generated tasks carry one "
+        "(`contextdelta generate-tasks`, the `horizon` suite: `run-benchmark --tasks tasks/horizon`)."
+    )
 
 
 def _curves(metrics: AggregateMetrics, subset: str) -> list[HorizonCurve]:
@@ -124,4 +143,12 @@ def dose_summary_rows(metrics: AggregateMetrics, subset: str = ALL_TASKS) -> lis
     ]
 
 
-__all__ = ["ALL_TASKS", "DOSE_LABELS", "dose_gaps", "dose_points", "dose_subsets", "dose_summary_rows"]
+__all__ = [
+    "ALL_TASKS",
+    "DOSE_LABELS",
+    "dose_gaps",
+    "dose_points",
+    "dose_subsets",
+    "dose_summary_rows",
+    "no_dose_response",
+]

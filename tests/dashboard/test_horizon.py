@@ -129,3 +129,17 @@ def test_a_horizon_without_data_breaks_the_line_and_is_named(tmp_path: Path, mon
     (gap,) = [p for p in points if p["rate"] is None]
     assert (gap["condition"], gap["horizon"], gap["no_data"]) == ("last_n / unprotected", 4, "no episodes")
     assert dose_gaps(points) == ["last_n / unprotected: h=4 (no episodes)"]
+
+
+def test_a_horizon_run_without_a_finished_episode_says_it_has_none_yet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = make_running(runs.horizon_run(), tmp_path, keep=0)
+    app = open_page(tmp_path, monkeypatch, PAGE, {"run": started.name})
+    no_exception(app)
+    assert not app.get("vega_lite_chart")
+    infos = [i.value for i in app.info]
+    assert not any("none of its tasks has a horizon" in i for i in infos), infos  # they have: no episode yet
+    assert any(
+        i.startswith("Nothing to chart yet: 20 of the run's 20 tasks have a horizon (h=1, 2, 4, 8, 16)") for i in infos
+    ), infos

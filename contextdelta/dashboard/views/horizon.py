@@ -15,6 +15,7 @@ from contextdelta.dashboard.dose_response import (
     dose_points,
     dose_subsets,
     dose_summary_rows,
+    no_dose_response,
 )
 
 st.title("Horizon")
@@ -23,10 +24,7 @@ run = _ui.run_data_or_stop(_ui.select_run(folder, runs))
 metrics = run.metrics
 dose = metrics.dose_response
 if dose is None:
-    st.info(
-        "This run has no dose-response: none of its tasks has a horizon. Generated tasks carry one "
-        "(`contextdelta generate-tasks`, the `horizon` suite: `run-benchmark --tasks tasks/horizon`)."
-    )
+    st.info(no_dose_response(run.manifest))
     st.stop()
 
 st.caption(
