@@ -389,6 +389,12 @@ def test_a_run_in_progress_says_so_and_shows_what_is_finished(
             PAGES[4]: "no finished episode",
         }[page]
         assert any(empty in m.value for m in [*app.info, *app.success])
+        if page == PAGES[1]:  # the pairs exist, they have no value yet
+            assert not any("No strategy was paired" in i.value or "lacks the conditions" in i.value for i in app.info)
+            assert any("No comparison yet: the run has no finished episode" in i.value for i in app.info)
+            assert any(
+                "with full_history in each protection mode, but no pair has a value" in i.value for i in app.info
+            ), [i.value for i in app.info]
 
 
 def test_the_app_applies_the_store_migrations_when_it_starts(

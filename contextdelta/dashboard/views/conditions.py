@@ -21,6 +21,7 @@ from contextdelta.dashboard.tables import (
     rate_points,
     token_reduction_rows,
 )
+from contextdelta.report import BASELINE_STRATEGY
 
 st.title("Conditions")
 folder, runs = _ui.runs_or_stop()
@@ -57,8 +58,18 @@ if any(p["difference"] is not None for p in differences):
         "repeats), with its task-cluster bootstrap interval: the research question RQ1 comparisons of the "
         "report, whose tests are in the task-level comparisons below."
     )
+elif BASELINE_STRATEGY in run.manifest.strategies and len(run.manifest.strategies) > 1:
+    others = [code(s) for s in run.manifest.strategies if s != BASELINE_STRATEGY]
+    st.info(
+        f"The run pairs {', '.join(others)} with full_history in each protection mode, but no pair has a value yet: "
+        "no task has an episode with a verdict in both conditions (episodes not finished yet, or failed trials: see "
+        "the per-condition table)."
+    )
 else:
-    st.info("No strategy was paired with full_history in the same protection mode.")
+    st.info(
+        "Nothing to compare with full_history: the run does not have full_history and another strategy in the same "
+        "protection mode."
+    )
 
 st.subheader("Rates by strategy and protection mode")
 for tab, (key, _) in zip(st.tabs([label for _, label in CHART_METRICS]), CHART_METRICS, strict=True):
@@ -136,6 +147,8 @@ if comparisons:
         )
         + " 'both' / 'only a' / 'only b' / 'neither' count episode pairs: a description only."
     )
+elif not run.episodes:
+    st.info("No comparison yet: the run has no finished episode.")
 else:
     st.info("No comparison applies: the run lacks the conditions the research questions pair.")
 with st.expander("Research questions and their Holm families"):
