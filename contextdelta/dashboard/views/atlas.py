@@ -40,8 +40,11 @@ st.caption(
     "finished. Each failure has one failure mode; the decisive action is the first action that counts against a "
     "grader. Every episode, successes included, is on the Episodes page."
 )
+if not run.episodes:
+    st.info(f"Run {code(run.run_group_id)} has no finished episode yet: no failure to show.")
+    st.stop()
 if not failures:
-    st.success("No failed episode in this run.")
+    st.success(f"No failed episode: all {plural(len(run.episodes), 'finished episode')} succeeded.")
     st.stop()
 
 atlas_filter, _ = _ui.filter_bar(ATLAS_FILTERS, filter_options(failures), prefix="cd_atlas", run_id=run.name)
