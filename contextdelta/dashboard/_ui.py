@@ -327,10 +327,7 @@ def malformed(run_id: str, problem: str) -> NoReturn:
 
 def in_progress(data: RunData) -> None:
     """The notice shown above a page for a run that is still running."""
-    st.info(
-        f"Run {code(data.run_group_id)} is still in progress: {len(data.episodes)} of {data.manifest.counts.planned} "
-        "episodes are finished. The figures below cover those episodes only; reload the page for newer ones."
-    )
+    st.info(data.partial or f"Run {code(data.run_group_id)} is still in progress.")
 
 
 def select_episode(episodes: Sequence[EpisodeSummary]) -> EpisodeSummary:

@@ -473,7 +473,8 @@ def partial_notice(manifest: RunManifest, finished: int, name: str) -> str | Non
     if manifest.status is RunStatus.RUNNING:
         return (
             f"Run {run} is still in progress: {finished} of {planned} episodes are finished. The figures below cover "
-            "those episodes only; reload the page for newer ones."
+            "those episodes only; reload the page for newer ones. A run whose session was killed stays in progress "
+            f"too: if no session is running it, {code(f'contextdelta {command} --resume {name}')} finishes it."
         )
     if manifest.status is RunStatus.INCOMPLETE:
         reason = f" ({code(manifest.stop_reason)})" if manifest.stop_reason else ""

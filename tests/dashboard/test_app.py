@@ -381,6 +381,8 @@ def test_a_run_in_progress_says_so_and_shows_what_is_finished(
     no_exception(app)
     assert not [e.value for e in app.error if "Failure mode" not in e.value]
     assert any("still in progress" in i.value and f"{keep} of 48" in i.value for i in app.info)
+    resume = f"`contextdelta run-benchmark --resume {running.name}` finishes it"  # a killed run looks the same
+    assert any("still in progress" in i.value and resume in i.value for i in app.info)
     if keep == 0:
         empty = {
             PAGES[1]: "nothing to chart",
@@ -416,6 +418,7 @@ def test_runs_page_flags_a_run_in_progress(tmp_path: Path, trusting_run: Path, m
     app = open_page(tmp_path, monkeypatch, PAGES[0])
     no_exception(app)
     assert any("Still in progress" in i.value and "10 of 48" in i.value for i in app.info)
+    assert any("Still in progress" in i.value and "--resume RUN_ID" in i.value for i in app.info)
     assert app.dataframe[0].value.iloc[0]["status"] == "running"
 
 

@@ -36,7 +36,9 @@ if running:
     st.info(
         "Still in progress: "
         + ", ".join(f"{code(s.run_group_id)} ({s.finished} of {s.planned} episodes)" for s in running)
-        + ". Their success is shown once they finish; reload for newer counts."
+        + ". Their success is shown once they finish; reload for newer counts. A run whose session was killed stays "
+        "in progress too: `contextdelta run-benchmark --resume RUN_ID` (or `run-external ... --resume RUN_ID`) "
+        "finishes it."
     )
 shared = shared_run_groups(runs)
 if shared:
