@@ -150,7 +150,9 @@ def items(entries: Iterable[TimelineItem]) -> str:
 def step_title(step: StepView) -> str:
     """The expander label of a step (plain text)."""
     parts = [f"Step {step.step}"]
-    if step.removed or step.inserted:
+    if not step.context_known:
+        parts.append("context unknown (external agent)")
+    elif step.removed or step.inserted:
         parts.append(f"{step.removed} removed, {step.inserted} inserted")
     else:
         parts.append("full history sent")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from contextdelta.agent import StepRecord
+from contextdelta.agent import EXTERNAL_PREFIX, StepRecord
 from contextdelta.attribution import Attribution
 from contextdelta.canonical import canonical_json
 from contextdelta.context import PINNED
@@ -120,6 +120,9 @@ class StepView:
     note: str | None
     error: str | None
     decisive: bool
+    context_known: bool = True
+    """False for an external agent's step: it managed its own context, so what its model saw is unknown (``sent``
+    is empty, ``removed`` and ``inserted`` 0, and nothing is known to be left out)."""
 
     @property
     def mutations(self) -> tuple[MutationView, ...]:
@@ -281,6 +284,7 @@ def _step(
     flags: dict[int, EventFlags],
     previous_removed: set[int],
     decisive_step: int | None,
+    context_known: bool = True,
 ) -> StepView:
     context = step.context
     removed = set(context.removed)
@@ -349,6 +353,7 @@ def _step(
         note=step.note,
         error=step.error,
         decisive=step.step == decisive_step,
+        context_known=context_known,
     )
 
 
@@ -359,10 +364,11 @@ def episode_timeline(record: EpisodeRecord, attribution: Attribution | None = No
     origin = record.trace.canonical_steps()
     flags = {f.seq: f for f in verdict.event_flags}
     decisive = attribution.action.step if attribution is not None and attribution.action is not None else None
+    known = not record.strategy.startswith(EXTERNAL_PREFIX)  # an external agent's context is its own, unrecorded
     steps: list[StepView] = []
     previous: set[int] = set()
     for step in trace.steps:
-        steps.append(_step(step, history, origin, flags, previous, decisive))
+        steps.append(_step(step, history, origin, flags, previous, decisive, known))
         previous = set(step.context.removed)
     return EpisodeTimeline(
         run_id=record.run_id,

@@ -106,14 +106,26 @@ for step in timeline.steps:
             st.html(_html.mutation(mutation))
         sent, history = st.columns(2)
         with sent:
-            st.markdown(f"**Context sent** ({len(step.sent)} messages, {step.prompt_tokens} tokens)")
-            st.html(_html.messages(step.sent, column="sent"))
+            if step.context_known:
+                st.markdown(f"**Context sent** ({len(step.sent)} messages, {step.prompt_tokens} tokens)")
+                st.html(_html.messages(step.sent, column="sent"))
+            else:
+                st.markdown("**Context sent**: unknown")
+                st.caption(
+                    "An external agent manages its own context: what its model saw is not recorded, only its tool "
+                    "calls and the results it got (right)."
+                )
         with history:
-            st.markdown(
-                f"**Full history** ({len(step.history)} messages; {step.removed} not sent"
-                + (f", {len(step.newly_removed)} newly removed" if step.newly_removed else "")
-                + ")"
-            )
+            if step.context_known:
+                st.markdown(
+                    f"**Full history** ({len(step.history)} messages; {step.removed} not sent"
+                    + (f", {len(step.newly_removed)} newly removed" if step.newly_removed else "")
+                    + ")"
+                )
+            else:
+                st.markdown(
+                    f"**Recorded history** ({len(step.history)} messages: the task, the tool calls and their results)"
+                )
             st.html(_html.messages(step.history, column="history"))
         for line in step.summary_calls:
             st.caption(f"summary call: {code(line)}")
