@@ -406,12 +406,22 @@ class FailureRow:
     relied_on: str
     mutation: str
     explanation: str
+    control: str | None = None
+    """The control condition (``--controls``, e.g. no_mutation) of a control episode; None in the main matrix."""
+
+    @property
+    def condition(self) -> str:
+        """``strategy / mode``, with ``(no_mutation control)`` for a control episode: the report counts the main
+        matrix's failures per condition, and a control episode's failure is none of them."""
+        label = f"{self.strategy} / {self.protection_mode}"
+        return f"{label} ({self.control} control)" if self.control else label
 
     def row(self) -> dict[str, Any]:
         """The atlas table row."""
         return {
             "episode": self.run_id,
             "failure mode": self.failure_mode,
+            "control": self.control or "",
             "world": self.world,
             "task": self.task_id,
             "hazard": self.hazard,
@@ -536,6 +546,7 @@ def failure_row(record: EpisodeRecord, attribution: Attribution) -> FailureRow:
         relied_on=_observation_text(attribution.relied_on) if attribution.action is not None else "",
         mutation=mutation,
         explanation=attribution.explanation,
+        control=record.control,
     )
 
 
@@ -806,17 +817,22 @@ def filter_query(row_filter: RowFilter) -> dict[str, list[str]]:
 
 
 def failure_mode_counts(rows: Iterable[FailureRow]) -> list[dict[str, Any]]:
-    """Failures per mode (atlas order) and condition: the atlas's summary table."""
+    """Failures per mode (atlas order) and condition: the atlas's summary table. Control episodes (``--controls``)
+    are columns of their own, after the main conditions, so a main condition's column is the report's count."""
     rows = list(rows)
-    conditions = sorted({(r.strategy, r.protection_mode) for r in rows})
+    conditions = [
+        r.condition
+        for r in sorted(rows, key=lambda r: (r.control is not None, r.control or "", r.strategy, r.protection_mode))
+    ]
+    conditions = list(dict.fromkeys(conditions))
     out = []
     for mode in MODE_PRECEDENCE:
         mine = [r for r in rows if r.failure_mode == mode.value]
         if not mine:
             continue
         line: dict[str, Any] = {"failure mode": mode.value}
-        for s, p in conditions:
-            line[f"{s} / {p}"] = sum(1 for r in mine if (r.strategy, r.protection_mode) == (s, p))
+        for condition in conditions:
+            line[condition] = sum(1 for r in mine if r.condition == condition)
         line["total"] = len(mine)
         out.append(line)
     return out

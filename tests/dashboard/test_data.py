@@ -560,3 +560,19 @@ def test_a_killed_run_edited_since_is_loaded_as_changed_and_an_unedited_one_is_n
     raw.write_bytes(canonical_json(record).encode() + b"\n" + b"".join(lines[1:]))
     changed = load_run(path).changed
     assert any("verdict.success" in line for line in changed), changed
+
+
+@pytest.mark.slow
+def test_the_atlas_counts_control_failures_apart_from_the_report_conditions() -> None:
+    """A control episode (``--controls no_mutation``) has its main condition's strategy and mode; its failure is
+    counted in a column of its own, so each main condition's column is the report's count."""
+    run = load_run(runs.unsafe_controls_run())
+    controls = [f for f in run.failures if f.control]
+    assert controls and all(f.condition.endswith("(no_mutation control)") for f in controls)
+    assert all(f.row()["control"] == "no_mutation" for f in controls)
+    counts = failure_mode_counts(run.failures)
+    for c in run.metrics.conditions:
+        recorded = {mode: n for mode, n in c.failure_modes.items() if n}
+        shown = {line["failure mode"]: line[c.condition.label] for line in counts if line[c.condition.label]}
+        assert shown == recorded, c.condition.label
+    assert sum(line["total"] for line in counts) == len(run.failures)

@@ -207,3 +207,16 @@ def faulted_run() -> Path:
         fields["base_url"] = url
         outcome = run_benchmark(BenchmarkRequest.model_validate(fields))
     return outcome.path
+
+
+@functools.cache
+def unsafe_controls_run() -> Path:
+    """unsafe on 3 tasks, full_history and last_n, unprotected, with the no_mutation control (12 episodes): the
+    control episodes fail too (duplicates, forbidden calls), apart from the main matrix."""
+    return _run(
+        "unsafe",
+        UNSAFE_TASKS,
+        strategies=["full_history", "last_n"],
+        protection_modes=["unprotected"],
+        controls=["no_mutation"],
+    )

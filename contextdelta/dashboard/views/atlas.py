@@ -17,6 +17,7 @@ from contextdelta.dashboard.data import ATLAS_FILTERS, failure_mode_counts, filt
 COLUMNS = [
     "timeline",
     "failure mode",
+    "control",
     "decisive action",
     "relied on",
     "hidden mutation",
@@ -35,9 +36,17 @@ st.title("Failure atlas")
 folder, runs = _ui.runs_or_stop()
 run = _ui.run_data_or_stop(_ui.select_run(folder, runs))
 failures = list(run.failures)
+controls = sum(1 for f in failures if f.control)
 st.caption(
     f"Run group {code(run.run_group_id)}: {plural(len(failures), 'failed episode')} of {len(run.episodes)} "
-    "finished. Each failure has one failure mode; the decisive action is the first action that counts against a "
+    "finished"
+    + (
+        f" ({controls} of them in control conditions, column control: counted apart from the main matrix, as the "
+        "report does)"
+        if controls
+        else ""
+    )
+    + ". Each failure has one failure mode; the decisive action is the first action that counts against a "
     "grader. Every episode, successes included, is on the Episodes page."
 )
 if not run.episodes:
@@ -59,7 +68,7 @@ for row in rows:
 st.dataframe(
     rows,
     hide_index=True,
-    column_order=COLUMNS,
+    column_order=[c for c in COLUMNS if c != "control" or controls],
     column_config={
         "timeline": st.column_config.LinkColumn("timeline", display_text="open", width=64, pinned=True),
         "failure mode": st.column_config.TextColumn("failure mode", width=190),
