@@ -290,6 +290,8 @@ class _Episode:
             draft.error = f"summary call failed: {failure.message}"
             self.totals.summary_calls += 1
             self.totals.summary_retries += failure.retries
+            if failure.usage is not None:  # a reply came, just not a summary: its tokens were spent
+                self.totals.summary_usage = self.totals.summary_usage + failure.usage
             self._end(TerminationReason(failure.reason), draft.error)
             return
         problems = transform_problems(self.history, reduced)
@@ -323,6 +325,8 @@ class _Episode:
         except ProviderFailure as failure:
             draft.error = failure.message
             self.totals.agent_retries += failure.retries
+            if failure.usage is not None:  # a reply of the wrong shape: not acted on, but its tokens were spent
+                self.totals.agent_usage = self.totals.agent_usage + failure.usage
             self._end(TerminationReason(failure.reason), failure.message)
             return
         self._record_response(draft, response)

@@ -127,7 +127,7 @@ class SemanticSummary(StrategyBase):
         response = await self.provider.complete(messages, None, seed=self.episode.seed, model=self.model)
         text = (response.content or "").strip()
         if not text:
-            raise ProviderFailure("provider_error", _no_summary(response), response.retries)
+            raise ProviderFailure("provider_error", _no_summary(response), response.retries, usage=response.usage)
         return SummaryCall(
             prompt_version=SUMMARY_PROMPT_VERSION,
             model=self.model,

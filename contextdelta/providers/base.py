@@ -130,6 +130,7 @@ class ProviderFailure(Exception):
         *,
         status_code: int | None = None,
         elapsed_s: float | None = None,
+        usage: Usage | None = None,
     ) -> None:
         super().__init__(message)
         self.reason = reason
@@ -139,6 +140,9 @@ class ProviderFailure(Exception):
         """HTTP status of the last failed attempt, when there was a response."""
         self.elapsed_s = elapsed_s
         """Wall time spent on the call, every attempt and backoff wait included, when known."""
+        self.usage = usage
+        """Usage the endpoint reported for a reply it sent but that could not be used (a completion of the wrong
+        shape, a summary without text): the call was made, and billed, all the same."""
 
     def __repr__(self) -> str:
         return f"ProviderFailure(reason={self.reason!r}, message={self.message!r}, retries={self.retries})"

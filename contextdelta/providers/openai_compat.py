@@ -562,9 +562,9 @@ class OpenAIProvider:
             raise self._failure(exc, attempts, time.perf_counter() - started) from None
         try:
             response = self._response(body, read - sent, attempts - 1, time.perf_counter() - started)
-        except ProviderFailure:
+        except ProviderFailure as failure:
             if gate is not None:
-                gate.release(ticket, 200, 0)
+                gate.release(ticket, 200, failure.usage.total_tokens - estimate if failure.usage is not None else 0)
             raise
         response.queue_s = max(0.0, sent - submitted)
         if gate is not None:
@@ -597,8 +597,12 @@ class OpenAIProvider:
         return body, submitted, sent, read, ticket
 
     def _response(self, body: bytes, latency: float, retries: int, elapsed: float) -> ProviderResponse:
+        usage: Usage | None = None  # what a reply of the wrong shape reported it cost: it is spent all the same
+
         def fail(why: str) -> ProviderFailure:
-            return ProviderFailure("provider_error", f"the endpoint returned {why}", retries, elapsed_s=elapsed)
+            return ProviderFailure(
+                "provider_error", f"the endpoint returned {why}", retries, elapsed_s=elapsed, usage=usage
+            )
 
         try:
             completion = load_json_body(body)  # lone surrogates are U+FFFD from here on
@@ -617,6 +621,7 @@ class OpenAIProvider:
             raise fail(f"a body that is not JSON ({self._why_not_json(exc)}): {start!r}") from None
         if not isinstance(completion, dict):
             raise fail("a JSON body that is not an object")
+        usage = usage_of(completion)
         choices = completion.get("choices")
         if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
             error = completion.get("error")
@@ -684,7 +689,7 @@ class OpenAIProvider:
             refusal=clean(refusal) if refusal else None,
             tool_calls=calls,
             finish_reason=clean(finish) if isinstance(finish, str) else None,
-            usage=usage_of(completion),
+            usage=usage,
             latency_s=latency,
             retries=retries,
             elapsed_s=elapsed,
