@@ -208,7 +208,7 @@ class OpenAIProvider:
         self.seed = seed
         self.max_tokens = max_tokens
         self.timeout_s = timeout_s
-        self.retry = retry or RetryPolicy()
+        self.retry = retry or RetryPolicy.for_timeout(timeout_s)
         self._sleep: Sleep = sleep or asyncio.sleep
         self.gate = gate
         secret = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key or "")

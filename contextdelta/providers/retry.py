@@ -26,6 +26,11 @@ RETRYABLE_STATUS = frozenset({408, 429})
 """Retryable 4xx statuses; every 5xx is retryable too."""
 
 
+RETRY_BUDGET_PER_TIMEOUT = 1.5
+"""A call's retries may take this many times its per-call timeout in all (at least): room for one whole attempt
+that times out and a retry."""
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """Bounds and backoff of provider retries. ``max_attempts`` counts the first attempt too."""
@@ -45,6 +50,17 @@ class RetryPolicy:
             raise ValueError("max_attempts must be at least 1")
         if min(self.max_total_s, self.initial_backoff_s, self.max_backoff_s, self.jitter_s) < 0:
             raise ValueError("retry times must not be negative")
+
+    @classmethod
+    def for_timeout(cls, timeout_s: float, max_attempts: int | None = None) -> RetryPolicy:
+        """The default policy for calls of up to ``timeout_s`` seconds each (``--timeout-s``): its total time budget
+        is at least 1.5 times the timeout (the default's 180 s for the default 120 s), since an attempt never
+        outlives the budget: a smaller one would cut a slow model's call short of the timeout it was given."""
+        default = cls()
+        return cls(
+            max_attempts=default.max_attempts if max_attempts is None else max_attempts,
+            max_total_s=max(default.max_total_s, RETRY_BUDGET_PER_TIMEOUT * timeout_s),
+        )
 
     def stop(self, started: float | None = None) -> stop_base:
         """The tenacity stop condition: attempt count, total time, or an over-long Retry-After. The total time

@@ -821,9 +821,12 @@ def _provider(
         raise BenchmarkError(MOCK_REFUSAL)
     if given is not None:
         return given, _provider_info(request, settings, given), None
-    overrides: dict[str, Any] = {"timeout_s": request.timeout_s}
-    if request.max_retries is not None:
-        overrides["retry"] = RetryPolicy(max_attempts=request.max_retries + 1)
+    # the retries' time budget grows with --timeout-s: a budget shorter than it would cut every call short of it
+    max_attempts = None if request.max_retries is None else request.max_retries + 1
+    overrides: dict[str, Any] = {
+        "timeout_s": request.timeout_s,
+        "retry": RetryPolicy.for_timeout(request.timeout_s, max_attempts),
+    }
     for name in ("model", "base_url", "api_key", "temperature", "max_tokens"):
         value = getattr(request, name)
         if value is not None:
