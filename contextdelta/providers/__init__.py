@@ -32,6 +32,7 @@ from contextdelta.providers.errors import (
     EndpointResponseTooLarge,
     EndpointStatusError,
     EndpointTimeout,
+    KeyRefused,
     one_line,
     shorten,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "EndpointResponseTooLarge",
     "EndpointStatusError",
     "EndpointTimeout",
+    "KeyRefused",
     "LimiterStats",
     "MockProvider",
     "MockReply",

@@ -54,6 +54,13 @@ class EndpointBusy(str):
     __slots__ = ()
 
 
+class KeyRefused(str):
+    """An endpoint check's refusal of the API key (HTTP 401 or 403): the fix is the key, not ``--base-url``, which
+    answered."""
+
+    __slots__ = ()
+
+
 class EndpointError(Exception):
     """A chat-completions attempt that got no usable answer."""
 
@@ -145,6 +152,7 @@ __all__ = [
     "EndpointResponseTooLarge",
     "EndpointStatusError",
     "EndpointTimeout",
+    "KeyRefused",
     "one_line",
     "shorten",
 ]

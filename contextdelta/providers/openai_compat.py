@@ -57,6 +57,7 @@ from contextdelta.providers.errors import (
     EndpointResponseTooLarge,
     EndpointStatusError,
     EndpointTimeout,
+    KeyRefused,
     one_line,
     shorten,
 )
@@ -286,7 +287,7 @@ class OpenAIProvider:
             return f"{where} answered GET /models with {exc.message}"
         except EndpointStatusError as exc:
             if exc.status_code in (401, 403):
-                return f"{where} refused the API key (HTTP {exc.status_code}); check CONTEXTDELTA_API_KEY"
+                return self._key_refused(where, exc.status_code)
             if exc.status_code == 404 and await self._answers_under_v1(wait):
                 suggestion = f"{where.rstrip('/')}/v1"
                 return (
@@ -294,6 +295,14 @@ class OpenAIProvider:
                     f"--base-url {suggestion} ?"
                 )
         return None
+
+    def _key_refused(self, where: str, status: int) -> KeyRefused:
+        """The endpoint check's refusal of the key: the variables a key is read from (``OPENAI_API_KEY`` is the
+        fallback of ``CONTEXTDELTA_API_KEY``, so a wrong one there is as likely), never the base URL, which answered."""
+        fix = "set the endpoint's key in CONTEXTDELTA_API_KEY (or OPENAI_API_KEY, read when it is unset)"
+        if not self._has_key:
+            return KeyRefused(f"{where} asks for an API key (HTTP {status}) and none is set; {fix}")
+        return KeyRefused(f"{where} refused the API key (HTTP {status}); {fix}")
 
     async def _answers_under_v1(self, wait: float) -> bool:
         if self._base.endswith("/v1"):
@@ -322,7 +331,7 @@ class OpenAIProvider:
         except EndpointStatusError as exc:
             detail = self._scrub(describe_error(exc))
             if exc.status_code in (401, 403):
-                return f"{where} refused the API key (HTTP {exc.status_code}); check CONTEXTDELTA_API_KEY"
+                return self._key_refused(where, exc.status_code)
             if exc.status_code == 404:
                 return f"{where}/chat/completions answered {detail}; check --base-url and --model {self.model!r}"
             if exc.status_code in (400, 422):

@@ -43,6 +43,7 @@ from contextdelta.providers import (
     ChatProvider,
     EndpointBusy,
     EndpointLimits,
+    KeyRefused,
     Price,
     PriceTable,
     PriceTableError,
@@ -989,8 +990,8 @@ def _preflight(provider: ChatProvider) -> None:
         problem = anyio.run(preflight)
         if problem is not None:
             end = "" if problem.endswith((".", "?", "!")) else "."
-            # a busy or failing endpoint (429, 5xx) is at the right URL: only waiting helps
-            fix = "" if isinstance(problem, EndpointBusy) else "; check --base-url / CONTEXTDELTA_BASE_URL"
+            # a busy or failing endpoint (429, 5xx) is at the right URL: only waiting helps; a refused key is the key
+            fix = "" if isinstance(problem, EndpointBusy | KeyRefused) else "; check --base-url / CONTEXTDELTA_BASE_URL"
             raise BenchmarkError(f"{problem}{end} Nothing was run{fix}.")
 
 

@@ -305,3 +305,17 @@ def test_a_bad_price_table_is_named_by_its_flag(here: Path) -> None:
     with serve_scripted("oracle", TASKS, in_process=True) as url:
         message = refused([*run_args(url, here / "results"), "--price-table", "prices.json"], here)
     assert message.startswith("error: --price-table prices.json: m.input_per_mtok:"), message
+
+
+@pytest.mark.parametrize("key", ["sk-a-wrong-key", None])
+def test_a_refused_key_names_the_key_variables_not_the_base_url(
+    here: Path, monkeypatch: pytest.MonkeyPatch, key: str | None
+) -> None:
+    # the base URL answered: telling the user to check it sends them the wrong way (`here` unsets both keys)
+    if key is not None:
+        monkeypatch.setenv("OPENAI_API_KEY", key)
+    with serve_scripted("oracle", TASKS, in_process=True, require_api_key="sk-the-users-key") as url:
+        message = refused(run_args(url, here / "results"), here)
+    said = "refused the API key (HTTP 401)" if key else "asks for an API key (HTTP 401) and none is set"
+    assert said in message and "CONTEXTDELTA_API_KEY (or OPENAI_API_KEY" in message
+    assert message.endswith("Nothing was run.") and "--base-url" not in message
