@@ -1,4 +1,4 @@
-"""File primitives for run directories: append-and-flush JSONL, torn-line recovery, atomic replace."""
+"""File primitives for run directories: all-or-nothing JSONL appends, torn-line recovery, atomic replace."""
 
 from __future__ import annotations
 
@@ -72,16 +72,20 @@ def atomic_write_json(path: Path, value: Any) -> None:
 
 
 class JsonlWriter:
-    """Appends one JSON document per line and flushes after each batch, so a killed process loses at most the
-    line being written (:func:`read_jsonl` detects and drops such a torn last line). Data reaches the disk
-    (fsync) when the writer closes; an episode lost to a machine crash before that is simply missing, and
-    ``--resume`` runs it again. An fsync per episode would block the event loop that runs the episodes."""
+    """Appends one JSON document per line, each batch in whole or not at all: the bytes go to the file unbuffered,
+    and a write that fails part way (a full disk) is cut back to where the batch began before the error is raised,
+    so no later write (nor :meth:`close`) ever completes half a line. A killed process loses at most the line being
+    written (:func:`read_jsonl` detects and drops such a torn last line). Data reaches the disk (fsync) when the
+    writer closes; an episode lost to a machine crash before that is simply missing, and ``--resume`` runs it again.
+    An fsync per episode would block the event loop that runs the episodes."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         repair_torn_tail(path)
-        self._handle = path.open("a", encoding="utf-8", newline="\n")
+        self._handle = path.open("ab", buffering=0)
+        self.end = os.fstat(self._handle.fileno()).st_size
+        """The file's length after the last append: where the next one begins (one writer, the session's)."""
 
     def append(self, records: list[BaseModel | dict[str, Any]]) -> None:
         lines = []
@@ -91,15 +95,29 @@ class JsonlWriter:
         self._write("".join(lines))
 
     def append_lines(self, lines: list[str]) -> None:
-        """Append JSON documents already rendered (one per item, without the newline) and flush."""
+        """Append JSON documents already rendered (one per item, without the newline)."""
         self._write("".join(line + "\n" for line in lines))
 
-    def _write(self, text: str) -> None:
+    def truncate(self, end: int) -> None:
+        """Cut the file back to ``end`` bytes (an earlier :attr:`end`): appends since then are undone."""
         try:
-            self._handle.write(text)
-            self._handle.flush()
+            os.ftruncate(self._handle.fileno(), end)
         except OSError as exc:
             raise named(exc, self.path) from exc
+        self.end = end
+
+    def _write(self, text: str) -> None:
+        data = memoryview(text.encode("utf-8"))
+        start = self.end
+        try:
+            written = 0
+            while written < len(data):  # a write to a regular file may take fewer bytes than it was given
+                written += self._handle.write(data[written:])
+        except OSError as exc:
+            with contextlib.suppress(OSError):  # the error that stopped the write is the one to report
+                self.truncate(start)
+            raise named(exc, self.path) from exc
+        self.end = start + len(data)
 
     def close(self) -> None:
         if not self._handle.closed:

@@ -19,6 +19,7 @@ report files, the trace store and the progress bar are recorders of their own pa
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,10 +146,20 @@ class RunDirectoryRecorder:
             raise RuntimeError("RunDirectoryRecorder.episode before start")
         line = record.canonical_text()
         receipt = record_receipt(record, self._chain.lines + 1, self._chain.head)
-        self._raw.append_lines([line])
-        self._receipts.append_lines([receipt_line(receipt)])
+        writers = (self._raw, self._receipts, self._events)
+        ends = [writer.end for writer in writers]
+        try:
+            self._raw.append_lines([line])
+            self._receipts.append_lines([receipt_line(receipt)])
+            self._events.append(list(tool_event_records(record)))
+        except OSError:
+            # all or nothing (a full disk): a record kept without its receipt is a line no kill explains, which a
+            # sealed run counts as added after it; the episode the caller does not keep is missing, and runs again
+            for writer, end in zip(writers, ends, strict=True):
+                with contextlib.suppress(OSError):
+                    writer.truncate(end)
+            raise
         self._chain = ChainState(receipt.line, receipt.chain)
-        self._events.append(list(tool_event_records(record)))
 
     def finish(self, run: RunEnd) -> None:
         for writer in (self._raw, self._receipts, self._events):

@@ -155,3 +155,44 @@ def test_a_full_disk_is_named_with_the_file_the_run_could_not_write(
         atomic_write_json(target, {"a": 1})
     assert (caught.value.errno, caught.value.filename) == (errno.ENOSPC, str(target))  # not the temp file's name
     assert sorted(p.name for p in tmp_path.iterdir()) == ["raw_runs.jsonl"]  # the temp file is gone
+
+
+class _FillsHalfWay:
+    """A real file handle on a disk that fills mid-write: the first write takes half its bytes, every later one
+    fails with ENOSPC (as the operating system does), until ``room`` is set again."""
+
+    def __init__(self, handle: object) -> None:
+        self.handle = handle
+        self.writes = 0
+        self.room = False
+
+    def write(self, data: bytes) -> int:
+        self.writes += 1
+        if self.room:
+            return self.handle.write(data)  # type: ignore[attr-defined,no-any-return]
+        if self.writes == 1:
+            return self.handle.write(bytes(data[: len(data) // 2]))  # type: ignore[attr-defined,no-any-return]
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.handle, name)
+
+
+def test_an_append_cut_short_by_a_full_disk_leaves_nothing_of_itself_and_close_completes_nothing(
+    tmp_path: Path,
+) -> None:
+    """A full disk mid-line: the append raises (naming the file), the file is cut back to where the append began,
+    and neither closing the writer nor a later append once there is room writes the rest of the failed line."""
+    path = tmp_path / "raw_runs.jsonl"
+    writer = JsonlWriter(path)
+    writer.append([{"n": 1}])
+    disk = _FillsHalfWay(writer._handle)
+    writer._handle = disk  # type: ignore[assignment]
+    with pytest.raises(OSError) as caught:
+        writer.append_lines(['{"n":2,"padding":"' + "x" * 1000 + '"}'])
+    assert (caught.value.errno, caught.value.filename) == (errno.ENOSPC, str(path))
+    assert path.read_bytes() == b'{"n":1}\n'
+    disk.room = True
+    writer.append([{"n": 3}])
+    writer.close()
+    assert path.read_bytes() == b'{"n":1}\n{"n":3}\n'

@@ -19,6 +19,9 @@ from contextdelta.cli import app
 from contextdelta.rundir import (
     MANIFEST,
     RAW_RUNS,
+    RAW_RUNS_RECEIPTS,
+    TOOL_EVENTS,
+    JsonlWriter,
     RunDirectory,
     RunDirectoryRecorder,
     RunEnd,
@@ -386,6 +389,40 @@ def test_a_full_disk_that_keeps_the_manifest_from_being_written_says_what_stoppe
         f"{path / MANIFEST}) (the run had stopped: cannot write the run directory (No space left on device: "
         f"{path / RAW_RUNS})); run_manifest.json says 'running'; raw_runs.jsonl keeps the 1 recorded episodes"
     ), caught.value.message
+    resumed = run_benchmark(benchmark_request(oracle_url, tmp_path, task_ids=None, resume=str(path)))
+    assert resumed.manifest.status is RunStatus.COMPLETE and resumed.manifest.counts.finished == 2
+    assert verify_run(path).lines() == ["MATCH"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fails", ["receipt", "tool_events"])
+def test_a_disk_that_fills_between_a_record_and_its_receipt_keeps_no_half_recorded_episode(
+    oracle_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: str
+) -> None:
+    """The disk fills after an episode's record reached ``raw_runs.jsonl`` but before its receipt (or its tool event
+    lines) did, then has room again for the final manifest: the episode is not kept anywhere (it runs again on
+    resume), so the run ends incomplete, verifies MATCH, and resumes to a complete run without a refusal."""
+    target = RAW_RUNS_RECEIPTS if fails == "receipt" else TOOL_EVENTS
+    real_write = JsonlWriter._write
+    calls = [0]
+
+    def write(self: JsonlWriter, text: str) -> None:
+        if self.path.name == target:
+            calls[0] += 1
+            if calls[0] == 2:
+                raise OSError(errno.ENOSPC, "No space left on device", str(self.path))
+        real_write(self, text)
+
+    fields = {"task_ids": SMALL[:2], "strategies": ["full_history"], "concurrency": 1}
+    with monkeypatch.context() as patch:
+        patch.setattr(JsonlWriter, "_write", write)
+        outcome = run_benchmark(benchmark_request(oracle_url, tmp_path, protection_modes=["unprotected"], **fields))
+    path = outcome.path
+    manifest = RunDirectory(path).read_manifest()
+    assert manifest.status is RunStatus.INCOMPLETE and manifest.counts.finished == 1
+    assert manifest.stop_reason is not None and "No space left on device" in manifest.stop_reason
+    assert (path / RAW_RUNS).read_bytes().count(b"\n") == 1  # the episode whose receipt failed is not kept
+    assert verify_run(path, allow_incomplete=True).lines() == ["MATCH"]
     resumed = run_benchmark(benchmark_request(oracle_url, tmp_path, task_ids=None, resume=str(path)))
     assert resumed.manifest.status is RunStatus.COMPLETE and resumed.manifest.counts.finished == 2
     assert verify_run(path).lines() == ["MATCH"]
