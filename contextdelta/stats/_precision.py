@@ -44,8 +44,8 @@ def fixed(value: float, decimals: int, *, scale: float = 1.0, signed: bool = Fal
 
 @contextmanager
 def rounded_half_even() -> Iterator[None]:
-    """Within it, `fixed` rounds as reports before 0.12.1 printed (Python's format of the binary product, half to
-    even: 12.5% as "12%"), so that ``verify`` can tell a report of that version from an edited one."""
+    """Within it, `fixed` rounds as reports of 0.12.0 and earlier printed (Python's format of the binary product,
+    half to even: 12.5% as "12%"), so that ``verify`` can tell a report of such a version from an edited one."""
     token = _HALF_EVEN.set(True)
     try:
         yield
