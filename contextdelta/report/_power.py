@@ -176,8 +176,9 @@ def plan_from_table(
         notes.append(
             f"the pilot has {plural(failed, 'failed trial')}: they count as failures in success and have no safety "
             "verdict, so "
-            "the per-task rates of the safety metrics rest on fewer episodes, and a task whose pairs all failed "
-            "leaves the comparison"
+            "the per-task rates of the safety metrics rest on fewer episodes (each condition's mean over its repeats "
+            "with a verdict, which may be different repeats), and a task leaves a comparison only when every one of "
+            "its episodes in one condition failed"
         )
     tasks = len(set(table.task_id.tolist()))
     if 0 < tasks < 5:

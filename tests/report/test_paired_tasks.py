@@ -85,6 +85,8 @@ def test_report_json_markdown_and_power_count_the_same_tasks_with_scattered_fail
             checked += 1
     assert checked >= 10 and unequal >= 10
     assert "the test leaves" not in text
+    (note,) = [n for n in plan.notes if "failed trial" in n]  # said "a task whose pairs all failed leaves" it
+    assert "a task leaves a comparison only when every one of its episodes in one condition failed" in note
 
 
 def test_a_comparison_without_data_records_no_power_but_a_reason() -> None:
