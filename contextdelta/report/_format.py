@@ -18,9 +18,9 @@ from contextdelta.stats import (
     SignFlipMethod,
     SignFlipTest,
     SlopeStatus,
-    fixed,
     printed_decimals,
 )
+from contextdelta.stats import fixed as fixed  # re-exported: the report's renderers round through it
 
 
 def pct(estimate: Estimate, decimals: int = 1) -> str:

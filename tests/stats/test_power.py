@@ -160,6 +160,7 @@ def test_tasks_needed_is_the_first_size_whose_next_sizes_keep_the_power() -> Non
 def test_unreachable_differences_say_so() -> None:
     pilot = PilotModel(rate_a=np.full(4, 0.5), rate_b=np.full(4, 0.5))
     result = minimum_detectable_difference(pilot, 4, 1, 0.05 / 6)
+    assert result.power_at_largest is not None  # a measured power (the design has tasks)
     assert result.difference is None and result.power_at_largest < 0.8  # 4 tasks: the smallest p is 2 * 2^-4
     assert tasks_needed(pilot, 0.6, 1, 0.05) is None
 
