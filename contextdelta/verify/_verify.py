@@ -75,6 +75,7 @@ from contextdelta.rundir import (
     RunDirectoryError,
     RunManifest,
     RunStatus,
+    SessionLock,
     episode_cost,
     horizons_recorded,
     parse_json,
@@ -912,6 +913,18 @@ def _first_differing_line(a: str, b: str) -> int:
     return min(len(a.splitlines()), len(b.splitlines())) + 1
 
 
+def _status_words(directory: RunDirectory, manifest: RunManifest) -> str:
+    """The status of a run that is not complete, in words: a ``running`` run that no session holds was interrupted
+    (its session killed), and an episode that session was running is no record (never a result)."""
+    if manifest.status is not RunStatus.RUNNING:
+        return manifest.status.value
+    lock = SessionLock.acquire(directory.path)
+    if lock is None:
+        return "running: a session is writing it now"
+    lock.release()
+    return "running, interrupted: the session that wrote it was killed; an episode it had not finished is not recorded"
+
+
 def resume_command(manifest: RunManifest) -> str:
     """The command that finishes a run that is not complete (an external agent's run resumes with run-external or
     serve-world: :func:`contextdelta.rundir.resume_command`)."""
@@ -950,8 +963,8 @@ def _load_attempts(
     # a status edited after the run (or a seal removed) is an edit to name (exit 1), not a run to resume
     if not complete and not allow_incomplete and not directory.manifest_edits():
         raise VerifyError(
-            f"incomplete: run {resume_command(manifest)} (status {manifest.status.value}, {len(records)} of "
-            f"{manifest.counts.planned} episodes in raw_runs.jsonl"
+            f"incomplete: run {resume_command(manifest)} (status {_status_words(directory, manifest)}, "
+            f"{len(records)} of {manifest.counts.planned} episodes in raw_runs.jsonl"
             + (f"; {manifest.stop_reason}" if manifest.stop_reason else "")
             + "), or pass --allow-incomplete to check the episodes that exist"
         )

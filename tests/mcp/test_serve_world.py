@@ -563,7 +563,9 @@ def test_a_killed_stdio_serve_world_keeps_its_finished_episode_and_resumes(tmp_p
     resume = (
         f"serve-world --task cfg-search-ramp --mode unprotected --transport stdio --agent agent --resume {path.name}"
     )
-    assert refused.returncode == 2 and resume in " ".join(refused.stderr.split()), refused.stderr
+    said = " ".join(refused.stderr.split())
+    assert refused.returncode == 2 and resume in said, refused.stderr
+    assert "interrupted: the session that wrote it was killed; an episode it had not finished is not recorded" in said
     partial = cli("verify", path.name, "--results-dir", results, "--allow-incomplete")
     assert partial.stdout.strip() == "MATCH", partial.stdout + partial.stderr
     resumed = subprocess.run(
