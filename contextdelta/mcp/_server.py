@@ -206,12 +206,30 @@ async def serve_stdio(episode: WorldEpisode) -> None:
                 async for item in read:
                     if isinstance(item, Exception):
                         await write.send(SessionMessage(unreadable_message_error(item)))
+                    elif (error := idless_request_error(item.message)) is not None:
+                        await write.send(SessionMessage(error))
                     else:
                         await messages.send(item)
 
         async with anyio.create_task_group() as group:
             group.start_soon(answer_unreadable_lines)
             await server.run(received, write, server.create_initialization_options())
+
+
+def idless_request_error(message: Any) -> Any:
+    """The JSON-RPC error (-32600, ``id`` null) that answers a request whose ``id`` is neither a string nor an
+    integer (``true``, ``1.5``, an object), or None for any other message. The SDK reads such a line as a
+    notification, dropping the ``id``, and a notification is never answered: the client waited for its answer for
+    good. Every MCP notification's method starts with ``notifications/``; one that does not was a request."""
+    import mcp_types as types
+
+    if not isinstance(message, types.JSONRPCNotification) or message.method.startswith("notifications/"):
+        return None
+    text = (
+        f"Invalid request: {message.method} needs an `id` that is a string or an integer (JSON-RPC 2.0); "
+        "without one it is a notification, and a notification of that method does not exist"
+    )
+    return types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(code=types.INVALID_REQUEST, message=text))
 
 
 def unreadable_message_error(exc: Exception) -> Any:

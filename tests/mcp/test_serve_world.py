@@ -388,6 +388,9 @@ def test_a_stdio_line_that_is_no_json_rpc_message_is_answered_with_an_error_and_
             '{"jsonrpc": "1.0", "id": 3, "method": "tools/list"}': (-32600, 3),
             '{"jsonrpc": "2.0", "id": "four"}': (-32600, "four"),
             "[1, 2]": (-32600, None),
+            # an id JSON-RPC does not allow: the SDK read these as notifications and never answered them
+            '{"jsonrpc": "2.0", "id": true, "method": "tools/list"}': (-32600, None),
+            '{"jsonrpc": "2.0", "id": 1.5, "method": "tools/call", "params": {"name": "list_flags"}}': (-32600, None),
         }
         for line, (code, request_id) in unreadable.items():
             answer = send(line)
