@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from contextdelta.tasks.loader import TaskProblem
+from contextdelta.tasks.loader import TaskProblem, unquoted_text_hint
 from contextdelta.tasks.schema import Task, TrajectoryCall, VersionFromCall
 from contextdelta.worlds import ProtectionMode, ToolKind, WorldDefinition, WorldStateError, get_world, resource_key
 
@@ -242,7 +242,7 @@ def _strict_error(model: type[BaseModel], data: Any) -> str | None:
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in err["loc"]) or "(the value)"
-        return f"{where}: {err['msg']} (got {err.get('input')!r})"
+        return f"{where}: {err['msg']} (got {err.get('input')!r}){unquoted_text_hint(err)}"
     return None
 
 
@@ -300,18 +300,22 @@ def check_task(file: str, task: Task, created: Iterable[str] = ()) -> list[TaskP
     ev = task.evaluator
     problems: list[TaskProblem] = []
     known = _known_resources(task)
+    # each resource checked strictly first: its problem names the resource and says how to write the value
+    for kind, of_kind in ev.initial_state.items():
+        for resource_id, fields in of_kind.items():
+            resource_model = definition.kinds.get(kind)
+            error = _strict_error(resource_model, fields) if resource_model is not None else None
+            if error is not None:
+                problems.append(
+                    TaskProblem(file, f"evaluator.initial_state.{kind}.{resource_id}", f"not a valid {kind}: {error}")
+                )
+    if problems:
+        return problems
     try:
         task.build_world(ProtectionMode.UNPROTECTED)
     except WorldStateError as exc:
         problems.append(TaskProblem(file, "evaluator.initial_state", str(exc)))
         return problems
-    for kind, of_kind in ev.initial_state.items():
-        for resource_id, fields in of_kind.items():
-            error = _strict_error(definition.kinds[kind], fields)
-            if error is not None:
-                problems.append(
-                    TaskProblem(file, f"evaluator.initial_state.{kind}.{resource_id}", f"not a valid {kind}: {error}")
-                )
     tool_names = [t.name for t in definition.tools]
     write_tools = {t.name for t in definition.tools if t.kind is ToolKind.WRITE}
 

@@ -353,7 +353,23 @@ def _message(error: Any) -> str:
     value = error.get("input")
     if kind in _NUMBER_TYPES and isinstance(value, str) and _is_number(value):
         return f"{error['msg']}: a number is expected, not the quoted string {value!r} (remove the quotes)"
-    return str(error["msg"]).removeprefix("Value error, ")  # pydantic's prefix on a validator's own message
+    return str(error["msg"]).removeprefix("Value error, ") + unquoted_text_hint(error)
+
+
+def unquoted_text_hint(error: Any) -> str:
+    """For a pydantic error where text was expected and YAML read an unquoted scalar as a boolean or a number
+    (``reason: no`` is ``false``, ``postal_code: 02139`` a number): the hint to quote it; else ``""``."""
+    value = error.get("input")
+    if error["type"] != "string_type" or not isinstance(value, bool | int | float):
+        return ""
+    names = [str(p) for p in error.get("loc", ()) if isinstance(p, str)]
+    quoted = f'{names[-1] if names else "field"}: "..."'
+    if isinstance(value, bool):
+        return (
+            f": YAML reads an unquoted yes, no, on, off, true or false as the boolean {str(value).lower()}; "
+            f"quote the text as you wrote it ({quoted})"
+        )
+    return f": YAML read the unquoted value as the number {value!r}; quote the text as you wrote it ({quoted})"
 
 
 def _is_number(text: str) -> bool:

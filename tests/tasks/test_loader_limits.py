@@ -360,3 +360,23 @@ def test_a_look_alike_or_invisible_character_in_an_id_is_named_by_code_point(
     assert f"at position 3 is {name}" in text, text
     if where == "file name":
         assert f"rename the file to {BASE_ID}.yaml" in text
+
+
+def test_text_that_yaml_read_as_a_boolean_or_number_says_to_quote_it(tmp_path: Path) -> None:
+    data = task_data()
+    data["title"] = 2026
+    data["evaluator"]["prohibited_actions"] = [
+        {"tool": "issue_refund", "args": {"order_id": "A-1042"}, "reason": False}
+    ]
+    _, problems = load_task_text("t.yaml", dump(data).replace("reason: false", "reason: no"))
+    rendered = {p.field: p.render() for p in problems}
+    assert 'as the number 2026; quote the text as you wrote it (title: "...")' in rendered["title"]
+    assert "yes, no, on, off, true or false as the boolean false" in rendered["evaluator.prohibited_actions.0.reason"]
+    # a resource of the initial state too (checked by the world's model): named with its resource and field
+    data = task_data()
+    first = next(iter(data["evaluator"]["initial_state"]["order"]))
+    data["evaluator"]["initial_state"]["order"][first]["shipping_address"]["postal_code"] = 2139
+    write_task(tmp_path, data)
+    text = " ".join(validate(tmp_path).output.split())
+    assert f"evaluator.initial_state.order.{first}: not a valid order: shipping_address.postal_code" in text
+    assert 'quote the text as you wrote it (postal_code: "...")' in text

@@ -119,7 +119,7 @@ CASES: dict[str, tuple[Callable[[dict[str, Any]], None], tuple[str, ...]]] = {
     ),
     "initial state does not fit the model": (
         lambda d: d["evaluator"]["initial_state"]["order"]["A-1042"].update(status="teleported"),
-        ("evaluator.initial_state", "order.A-1042: status"),
+        ("evaluator.initial_state.order.A-1042", "not a valid order: status", "'teleported'"),
     ),
     "initial state value of the wrong JSON type": (
         lambda d: d["evaluator"]["initial_state"]["order"]["A-1042"].update(total_cents=True),
