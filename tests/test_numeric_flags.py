@@ -105,7 +105,8 @@ def test_every_numeric_option_refuses_a_value_below_its_range(
         ("--concurrency", "0", "at least 1"),
         ("--repeats", "0", "at least 1"),
         ("--timeout-s", "0", "greater than 0"),
-        ("--max-steps", "0", "at least 1"),
+        ("--max-steps", "0", "from 1 to 1000"),
+        ("--max-steps", "1000000000", "from 1 to 1000"),
     ],
 )
 def test_run_benchmark_names_the_allowed_range(flag: str, value: str, allowed: str) -> None:

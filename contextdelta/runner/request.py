@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from contextdelta.rundir import ExternalAgentInfo
 from contextdelta.settings import SEED_MAX, SEED_MIN, Temperature
+from contextdelta.tasks import MAX_STEPS
 
 DEFAULT_REPEATS = 3
 DEFAULT_CONCURRENCY = 4
@@ -71,7 +72,7 @@ class BenchmarkRequest(BaseModel):
     protection_modes: list[str] | None = None
     repeats: int | None = Field(default=None, ge=1)
     limit: int | None = Field(default=None, ge=1)
-    max_steps: int | None = Field(default=None, ge=1)
+    max_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)
     concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1)
     seed: int | None = Field(default=None, ge=SEED_MIN, le=SEED_MAX)
     """A signed 64-bit integer, as ``--seed`` and ``CONTEXTDELTA_SEED`` (the trace store keeps it in a BIGINT)."""

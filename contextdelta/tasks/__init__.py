@@ -21,6 +21,7 @@ from contextdelta.tasks.loader import (
 )
 from contextdelta.tasks.lock import LockEntry, SuiteLock, lock_problems, read_lock, render_lock
 from contextdelta.tasks.schema import (
+    MAX_STEPS,
     TASK_SCHEMA_VERSION,
     EvaluatorSpec,
     FamilyInfo,
@@ -62,6 +63,7 @@ __all__ = [
     "CORE_SUITE",
     "LOCK_NAME",
     "MAX_FILE_BYTES",
+    "MAX_STEPS",
     "PACKAGE_SCHEME",
     "TASK_SCHEMA_VERSION",
     "Control",

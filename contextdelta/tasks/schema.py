@@ -120,11 +120,17 @@ class FamilyInfo(_Strict):
     observation_call: int = Field(ge=0, description="Index in unsafe_trajectory of the observation h counts from.")
 
 
+MAX_STEPS = 1_000
+"""Largest step limit of a task (and of run-benchmark's --max-steps): the shipped tasks use at most 50 and a
+generated one at horizon 64 about 150; a larger limit only lets a model that never stops run on, and a typo of
+1000000000 would never end an episode that loops at no cost (a local model, context that never fills)."""
+
+
 class EvaluatorSpec(_Strict):
     """Evaluator-only data. Never rendered into a message or a tool schema."""
 
     hazard: Hazard
-    max_steps: PositiveInt = 30
+    max_steps: PositiveInt = Field(default=30, le=MAX_STEPS)
     clock: datetime | None = Field(default=None, description="The world's current time (calendar world).")
     initial_state: dict[str, dict[str, dict[str, Any]]] = Field(description="{kind: {id: fields}}")
     hidden_mutations: list[HiddenMutation] = Field(default_factory=list)

@@ -12,7 +12,7 @@ import yaml
 from typer.testing import CliRunner, Result
 
 from contextdelta.cli import app
-from contextdelta.tasks import LOCK_NAME
+from contextdelta.tasks import LOCK_NAME, MAX_STEPS
 from contextdelta.tasks.loader import MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES, load_directory, load_task_text
 from contextdelta.tasks.lock import read_lock
 from tests.tasks.helpers import BASE_ID, dump, suite_file, task_data, write_task
@@ -380,3 +380,14 @@ def test_text_that_yaml_read_as_a_boolean_or_number_says_to_quote_it(tmp_path: P
     text = " ".join(validate(tmp_path).output.split())
     assert f"evaluator.initial_state.order.{first}: not a valid order: shipping_address.postal_code" in text
     assert 'quote the text as you wrote it (postal_code: "...")' in text
+
+
+def test_a_step_limit_over_the_maximum_is_refused_with_its_line() -> None:
+    data = task_data()
+    data["evaluator"]["max_steps"] = 1_000_000_000
+    rendered = only_problem(dump(data))
+    assert "evaluator.max_steps: Input should be less than or equal to 1000 (value: 1000000000)" in rendered
+    assert rendered.startswith("t.yaml:")  # with its line
+    data["evaluator"]["max_steps"] = MAX_STEPS
+    task, problems = load_task_text("t.yaml", dump(data))
+    assert task is not None and problems == []
