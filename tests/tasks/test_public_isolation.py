@@ -44,8 +44,8 @@ def plant(data: dict[str, Any]) -> Markers:
     ev = data["evaluator"]
     mark = Markers()
     mark.planted[ev["hazard"]] = "hazard"  # an enum: its value is the marker
-    ev["max_steps"] = 7919
-    mark.planted["7919"] = "max_steps"
+    ev["max_steps"] = 983  # a prime under MAX_STEPS that no message holds by chance
+    mark.planted["983"] = "max_steps"
     ev["clock"] = "2031-07-19T13:37:11"
     mark.planted["2031-07-19"] = "clock"
     _plant_text(ev["initial_state"], "initial_state", mark)
