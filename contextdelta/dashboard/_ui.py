@@ -239,7 +239,8 @@ def select_run(folder: Path, runs: list[RunSummary]) -> RunSummary:
 
     def label(name: str) -> str:
         s = by_id[name]
-        return f"{s.label} ({s.status})" if s.status != "complete" else s.label
+        notes = [n for n in (s.status if s.status != "complete" else "", s.part) if n]
+        return f"{s.label} ({', '.join(notes)})" if notes else s.label
 
     choice = _synced_selectbox(
         "Run group", ids, key=_RUN_KEY, param=RUN_PARAM, fallback=fallback, format_func=label, sidebar=True

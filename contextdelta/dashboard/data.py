@@ -145,6 +145,9 @@ class RunSummary:
     succeeded: int | None = None
     failed_trials: int | None = None
     error: str | None = None
+    part: str = ""
+    """What part of a plan the directory holds: ``shard I/N`` (``--shard``, its counts are the shard's),
+    ``merged from N shards``, or empty for a whole run."""
 
     @property
     def name(self) -> str:
@@ -218,7 +221,16 @@ def summarize_run(path: Path) -> RunSummary:
         finished=_complete_lines(path / RAW_RUNS) if running else finished,
         succeeded=None if running else succeeded,
         failed_trials=None if running else failed,
+        part=_part(manifest),
     )
+
+
+def _part(manifest: RunManifest) -> str:
+    if manifest.shard is not None and manifest.shard.count > 1:
+        return f"shard {manifest.shard.index}/{manifest.shard.count}"
+    if manifest.merged_from:
+        return f"merged from {plural(len(manifest.merged_from), 'shard')}"
+    return ""
 
 
 def _main_matrix_counts(path: Path) -> tuple[int, int, int] | None:
@@ -260,6 +272,7 @@ def runs_rows(summaries: Iterable[RunSummary]) -> list[dict[str, Any]]:
                 "model": s.model,
                 "created (UTC)": (s.created_at or "").replace("T", " ").removesuffix("Z"),
                 "status": s.status,
+                "part": s.part,
                 "episodes": f"{s.finished} / {s.planned}",
                 "success": None if s.success_rate is None else float(fixed(s.success_rate, 1, scale=100.0)),
                 "failed trials": s.failed_trials,

@@ -576,3 +576,14 @@ def test_the_atlas_counts_control_failures_apart_from_the_report_conditions() ->
         shown = {line["failure mode"]: line[c.condition.label] for line in counts if line[c.condition.label]}
         assert shown == recorded, c.condition.label
     assert sum(line["total"] for line in counts) == len(run.failures)
+
+
+@pytest.mark.slow
+def test_the_runs_table_says_which_runs_are_a_shard_or_merged(tmp_path: Path) -> None:
+    """A shard's status is complete and its counts are the shard's (3 / 3 of a 6-episode plan): the row says it
+    holds shard 1/2; a whole run says nothing."""
+    shard = runs.copy_run(runs.shard_run(), tmp_path)
+    whole = runs.copy_run(runs.oracle_pair_run(), tmp_path)
+    rows = {r["folder"]: r for r in runs_rows(list_runs(tmp_path))}
+    assert rows[shard.name]["part"] == "shard 1/2" and rows[shard.name]["status"] == "complete"
+    assert rows[whole.name]["part"] == ""
