@@ -5,6 +5,7 @@ metrics; the rate and subset pickers switch the chart; a run without horizons sa
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -143,3 +144,15 @@ def test_a_horizon_run_without_a_finished_episode_says_it_has_none_yet(
     assert any(
         i.startswith("Nothing to chart yet: 20 of the run's 20 tasks have a horizon (h=1, 2, 4, 8, 16)") for i in infos
     ), infos
+
+
+def test_compare_says_the_unit_is_the_story_where_tasks_share_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copytree(runs.horizon_run(), tmp_path / "copy-1")
+    shutil.copytree(runs.horizon_run(), tmp_path / "copy-2")
+    app = open_page(tmp_path, monkeypatch, "views/compare.py", {"a": "copy-1", "b": "copy-2"})
+    no_exception(app)
+    facts = next(m.value for m in app.markdown if m.value.startswith("- task set"))
+    assert "unit of the intervals and tests: the story (4 stories" in facts, facts
+    assert not any("the unit is the task." in c.value for c in app.caption)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from contextdelta._words import plural
 from contextdelta.dashboard import _charts, _ui
 from contextdelta.dashboard._text import code
 from contextdelta.dashboard.data import RunLoadError
@@ -19,8 +20,9 @@ readable = [s for s in runs if s.readable]
 st.caption(
     "Two run groups, run a minus run b, in every condition both ran: the same numbers as `contextdelta compare "
     "RUN_A RUN_B`. Within each condition, per task the mean of each run over its repeats; the difference of task "
-    "means with a task-cluster bootstrap interval and an exact sign-flip test over tasks, Holm-adjusted over the "
-    "testable conditions of each metric; the unit is the task."
+    "means with a cluster bootstrap interval and an exact sign-flip test, Holm-adjusted over the testable "
+    "conditions of each metric. The unit is the task, or the story where tasks share one (the facts below say "
+    "which)."
 )
 if not readable:
     st.info(f"No readable run directory in {code(folder)}.")
@@ -50,8 +52,15 @@ except NotComparable as exc:
     )
     st.stop()
 
+unit = (
+    "unit of the intervals and tests: the task"
+    if report.stories is None
+    else f"unit of the intervals and tests: the story ({plural(report.stories, 'story', 'stories')}: a task family's "
+    "story at several horizons counts once)"
+)
 facts = [
     f"task set (suite hash) {code(report.suite_sha256[:12])}; {report.resamples:,} resamples, seed {report.seed}",
+    unit,
     *(f"note: {code(n)}" for n in report.notes),
     *(
         f"only in {side} (not compared): {', '.join(code(k.label) for k in keys)}"
