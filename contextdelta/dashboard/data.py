@@ -378,7 +378,7 @@ class AttemptRow:
             "termination": self.termination,
             "outcome": self.outcome,
             "steps": self.steps,
-            "error": self.error or "",
+            "error": visible(self.error or ""),  # a provider's text: no control character or lone surrogate
         }
 
 

@@ -21,6 +21,7 @@ from contextdelta.dashboard.data import (
     OUTCOMES,
     RowFilter,
     RunLoadError,
+    attempt_rows,
     default_episode,
     episode_search_fields,
     failure_mode_counts,
@@ -587,3 +588,15 @@ def test_the_runs_table_says_which_runs_are_a_shard_or_merged(tmp_path: Path) ->
     rows = {r["folder"]: r for r in runs_rows(list_runs(tmp_path))}
     assert rows[shard.name]["part"] == "shard 1/2" and rows[shard.name]["status"] == "complete"
     assert rows[whole.name]["part"] == ""
+
+
+def test_an_attempts_error_is_shown_with_its_control_characters_escaped(unsafe_run: Path) -> None:
+    """A provider's error text goes into the attempts table as written, less its terminal escapes and bidi
+    overrides (a table cell is no markdown, but a browser still renders them)."""
+    from tests.dashboard.conftest import HOSTILE
+
+    record = next(iter(runs.records(unsafe_run).values()))
+    hostile = record.model_copy(update={"trace": record.trace.model_copy(update={"error": HOSTILE})})
+    (row,) = [a.row() for a in attempt_rows([hostile])]
+    assert not any(c in row["error"] for c in "\x1b\x00\u202e\ud800")
+    assert "\\x1b[31mred\\x1b[0m" in row["error"] and "\\u202eevil" in row["error"]
