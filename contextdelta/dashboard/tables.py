@@ -71,6 +71,16 @@ def rate_points(metrics: AggregateMetrics) -> list[dict[str, Any]]:
     return points
 
 
+def uncharted(points: list[dict[str, Any]]) -> list[str]:
+    """The `rate_points` without a value (the chart leaves them out), one line per metric naming its conditions:
+    ``"stale action: full_history / unprotected, last_n / unprotected"``; empty when every point has one."""
+    missing: dict[str, list[str]] = {}
+    for p in points:
+        if p["rate"] is None:
+            missing.setdefault(p["metric"], []).append(p["condition"])
+    return [f"{metric}: {', '.join(conditions)}" for metric, conditions in missing.items()]
+
+
 def rate_matrix(metrics: AggregateMetrics, metric: str) -> list[dict[str, Any]]:
     """The strategy x protection-mode matrix of one rate: one row per strategy, one column per mode, cells
     ``"62.5% [40.0%, 80.0%]"`` (``"not run"`` for a condition outside the run)."""

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from contextdelta.dashboard import launch
 from contextdelta.dashboard.data import load_comparison, load_run, search_episodes
-from contextdelta.dashboard.tables import baseline_difference_points, compare_tables
+from contextdelta.dashboard.tables import baseline_difference_points, compare_tables, rate_points, uncharted
 from contextdelta.rundir.layout import RunDirectory
 from contextdelta.store import create_store_engine, current_revision, head_revision
 from tests.dashboard.conftest import make_malformed, make_running
@@ -517,3 +517,19 @@ def test_a_run_that_stopped_early_or_is_one_shard_says_so(
     warnings = [w.value for w in app.warning]
     assert any(w.startswith(f"Run a: Run `{incomplete.name}` is incomplete") for w in warnings), warnings
     assert any(w.startswith(f"Run b: Run `{shard.name}` is shard 1/2") for w in warnings), warnings
+
+
+@pytest.mark.slow
+def test_conditions_left_out_of_the_rate_chart_are_named(
+    tmp_path: Path, trusting_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One finished episode: one condition has rates, the other seven none, and the caption under the chart names
+    them instead of leaving them silently out."""
+    running = make_running(trusting_run, tmp_path, keep=1)
+    app = open_page(tmp_path, monkeypatch, PAGES[1], {"run": running.name})
+    no_exception(app)
+    assert app.get("vega_lite_chart")
+    (note,) = [c.value for c in app.caption if c.value.startswith("Not in the chart, no value")]
+    success = next(part for part in note.split("): ", 1)[1].split("; ") if part.startswith("success"))
+    assert success.count(" \\/ ") == 7  # seven conditions, each 'strategy / mode' (escaped for markdown)
+    assert uncharted(rate_points(load_run(running).metrics))[0].startswith("success: ")

@@ -20,6 +20,7 @@ from contextdelta.dashboard.tables import (
     rate_matrix,
     rate_points,
     token_reduction_rows,
+    uncharted,
 )
 from contextdelta.report import BASELINE_STRATEGY
 
@@ -44,6 +45,12 @@ if not any(p["rate"] is not None for p in points):
     st.info("No condition has a finished episode yet: nothing to chart.")
 else:
     st.altair_chart(_charts.rate_chart(points, [label for _, label in CHART_METRICS]))
+    missing = uncharted(points)
+    if missing:
+        st.caption(
+            "Not in the chart, no value (no finished episode, or for the safety rates no episode with a verdict: "
+            "only failed trials): " + "; ".join(plain(m) for m in missing)
+        )
 
 st.subheader("Difference from full_history")
 differences = baseline_difference_points(metrics)
