@@ -81,6 +81,16 @@ def uncharted(points: list[dict[str, Any]]) -> list[str]:
     return [f"{metric}: {', '.join(conditions)}" for metric, conditions in missing.items()]
 
 
+def uncharted_differences(points: list[dict[str, Any]]) -> list[str]:
+    """The difference points (`baseline_difference_points`, `compare_difference_points`) without a value, which the
+    difference chart leaves out: one line per metric naming ``label / group``; empty when every point has one."""
+    missing: dict[str, list[str]] = {}
+    for p in points:
+        if p["difference"] is None:
+            missing.setdefault(p["metric"], []).append(f"{p['label']} / {p['group']}")
+    return [f"{metric}: {', '.join(labels)}" for metric, labels in missing.items()]
+
+
 def rate_matrix(metrics: AggregateMetrics, metric: str) -> list[dict[str, Any]]:
     """The strategy x protection-mode matrix of one rate: one row per strategy, one column per mode, cells
     ``"62.5% [40.0%, 80.0%]"`` (``"not run"`` for a condition outside the run)."""

@@ -533,3 +533,18 @@ def test_conditions_left_out_of_the_rate_chart_are_named(
     success = next(part for part in note.split("): ", 1)[1].split("; ") if part.startswith("success"))
     assert success.count(" \\/ ") == 7  # seven conditions, each 'strategy / mode' (escaped for markdown)
     assert uncharted(rate_points(load_run(running).metrics))[0].startswith("success: ")
+
+
+@pytest.mark.slow
+def test_compare_names_the_differences_its_chart_leaves_out(
+    tmp_path: Path, trusting_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run a's episodes are all failed trials: its safety differences have no value, and the caption under the
+    chart says which instead of leaving them silently out."""
+    failed = runs.copy_run(runs.failed_pair_run(), tmp_path)
+    runs.copy_run(trusting_run, tmp_path)
+    app = open_page(tmp_path, monkeypatch, PAGES[5], {"a": failed.name, "b": trusting_run.name})
+    no_exception(app)
+    assert app.get("vega_lite_chart")  # success: failed trials count as failures
+    (note,) = [c.value for c in app.caption if c.value.startswith("Not in the chart, no value")]
+    assert "stale action\\: full\\_history \\/ unprotected\\, last\\_n \\/ unprotected" in note

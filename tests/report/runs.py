@@ -220,3 +220,22 @@ def unsafe_controls_run() -> Path:
         protection_modes=["unprotected"],
         controls=["no_mutation"],
     )
+
+
+@functools.cache
+def failed_pair_run() -> Path:
+    """context_trusting on the trusting run's tasks, full_history and last_n, unprotected, with the server answering
+    every request context_length_exceeded (6 episodes, every one a failed trial: no safety verdict anywhere)."""
+    fields: dict[str, object] = {
+        "tasks_dir": TASKS,
+        "model": "scripted-context_trusting",
+        "results_dir": results_dir(),
+        "task_ids": TRUST_TASKS,
+        "strategies": ["full_history", "last_n"],
+        "protection_modes": ["unprotected"],
+        "repeats": 1,
+        "concurrency": 2,
+    }
+    with serve_scripted("context_trusting", TASKS, in_process=True, fail_context_length="all") as url:
+        fields["base_url"] = url
+        return run_benchmark(BenchmarkRequest.model_validate(fields)).path

@@ -9,9 +9,14 @@ import streamlit as st
 
 from contextdelta._words import plural
 from contextdelta.dashboard import _charts, _ui
-from contextdelta.dashboard._text import code
+from contextdelta.dashboard._text import code, plain
 from contextdelta.dashboard.data import RunLoadError
-from contextdelta.dashboard.tables import METRIC_LABELS, compare_difference_points, compare_tables
+from contextdelta.dashboard.tables import (
+    METRIC_LABELS,
+    compare_difference_points,
+    compare_tables,
+    uncharted_differences,
+)
 from contextdelta.report import NotComparable
 
 st.title("Compare")
@@ -76,6 +81,11 @@ if any(p["difference"] is not None for p in points):
         points, title="run a - run b (pp, task means)", metrics=list(METRIC_LABELS.values())
     )
     st.altair_chart(chart)
+if points and (missing := uncharted_differences(points)):
+    st.caption(
+        "Not in the chart, no value (no task with an episode with a verdict in both runs): "
+        + "; ".join(plain(m) for m in missing)
+    )
 
 # Shorter headers and widths, so condition, difference, p-values and discordant tasks fit a 1366 px screen; the
 # cells are `comparison_table`'s.

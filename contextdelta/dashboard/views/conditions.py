@@ -21,6 +21,7 @@ from contextdelta.dashboard.tables import (
     rate_points,
     token_reduction_rows,
     uncharted,
+    uncharted_differences,
 )
 from contextdelta.report import BASELINE_STRATEGY
 
@@ -60,6 +61,12 @@ if any(p["difference"] is not None for p in differences):
             differences, title="strategy - full_history (pp, task means)", metrics=[m for _, m in CHART_METRICS]
         )
     )
+    missing = uncharted_differences(differences)
+    if missing:
+        st.caption(
+            "Not in the chart, no value (no task with an episode with a verdict in both conditions): "
+            + "; ".join(plain(m) for m in missing)
+        )
     st.caption(
         "Each strategy minus full_history in the same protection mode, paired by task (per task the mean over its "
         "repeats), with its task-cluster bootstrap interval: the research question RQ1 comparisons of the "
