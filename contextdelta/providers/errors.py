@@ -106,6 +106,11 @@ class EndpointConnectionError(EndpointError):
     name = "APIConnectionError"
 
 
+class EndpointCertificateError(EndpointConnectionError):
+    """The endpoint's TLS certificate failed verification (self-signed, an unknown CA, expired, another host's). Not
+    retried: the same certificate is presented again."""
+
+
 class EndpointRedirectError(EndpointConnectionError):
     """A redirect that leads to no answer to the request. Not retried: the same request is redirected the same way
     again."""
@@ -144,6 +149,7 @@ class EndpointResponseTooLarge(EndpointError):
 __all__ = [
     "MAX_ERROR_MESSAGE_CHARS",
     "STATUS_NAMES",
+    "EndpointCertificateError",
     "EndpointConnectionError",
     "EndpointError",
     "EndpointRedirectError",

@@ -50,6 +50,7 @@ from contextdelta.providers.base import (
 from contextdelta.providers.bodies import CappedBody, NestedTooDeeply, NumberTooLong, load_json_body
 from contextdelta.providers.errors import (
     EndpointBusy,
+    EndpointCertificateError,
     EndpointConnectionError,
     EndpointError,
     EndpointRedirectedAsGet,
@@ -510,6 +511,13 @@ class OpenAIProvider:
             ) from None
         except TimeoutError:
             raise EndpointTimeout(f"the request timed out: no whole response within {timeout:g} s") from None
+        except aiohttp.ClientConnectorCertificateError as exc:
+            problem = exc.certificate_error
+            said = one_line(getattr(problem, "verify_message", None) or str(problem))
+            raise EndpointCertificateError(
+                f"Connection error. (the TLS certificate of {exc.host} is not trusted: {said}; for a certificate of "
+                "your own CA, point SSL_CERT_FILE at that CA's certificate, a PEM file)"
+            ) from exc
         except aiohttp.ClientResponseError as exc:
             # aiohttp's own reading of the response failed (a bad status line or header, data past the body, a body
             # it cannot decode): its status, 400, is aiohttp's code for that, never one the server sent

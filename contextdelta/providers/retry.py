@@ -1,6 +1,7 @@
 """When and how long to retry a failed chat-completions call (tenacity policies built from one value).
 
-Retried: HTTP 408, 429 and 5xx, timeouts and connection errors. The wait is the server's ``Retry-After``
+Retried: HTTP 408, 429 and 5xx, timeouts and connection errors (not a redirect that leads nowhere, nor a TLS
+certificate that fails verification: both come back the same way). The wait is the server's ``Retry-After``
 (``retry-after-ms``, seconds, or an HTTP date) when it sends one, otherwise exponential backoff with jitter.
 Attempts are bounded by count and by total wall time; a ``Retry-After`` longer than the time left, or
 longer than ``max_retry_after_s``, ends the call at once instead of sleeping past the budget.
@@ -20,7 +21,12 @@ from tenacity import wait_exponential_jitter as _wait_exponential_jitter
 from tenacity.stop import stop_base
 from tenacity.wait import wait_base
 
-from contextdelta.providers.errors import EndpointConnectionError, EndpointRedirectError, EndpointStatusError
+from contextdelta.providers.errors import (
+    EndpointCertificateError,
+    EndpointConnectionError,
+    EndpointRedirectError,
+    EndpointStatusError,
+)
 
 RETRYABLE_STATUS = frozenset({408, 429})
 """Retryable 4xx statuses; every 5xx is retryable too."""
@@ -85,8 +91,11 @@ def is_retryable(exc: BaseException) -> bool:
     """Whether a failed attempt is worth repeating: 408/429/5xx, timeouts and connection errors."""
     if isinstance(exc, EndpointStatusError):
         return exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500
-    # EndpointTimeout is a subclass; a redirect error is too, but redirects the same way every time
-    return isinstance(exc, EndpointConnectionError) and not isinstance(exc, EndpointRedirectError)
+    # EndpointTimeout is a subclass; a redirect error and a certificate error are too, but come back the same way
+    # every time
+    return isinstance(exc, EndpointConnectionError) and not isinstance(
+        exc, EndpointRedirectError | EndpointCertificateError
+    )
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import re
+import ssl
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -381,3 +383,26 @@ def test_a_response_the_client_cannot_read_is_not_named_as_an_http_400(sleep: Re
     assert isinstance(failure, ProviderFailure) and failure.reason == "provider_error"
     assert failure.message.startswith("APIConnectionError: Connection error. (the response could not be read: ")
     assert "Content-Length" in failure.message and "400" not in failure.message, failure.message
+
+
+CERTIFICATE = Path(__file__).parent / "fixtures" / "selfsigned-cert.pem"  # localhost and 127.0.0.1, test use only
+
+
+def over_tls(endpoint: RawEndpoint) -> RawEndpoint:
+    """The endpoint served over https:// with the self-signed certificate of ``fixtures/``."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(CERTIFICATE, CERTIFICATE.with_name("selfsigned-key.pem"))
+    endpoint.server.socket = context.wrap_socket(endpoint.server.socket, server_side=True)
+    endpoint.base_url = endpoint.base_url.replace("http://", "https://")
+    return endpoint
+
+
+def test_an_untrusted_certificate_is_not_retried_and_says_how_to_trust_it(sleep: RecordingSleep) -> None:
+    with over_tls(RawEndpoint([completion({"content": "Done."})])) as endpoint:
+        failure = complete(endpoint, sleep)
+        assert isinstance(failure, ProviderFailure) and failure.reason == "provider_error"
+        # the same certificate comes back on every attempt: no retry, no backoff
+        assert failure.retries == 0 and sleep.waits == [] and endpoint.requests == 0
+        assert "the TLS certificate of 127.0.0.1 is not trusted: self-signed certificate" in failure.message
+    # (SSL_CERT_FILE is read once per process, when the first connection pool is made: a new run trusts it)
+    assert "point SSL_CERT_FILE at that CA's certificate" in failure.message
