@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,9 +39,13 @@ def _isolated_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
 def no_retry_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     """Providers built in this process retry at once (no backoff sleep): what is tested is whether and how often a
     call is retried, never how long the harness waits between attempts."""
-    from contextdelta.providers import RetryPolicy, openai_compat
+    from contextdelta.providers import RetryPolicy
 
-    def immediate() -> RetryPolicy:
-        return RetryPolicy(initial_backoff_s=0.0, max_backoff_s=0.0, jitter_s=0.0)
+    policy = RetryPolicy.for_timeout  # what run-benchmark and a provider without a policy use
 
-    monkeypatch.setattr(openai_compat, "RetryPolicy", immediate)
+    def immediate(timeout_s: float, max_attempts: int | None = None) -> RetryPolicy:
+        return dataclasses.replace(
+            policy(timeout_s, max_attempts), initial_backoff_s=0.0, max_backoff_s=0.0, jitter_s=0.0
+        )
+
+    monkeypatch.setattr(RetryPolicy, "for_timeout", staticmethod(immediate))
