@@ -63,7 +63,7 @@ from contextdelta.providers.errors import (
     shorten,
 )
 from contextdelta.providers.limits import CallGate, estimate_tokens
-from contextdelta.providers.retry import RetryPolicy, is_retryable, retry_after_of
+from contextdelta.providers.retry import PERMANENT_5XX, RetryPolicy, is_retryable, retry_after_of
 from contextdelta.redaction import Redactor
 from contextdelta.settings import check_base_url, header_safe, redact_url
 
@@ -335,6 +335,8 @@ class OpenAIProvider:
                 return self._key_refused(where, exc.status_code)
             if exc.status_code == 404:
                 return f"{where}/chat/completions answered {detail}; check --base-url and --model {self.model!r}"
+            if exc.status_code in PERMANENT_5XX:  # a static file server, say: it takes no POST, now or later
+                return f"{where} serves no chat completions: POST /chat/completions answered {detail}"
             if exc.status_code in (400, 422):
                 refused = _refused_parameter(exc, request)
                 if refused is not None:
@@ -350,7 +352,7 @@ class OpenAIProvider:
                     "endpoint is rate-limiting this key; wait and run again (--requests-per-minute / "
                     "--tokens-per-minute keep a run under a limit)"
                 )
-            if exc.status_code >= 500 or exc.status_code == 408:
+            if is_retryable(exc):  # 408, 5xx: but a 501 says no chat completions are served there, not "later"
                 return EndpointBusy(
                     f"{where} failed a minimal chat completion with tools ({detail}{gave_up}): the "
                     "endpoint is failing; wait for it to recover and run again"

@@ -1,7 +1,8 @@
 """When and how long to retry a failed chat-completions call (tenacity policies built from one value).
 
-Retried: HTTP 408, 429 and 5xx, timeouts and connection errors (not a redirect that leads nowhere, nor a TLS
-certificate that fails verification: both come back the same way). The wait is the server's ``Retry-After``
+Retried: HTTP 408, 429 and 5xx (not 501 and 505, which say the server does not do what was asked), timeouts
+and connection errors (not a redirect that leads nowhere, nor a TLS certificate that fails verification: both
+come back the same way). The wait is the server's ``Retry-After``
 (``retry-after-ms``, seconds, or an HTTP date) when it sends one, otherwise exponential backoff with jitter.
 Attempts are bounded by count and by total wall time; a ``Retry-After`` longer than the time left, or
 longer than ``max_retry_after_s``, ends the call at once instead of sleeping past the budget.
@@ -29,7 +30,10 @@ from contextdelta.providers.errors import (
 )
 
 RETRYABLE_STATUS = frozenset({408, 429})
-"""Retryable 4xx statuses; every 5xx is retryable too."""
+"""Retryable 4xx statuses; every 5xx is retryable too, but those of `PERMANENT_5XX`."""
+PERMANENT_5XX = frozenset({501, 505})
+"""5xx statuses that say the server does not do what was asked (501 Not Implemented: no POST there, as from a
+static file server; 505 HTTP Version Not Supported), not that it failed for now: they come back the same way."""
 
 
 RETRY_BUDGET_PER_TIMEOUT = 1.5
@@ -88,9 +92,9 @@ NO_RETRY = RetryPolicy(max_attempts=1)
 
 
 def is_retryable(exc: BaseException) -> bool:
-    """Whether a failed attempt is worth repeating: 408/429/5xx, timeouts and connection errors."""
+    """Whether a failed attempt is worth repeating: 408/429/5xx (not 501/505), timeouts and connection errors."""
     if isinstance(exc, EndpointStatusError):
-        return exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500
+        return exc.status_code in RETRYABLE_STATUS or (exc.status_code >= 500 and exc.status_code not in PERMANENT_5XX)
     # EndpointTimeout is a subclass; a redirect error and a certificate error are too, but come back the same way
     # every time
     return isinstance(exc, EndpointConnectionError) and not isinstance(

@@ -31,8 +31,12 @@ def status_error(status: int) -> EndpointStatusError:
         (422, False),
         (429, True),
         (500, True),
+        (501, False),  # Not Implemented: the server takes no POST there, now or later
         (502, True),
         (503, True),
+        (504, True),
+        (505, False),  # HTTP Version Not Supported
+        (599, True),
     ],
 )
 def test_retryable_statuses(status: int, retry: bool) -> None:

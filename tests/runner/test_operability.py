@@ -3,9 +3,11 @@ each is refused before anything is created (exit 2, one named error on stderr), 
 
 from __future__ import annotations
 
+import http.server
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -319,3 +321,22 @@ def test_a_refused_key_names_the_key_variables_not_the_base_url(
     said = "refused the API key (HTTP 401)" if key else "asks for an API key (HTTP 401) and none is set"
     assert said in message and "CONTEXTDELTA_API_KEY (or OPENAI_API_KEY" in message
     assert message.endswith("Nothing was run.") and "--base-url" not in message
+
+
+def test_a_server_that_takes_no_post_is_refused_at_once_naming_the_url(here: Path, no_retry_waits: None) -> None:
+    # `python -m http.server` in the wrong folder: GET answers (404), POST is HTTP 501 Not Implemented, which no
+    # wait changes: no retries, and the URL to check, not "wait for it to recover"
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        message = refused(run_args(f"http://127.0.0.1:{server.server_address[1]}/v1", here / "results"), here)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "serves no chat completions: POST /chat/completions answered HTTP 501" in message
+    assert "gave up after" not in message and "wait" not in message
+    assert message.endswith("Nothing was run; check --base-url / CONTEXTDELTA_BASE_URL.")
