@@ -975,8 +975,9 @@ def _run_with_recorders(
             f"{again} failed again",
             highlight=False,
         )
-    if outcome.note:
-        err.print(f"[yellow]note:[/yellow] {escape(outcome.note)}", highlight=False, soft_wrap=True)
+    for note in (outcome.note, outcome.other_models()):
+        if note:
+            err.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
     if outcome.manifest.stop_reason:
         err.print(
             f"run {outcome.manifest.run_group_id} is incomplete: {escape(outcome.manifest.stop_reason)}.",

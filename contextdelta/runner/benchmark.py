@@ -27,7 +27,8 @@ from typing import Any
 import anyio
 
 from contextdelta._collector import tuned_for_episodes
-from contextdelta.providers import ChatProvider, EndpointLimiter, LimiterStats
+from contextdelta._words import plural
+from contextdelta.providers import ChatProvider, EndpointLimiter, LimiterStats, one_line
 from contextdelta.rundir import (
     MANIFEST,
     RAW_RUNS,
@@ -86,6 +87,31 @@ class RunOutcome:
     @property
     def interrupted(self) -> bool:
         return (self.manifest.stop_reason or "").startswith("interrupted")
+
+    def other_models(self) -> str | None:
+        """The models the endpoint named in its replies that are not the one asked for (``--model``), counted, as a
+        sentence: a router that falls back to another model, or an alias that resolves elsewhere, measures another
+        model than the manifest says. A name that only adds a version or a tag (``gpt-4o`` answered as
+        ``gpt-4o-2024-08-06``, ``llama3`` as ``llama3:latest``) or a vendor prefix is the same model. None when
+        every reply named it, or none named a model."""
+        asked = self.manifest.provider.model
+        if self.manifest.provider.kind != "openai":
+            return None
+        served = Counter(
+            step.response.model
+            for record in self.records
+            for step in record.trace.steps
+            if step.response is not None and step.response.model and not same_model(asked, step.response.model)
+        )
+        if not served:
+            return None
+        replies = sum(step.response is not None for record in self.records for step in record.trace.steps)
+        named = ", ".join(f"'{one_line(name)[:200]}' ({count})" for name, count in served.most_common(5))
+        more = f" and {len(served) - 5} more" if len(served) > 5 else ""
+        return (
+            f"{sum(served.values())} of {plural(replies, 'model reply', 'model replies')} named another model than "
+            f"{asked!r} (--model): {named}{more}; each step's response.model in raw_runs.jsonl says which"
+        )
 
     def all_failed(self) -> str | None:
         """Why a run that finished every planned episode has no result: each is a failed trial (their
@@ -559,6 +585,19 @@ def _finalise(run: ActiveRun) -> RunOutcome:
         note,
         list(run.repairs),
     )
+
+
+def same_model(asked: str, named: str) -> bool:
+    """Whether a reply that names model ``named`` came from model ``asked``: the same name (case aside), one with a
+    version added (``gpt-4o-2024-08-06``: a dash or dot and a digit) or a tag (``llama3:latest``, ``name@v2``), or
+    one with a vendor prefix either way (``openai/gpt-4o``). ``gpt-4o-mini`` is another model than ``gpt-4o``."""
+    a, n = asked.strip().lower(), named.strip().lower()
+    a, n = a.rsplit("/", 1)[-1], n.rsplit("/", 1)[-1]
+    short, long = sorted((a, n), key=len)
+    if not short or not long.startswith(short):
+        return False
+    added = long[len(short) :]
+    return not added or added[0] in ":@" or (added[0] in "-." and added[1:2].isdigit())
 
 
 def run_benchmark(

@@ -7,11 +7,15 @@ import csv
 import json
 from pathlib import Path
 
+import pytest
+from typer.testing import CliRunner
+
+from contextdelta.cli import app
 from contextdelta.rundir import RunDirectory, RunStatus
 from contextdelta.runner import run_benchmark
 from contextdelta.verify import verify_run
 from tests.providers.conftest import RawEndpoint, completion, tool_call
-from tests.runner.conftest import SMALL, benchmark_request
+from tests.runner.conftest import SMALL, TASKS, benchmark_request
 
 ONE = {"task_ids": [SMALL[0]], "strategies": ["full_history"], "protection_modes": ["unprotected"]}
 
@@ -57,3 +61,36 @@ def test_the_usage_of_a_reply_of_the_wrong_shape_is_counted_in_the_failed_trial(
     (row,) = csv.DictReader((outcome.path / "task_results.csv").open(encoding="utf-8"))
     assert (row["agent_prompt_tokens"], row["agent_completion_tokens"]) == ("1234", "4321")
     assert verify_run(outcome.path).ok
+
+
+@pytest.mark.parametrize(
+    ("named", "note"),
+    [
+        ("raw-mini", "2 of 2 model replies named another model than 'scripted-oracle' (--model): 'raw-mini' (2)"),
+        ("scripted-oracle-2024-08-06", None),  # a version added: the same model
+        ("vendor/Scripted-Oracle:latest", None),  # a vendor prefix and a tag
+        ("scripted-oracle-mini", "named another model than 'scripted-oracle' (--model): 'scripted-oracle-mini' (2)"),
+        ("scripted-oraclex", "named another model than 'scripted-oracle' (--model): 'scripted-oraclex' (2)"),
+    ],
+)
+def test_replies_that_name_another_model_are_noted(tmp_path: Path, named: str, note: str | None) -> None:
+    # a router that falls back to another model measures that model, whatever the manifest says
+    calls = tool_call("{}", name="get_order").replace(b'"model": "raw"', f'"model": "{named}"'.encode())
+    bodies = [calls, completion({"content": "Done."}, model=named)]
+    with RawEndpoint(bodies) as endpoint:
+        outcome = run_benchmark(benchmark_request(endpoint.base_url, tmp_path, concurrency=1, **ONE))
+    said = outcome.other_models()
+    assert (said is None) if note is None else (said is not None and note in said)
+
+
+def test_run_benchmark_prints_the_other_model_as_a_note(tmp_path: Path) -> None:
+    bodies = [completion({"content": "Done."}, model="scripted-oracle-mini")]
+    args = ["run-benchmark", "--tasks", str(TASKS), "--model", "scripted-oracle", "--task-ids", SMALL[0]]
+    args += ["--strategies", "full_history", "--protection-modes", "unprotected", "--repeats", "1", "--quiet"]
+    with RawEndpoint(bodies) as endpoint:
+        result = CliRunner().invoke(app, [*args, "--base-url", endpoint.base_url, "--results-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.stderr
+    assert (
+        "note: 1 of 1 model reply named another model than 'scripted-oracle' (--model): 'scripted-oracle-mini' (1)"
+        in " ".join(result.stderr.split())
+    )
