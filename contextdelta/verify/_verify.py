@@ -202,6 +202,9 @@ class _Verifier:
         self._superseded_ids = {id(r) for r in self.superseded}
         self.group = manifest.run_group_id
         self.result = VerifyResult(run_group_id=self.group, episodes=len(self.records))
+        self.inputs_edited = False
+        """Whether the seal found an edit of what the derived files are built from (a record, the manifest, the
+        receipts, the task snapshot): a derived file the seal holds then differs because of that edit."""
         self.tasks: dict[str, Task] = {}
         self.strategies = rebuild_run_strategies(manifest)
         self.result.notes.extend(self.strategies.notes)
@@ -832,12 +835,15 @@ class _Verifier:
             line = _first_differing_line(actual, text)
             detail = f"differs from the one rebuilt from the episodes (first at line {line})"
             if self.manifest.seal is not None and not any(d.field == name for d in self.result.divergences):
-                # the seal holds the file as the run wrote it: the installed code words the same numbers otherwise
-                detail += (
-                    "; its bytes match the run's seal, so unless the seal was rewritten too, the installed "
-                    f"contextdelta words it differently from the run's (see CHANGELOG.md): `contextdelta report "
-                    f"{self.group} --write` rewrites it"
-                )
+                if self.inputs_edited:  # rebuilt from the edited records or manifest named above
+                    detail += "; its bytes match the run's seal: what it is rebuilt from was edited after the run "
+                    detail += "(named above)"
+                else:  # the seal holds the file as the run wrote it: the installed code words the numbers otherwise
+                    detail += (
+                        "; its bytes match the run's seal, so unless the seal was rewritten too, the installed "
+                        f"contextdelta words it differently from the run's (see CHANGELOG.md): `contextdelta report "
+                        f"{self.group} --write` rewrites it"
+                    )
             self.diverge(self.group, name, detail)
 
 
@@ -1041,6 +1047,7 @@ def verify_run(path: Path, *, allow_incomplete: bool = False) -> VerifyResult:
     verifier.result.notes.extend(sealed.notes)
     verifier.result.seal_expected = sealed.seal_expected
     superseded = {(r.run_id, r.attempt) for r in attempts.superseded}
+    verifier.inputs_edited = any(name not in DERIVED_FILES for _, name, _, _ in sealed.divergences)
     for run_id, name, detail, attempt in sealed.divergences:
         if (run_id, attempt) in superseded:  # named as the re-execution names it
             run_id = f"{run_id} (superseded attempt {attempt})"
