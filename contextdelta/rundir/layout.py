@@ -618,7 +618,8 @@ class RunDirectory:
         path = self.file(MANIFEST)
         _refuse_special(path)
         try:
-            text = _read_utf8(path)
+            # a byte order mark an editor added changes no value: it is read past here and named by verify's seal
+            text = _read_utf8(path).removeprefix("\ufeff")
             manifest = RunManifest.model_validate_json(text)
         except FileNotFoundError as exc:
             raise RunDirectoryError(f"{path}: missing (not a run directory?)") from exc

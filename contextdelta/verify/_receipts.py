@@ -18,6 +18,7 @@ none had its seal removed: a divergence naming the directory, the field and the 
 from __future__ import annotations
 
 import bisect
+import codecs
 import json
 import os
 from dataclasses import dataclass, field
@@ -116,6 +117,10 @@ def _manifest_form(data: bytes, value: Any) -> str | None:
     wanted = (json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
     if data == wanted:
         return None
+    if data.startswith(codecs.BOM_UTF8):
+        rest = _manifest_form(data[len(codecs.BOM_UTF8) :], value)
+        bom = "a UTF-8 byte order mark (BOM) was added at its start after the run; the runner writes none"
+        return bom if rest is None else f"{bom}; and {rest}"
     if data + b"\n" == wanted:
         return "lost its final newline after the run (every other byte is as the runner wrote it)"
     unix = data.replace(b"\r\n", b"\n")

@@ -50,3 +50,22 @@ def test_a_manifest_that_lost_its_final_newline_is_named_as_such(run: Path) -> N
     assert _manifest_divergences(run) == ["its bytes are not the form the runner writes (reformatted after the run)"]
     (run / MANIFEST).write_bytes(data)
     assert verify_run(run).ok
+
+
+@pytest.mark.slow
+def test_a_manifest_saved_with_a_byte_order_mark_is_named_not_malformed(run: Path) -> None:
+    """An editor that saves UTF-8 "with BOM" changes nothing but the first three bytes: verify names that change
+    (exit 1), alone or with a CRLF conversion, as it names other byte-level changes, and reads the manifest."""
+    data = (run / MANIFEST).read_bytes()
+    (run / MANIFEST).write_bytes(b"\xef\xbb\xbf" + data)
+    assert _manifest_divergences(run) == [
+        "a UTF-8 byte order mark (BOM) was added at its start after the run; the runner writes none"
+    ]
+    result = CliRunner().invoke(app, ["verify", run.name, "--results-dir", str(run.parent)])
+    assert result.exit_code == 1, result.output
+    assert f"{run.name}: {MANIFEST}: a UTF-8 byte order mark (BOM) was added" in result.stdout
+    (run / MANIFEST).write_bytes(b"\xef\xbb\xbf" + data.replace(b"\n", b"\r\n"))
+    assert _manifest_divergences(run) == [
+        "a UTF-8 byte order mark (BOM) was added at its start after the run; the runner writes none; and its line "
+        "endings were converted to CRLF (\\r\\n) after the run; the runner writes \\n"
+    ]
