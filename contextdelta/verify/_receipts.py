@@ -90,6 +90,40 @@ def _run_id_of(raw: bytes) -> str | None:
         return raw[at + len(marker) : end].decode("utf-8", "replace") if end > 0 else None
 
 
+BOM_ADDED = "starts with a UTF-8 byte order mark (BOM) added after the run; the runner writes none"
+CRLF_LINE = "its line ending was converted to CRLF (\\r\\n) after the run"
+CRLF_FILE = "its line endings were converted to CRLF (\\r\\n) after the run; the runner writes \\n"
+
+
+def _as_written(lines: list[bytes], torn: bool) -> tuple[list[bytes], dict[int, list[str]]]:
+    """The lines of a JSONL file as the runner wrote them, and for each line (by index) whose bytes an editor
+    changed without changing a value, what changed: a byte order mark before it, a carriage return before its
+    newline (a CRLF conversion; not looked for on a torn last line, which has no newline)."""
+    out: list[bytes] = []
+    found: dict[int, list[str]] = {}
+    for i, raw in enumerate(lines):
+        if raw.startswith(codecs.BOM_UTF8):
+            raw = raw[len(codecs.BOM_UTF8) :]
+            found.setdefault(i, []).append(BOM_ADDED)
+        if raw.endswith(b"\r") and not (torn and i == len(lines) - 1):
+            raw = raw[:-1]
+            found.setdefault(i, []).append(CRLF_LINE)
+        out.append(raw)
+    return out, found
+
+
+def _whole_file_crlf(found: dict[int, list[str]], complete: int) -> bool:
+    """Whether every complete line was converted to CRLF (named once for the file, not per line); removes those
+    per-line findings when so."""
+    if complete == 0 or any(CRLF_LINE not in found.get(i, []) for i in range(complete)):
+        return False
+    for i in range(complete):
+        found[i].remove(CRLF_LINE)
+        if not found[i]:
+            del found[i]
+    return True
+
+
 def _longest_increasing(values: list[int]) -> set[int]:
     """Indices (into ``values``) of one longest strictly increasing subsequence."""
     tails: list[int] = []
@@ -173,6 +207,9 @@ class _SealCheck:
             self.diverge(None, RAW_RUNS_RECEIPTS, "missing: the manifest seals a hash chain over raw_runs.jsonl")
             return []
         lines, torn = split_lines(path.read_bytes())
+        lines, forms = _as_written(lines, torn)
+        if _whole_file_crlf(forms, len(lines) - (1 if torn else 0)):
+            self.diverge(None, RAW_RUNS_RECEIPTS, CRLF_FILE)
         receipts: list[RecordReceipt] = []
         previous = chain_start(self.group)
         sealed = seal.records.lines
@@ -191,6 +228,8 @@ class _SealCheck:
             except ValueError:
                 self.diverge(None, where, "not a receipt (edited after the run); the lines after it are not checked")
                 break
+            for what in forms.get(number - 1, []):
+                self.diverge(receipt.run_id, where, what)
             if raw.decode("utf-8", "replace") != canonical_json(receipt.model_dump(mode="json")):
                 self.diverge(receipt.run_id, where, "its bytes are not the form the runner writes (reformatted)")
             if receipt.line != number:
@@ -217,6 +256,12 @@ class _SealCheck:
 
     def check_lines(self, receipts: list[RecordReceipt]) -> None:
         lines, torn = split_lines(self.directory.file(RAW_RUNS).read_bytes())
+        lines, forms = _as_written(lines, torn)  # each line is then compared with its receipt as the runner wrote it
+        if _whole_file_crlf(forms, len(lines) - (1 if torn else 0)):
+            self.diverge(None, RAW_RUNS, CRLF_FILE)
+        for i, found in sorted(forms.items()):
+            for what in found:
+                self.diverge(_run_id_of(lines[i]), RAW_RUNS, f"line {i + 1}: {what}")
         digests = [sha256_hex(line) for line in lines]
         match: list[int | None] = [None] * len(lines)
         used: set[int] = set()
