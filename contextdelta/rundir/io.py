@@ -216,6 +216,10 @@ def read_jsonl(path: Path, *, allow_torn_tail: bool = True) -> Iterator[tuple[in
         is_last = number == len(lines)
         if is_last and not trailing_newline and allow_torn_tail:
             return  # no newline: the writer died before finishing the line (see repair_torn_tail)
+        if not raw.strip():
+            raise JsonlError(
+                f"{path}: line {number} is empty: no run writes an empty line, so it was added after the run; delete it"
+            )
         try:
             value = parse_json(raw)
         except ValueError as exc:

@@ -196,3 +196,15 @@ def test_an_append_cut_short_by_a_full_disk_leaves_nothing_of_itself_and_close_c
     writer.append([{"n": 3}])
     writer.close()
     assert path.read_bytes() == b'{"n":1}\n{"n":3}\n'
+
+
+@pytest.mark.parametrize(("data", "line"), [(b'{"n": 1}\n\n', 2), (b'{"n": 1}\n \t\n{"n": 3}\n', 2)])
+def test_an_empty_line_is_named_as_such_with_the_remedy(tmp_path: Path, data: bytes, line: int) -> None:
+    """A blank line (an editor's trailing newline, say) read as "Expecting value: line 1 column 1 (char 0)"."""
+    path = tmp_path / "raw_runs.jsonl"
+    path.write_bytes(data)
+    with pytest.raises(JsonlError) as caught:
+        list(read_jsonl(path))
+    assert str(caught.value) == (
+        f"{path}: line {line} is empty: no run writes an empty line, so it was added after the run; delete it"
+    )
