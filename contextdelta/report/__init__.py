@@ -33,6 +33,7 @@ from contextdelta.report._compare import (
 )
 from contextdelta.report._conditions import BASELINE_STRATEGY
 from contextdelta.report._format import (
+    NO_BLOCKED_WRITE,
     counted,
     crossing_text,
     holm_pvalue,
@@ -100,6 +101,7 @@ __all__ = [
     "MEAN_METRICS",
     "METRICS_SCHEMA_VERSION",
     "METRIC_DEFINITIONS",
+    "NO_BLOCKED_WRITE",
     "RATE_METRICS",
     "RQ_QUESTIONS",
     "SHARD_WARNING",

@@ -10,6 +10,7 @@ import numpy.typing as npt
 
 from contextdelta.attribution import FailureMode
 from contextdelta.report._context import ALL, WITH_VERDICT, MetricsContext, Subset
+from contextdelta.report._format import NO_BLOCKED_WRITE
 from contextdelta.report._models import (
     Breakdown,
     BreakdownCell,
@@ -100,6 +101,15 @@ def estimates_for(
     return _estimates(ctx, requests)
 
 
+def _with_reasons(rates: dict[str, Estimate], with_verdict: int) -> dict[str, Estimate]:
+    """``rates`` with the reason of a conflict-recovery rate without data where episodes had a verdict: none had a
+    blocked write, so the grader did not apply (`NO_BLOCKED_WRITE`), which is not a lack of data."""
+    recovery = rates.get("conflict_recovery")
+    if recovery is not None and recovery.estimate is None and recovery.n_episodes == 0 and with_verdict:
+        rates["conflict_recovery"] = recovery.model_copy(update={"note": NO_BLOCKED_WRITE})
+    return rates
+
+
 def conditions_section(ctx: MetricsContext) -> list[ConditionMetrics]:
     """Every per-condition number: rates, means, totals, pass^k, flip rates and failure-mode counts."""
     params, table = ctx.params, ctx.table
@@ -130,7 +140,7 @@ def conditions_section(ctx: MetricsContext) -> list[ConditionMetrics]:
                 episodes_with_verdict=int(rows.size) - failed,
                 tasks=int(np.unique(table.task_id[rows]).size),
                 failed_trials=failed,
-                rates={m: estimates[(m, ALL)][k] for m in RATE_METRICS},
+                rates=_with_reasons({m: estimates[(m, ALL)][k] for m in RATE_METRICS}, int(rows.size) - failed),
                 means={m: estimates[(m, ALL)][k] for m in MEAN_METRICS},
                 totals=totals,
                 pass_k={str(n): p for n, p in pass_k.get(condition, {}).items()},

@@ -22,12 +22,23 @@ from contextdelta.stats import (
 )
 from contextdelta.stats import fixed as fixed  # re-exported: the report's renderers round through it
 
+NO_BLOCKED_WRITE = "no data: not applicable, no write was blocked (conflict recovery is graded only after one)"
+"""The note of a conflict-recovery rate over episodes with a verdict none of which had a blocked write."""
+_NO_DATA_CELLS = {
+    FLIP_NEEDS_REPEATS: f"no data ({FLIP_NEEDS_REPEATS})",
+    NO_BLOCKED_WRITE: "n/a (no write was blocked)",
+}
+"""Part of a no-data estimate's note -> its table cell: why there is no number, in a few words."""
+
 
 def pct(estimate: Estimate, decimals: int = 1) -> str:
     """A rate as ``"29% [12%, 50%]"`` (``exact`` appended for an exact bound), or ``"no data"`` / ``"undefined"``;
-    a flip rate of tasks with one repeat each is ``"no data (needs at least 2 repeats per task)"``."""
-    if estimate.estimate is None and FLIP_NEEDS_REPEATS in estimate.note:
-        return f"no data ({FLIP_NEEDS_REPEATS})"
+    a flip rate of tasks with one repeat each is ``"no data (needs at least 2 repeats per task)"``, a conflict-recovery
+    rate without a blocked write ``"n/a (no write was blocked)"``."""
+    if estimate.estimate is None:
+        found = next((text for part, text in _NO_DATA_CELLS.items() if part in estimate.note), None)
+        if found is not None:
+            return found
     text = estimate.format(digits=decimals, scale=100.0, suffix="%")
     return f"{text} exact" if estimate.is_exact else text
 

@@ -55,7 +55,14 @@ from contextdelta.agent import initial_messages, system_prompt_sha256
 from contextdelta.canonical import canonical_json, content_hash, sha256_hex
 from contextdelta.context import count_tool_tokens
 from contextdelta.grading import DetailKind, DuplicateRule, Verdict, grade
-from contextdelta.report import METRICS_SCHEMA_VERSION, SHARD_WARNING, RunReport, build_report, params_of
+from contextdelta.report import (
+    METRICS_SCHEMA_VERSION,
+    NO_BLOCKED_WRITE,
+    SHARD_WARNING,
+    RunReport,
+    build_report,
+    params_of,
+)
 from contextdelta.rundir import (
     AGGREGATE_METRICS,
     BENCHMARK_REPORT,
@@ -746,34 +753,57 @@ class _Verifier:
         return dataclasses.replace(report, metrics=report.metrics.model_copy(update={"warnings": kept}))
 
     def _without_unrecorded_flip_reason(self, recorded: Any, report: RunReport) -> RunReport:
-        """``report`` with its flip rates' plain "no data" where the recorded reports were written before a flip rate
-        of tasks with one repeat each said why (`FLIP_NEEDS_REPEATS`): compared as written, with a note."""
+        """``report`` with a plain "no data" note where the recorded reports were written before a no-data estimate
+        said why: a flip rate of tasks with one repeat each (`FLIP_NEEDS_REPEATS`), a conflict-recovery rate without
+        a blocked write (`NO_BLOCKED_WRITE`). Compared as written, with a note."""
         conditions = recorded.get("conditions") if isinstance(recorded, dict) else None
         if not isinstance(conditions, list):
             return report
-        notes = [
-            str(flip.get("note"))
-            for c in conditions
-            if isinstance(c, dict) and isinstance(c.get("flip_rates"), dict)
-            for flip in c["flip_rates"].values()
-            if isinstance(flip, dict)
+
+        def notes(name: str, metric: str | None) -> list[str]:
+            found = []
+            for c in conditions:
+                group = c.get(name) if isinstance(c, dict) else None
+                if isinstance(group, dict):
+                    found += [
+                        str(e.get("note")) for m, e in group.items() if isinstance(e, dict) and metric in (None, m)
+                    ]
+            return found
+
+        # (field, metric or None for every one, the reason) of each reason a report of an earlier version lacks
+        reasons = [
+            (name, metric, reason)
+            for name, metric, reason in (
+                ("flip_rates", None, FLIP_NEEDS_REPEATS),
+                ("rates", "conflict_recovery", NO_BLOCKED_WRITE),
+            )
+            if not any(reason in note for note in notes(name, metric))
         ]
-        if any(FLIP_NEEDS_REPEATS in note for note in notes):
-            return report
-        changed = False
+        changed: set[str] = set()
         kept = []
         for c in report.metrics.conditions:
-            flips = dict(c.flip_rates)
-            for metric, flip in flips.items():
-                if flip.estimate is None and FLIP_NEEDS_REPEATS in flip.note:
-                    flips[metric], changed = flip.model_copy(update={"note": "no data"}), True
-            kept.append(c.model_copy(update={"flip_rates": flips}))
+            update: dict[str, dict[str, Any]] = {}
+            for name, metric, reason in reasons:
+                group = dict(getattr(c, name))
+                for m, e in group.items():
+                    if metric in (None, m) and e.estimate is None and reason in e.note:
+                        group[m] = e.model_copy(update={"note": "no data"})
+                        changed.add(reason)
+                update[name] = group
+            kept.append(c.model_copy(update=update))
         if not changed:
             return report
+        said = " and ".join(
+            w
+            for r, w in (
+                (FLIP_NEEDS_REPEATS, f"a flip rate of tasks with one repeat each ({FLIP_NEEDS_REPEATS})"),
+                (NO_BLOCKED_WRITE, "a conflict-recovery rate without a blocked write (not applicable)"),
+            )
+            if r in changed
+        )
         self.result.notes.append(
-            "the reports of this run were written before a flip rate of tasks with one repeat each said why it has no "
-            f"data ({FLIP_NEEDS_REPEATS}): they are compared without that reason; `contextdelta report {self.group} "
-            "--write` rewrites them"
+            f"the reports of this run were written before {said} said why it has no data: they are compared "
+            f"without that reason; `contextdelta report {self.group} --write` rewrites them"
         )
         return dataclasses.replace(report, metrics=report.metrics.model_copy(update={"conditions": kept}))
 
