@@ -224,7 +224,7 @@ class CircuitBreaker:
         if self.finished >= self.min_finished and share > self.max_failed_share:
             return (
                 f"circuit breaker: {self.failed} of {self.finished} episodes of this session are failed trials "
-                f"(more than {self.max_failed_share:.0%}){last}"
+                f"(more than the --max-failed-share {self.max_failed_share:g}, {100 * self.max_failed_share:g}%){last}"
             )
         return None
 

@@ -69,7 +69,9 @@ def test_a_flaky_endpoint_trips_the_share_rule(tmp_path: Path) -> None:
         )
     manifest = outcome.manifest
     assert manifest.status is RunStatus.INCOMPLETE and manifest.stop_reason is not None
-    assert "episodes of this session are failed trials (more than 30%)" in manifest.stop_reason
+    assert "episodes of this session are failed trials (more than the --max-failed-share 0.3, 30%)" in (
+        manifest.stop_reason
+    )
     assert 20 <= manifest.counts.finished < manifest.counts.planned
 
 
@@ -104,6 +106,23 @@ def test_the_breaker_counts_outages_only() -> None:
     assert breaker.stop_reason() is None
     breaker.observe(Fake("harness_error"))  # type: ignore[arg-type]
     assert breaker.stop_reason() == "circuit breaker: 2 failed trials in a row; last error: boom"
+
+
+def test_the_share_rule_names_its_threshold_as_given() -> None:
+    """--max-failed-share 0.125 said "(more than 12%)" and 0.005 "(more than 0%)": the share as given, and exactly."""
+
+    class Fake:
+        def __init__(self, termination: str) -> None:
+            from contextdelta.agent import TerminationReason
+
+            self.trace = type("T", (), {"termination": TerminationReason(termination), "error": None})()
+
+    for share, text in ((0.125, "0.125, 12.5%"), (0.005, "0.005, 0.5%")):
+        breaker = CircuitBreaker(max_consecutive=100, max_failed_share=share, min_finished=8)
+        for termination in ["provider_error", "final_answer"] * 4:
+            breaker.observe(Fake(termination))  # type: ignore[arg-type]
+        reason = breaker.stop_reason()
+        assert reason is not None and reason.endswith(f"(more than the --max-failed-share {text})"), reason
 
 
 def test_one_failed_trial_in_a_row_is_singular() -> None:
