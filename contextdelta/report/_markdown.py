@@ -47,7 +47,7 @@ from contextdelta.report._models import (
     ResearchQuestion,
 )
 from contextdelta.report._table import FAILED_TERMINATION_ORDER, FAILURE_MODE_ROWS
-from contextdelta.rundir import EpisodeRecord, RunManifest, RunStatus, SeedRule, horizons_recorded
+from contextdelta.rundir import EpisodeRecord, RunManifest, RunStatus, SeedRule, horizons_recorded, resume_command
 from contextdelta.stats import FLIP_NEEDS_REPEATS, AnalysisParams, Estimate
 
 _SAFETY_COLUMNS = (
@@ -1054,8 +1054,12 @@ def render_report(manifest: RunManifest, facts: RunFacts, metrics: AggregateMetr
             + (f": {manifest.stop_reason}" if manifest.stop_reason else "")
             + f"): {metrics.episodes.finished} of {plural(metrics.episodes.planned, 'episode')} finished. The numbers "
             "cover "
-            f"the finished episodes only; resume with `contextdelta run-benchmark --resume {manifest.run_group_id}"
-            + (" --retry-failed" if manifest.sessions and manifest.sessions[-1].get("retry_failed") else "")
+            f"the finished episodes only; resume with `contextdelta {resume_command(manifest)}"
+            + (
+                " --retry-failed"
+                if manifest.external_agent is None and manifest.sessions and manifest.sessions[-1].get("retry_failed")
+                else ""
+            )
             + "`.",
             "",
         ]

@@ -186,6 +186,17 @@ def test_an_interrupted_run_resumes_and_a_changed_agent_command_is_refused(tmp_p
     # the episode servers in flight shut down cleanly: no traceback of their cancelled lifespan
     assert "Traceback" not in err and "CancelledError" not in err, err
     assert RunDirectory(raw).read_manifest().status is RunStatus.INCOMPLETE
+    # the report tells how to finish the run: run-external (it said run-benchmark, which refuses the run)
+    report = (raw / "benchmark_report.md").read_text(encoding="utf-8")
+    right = f"resume with `contextdelta run-external --agent replay --agent-cmd ... --resume {raw.name}`."
+    assert right in report, report[:600]
+    # a report written before, with the old line, still verifies (compared as written, with a note)
+    old = f"resume with `contextdelta run-benchmark --resume {raw.name}`."
+    (raw / "benchmark_report.md").write_text(report.replace(right, old), encoding="utf-8")
+    assert RunDirectory(raw).reseal_files()
+    verified = cli("verify", raw.name, "--results-dir", str(tmp_path), "--allow-incomplete")
+    assert verified.stdout.strip() == "MATCH", verified.stdout + verified.stderr
+    assert "told an external agent's run to resume with run-benchmark" in verified.stderr
     done_before = len(RunDirectory(raw).read_episodes())
     assert 1 <= done_before < 3
     refused = run_external(tmp_path, "--resume", raw.name, agent_cmd=AGENT + " --other")
