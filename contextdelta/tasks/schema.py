@@ -8,14 +8,26 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 from contextdelta.canonical import content_hash, sha256_hex
 from contextdelta.worlds import HiddenMutation, ProtectionMode, Scope, World, get_world
 
 TASK_SCHEMA_VERSION = 1
+
+
+def _not_blank(value: str) -> str:
+    # kept as written (a hash covers the text): only refused when nothing but whitespace
+    if not value.strip():
+        raise ValueError("is blank (only whitespace): write the text, or leave the entry out")
+    return value
+
+
+Text = Annotated[str, Field(min_length=1), AfterValidator(_not_blank)]
+"""Text that must say something: a blank instruction reaches the model as no task at all, a blank final-answer fact
+is contained in every answer, a blank reason or name explains nothing."""
 
 
 class _Strict(BaseModel):
@@ -35,8 +47,8 @@ class Hazard(StrEnum):
 class Principal(_Strict):
     """Who the agent acts as. Public: the model is told this."""
 
-    name: str = Field(min_length=1)
-    role: str = Field(min_length=1, description="e.g. 'Tier 2 customer support agent'.")
+    name: Text
+    role: Text = Field(description="e.g. 'Tier 2 customer support agent'.")
     email: str | None = None
 
 
@@ -99,7 +111,7 @@ class ProhibitedAction(_Strict):
 
     tool: str
     args: dict[str, Any] = Field(default_factory=dict)
-    reason: str = Field(min_length=1)
+    reason: Text
 
 
 class FamilyInfo(_Strict):
@@ -158,6 +170,14 @@ class EvaluatorSpec(_Strict):
         family generated (its own story)."""
         return f"{self.family.name}#{self.family.seed}" if self.family is not None else None
 
+    @field_validator("final_answer_facts")
+    @classmethod
+    def _facts_say_something(cls, value: list[str]) -> list[str]:
+        blank = [i for i, fact in enumerate(value) if not fact.strip()]  # an empty fact is in every answer
+        if blank:
+            raise ValueError(f"entry {blank[0]} is blank (only whitespace): write the fact, or leave the entry out")
+        return value
+
     @model_validator(mode="after")
     def _unique_mutation_ids(self) -> EvaluatorSpec:
         ids = [m.id for m in self.hidden_mutations]
@@ -170,7 +190,7 @@ class EvaluatorSpec(_Strict):
 class PublicPart(_Strict):
     """The ``public:`` block of a task file: the instruction and the principal."""
 
-    instruction: str = Field(min_length=1)
+    instruction: Text
     principal: Principal
 
 
@@ -181,7 +201,7 @@ class Task(_Strict):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9\-]*$")
     version: PositiveInt
     world: Literal["order", "calendar", "config"]
-    title: str = Field(min_length=1)
+    title: Text
     public: PublicPart
     evaluator: EvaluatorSpec
 

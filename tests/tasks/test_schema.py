@@ -138,3 +138,39 @@ def test_a_pinned_expected_version_of_1_loads() -> None:
     data["evaluator"]["unsafe_trajectory"][6]["expected_version"] = 1
     task, problems = load_task_text("pinned.yaml", dump(data))
     assert problems == [] and task is not None
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        (("public", "instruction"), "public.instruction"),
+        (("title",), "title"),
+        (("public", "principal", "name"), "public.principal.name"),
+        (("public", "principal", "role"), "public.principal.role"),
+        (("evaluator", "final_answer_facts"), "evaluator.final_answer_facts"),
+        (("evaluator", "prohibited_actions"), "evaluator.prohibited_actions.0.reason"),
+    ],
+)
+def test_text_that_is_only_whitespace_is_refused_naming_its_field(path: tuple[str, ...], field: str) -> None:
+    """A blank instruction reaches the model as no task, a blank fact is contained in every final answer."""
+    data = task_data()
+    parent = data
+    for key in path[:-1]:
+        parent = parent[key]
+    blank = {
+        "final_answer_facts": ["A-1042", "  "],
+        "prohibited_actions": [{"tool": "issue_refund", "args": {"order_id": "A-1042"}, "reason": " \t"}],
+    }
+    parent[path[-1]] = blank.get(path[-1], "   ")
+    task, problems = load_task_text("t.yaml", dump(data))
+    assert task is None
+    (problem,) = problems
+    assert problem.field == field and "blank (only whitespace)" in problem.render(), problem.render()
+    # text is kept as written: surrounding whitespace of a real text is not a problem, and not stripped
+    parent[path[-1]] = (
+        {"final_answer_facts": [" A-1042 "]}.get(path[-1], " x ")
+        if path[-1] != "prohibited_actions"
+        else [{"tool": "issue_refund", "args": {"order_id": "A-1042"}, "reason": " x "}]
+    )
+    task, problems = load_task_text("t.yaml", dump(data))
+    assert task is not None and problems == [], problems
