@@ -11,7 +11,7 @@ import json
 import re
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
@@ -186,6 +186,25 @@ def _known_resources(task: Task) -> set[str]:
     }
 
 
+def _addressed_unknown(
+    definition: WorldDefinition, tool: str, arguments: Mapping[str, Any], resources: set[str]
+) -> str | None:
+    """The resource key a call of ``tool`` with ``arguments`` addresses when no such resource exists in the task,
+    else None (also when the arguments do not name one: a partial trigger, a listing, an unknown tool)."""
+    spec = definition.tool(tool)
+    if spec is None:
+        return None
+    try:
+        parsed = spec.args.model_validate(dict(arguments))
+    except ValidationError:
+        return None
+    primary = spec.resource(parsed)
+    if primary is None:
+        return None
+    key = resource_key(definition.name, *primary)
+    return None if key in resources else key
+
+
 def _kind_model(definition: WorldDefinition, key: str) -> type[BaseModel] | None:
     world, _, rest = key.partition("/")
     kind = rest.partition("/")[0]
@@ -300,6 +319,7 @@ def check_task(file: str, task: Task, created: Iterable[str] = ()) -> list[TaskP
     ev = task.evaluator
     problems: list[TaskProblem] = []
     known = _known_resources(task)
+    created = set(created)  # read more than once below
     # each resource checked strictly first: its problem names the resource and says how to write the value
     for kind, of_kind in ev.initial_state.items():
         for resource_id, fields in of_kind.items():
@@ -335,6 +355,17 @@ def check_task(file: str, task: Task, created: Iterable[str] = ()) -> list[TaskP
             problems += _argument_type_problems(
                 file, definition, tool, trigger.after_tool_call.args, f"{where}.trigger.after_tool_call", "trigger"
             )
+            missing = _addressed_unknown(definition, tool, trigger.after_tool_call.args, known | created)
+            if missing is not None:
+                problems.append(
+                    TaskProblem(
+                        file,
+                        f"{where}.trigger.after_tool_call.args",
+                        f"{tool} with these arguments addresses {missing}, which is neither in the initial state nor "
+                        "created by the reference solution: no call matches, so the mutation never applies",
+                        trigger.after_tool_call.args,
+                    )
+                )
         if trigger.after_observation is not None and trigger.after_observation.resource not in known:
             problems.append(
                 TaskProblem(
@@ -372,12 +403,23 @@ def check_task(file: str, task: Task, created: Iterable[str] = ()) -> list[TaskP
                 problems.append(TaskProblem(file, f"{where}.tool.name", "not a write tool of this world", tool))
             else:
                 error = _strict_error(spec.args, mutation.tool.args)
+                missing = _addressed_unknown(definition, tool, mutation.tool.args, known | created)
                 if error is not None:
                     problems.append(
                         TaskProblem(file, f"{where}.tool.args", f"not valid for {tool}: {error}", mutation.tool.args)
                     )
+                elif missing is not None:
+                    problems.append(
+                        TaskProblem(
+                            file,
+                            f"{where}.tool.args",
+                            f"{tool} with these arguments writes {missing}, which is neither in the initial state nor "
+                            "created by the reference solution: name a resource of the task",
+                            mutation.tool.args,
+                        )
+                    )
 
-    resources = known | set(created)
+    resources = known | created
     for i, predicate in enumerate(ev.expected_end_state):
         where = f"evaluator.expected_end_state.{i}"
         model = _kind_model(definition, predicate.resource)

@@ -119,3 +119,29 @@ def test_no_shipped_task_has_such_a_problem() -> None:
             if p.field.endswith(".value") or ".args." in p.field
         ]
         assert found == [], path
+
+
+@pytest.mark.parametrize("part", ["trigger", "tool"])
+def test_a_hidden_mutation_that_names_a_resource_the_task_does_not_have_is_named(tmp_path: Path, part: str) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        (mutation,) = data["evaluator"]["hidden_mutations"]
+        if part == "trigger":
+            mutation["trigger"] = {"after_tool_call": {"tool": "get_order", "args": {"order_id": "Q-1"}}}
+        else:
+            mutation["tool"]["args"]["order_id"] = "Z-9999"
+
+    found = problems(tmp_path, edit)
+    assert len(found) == 1, found
+    if part == "trigger":
+        assert "hidden_mutations.0.trigger.after_tool_call.args: get_order with these arguments addresses" in found[0]
+        assert "order/order/Q-1, which is neither in the initial state" in found[0]
+    else:
+        assert "hidden_mutations.0.tool.args: issue_refund with these arguments writes order/order/Z-9999" in found[0]
+
+
+def test_no_shipped_task_names_a_resource_it_does_not_have() -> None:
+    for path in sorted(SUITE.glob("**/*.yaml")):
+        found = [
+            p.render() for p in check_task(str(path), load_task(path)) if "neither in the initial state" in p.message
+        ]
+        assert found == [], path
