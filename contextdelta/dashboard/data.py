@@ -117,6 +117,13 @@ def results_dir_problem(results_dir: Path) -> str | None:
         )
     if not results_dir.is_dir():
         return f"{code(results_dir)} is not a folder of run directories."
+    if (results_dir / MANIFEST).is_file():  # the path run-benchmark prints last: one run, not the folder of runs
+        parent = results_dir.resolve().parent
+        return (
+            f"{code(results_dir)} is a run directory, not a folder of run directories: start the dashboard on the "
+            f"folder that holds it, {code(f'contextdelta dashboard --results-dir {parent}')}, and pick "
+            f"{code(results_dir.name)} in the sidebar."
+        )
     if not run_directories(results_dir):
         return (
             f"No run directories in {code(results_dir)} yet. Run `contextdelta run-benchmark` (its last line is the "

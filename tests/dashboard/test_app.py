@@ -548,3 +548,20 @@ def test_compare_names_the_differences_its_chart_leaves_out(
     assert app.get("vega_lite_chart")  # success: failed trials count as failures
     (note,) = [c.value for c in app.caption if c.value.startswith("Not in the chart, no value")]
     assert "stale action\\: full\\_history \\/ unprotected\\, last\\_n \\/ unprotected" in note
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_a_run_directory_given_as_the_results_folder_says_so(
+    page: str, tmp_path: Path, unsafe_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The path run-benchmark prints last is one run directory; given as the results folder, every page says to
+    start on its parent instead of offering its tasks/ folder as a malformed run."""
+    run = runs.copy_run(unsafe_run, tmp_path)
+    app = open_page(run, monkeypatch, page)
+    no_exception(app)
+    assert not app.error
+    assert any(
+        "is a run directory, not a folder of run directories" in i.value
+        and f"contextdelta dashboard --results-dir {tmp_path.resolve()}" in i.value
+        for i in app.info
+    ), [i.value for i in app.info]
