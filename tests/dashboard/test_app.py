@@ -565,3 +565,13 @@ def test_a_run_directory_given_as_the_results_folder_says_so(
         and f"contextdelta dashboard --results-dir {tmp_path.resolve()}" in i.value
         for i in app.info
     ), [i.value for i in app.info]
+
+
+def test_compare_with_a_single_run_says_it_needs_two(
+    tmp_path: Path, unsafe_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = runs.copy_run(unsafe_run, tmp_path)
+    app = open_page(tmp_path, monkeypatch, PAGES[5])
+    no_exception(app)
+    assert not app.error  # nothing the user did wrong
+    assert any(f"one readable run directory, `{run.name}`: a comparison needs two" in i.value for i in app.info)

@@ -32,6 +32,12 @@ st.caption(
 if not readable:
     st.info(f"No readable run directory in {code(folder)}.")
     st.stop()
+if len(readable) == 1:
+    st.info(
+        f"{code(folder)} holds one readable run directory, {code(readable[0].name)}: a comparison needs two. Run "
+        "the same tasks again (another model, another setting) into this folder, then pick both here."
+    )
+    st.stop()
 a, b = _ui.select_run_pair(readable)
 if a.path.resolve() == b.path.resolve():  # every difference would be 0 by construction; `compare` refuses it too
     st.error(
