@@ -93,7 +93,9 @@ def difference_chart(
     )
 
 
-def horizon_chart(points: list[dict[str, Any]], *, title: str, gaps: Sequence[str] = ()) -> alt.LayerChart:
+def horizon_chart(
+    points: list[dict[str, Any]], *, title: str, gaps: Sequence[str] = ()
+) -> alt.LayerChart | alt.FacetChart:
     """Rate against the horizon (log2 axis) per condition from `contextdelta.dashboard.dose_response.dose_points`
     rows: each point with its interval, and a line through each unbroken run of horizons with a value (its
     ``segment``), so no line crosses a horizon without data; ``gaps`` (`dose_gaps`) are the chart's subtitle."""
