@@ -45,6 +45,7 @@ def test_a_tool_call_of_the_wrong_shape_is_a_recorded_failed_trial_that_verifies
     assert outcome.all_failed() is not None and verify_run(outcome.path).ok
 
 
+@pytest.mark.slow
 def test_the_usage_of_a_reply_of_the_wrong_shape_is_counted_in_the_failed_trial(tmp_path: Path) -> None:
     # the endpoint answered (and billed) 300 tool calls in one reply: not acted on, but its tokens were spent
     calls = [
@@ -63,6 +64,7 @@ def test_the_usage_of_a_reply_of_the_wrong_shape_is_counted_in_the_failed_trial(
     assert verify_run(outcome.path).ok
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("named", "note"),
     [
@@ -83,6 +85,7 @@ def test_replies_that_name_another_model_are_noted(tmp_path: Path, named: str, n
     assert (said is None) if note is None else (said is not None and note in said)
 
 
+@pytest.mark.slow
 def test_run_benchmark_prints_the_other_model_as_a_note(tmp_path: Path) -> None:
     bodies = [completion({"content": "Done."}, model="scripted-oracle-mini")]
     args = ["run-benchmark", "--tasks", str(TASKS), "--model", "scripted-oracle", "--task-ids", SMALL[0]]

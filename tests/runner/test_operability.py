@@ -309,6 +309,7 @@ def test_a_bad_price_table_is_named_by_its_flag(here: Path) -> None:
     assert message.startswith("error: --price-table prices.json: m.input_per_mtok:"), message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ["sk-a-wrong-key", None])
 def test_a_refused_key_names_the_key_variables_not_the_base_url(
     here: Path, monkeypatch: pytest.MonkeyPatch, key: str | None
@@ -323,6 +324,7 @@ def test_a_refused_key_names_the_key_variables_not_the_base_url(
     assert message.endswith("Nothing was run.") and "--base-url" not in message
 
 
+@pytest.mark.slow
 def test_a_server_that_takes_no_post_is_refused_at_once_naming_the_url(here: Path, no_retry_waits: None) -> None:
     # `python -m http.server` in the wrong folder: GET answers (404), POST is HTTP 501 Not Implemented, which no
     # wait changes: no retries, and the URL to check, not "wait for it to recover"
