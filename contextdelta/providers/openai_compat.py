@@ -260,9 +260,10 @@ class OpenAIProvider:
         """Why this endpoint cannot serve a benchmark, or None when it can. Each request is bounded by
         ``timeout_s`` (default: the provider's per-call timeout, ``--timeout-s``).
 
-        1. ``GET /models``: unreachable (connection refused, DNS, timeout) or a rejected key (401/403) is refused;
-           a 404 while ``<base URL>/v1/models`` answers is refused with "did you mean <base URL>/v1". Any other
-           answer goes on (not every OpenAI-compatible server lists models).
+        1. ``GET /models``: unreachable (connection refused, DNS, timeout) is refused; a 404 while
+           ``<base URL>/v1/models`` answers is refused with "did you mean <base URL>/v1". Any other answer goes on
+           (not every OpenAI-compatible server lists models, and a gateway may answer 401/403 to a key it keeps to
+           chat completions: the chat check says whether the key is refused).
         2. One minimal chat completion carrying ``tools`` (:func:`endpoint_check_request`), with the model,
            temperature, seed and token cap the run sends: refused when it does not answer in time, the key or the
            model is refused, the endpoint rejects the request (it says why, e.g. that it does not take ``tools``),
@@ -287,8 +288,8 @@ class OpenAIProvider:
         except EndpointResponseTooLarge as exc:
             return f"{where} answered GET /models with {exc.message}"
         except EndpointStatusError as exc:
-            if exc.status_code in (401, 403):
-                return self._key_refused(where, exc.status_code)
+            # a 401/403 here is not the last word on the key: a gateway may keep a key to chat completions alone,
+            # and the chat check that follows refuses a key that is wrong there too
             if exc.status_code == 404 and await self._answers_under_v1(wait):
                 suggestion = f"{where.rstrip('/')}/v1"
                 return (

@@ -11,7 +11,7 @@ import pytest
 
 from contextdelta.providers import NO_RETRY, OpenAIProvider, ProviderFailure
 from contextdelta.testing import fetch_stats
-from tests.providers.conftest import ScriptedFactory
+from tests.providers.conftest import RawEndpoint, ScriptedFactory, completion
 from tests.testing.episode_loop import first_messages, fixture_tasks
 
 KEY = "sk-test-SECRET-0123456789abcdef"
@@ -60,6 +60,14 @@ def test_a_rejected_key_is_refused_and_never_echoed(scripted: ScriptedFactory) -
         problem = check(url)
         assert check(url, api_key="the-right-key") is None
     assert problem is not None and "refused the API key (HTTP 401)" in problem and KEY not in problem
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_key_kept_to_chat_completions_passes_though_models_refuses_it(status: int) -> None:
+    # a gateway whose key may call chat completions but not list models: the chat check is the word on the key
+    with RawEndpoint([completion({"content": "ok"})]) as endpoint:
+        endpoint.server.RequestHandlerClass.do_GET = lambda handler: handler.send_error(status)  # type: ignore[attr-defined]
+        assert check(endpoint.base_url) is None
 
 
 def test_an_endpoint_that_rejects_tools_is_refused_naming_them(scripted: ScriptedFactory) -> None:

@@ -98,7 +98,8 @@ def test_openai_api_key_is_found_behind_a_copied_env_example(here: Path, monkeyp
         assert result.exit_code == 0, result.stderr
         monkeypatch.setenv("OPENAI_API_KEY", "sk-a-wrong-key")
         message = refused(run_args(url, here / "results"), here)
-        assert fetch_stats(url)["faults"] == {"unauthorized": 1}
+        # GET /models and the chat check (a 401 on /models alone is no refusal: gateways keep keys to chat)
+        assert fetch_stats(url)["faults"] == {"unauthorized": 2}
     assert "refused the API key (HTTP 401)" in message and "sk-a-wrong-key" not in message
 
 
