@@ -1317,7 +1317,7 @@ def db_import_command(
 ) -> None:
     """Load a run directory into the trace store (idempotent: importing twice changes nothing)."""
     from contextdelta.rundir import RunDirectory, RunDirectoryError
-    from contextdelta.store import Store
+    from contextdelta.store import Store, StoreError
     from contextdelta.verify import seal_problems
 
     path = _run_directory(run_id, results_dir)
@@ -1338,6 +1338,8 @@ def db_import_command(
         report = store.import_run(RunDirectory(path))
     except RunDirectoryError as exc:
         raise _fail(str(exc), 2) from None
+    except StoreError as exc:
+        raise _fail(str(exc), 1) from None
     finally:
         store.close()
     typer.echo(f"{report.run_group_id}: {plural(report.total, 'episode')} ({report.counts()}) in {store.url}")

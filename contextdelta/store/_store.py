@@ -220,13 +220,21 @@ class Store:
     def import_run(self, directory: RunDirectory | Path) -> ImportReport:
         """Load a run directory: its manifest and every episode of ``raw_runs.jsonl`` (each one's current record,
         with its superseded attempts). Idempotent; an episode whose stored rows differ from its record (edited in
-        the database) is replaced and counted as repaired."""
+        the database) is replaced and counted as repaired. StoreError, in one line, when the database fails (a store
+        changed outside contextdelta: a table dropped, a column altered); the run directory is only read."""
         directory = directory if isinstance(directory, RunDirectory) else RunDirectory(directory)
         manifest = directory.read_manifest()
         attempts = directory.read_attempts()
-        self.ingest_manifest(manifest, directory.path.resolve())
-        episodes = [(record, attempts.attempts_of(record.run_id)[:-1]) for record in attempts.current]
-        return self._sync(manifest.run_group_id, episodes, attribute_unchanged=True)
+        try:
+            self.ingest_manifest(manifest, directory.path.resolve())
+            episodes = [(record, attempts.attempts_of(record.run_id)[:-1]) for record in attempts.current]
+            return self._sync(manifest.run_group_id, episodes, attribute_unchanged=True)
+        except SQLAlchemyError as exc:
+            raise StoreError(
+                f"cannot import {directory.path} into the trace store {self.url}: {database_problem(exc)}; the run "
+                "directory is unchanged (a store whose tables were changed outside contextdelta is not migrated back: "
+                "set --database-url or CONTEXTDELTA_DATABASE_URL to a new file and import again)"
+            ) from None
 
     def episode_digests(self, run_group_id: str) -> dict[str, str]:
         """Run id -> record SHA-256 of every episode the store holds for a run group."""

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from sqlalchemy import event, func, select
+from sqlalchemy import event, func, select, text
 from typer.testing import CliRunner
 
 from contextdelta.cli import app
@@ -313,3 +313,26 @@ def test_run_benchmark_refuses_a_malformed_database_url_before_anything_runs(
     assert result.exit_code == 2
     assert "CONTEXTDELTA_DATABASE_URL is not a database URL; give e.g." in " ".join(result.stderr.split())
     assert not (tmp_path / "results").exists()
+
+
+def test_a_store_damaged_outside_contextdelta_fails_db_import_with_one_line_naming_it(
+    sqlite_url: str, mock_run: Path
+) -> None:
+    """A store at the head revision whose ``steps`` table was dropped (by hand, or another tool): migrations have
+    nothing to do, and the import's first query of that table failed with a SQLAlchemy traceback. Now: exit 1, one
+    line naming the run, the store and the problem, and how to go on; the run directory is left as it is."""
+    Store.open(sqlite_url).close()
+    store = Store.open(sqlite_url)
+    with store.session() as session:
+        session.execute(text("DROP TABLE steps"))
+    store.close()
+    raw = (mock_run / RAW_RUNS).read_bytes()
+    args = ["db", "import", "mock-pipeline", "--results-dir", str(mock_run.parent), "--database-url", sqlite_url]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1, result.output
+    message = result.stderr.strip()
+    assert "\n" not in message and "Traceback" not in result.output
+    assert message.startswith(f"error: cannot import {mock_run} into the trace store {sqlite_url}: ")
+    assert "OperationalError: no such table: steps" in message
+    assert "a new file" in message
+    assert (mock_run / RAW_RUNS).read_bytes() == raw
