@@ -267,6 +267,22 @@ def open_run(plan: RunPlan, recorders: Sequence[Recorder] = ()) -> ActiveRun:
             raise
     except KeyboardInterrupt as exc:
         raise OpenInterrupted(_interrupted_opening(plan, directory, exc), 130) from None
+    except OSError as exc:  # a full disk, a folder that cannot be written: named with what is on disk
+        raise _open_failed(plan, directory, exc) from None
+
+
+def _open_failed(plan: RunPlan, directory: RunDirectory | None, exc: OSError) -> BenchmarkError:
+    """What a write error while the run opened means: no run directory (a new run's folder is made whole or not at
+    all: exit 2), or a run that can be resumed once the cause is gone (exit 3); no episode of this session ran."""
+    if directory is None or not directory.file(MANIFEST).exists():
+        return BenchmarkError(
+            f"cannot create a run directory in {plan.results_dir}: {_describe_os_error(exc)}; nothing was written"
+        )
+    return BenchmarkError(
+        f"cannot open run {directory.path.name}: {_describe_os_error(exc)}; this session ran no episode: "
+        f"`{resume_command(plan.request, directory.path)}` goes on once there is room",
+        EXIT_INCOMPLETE,
+    )
 
 
 class OpenInterrupted(BenchmarkError):

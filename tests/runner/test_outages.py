@@ -445,3 +445,41 @@ def test_a_disk_that_fills_between_a_record_and_its_receipt_keeps_no_half_record
     resumed = run_benchmark(benchmark_request(oracle_url, tmp_path, task_ids=None, resume=str(path)))
     assert resumed.manifest.status is RunStatus.COMPLETE and resumed.manifest.counts.finished == 2
     assert verify_run(path).lines() == ["MATCH"]
+
+
+@pytest.mark.slow
+def test_a_full_disk_while_a_run_opens_is_a_named_error_not_a_traceback(
+    oracle_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk is full when a new run creates its directory (nothing is written: exit 2), or when a resume writes
+    its ``running`` manifest (the run stays as it was: exit 3 with the resume line); both were an OSError out of
+    the command (a traceback). Once there is room the resume completes the run."""
+
+    def full(self: RunDirectory, *args: object) -> object:
+        raise OSError(errno.ENOSPC, "No space left on device", str(self.file(MANIFEST)))
+
+    fields = {"task_ids": SMALL[:1], "strategies": ["full_history"], "protection_modes": ["unprotected"]}
+    with monkeypatch.context() as patch:
+        patch.setattr(RunDirectory, "create", full)
+        with pytest.raises(BenchmarkError) as caught:
+            run_benchmark(benchmark_request(oracle_url, tmp_path, **fields))
+    assert caught.value.exit_code == 2
+    assert caught.value.message.startswith(f"cannot create a run directory in {tmp_path}: No space left on device")
+    assert caught.value.message.endswith("nothing was written")
+    assert [p for p in tmp_path.iterdir() if not p.name.startswith(".")] == []
+
+    path = run_benchmark(benchmark_request(oracle_url, tmp_path, **fields)).path
+    before = {p.name: p.read_bytes() for p in path.iterdir() if p.is_file()}
+    with monkeypatch.context() as patch:
+        patch.setattr(RunDirectory, "write_manifest", full)
+        with pytest.raises(BenchmarkError) as caught:
+            run_benchmark(benchmark_request(oracle_url, tmp_path, task_ids=None, resume=str(path)))
+    assert caught.value.exit_code == EXIT_INCOMPLETE
+    assert caught.value.message == (
+        f"cannot open run {path.name}: No space left on device: {path / MANIFEST}; this session ran no episode: "
+        f"`contextdelta run-benchmark --resume {path}` goes on once there is room"
+    )
+    assert {p.name: p.read_bytes() for p in path.iterdir() if p.is_file()} == before
+    resumed = run_benchmark(benchmark_request(oracle_url, tmp_path, task_ids=None, resume=str(path)))
+    assert resumed.manifest.status is RunStatus.COMPLETE
+    assert verify_run(path).lines() == ["MATCH"]
