@@ -7,7 +7,7 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 
 _HALF_EVEN: ContextVar[bool] = ContextVar("contextdelta_half_even", default=False)
 
@@ -35,8 +35,12 @@ def fixed(value: float, decimals: int, *, scale: float = 1.0, signed: bool = Fal
             text = text.lstrip("-")
             return "+" + text if signed else text
         return f"+{text}" if signed and not text.startswith("-") else text
+    if not math.isfinite(float(value) * float(scale)):  # nothing to round ("inf", "nan"), as Python prints it
+        return f"{float(value) * float(scale):{'+' if signed else ''}.{max(0, decimals)}f}"
     exact = Decimal(repr(float(value))) * Decimal(repr(float(scale)))
-    rounded = exact.quantize(Decimal(1).scaleb(-max(0, decimals)), rounding=ROUND_HALF_UP)
+    with localcontext() as context:  # enough digits for any finite float at any number of decimals
+        context.prec = max(28, exact.adjusted() + max(0, decimals) + 2)
+        rounded = exact.quantize(Decimal(1).scaleb(-max(0, decimals)), rounding=ROUND_HALF_UP)
     if rounded.is_zero():
         rounded = rounded.copy_abs()
     return f"{rounded:+f}" if signed else f"{rounded:f}"
