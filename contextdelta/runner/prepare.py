@@ -348,14 +348,18 @@ def _check_task_ids(task_ids: list[str] | None) -> None:
 
 
 def _explicit_conflicts(request: BenchmarkRequest, manifest: RunManifest) -> list[str]:
+    agent = request.external_agent
+    # serve-world names the one task and mode of its episode --task and --mode
+    serve_world = agent is not None and agent.command_sha256 is None
+    task_flag, mode_flag = ("--task", "--mode") if serve_world else ("--task-ids", "--protection-modes")
     given: list[tuple[str, Any, Any]] = [
         ("--strategies", _as_recorded(request.strategies, manifest), manifest.strategies),
-        ("--protection-modes", request.protection_modes, manifest.protection_modes),
+        (mode_flag, request.protection_modes, manifest.protection_modes),
         ("--repeats", request.repeats, manifest.repeats),
         ("--seed", request.seed, manifest.seed),
         ("--max-steps", request.max_steps, manifest.max_steps),
         ("--limit", request.limit, manifest.limit),
-        ("--task-ids", sorted(request.task_ids) if request.task_ids else None, sorted(t.id for t in manifest.tasks)),
+        (task_flag, sorted(request.task_ids) if request.task_ids else None, sorted(t.id for t in manifest.tasks)),
         ("--shard", _shard_text(request), f"{manifest.shard.index}/{manifest.shard.count}" if manifest.shard else None),
         ("--strategy-param", request.strategy_params, manifest.strategy_params.overrides),
         ("--controls", request.controls, manifest.controls),

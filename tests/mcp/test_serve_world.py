@@ -604,3 +604,10 @@ def test_resuming_a_serve_world_run_with_run_external_names_the_command_that_fin
         "it is a serve-world run: finish it with `contextdelta serve-world --task cfg-search-ramp --mode unprotected "
         f"--transport stdio --agent agent --resume {path.name}`"
     ) in said
+    # and serve-world's own resume names serve-world's flags (it said --task-ids and --protection-modes)
+    other = cli(*args[:4], "order-grinder-refund", "--mode", "freshness_contract", "--tasks", str(TASKS),
+                "--results-dir", str(tmp_path), "--no-store", "--resume", path.name)  # fmt: skip
+    said = " ".join(other.stderr.split())
+    assert other.returncode == 2, said
+    assert "--mode: run has ['unprotected'], now ['freshness_contract']" in said
+    assert "--task: run has ['cfg-search-ramp'], now ['order-grinder-refund']" in said
