@@ -205,6 +205,8 @@ class EpisodeTimeline:
     error: str | None
     attribution: Attribution | None
     steps: tuple[StepView, ...] = field(default_factory=tuple)
+    control: str | None = None
+    """The control condition (``--controls``, e.g. no_mutation) of a control episode; None in the main matrix."""
 
     @property
     def mutations(self) -> tuple[MutationView, ...]:
@@ -389,4 +391,5 @@ def episode_timeline(record: EpisodeRecord, attribution: Attribution | None = No
         error=trace.error,
         attribution=attribution,
         steps=tuple(steps),
+        control=record.control,
     )

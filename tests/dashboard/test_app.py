@@ -575,3 +575,15 @@ def test_compare_with_a_single_run_says_it_needs_two(
     no_exception(app)
     assert not app.error  # nothing the user did wrong
     assert any(f"one readable run directory, `{run.name}`: a comparison needs two" in i.value for i in app.info)
+
+
+@pytest.mark.slow
+def test_the_episode_page_says_an_episode_is_a_control(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = runs.copy_run(runs.unsafe_controls_run(), tmp_path)
+    control = next(r for r in runs.records(run).values() if r.control)
+    main = next(r for r in runs.records(run).values() if not r.control)
+    app = open_page(tmp_path, monkeypatch, PAGES[3], {"run": run.name, "episode": control.run_id})
+    no_exception(app)
+    assert any(i.value.startswith("A control episode (`no_mutation`") for i in app.info)
+    app = open_page(tmp_path, monkeypatch, PAGES[3], {"run": run.name, "episode": main.run_id})
+    assert not any("control episode" in i.value for i in app.info)

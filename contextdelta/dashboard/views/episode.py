@@ -57,6 +57,11 @@ st.caption(
     f"world {code(timeline.world)} · hazard {code(timeline.hazard)} · strategy {code(timeline.strategy)} · mode "
     f"{code(timeline.protection_mode)} · repeat {timeline.repeat} · model {code(timeline.model)}"
 )
+if timeline.control:
+    st.info(
+        f"A control episode ({code(timeline.control)}, `--controls`): the task run again with its hidden mutations "
+        "off. Counted apart from the main matrix, in the report's control section."
+    )
 outcome, steps_col, mutations_col, termination_col = st.columns(4)
 outcome.metric("outcome", "success" if timeline.success else ("failed trial" if timeline.failed_trial else "FAIL"))
 steps_col.metric("steps", len(timeline.steps))
