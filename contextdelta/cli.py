@@ -1513,8 +1513,21 @@ def report_command(
         if write or changed:
             # Analysis parameters other than the recorded ones are recorded with the report they produced, so the
             # directory stays consistent and verify recomputes with them.
-            write_report_files(directory, report)
-            directory.reseal_files()  # the seal records the files as rewritten on purpose; nothing else changes
+            try:
+                write_report_files(directory, report)
+                directory.reseal_files()  # the seal records the files as rewritten on purpose; nothing else changes
+            except OSError as exc:  # a full disk: what was rewritten so far is not what the seal holds
+                where = f": {exc.filename}" if exc.filename else ""
+                again = " ".join(
+                    [f"contextdelta report {run_id}", *(["--write"] if write else [])]
+                    + [f"--{flag} {value}" for flag, value in _report_flags(changed)]
+                )
+                raise _fail(
+                    f"cannot write the reports of run {directory.path.name}: {exc.strerror or exc}{where}; until "
+                    f"they are written and resealed, verify names the report files rewritten so far as changed after "
+                    f"the run: run `{again}` again once there is room",
+                    1,
+                ) from None
             if changed:
                 err.print(
                     f"recorded in {directory.path.name}/aggregate_metrics.json: "
@@ -1525,6 +1538,12 @@ def report_command(
     finally:
         if lock is not None:
             lock.release()
+
+
+def _report_flags(changed: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The ``report`` flags that give the analysis parameters in ``changed`` (by their names in the command)."""
+    names = {"resamples": "resamples", "seed": "bootstrap-seed", "task_interval": "task-interval"}
+    return [(names[key], value) for key, value in changed.items()]
 
 
 def _report_writer_lock(path: Path) -> Any:

@@ -387,3 +387,44 @@ def test_report_export_and_replay_of_a_killed_run_edited_since_warn(tmp_path: Pa
         said = " ".join(result.stderr.split())
         assert f"run {record['run_group_id']} was changed after its run" in said, (command, said)
         assert "verdict.success" in said, (command, said)
+
+
+@pytest.mark.parametrize("fails", ["report", "seal"])
+def test_report_write_on_a_full_disk_is_a_named_error_and_a_second_try_restores_the_seal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails: str
+) -> None:
+    """The disk fills while `report --write --resamples N` rewrites the reports (or reseals the manifest after
+    them): a traceback before. Now exit 1, one line naming the file and saying that the seal will not match the
+    rewritten files until the same command succeeds; once there is room it does, and the run verifies MATCH."""
+    import errno
+
+    from contextdelta.rundir import RunDirectory
+    from contextdelta.verify import verify_run
+
+    path = runs.copy_run(runs.oracle_pair_run(), tmp_path)
+    target = path / (BENCHMARK_REPORT if fails == "report" else MANIFEST)
+    real = RunDirectory.reseal_files
+
+    def full(self: RunDirectory) -> bool:
+        raise OSError(errno.ENOSPC, "No space left on device", str(target))
+
+    args = ["report", path.name, "--write", "--resamples", "300", "--results-dir", str(tmp_path)]
+    with monkeypatch.context() as patch:
+        if fails == "report":
+            import contextdelta.report as report_package
+
+            patch.setattr(report_package, "write_report_files", lambda directory, report: full(directory))
+        else:
+            patch.setattr(RunDirectory, "reseal_files", full)
+        result = cli.invoke(app, args)
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    message = " ".join(result.stderr.split())
+    assert message.startswith(
+        f"error: cannot write the reports of run {path.name}: No space left on device: {target};"
+    ), message
+    assert f"run `contextdelta report {path.name} --write --resamples 300` again once there is room" in message
+    assert RunDirectory.reseal_files is real
+    again = cli.invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert verify_run(path).lines() == ["MATCH"]
