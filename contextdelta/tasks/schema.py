@@ -6,6 +6,7 @@ data (initial state, hidden mutations, expected end state, trajectories) cannot 
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -132,6 +133,10 @@ class FamilyInfo(_Strict):
     observation_call: int = Field(ge=0, description="Index in unsafe_trajectory of the observation h counts from.")
 
 
+RESOURCE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+\-]*")
+"""A resource id of an initial state: what a model reads in a result and types back into a call (``A-1042``,
+``prod:payments.max_retries``); ``/`` separates the parts of a resource key ``world/kind/id``."""
+
 MAX_STEPS = 1_000
 """Largest step limit of a task (and of run-benchmark's --max-steps): the shipped tasks use at most 50 and a
 generated one at horizon 64 about 150; a larger limit only lets a model that never stops run on, and a typo of
@@ -169,6 +174,21 @@ class EvaluatorSpec(_Strict):
         seed, at every horizon, so tasks of one story are not independent units of inference. None for a task no
         family generated (its own story)."""
         return f"{self.family.name}#{self.family.seed}" if self.family is not None else None
+
+    @field_validator("initial_state")
+    @classmethod
+    def _resource_ids_a_model_can_type(
+        cls, value: dict[str, dict[str, dict[str, Any]]]
+    ) -> dict[str, dict[str, dict[str, Any]]]:
+        for kind, resources in value.items():
+            for resource_id in resources:
+                if not RESOURCE_ID.fullmatch(resource_id):
+                    raise ValueError(
+                        f"{kind} id {resource_id!a} is not a resource id: use ASCII letters, digits and . _ : @ + -"
+                        " (starting with a letter or digit; no spaces, slashes or invisible characters), as a model "
+                        "must type it back from what it reads"
+                    )
+        return value
 
     @field_validator("final_answer_facts")
     @classmethod

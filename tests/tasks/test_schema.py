@@ -11,7 +11,7 @@ import yaml
 from contextdelta.canonical import sha256_hex
 from contextdelta.tasks import EvaluatorSpec, PublicTask, Task, load_task, load_task_text, suite_hash
 from contextdelta.tasks.loader import parse_yaml
-from tests.tasks.helpers import BASE_ID, dump, suite_file, task_data
+from tests.tasks.helpers import BASE_ID, SUITE, dump, suite_file, task_data
 
 
 def _reversed(value: Any) -> Any:
@@ -174,3 +174,22 @@ def test_text_that_is_only_whitespace_is_refused_naming_its_field(path: tuple[st
     )
     task, problems = load_task_text("t.yaml", dump(data))
     assert task is not None and problems == [], problems
+
+
+@pytest.mark.parametrize("resource_id", ["A/1", "", "A\u200b1", "\u0410-1042", "A 1", "-A1"])
+def test_a_resource_id_a_model_cannot_type_back_is_refused(resource_id: str) -> None:
+    """An empty id, one with a slash (the key separator), a space, an invisible or a look-alike character: the
+    reference replay types it exactly, a model reading the result cannot."""
+    data = task_data()
+    orders = data["evaluator"]["initial_state"]["order"]
+    orders[resource_id] = dict(next(iter(orders.values())))
+    task, problems = load_task_text("t.yaml", dump(data))
+    assert task is None
+    (problem,) = problems
+    assert problem.field == "evaluator.initial_state" and problem.line is not None
+    assert f"order id {resource_id!a} is not a resource id: use ASCII letters" in problem.render()
+
+
+def test_every_shipped_resource_id_is_one() -> None:
+    for path in sorted(SUITE.glob("**/*.yaml")):
+        load_task(path)  # raises on any problem
