@@ -257,15 +257,22 @@ def select_run(folder: Path, runs: list[RunSummary]) -> RunSummary:
     return by_id[choice]
 
 
+def warn_unknown_pair(runs: list[RunSummary]) -> None:
+    """A warning for each of the query parameters ``a`` and ``b`` that names no run in ``runs`` (a link to a run
+    that was moved, or a typed name), before the pickers fall back to another run."""
+    names = {s.name for s in runs}
+    for param in ("a", "b"):
+        wanted = _query_value(param)
+        if wanted is not None and wanted not in names:
+            below = "; pick one below" if len(names) > 1 else ""
+            st.warning(f"There is no readable run group {code(wanted)} (`{param}`){below}.")
+
+
 def select_run_pair(runs: list[RunSummary]) -> tuple[RunSummary, RunSummary]:
     """Two run pickers (query parameters ``a`` and ``b``): a defaults to the run last picked in the sidebar (else
     the newest), b to the newest other run of the same task set (else the newest other run)."""
     by_id = {s.name: s for s in runs}
     ids = list(by_id)
-    for param in ("a", "b"):
-        wanted = _query_value(param)
-        if wanted is not None and wanted not in by_id:
-            st.warning(f"There is no readable run group {code(wanted)} (`{param}`); pick one below.")
     remembered = st.session_state.get("cd_last_run")
     first = remembered if remembered in by_id else ids[0]
 

@@ -500,15 +500,15 @@ def partial_notice(manifest: RunManifest, finished: int, name: str) -> str | Non
     ``finished``: the episodes it holds; ``name``: its folder. The command-line readers say the same on stderr."""
     run = code(manifest.run_group_id)
     planned = manifest.counts.planned
+    finishing = code(f"contextdelta {resume_command(manifest, name)}")
     if manifest.status is RunStatus.RUNNING:
         return (
             f"Run {run} is still in progress: {finished} of {planned} episodes are finished. The figures below cover "
             "those episodes only; reload the page for newer ones. A run whose session was killed stays in progress "
-            f"too: if no session is running it, {code(f'contextdelta {command} --resume {name}')} finishes it."
+            f"too: if no session is running it, {finishing} finishes it."
         )
     if manifest.status is RunStatus.INCOMPLETE:
         reason = f" ({code(manifest.stop_reason)})" if manifest.stop_reason else ""
-        finishing = code(f"contextdelta {resume_command(manifest, name)}")
         return (
             f"Run {run} is incomplete: it stopped early{reason} with {finished} of {planned} planned episodes "
             f"finished. The figures below cover those episodes only; {finishing} finishes it."

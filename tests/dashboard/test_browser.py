@@ -259,7 +259,7 @@ def test_a_hostile_run_loads_nothing_from_outside_and_runs_no_script(
         ("episode", {"run": run, "episode": episode}, ["Timeline", "Episode error"]),
         ("episodes", {"run": run, "q": "alert"}, ["Episodes", "contain"]),
         ("episodes", {"run": injected, "q": injected, "outcome": injected}, ["There is no run group"]),
-        ("compare", {"a": run, "b": injected}, ["Compare", "There is no readable run group"]),
+        ("compare", {"a": run, "b": injected}, ["Compare", "There is no readable run group", "needs two"]),
     ]
     with chromium_page(chromium, width=WIDTH) as page:
         for name, query, expect in pages:

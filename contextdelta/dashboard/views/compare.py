@@ -32,13 +32,14 @@ st.caption(
 if not readable:
     st.info(f"No readable run directory in {code(folder)}.")
     st.stop()
+_ui.warn_unknown_pair(readable)  # first: a link to a run not here says so, whatever the folder holds
 if len(readable) == 1:
     st.info(
         f"{code(folder)} holds one readable run directory, {code(readable[0].name)}: a comparison needs two. Run "
         "the same tasks again (another model, another setting) into this folder, then pick both here."
     )
     st.stop()
-a, b = _ui.select_run_pair(readable)
+a, b = _ui.select_run_pair(readable)  # `a`/`b` naming no run here: warned above
 if a.path.resolve() == b.path.resolve():  # every difference would be 0 by construction; `compare` refuses it too
     st.error(
         f"Run a and run b are the same run directory, {code(a.run_group_id)}: a run compared with itself has every "
