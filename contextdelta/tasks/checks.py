@@ -18,7 +18,15 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from contextdelta.tasks.loader import TaskProblem, unquoted_text_hint
 from contextdelta.tasks.schema import Task, TrajectoryCall, VersionFromCall
-from contextdelta.worlds import ProtectionMode, ToolKind, WorldDefinition, WorldStateError, get_world, resource_key
+from contextdelta.worlds import (
+    WORLDS,
+    ProtectionMode,
+    ToolKind,
+    WorldDefinition,
+    WorldStateError,
+    get_world,
+    resource_key,
+)
 
 MIN_REFERENCE_CALLS = 6
 """A reference solution needs at least this many tool calls (issue 3): enough work to bury an observation."""
@@ -320,6 +328,17 @@ def check_task(file: str, task: Task, created: Iterable[str] = ()) -> list[TaskP
     problems: list[TaskProblem] = []
     known = _known_resources(task)
     created = set(created)  # read more than once below
+    if ev.clock is not None and not definition.needs_clock:
+        clocked = ", ".join(sorted(n for n, d in WORLDS.items() if d.needs_clock))
+        problems.append(
+            TaskProblem(
+                file,
+                "evaluator.clock",
+                f"the {task.world} world reads no clock (only {clocked} does): remove it, it changes nothing but the "
+                "task's hash",
+                ev.clock.isoformat(),
+            )
+        )
     # each resource checked strictly first: its problem names the resource and says how to write the value
     for kind, of_kind in ev.initial_state.items():
         for resource_id, fields in of_kind.items():

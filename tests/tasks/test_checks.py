@@ -145,3 +145,13 @@ def test_no_shipped_task_names_a_resource_it_does_not_have() -> None:
             p.render() for p in check_task(str(path), load_task(path)) if "neither in the initial state" in p.message
         ]
         assert found == [], path
+
+
+def test_a_clock_on_a_world_that_reads_none_is_named(tmp_path: Path) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        data["evaluator"]["clock"] = "2026-03-10T09:00:00"
+
+    found = problems(tmp_path, edit)
+    assert len(found) == 1, found
+    assert "evaluator.clock: the order world reads no clock (only calendar does): remove it" in found[0]
+    assert "(value: '2026-03-10T09:00:00')" in found[0]
