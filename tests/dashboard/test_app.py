@@ -587,3 +587,18 @@ def test_the_episode_page_says_an_episode_is_a_control(tmp_path: Path, monkeypat
     assert any(i.value.startswith("A control episode (`no_mutation`") for i in app.info)
     app = open_page(tmp_path, monkeypatch, PAGES[3], {"run": run.name, "episode": main.run_id})
     assert not any("control episode" in i.value for i in app.info)
+
+
+@pytest.mark.slow
+def test_the_conditions_caption_says_control_episodes_are_in_its_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With --controls the report's episode count includes the control episodes: the caption says so and gives the
+    main matrix's, as benchmark_report.md does."""
+    run = runs.copy_run(runs.unsafe_controls_run(), tmp_path)
+    app = open_page(tmp_path, monkeypatch, PAGES[1], {"run": run.name})
+    no_exception(app)
+    main = load_run(run).metrics.episodes.main_matrix
+    assert main is not None
+    expected = f"12 of 12 episodes (control episodes included; main matrix, the conditions below: {main.finished} "
+    assert any(expected in c.value for c in app.caption), [c.value for c in app.caption]

@@ -29,10 +29,16 @@ st.title("Conditions")
 folder, runs = _ui.runs_or_stop()
 run = _ui.run_data_or_stop(_ui.select_run(folder, runs))
 metrics = run.metrics
+main = metrics.episodes.main_matrix
+episodes = f"{metrics.episodes.finished} of {metrics.episodes.planned} episodes" + (
+    f" (control episodes included; main matrix, the conditions below: {main.finished} finished, {main.succeeded} "
+    "succeeded)"
+    if main is not None
+    else ""
+)
 st.caption(
     f"Run group {code(run.run_group_id)} · model {code(run.manifest.provider.model)} · "
-    f"status {run.manifest.status.value} · "
-    f"{metrics.episodes.finished} of {metrics.episodes.planned} episodes · {int(100 * metrics.analysis.confidence)}% "
+    f"status {run.manifest.status.value} · {episodes} · {int(100 * metrics.analysis.confidence)}% "
     f"hierarchical task-cluster bootstrap intervals ({metrics.analysis.resamples:,} resamples; exact Clopper-Pearson "
     f"bounds over tasks where every task agrees) · source: {run.metrics_source}"
 )
