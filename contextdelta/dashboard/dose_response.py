@@ -62,22 +62,26 @@ def _curves(metrics: AggregateMetrics, subset: str) -> list[HorizonCurve]:
 
 
 def dose_points(metrics: AggregateMetrics, metric: str, subset: str = ALL_TASKS) -> list[dict[str, Any]]:
-    """One point per condition and horizon of the run (every horizon of its tasks with one, whether or not the
-    condition has episodes there) of ``metric`` on ``subset``'s tasks, with its interval. A point without a value
-    has ``rate``, ``low`` and ``high`` None, ``segment`` None and ``no_data`` saying why; the points with a value
-    carry ``segment``, the number of their unbroken run of horizons within the condition (a line joins the points
-    of one segment only, so it never draws a trend through a horizon without data)."""
+    """One point per condition and horizon of ``subset``'s tasks (whether or not the condition has episodes
+    there) of ``metric``, with its interval. A point without a value has ``rate``, ``low`` and ``high`` None,
+    ``segment`` None and ``no_data`` saying why; the points with a value carry ``segment``, the number of their
+    unbroken run of horizons within the condition (a line joins the points of one segment only, so it never draws
+    a trend through a horizon without data)."""
     if metric not in DOSE_METRICS:
         raise ValueError(f"unknown dose-response metric {metric!r}; known: {', '.join(DOSE_METRICS)}")
     dose = metrics.dose_response
     if dose is None:
         return []
     decimals = metrics.analysis.rate_decimals
+    curves = _curves(metrics, subset)
+    # the horizons of the subset's tasks, as the report's tables have them (a hazard's tasks may lack some of the
+    # run's horizons: no gap there, nothing was planned)
+    horizons = sorted({p.horizon for c in curves for p in c.points})
     rows: list[dict[str, Any]] = []
-    for c in _curves(metrics, subset):
+    for c in curves:
         at = {p.horizon: p for p in c.points}
         segment, previous_known = 0, False
-        for horizon in sorted({*dose.horizons, *at}):
+        for horizon in horizons:
             point = at.get(horizon)
             estimate = point.rates[metric] if point is not None else None
             known = estimate is not None and estimate.estimate is not None

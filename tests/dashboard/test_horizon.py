@@ -156,3 +156,20 @@ def test_compare_says_the_unit_is_the_story_where_tasks_share_one(
     facts = next(m.value for m in app.markdown if m.value.startswith("- task set"))
     assert "unit of the intervals and tests: the story (4 stories" in facts, facts
     assert not any("the unit is the task." in c.value for c in app.caption)
+
+
+def test_a_horizon_none_of_a_hazards_tasks_has_is_no_gap() -> None:
+    """A hazard's tasks may not cover every horizon of the run: its curves skip those horizons as the report's
+    tables do, instead of naming them as horizons without data."""
+    metrics = load_run(runs.horizon_run()).metrics
+    dose = metrics.dose_response
+    assert dose is not None
+    short = [
+        c.model_copy(update={"hazard": "superseded_observation", "points": [p for p in c.points if p.horizon != 16]})
+        for c in dose.curves
+    ]
+    edited = metrics.model_copy(update={"dose_response": dose.model_copy(update={"curves": [*dose.curves, *short]})})
+    points = dose_points(edited, "success", "superseded_observation")
+    assert points and {p["horizon"] for p in points} == {1, 2, 4, 8}
+    assert dose_gaps(points) == []
+    assert {p["horizon"] for p in dose_points(edited, "success")} == {1, 2, 4, 8, 16}
