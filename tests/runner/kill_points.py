@@ -71,7 +71,8 @@ def arm(point: str) -> None:
             if self.path.name == "raw_runs.jsonl" and second():
                 text = "".join(line + "\n" for line in lines)
                 if point == "torn-record":
-                    self._handle.write(text[: len(text) // 2])
+                    data = text.encode("utf-8")  # the writer's handle takes bytes, unbuffered
+                    self._handle.write(data[: len(data) // 2])
                     self._handle.flush()
                     _die()
                 real_append(self, lines)
