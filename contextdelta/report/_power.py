@@ -252,11 +252,16 @@ def no_data_message(manifest: RunManifest, plan: PowerPlan) -> str | None:
     which = (
         f"the pilot's one comparison ({plan.comparisons[0].name})" if n == 1 else f"none of the pilot's {n} comparisons"
     )
+    if manifest.external_agent is None:
+        remedy = (
+            f"Re-run the failed trials with `contextdelta run-benchmark --resume {manifest.run_group_id} "
+            "--retry-failed` once the endpoint works, or run a new pilot"
+        )
+    else:  # run-external and serve-world re-run no failed trial: a new run of the agent is the pilot
+        remedy = "Run the agent again into a new run (an external agent's run has no --retry-failed)"
     return (
         f"nothing to compute: {which} has {'no' if n == 1 else 'a'} task with a value in both conditions (their "
-        "episodes are failed trials, which have no verdict). Re-run the failed "
-        f"trials with `contextdelta run-benchmark --resume {manifest.run_group_id} --retry-failed` once the "
-        "endpoint works, or run a new pilot, then pass it as --pilot"
+        f"episodes are failed trials, which have no verdict). {remedy}, then pass it as --pilot"
     )
 
 

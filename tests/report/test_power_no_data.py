@@ -104,3 +104,20 @@ def test_a_report_written_before_no_data_power_was_null_still_verifies(tmp_path:
     assert RunDirectory(path).reseal_files()
     fields = {d.field for d in verify_run(path).divergences}
     assert any(f.endswith("detectable.power_at_largest") for f in fields), fields
+
+
+def test_power_on_an_external_agents_pilot_with_no_value_names_no_retry_failed() -> None:
+    """run-external and serve-world have no --retry-failed: the message told an external agent's pilot to re-run
+    its failed trials with run-benchmark, which refuses an external run."""
+    from contextdelta.report._power import no_data_message
+    from contextdelta.rundir.records import ExternalAgentInfo
+
+    directory = RunDirectory(all_failed_run())
+    manifest = directory.read_manifest()
+    plan = plan_run(manifest, directory.read_episodes(), 0.2, params=AnalysisParams(power_datasets=100))
+    external = manifest.model_copy(
+        update={"external_agent": ExternalAgentInfo(agent="outside", transport="stdio", command="agent")}
+    )
+    why = no_data_message(external, plan)
+    assert why is not None and "nothing to compute" in why
+    assert "run-benchmark" not in why and "Run the agent again into a new run" in why
