@@ -691,7 +691,7 @@ class OpenAIProvider:
                 # that is not an object as malformed arguments; only no arguments at all reads as none, {}
                 arguments = "{}" if text not in spec else json.dumps(arguments)
             calls.append(
-                ToolCallRequest(id=clean(str(call.get("id") or "")), name=clean(name), arguments=clean(arguments))
+                ToolCallRequest(id=clean(_call_id(call.get("id"))), name=clean(name), arguments=clean(arguments))
             )
         content = message.get("content")
         refusal = message.get("refusal")
@@ -891,6 +891,17 @@ def _text_of_parts(parts: list[Any]) -> str | None:
         if isinstance(part, dict) and part.get("type", "text") in TEXT_PART_TYPES and isinstance(part.get("text"), str)
     ]
     return "".join(texts) if texts else None
+
+
+def _call_id(value: object) -> str:
+    """A tool call's id as the history sends it back: text as sent, an integer as its digits; anything else (an
+    object, a list, true, a fraction; the raw reply keeps it) reads as no id, so the agent gives the call one of its
+    own instead of sending the model a Python rendering of the value."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return ""
 
 
 def _refusal_of_parts(parts: list[Any]) -> str | None:

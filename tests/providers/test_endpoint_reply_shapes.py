@@ -460,3 +460,18 @@ def test_deepseek_usage_with_cache_fields_and_details_is_read(sleep: RecordingSl
         30,
         64,
     )
+
+
+@pytest.mark.parametrize(("sent", "kept"), [({"x": 1}, ""), (["a"], ""), (True, ""), (1.5, ""), (7, "7")])
+def test_a_tool_call_id_that_is_not_text_is_never_sent_back_as_a_python_rendering(sent: Any, kept: str) -> None:
+    """An object id was sent back to the model as "{'x': 1}" (Python's repr); now an integer keeps its digits and
+    any other non-text id reads as none, so the call gets an id of the agent's own."""
+    with RawEndpoint([calls(call(sent, GET)), DONE]) as endpoint:
+        trace = episode(endpoint)
+        messages = endpoint.received[-1]["messages"]
+    [record] = trace.steps[0].tool_calls
+    expected = kept or invented_call_id(1, 1, 0)
+    assert (record.call_id, record.original_id) == (expected, kept)
+    [assistant] = [m for m in messages if m["role"] == "assistant"]
+    assert [c["id"] for c in assistant["tool_calls"]] == [expected]
+    assert [m["tool_call_id"] for m in messages if m["role"] == "tool"] == [expected]
