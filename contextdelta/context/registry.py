@@ -28,6 +28,7 @@ import json
 import re
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -444,18 +445,24 @@ def probe_strategy(strategy: ContextStrategy, timeout_s: float | None = None) ->
 
     outcome: list[object] = []
     failure: list[BaseException] = []
+    took: list[float] = []
 
     def run() -> None:
+        started = time.monotonic()
         try:
             outcome.append(anyio.run(probe))
         except BaseException as exc:  # reported below, whatever the plug-in raised
             failure.append(exc)
+        took.append(time.monotonic() - started)
 
     # in a thread of its own: a transform that blocks (time.sleep, a busy loop) is left behind, not waited for
     thread = threading.Thread(target=run, name="strategy-probe", daemon=True)
     thread.start()
     thread.join(limit + 1)
-    if thread.is_alive() or (failure and isinstance(failure[0], TimeoutError)):
+    # a transform that blocks past the limit and then returns meets no checkpoint where fail_after could cancel it:
+    # the time it took says it was too slow
+    slow = not took or took[0] > limit
+    if thread.is_alive() or slow or (failure and isinstance(failure[0], TimeoutError)):
         return f"its transform did not return within {limit:g} s{why}"
     if failure:
         return f"its transform failed: {type(failure[0]).__name__}: {failure[0]}"
