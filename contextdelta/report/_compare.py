@@ -195,6 +195,8 @@ def compare_runs(
         family_size = sum(1 for c in shared if tests[c].testable)
         families.append(ComparisonFamily(metric=metric, family_size=family_size, comparisons=comparisons))
     notes = _notes(a, b, runs, failed)
+    if not shared:
+        notes.append(_nothing_shared(a, b, conditions))
     task_ids = sorted({r.task_id for _, r in rows})
     labels = story_labels((a, b), task_ids)
     paired = [row.comparison.test.n_tasks for family in families for row in family.comparisons]
@@ -308,6 +310,20 @@ def _notes(a: RunManifest, b: RunManifest, runs: dict[str, list[EpisodeRecord]],
     return notes
 
 
+def _nothing_shared(a: RunManifest, b: RunManifest, conditions: dict[str, list[tuple[str, str]]]) -> str:
+    """Why no condition is compared: a run without an episode yet (in progress, or stopped before its first), or
+    two runs whose episodes fall in different conditions."""
+    empty = [
+        f"run {side} ({m.run_group_id}, {m.status.value}) has no episode yet, {m.counts.finished} of "
+        f"{m.counts.planned} planned"
+        for side, m in (("a", a), ("b", b))
+        if not conditions[side]
+    ]
+    if empty:
+        return "no condition has episodes in both runs: " + "; ".join(empty)
+    return "no condition has episodes in both runs: their episodes ran under different strategies or modes"
+
+
 def render_comparison(report: ComparisonReport) -> str:
     """The comparison as Markdown."""
     lines = [
@@ -332,11 +348,10 @@ def render_comparison(report: ComparisonReport) -> str:
         if keys:
             lines.append(f"- only in {side} (not compared): {', '.join(k.label for k in keys)}")
     lines.append("")
-    for family in report.families:
+    if not report.shared_conditions:  # one line, not one per metric: the note above says why
+        lines += ["No shared condition: nothing to compare.", ""]
+    for family in report.families if report.shared_conditions else ():
         lines += [f"## {family.metric}", ""]
-        if not family.comparisons:
-            lines += ["No shared condition.", ""]
-            continue
         headers, rows = comparison_table(family, report.rate_decimals, report.alpha, report.stories is not None)
         lines += table(headers, rows)
         lines.append("")

@@ -602,3 +602,20 @@ def test_the_conditions_caption_says_control_episodes_are_in_its_count(
     assert main is not None
     expected = f"12 of 12 episodes (control episodes included; main matrix, the conditions below: {main.finished} "
     assert any(expected in c.value for c in app.caption), [c.value for c in app.caption]
+
+
+@pytest.mark.slow
+def test_compare_with_a_run_that_has_no_episode_yet_says_why_once(
+    tmp_path: Path, trusting_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Comparing a complete run with one that has no episode yet said 'No shared condition.' under each of the three
+    metrics and listed every condition as 'only in a', with no word on why; now one line, and the note names the
+    run without episodes and its status."""
+    running = make_running(trusting_run, tmp_path, keep=0).rename(tmp_path / "in-progress")
+    complete = runs.copy_run(trusting_run, tmp_path)
+    app = open_page(tmp_path, monkeypatch, PAGES[5], {"a": complete.name, "b": running.name})
+    no_exception(app)
+    assert [i.value for i in app.info].count("No shared condition: nothing to compare.") == 1
+    assert not [i.value for i in app.info if i.value == "No shared condition."]
+    facts = " ".join(m.value for m in app.markdown)
+    assert "no condition has episodes in both runs: run b" in facts and "running) has no episode yet" in facts

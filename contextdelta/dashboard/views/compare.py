@@ -104,11 +104,11 @@ SHORT = {
     "rate b": ("rate b", 170),
     "episode pairs a-only / b-only (description)": ("episode pairs a-only / b-only", 200),
 }
+if not report.shared_conditions:  # once, not per metric; the facts above say why
+    st.info("No shared condition: nothing to compare.")
+    st.stop()
 for metric, rows in compare_tables(report):
     st.subheader(METRIC_LABELS.get(metric, metric))
-    if not rows:
-        st.info("No shared condition.")
-        continue
     config = {}
     for name in rows[0]:
         label, width = SHORT.get(name, (name, 110))
