@@ -231,8 +231,11 @@ class _Verifier:
     def check_snapshot(self) -> None:
         snapshot = self.directory.file(TASKS_SNAPSHOT)
         loaded, problems = load_directory(snapshot)
-        for problem in problems:
-            self.diverge(self.group, f"tasks/{Path(problem.file).name}", problem.render())
+        for problem in problems:  # named by its path in the run directory (tasks/WORLD/ID.yaml), as the seal names it
+            file = Path(problem.file)
+            inside = file.is_relative_to(self.directory.path)
+            name = file.relative_to(self.directory.path).as_posix() if inside else f"{TASKS_SNAPSHOT}/{file.name}"
+            self.diverge(self.group, name, problem.render())
         by_id = {t.task.id: t.task for t in loaded}
         wanted = {t.id for t in self.manifest.tasks}
         for extra in sorted(set(by_id) - wanted):

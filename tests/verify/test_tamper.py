@@ -502,3 +502,15 @@ def test_an_edit_of_each_kind_of_recorded_fact_is_named(run: Path, category: str
     raw.write_text("\n".join(lines) + "\n", encoding="utf-8")
     code, found, _ = outcome(run)
     assert code == 1 and named(found, record["run_id"], field), [d.render() for d in found][:6]
+
+
+def test_a_snapshot_file_that_no_longer_loads_is_named_by_its_path_in_the_run_directory(run: Path) -> None:
+    """A snapshot task cut short (invalid YAML) was named ``tasks/ID.yaml``, a path that does not exist in the run
+    directory (the file is ``tasks/WORLD/ID.yaml``)."""
+    (file,) = sorted((run / "tasks").rglob("*.yaml"))[:1]
+    file.write_bytes(file.read_bytes()[: len(file.read_bytes()) // 2])
+    name = file.relative_to(run).as_posix()
+    code, found, _ = outcome(run)
+    assert code == 1
+    loading = [d for d in found if str(file) in d.detail]
+    assert loading and all(d.field == name for d in loading), [(d.field, d.detail[:80]) for d in found]
