@@ -582,8 +582,9 @@ class _Verifier:
             return
         reader = csv.DictReader(io.StringIO(text))
         columns = tuple(reader.fieldnames or ())
-        if columns != task_result_columns(self.records) and columns not in LEGACY_TASK_RESULT_COLUMNS:
-            self.diverge(self.group, f"{TASK_RESULTS} header", f"columns {_short(reader.fieldnames)}")
+        header = task_result_columns(self.records)
+        if columns != header and columns not in LEGACY_TASK_RESULT_COLUMNS:
+            self.diverge(self.group, f"{TASK_RESULTS} header", _header_difference(columns, header))
             return
         rows: dict[str, dict[str, str]] = {}
         for number, row in enumerate(reader, start=2):
@@ -894,6 +895,18 @@ class _Verifier:
                         f"{self.group} --write` rewrites it"
                     )
             self.diverge(self.group, name, detail)
+
+
+def _header_difference(columns: tuple[str, ...], wanted: tuple[str, ...]) -> str:
+    """The first column where a ``task_results.csv`` header differs from the one the run writes, in words."""
+    if not columns:
+        return "empty (no header): the run writes a header and one row per episode"
+    at = next((i for i, (a, b) in enumerate(zip(columns, wanted, strict=False)) if a != b), None)
+    if at is not None:
+        return f"column {at + 1} is {columns[at]!r}, the run writes {wanted[at]!r}"
+    if len(columns) > len(wanted):
+        return f"column {len(wanted) + 1} {columns[len(wanted)]!r} is not one the run writes"
+    return f"column {len(columns) + 1} {wanted[len(columns)]!r} is missing"
 
 
 _ADDED_EVENT_FIELDS = frozenset({"validated_arguments"})

@@ -514,3 +514,24 @@ def test_a_snapshot_file_that_no_longer_loads_is_named_by_its_path_in_the_run_di
     assert code == 1
     loading = [d for d in found if str(file) in d.detail]
     assert loading and all(d.field == name for d in loading), [(d.field, d.detail[:80]) for d in found]
+
+
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        (lambda b: b"", "empty (no header): the run writes a header and one row per episode"),
+        (lambda b: b"\xef\xbb\xbf" + b, "column 1 is '\\ufeffrun_id', the run writes 'run_id'"),
+        (lambda b: b.replace(b",world,", b",World,", 1), "column 4 is 'World', the run writes 'world'"),
+    ],
+    ids=["emptied", "byte order mark", "renamed column"],
+)
+def test_a_task_results_header_that_differs_names_the_column(
+    run: Path, damage: Callable[[bytes], bytes], expected: str
+) -> None:
+    """The header check printed the whole header list cut short ('columns null' for an emptied file) instead of
+    saying which column differs."""
+    path = run / "task_results.csv"
+    path.write_bytes(damage(path.read_bytes()))
+    code, found, _ = outcome(run)
+    assert code == 1
+    assert [d.detail for d in found if d.field == "task_results.csv header"] == [expected]
