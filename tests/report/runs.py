@@ -189,24 +189,29 @@ def copy_run(path: Path, into: Path) -> Path:
     return target
 
 
-@functools.cache
-def faulted_run() -> Path:
-    """context_trusting on 3 tasks, full_history and last_n, both modes, 2 repeats, one request at a time, with the
-    server refusing every 19th request as too long for the context window (24 episodes, some failed trials)."""
+def _context_length_run(fail: str, protection_modes: list[str], repeats: int, concurrency: int) -> Path:
+    """context_trusting on the trusting run's tasks, full_history and last_n, against a server that refuses the
+    requests ``fail`` names (the scripted server's ``fail_context_length``) as too long for the context window."""
     fields: dict[str, object] = {
         "tasks_dir": TASKS,
         "model": "scripted-context_trusting",
         "results_dir": results_dir(),
         "task_ids": TRUST_TASKS,
         "strategies": ["full_history", "last_n"],
-        "protection_modes": MODES,
-        "repeats": 2,
-        "concurrency": 1,
+        "protection_modes": protection_modes,
+        "repeats": repeats,
+        "concurrency": concurrency,
     }
-    with serve_scripted("context_trusting", TASKS, in_process=True, fail_context_length="every:19") as url:
+    with serve_scripted("context_trusting", TASKS, in_process=True, fail_context_length=fail) as url:
         fields["base_url"] = url
-        outcome = run_benchmark(BenchmarkRequest.model_validate(fields))
-    return outcome.path
+        return run_benchmark(BenchmarkRequest.model_validate(fields)).path
+
+
+@functools.cache
+def faulted_run() -> Path:
+    """context_trusting on 3 tasks, full_history and last_n, both modes, 2 repeats, one request at a time, with the
+    server refusing every 19th request as too long for the context window (24 episodes, some failed trials)."""
+    return _context_length_run("every:19", MODES, repeats=2, concurrency=1)
 
 
 @functools.cache
@@ -226,16 +231,4 @@ def unsafe_controls_run() -> Path:
 def failed_pair_run() -> Path:
     """context_trusting on the trusting run's tasks, full_history and last_n, unprotected, with the server answering
     every request context_length_exceeded (6 episodes, every one a failed trial: no safety verdict anywhere)."""
-    fields: dict[str, object] = {
-        "tasks_dir": TASKS,
-        "model": "scripted-context_trusting",
-        "results_dir": results_dir(),
-        "task_ids": TRUST_TASKS,
-        "strategies": ["full_history", "last_n"],
-        "protection_modes": ["unprotected"],
-        "repeats": 1,
-        "concurrency": 2,
-    }
-    with serve_scripted("context_trusting", TASKS, in_process=True, fail_context_length="all") as url:
-        fields["base_url"] = url
-        return run_benchmark(BenchmarkRequest.model_validate(fields)).path
+    return _context_length_run("all", ["unprotected"], repeats=1, concurrency=2)
