@@ -119,9 +119,13 @@ def _pass_k_columns(c: ConditionMetrics, decimals: int) -> dict[str, str]:
     return out
 
 
-def _total(value: float, known: int, unknown: int, digits: int = 0) -> str:
+def _total(value: float, known: int, unknown: int, digits: int = 0, why_unknown: str = "no usage reported") -> str:
+    """A condition's total as the report words it: "no data" without an episode to count, "unknown (why)" where
+    no episode's value is known, else the sum and how many episodes it leaves out."""
+    if not known and not unknown:
+        return "no data"
     if not known:
-        return "unknown"
+        return f"unknown ({why_unknown})"
     text = f"{value:,.{digits}f}"
     return text + (f" ({unknown} unknown)" if unknown else "")
 
@@ -141,7 +145,7 @@ def condition_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
                 **_pass_k_columns(c, d),
                 "flip rate (success)": counted(c.flip_rates["success"], d, c.tasks, c.episodes),
                 "tokens / episode": num(c.means["total_tokens"]),
-                "cost (USD)": _total(cost.total, cost.n_known, cost.n_unknown, 4),
+                "cost (USD)": _total(cost.total, cost.n_known, cost.n_unknown, 4, "no price for the model"),
                 "episodes": c.episodes,
                 "tasks": c.tasks,
                 "failed trials": c.failed_trials,

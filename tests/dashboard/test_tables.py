@@ -89,6 +89,26 @@ def test_condition_rows_show_rates_first_then_pass_k_and_token_cost(
     assert row["total tokens"] == f"{total:,}"
 
 
+def test_an_unknown_or_missing_total_is_worded_as_the_report_words_it(trusting_run: Path) -> None:
+    """The Conditions table printed a bare "unknown" where the report prints "unknown (no price for the model)", and
+    "unknown" for a condition without an episode to count, where the report prints "no data"."""
+    metrics = load_run(trusting_run).metrics
+    first = metrics.conditions[0]
+    cost, tokens = first.totals["cost_usd"], first.totals["total_tokens"]
+    unpriced = first.model_copy(
+        update={
+            "totals": {
+                **first.totals,
+                "cost_usd": cost.model_copy(update={"n_known": 0, "n_unknown": first.episodes}),
+                "total_tokens": tokens.model_copy(update={"n_known": 0, "n_unknown": 0}),
+            }
+        }
+    )
+    [row] = condition_rows(metrics.model_copy(update={"conditions": [unpriced]}))
+    assert row["cost (USD)"] == "unknown (no price for the model)"
+    assert row["total tokens"] == "no data"
+
+
 def test_comparison_rows_are_the_task_level_tests_with_the_test_first(trusting_run: Path) -> None:
     metrics = load_run(trusting_run).metrics
     rows = comparison_rows(metrics)
