@@ -17,6 +17,7 @@ from contextdelta.report import (
     ComparisonReport,
     ConditionMetrics,
     comparison_table,
+    control_table,
     counted,
     holm_pvalue,
     num,
@@ -156,6 +157,13 @@ def condition_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def control_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:
+    """The report's control table (``--controls``), one dict a control condition: each beside its main condition;
+    empty in a run without control episodes."""
+    header, rows = control_table(metrics)
+    return [dict(zip(header, row, strict=True)) for row in rows]
 
 
 def token_reduction_rows(metrics: AggregateMetrics) -> list[dict[str, Any]]:

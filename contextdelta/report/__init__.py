@@ -46,7 +46,7 @@ from contextdelta.report._format import (
     pvalue,
     slope_text,
 )
-from contextdelta.report._markdown import FailedTrial, RunFacts, render_report
+from contextdelta.report._markdown import CONTROL_INTRO, FailedTrial, RunFacts, control_table, render_report
 from contextdelta.report._metrics import aggregate, compute_metrics, metrics_json
 from contextdelta.report._models import (
     METRICS_SCHEMA_VERSION,
@@ -95,6 +95,7 @@ from contextdelta.report._table import (
 __all__ = [
     "BASELINE_STRATEGY",
     "BREAKDOWN_METRICS",
+    "CONTROL_INTRO",
     "DOSE_METRICS",
     "FAILURE_MODE_ROWS",
     "FLIP_METRICS",
@@ -140,6 +141,7 @@ __all__ = [
     "compare_runs",
     "comparison_table",
     "compute_metrics",
+    "control_table",
     "counted",
     "crossing_text",
     "episode_values",

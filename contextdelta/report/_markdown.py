@@ -350,23 +350,22 @@ def _flip_needs_repeats(metrics: AggregateMetrics) -> str:
     )
 
 
-def _controls(metrics: AggregateMetrics) -> list[str]:
-    """Each control condition beside its main condition (same strategy and mode)."""
-    if not metrics.controls:
-        return []
+CONTROL_INTRO = (
+    "The same episodes with every hidden mutation switched off (`--controls no_mutation`), graded by each task's "
+    "no-mutation control (claims about the resources the other actors would have written are dropped): what a "
+    "strategy or the freshness contract costs when nothing changes. Main-matrix figures for the same strategy "
+    "and mode beside them; refused writes are writes the freshness contract blocked."
+)
+"""What the control table shows: the report's paragraph above it, and the dashboard's caption."""
+
+
+def control_table(metrics: AggregateMetrics) -> tuple[list[str], list[list[object]]]:
+    """The header and rows of the control table: each control condition beside its main condition (same strategy
+    and mode); no rows in a run without control episodes."""
     d = metrics.analysis.rate_decimals
     main = {c.condition: c for c in metrics.conditions}
-    lines = [
-        "## Control condition: nothing changes",
-        "",
-        "The same episodes with every hidden mutation switched off (`--controls no_mutation`), graded by each task's "
-        "no-mutation control (claims about the resources the other actors would have written are dropped): what a "
-        "strategy or the freshness contract costs when nothing changes. Main-matrix figures for the same strategy "
-        "and mode beside them; refused writes are writes the freshness contract blocked.",
-        "",
-    ]
-    rows = []
-    for c in metrics.controls:
+    rows: list[list[object]] = []
+    for c in metrics.controls or []:
         base = main.get(c.condition)
         rows.append(
             [
@@ -394,7 +393,15 @@ def _controls(metrics: AggregateMetrics) -> list[str]:
         "reads / episode (control)",
         "steps / episode (main -> control)",
     ]
-    return [*lines, *table(header, rows), ""]
+    return header, rows
+
+
+def _controls(metrics: AggregateMetrics) -> list[str]:
+    """Each control condition beside its main condition (same strategy and mode)."""
+    if not metrics.controls:
+        return []
+    header, rows = control_table(metrics)
+    return ["## Control condition: nothing changes", "", CONTROL_INTRO, "", *table(header, rows), ""]
 
 
 def _pass_k(c: ConditionMetrics, k: int, decimals: int) -> str:

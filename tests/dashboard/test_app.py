@@ -605,6 +605,26 @@ def test_the_conditions_caption_says_control_episodes_are_in_its_count(
 
 
 @pytest.mark.slow
+def test_the_conditions_page_shows_the_reports_control_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report's control-condition table (--controls) was missing from the dashboard: the page now shows it,
+    cell for cell as benchmark_report.md prints it."""
+    run = runs.copy_run(runs.unsafe_controls_run(), tmp_path)
+    app = open_page(tmp_path, monkeypatch, PAGES[1], {"run": run.name})
+    no_exception(app)
+    assert "Control condition: nothing changes" in [h.value for h in app.subheader]
+    report = (run / "benchmark_report.md").read_text()
+    shown = [
+        [str(v) for v in row]
+        for frame in app.dataframe
+        if "condition (control)" in frame.value.columns
+        for row in frame.value.itertuples(index=False)
+    ]
+    assert len(shown) == 2  # full_history and last_n, unprotected, no_mutation
+    for row in shown:
+        assert "| " + " | ".join(row) + " |" in report, row
+
+
+@pytest.mark.slow
 def test_compare_with_a_run_that_has_no_episode_yet_says_why_once(
     tmp_path: Path, trusting_run: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

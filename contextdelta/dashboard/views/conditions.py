@@ -17,13 +17,14 @@ from contextdelta.dashboard.tables import (
     breakdown_rows,
     comparison_rows,
     condition_rows,
+    control_rows,
     rate_matrix,
     rate_points,
     token_reduction_rows,
     uncharted,
     uncharted_differences,
 )
-from contextdelta.report import BASELINE_STRATEGY
+from contextdelta.report import BASELINE_STRATEGY, CONTROL_INTRO
 
 st.title("Conditions")
 folder, runs = _ui.runs_or_stop()
@@ -108,6 +109,15 @@ st.dataframe(
     height="content",
     column_config={"condition": _ui.label_column("condition")},
 )
+if controls := control_rows(metrics):  # a run with --controls: the report's control table, as it prints it
+    st.subheader("Control condition: nothing changes")
+    st.caption(CONTROL_INTRO)  # the harness's own text (markdown: its flag in code)
+    st.dataframe(
+        controls,
+        hide_index=True,
+        height="content",
+        column_config={"condition (control)": _ui.label_column("condition (control)")},
+    )
 reductions = token_reduction_rows(metrics)
 if reductions:
     with st.expander("Token reduction versus full_history (paired episodes)"):
