@@ -16,6 +16,7 @@ from contextdelta.report import (
     AggregateMetrics,
     ComparisonReport,
     ConditionMetrics,
+    common_counts,
     comparison_table,
     control_table,
     counted,
@@ -268,12 +269,14 @@ def breakdown_rows(
         if b.dimension != dimension:
             continue
         cells = [cell for cell in b.cells if mode is None or cell.condition.protection_mode == mode]
-        episodes = max((cell.episodes for cell in cells), default=0)
+        # the row's counts as the report states them: those most of its cells rest on (a cell gives its own where
+        # they differ: failed trials, which have no safety verdict, or a condition that ran fewer episodes)
+        tasks, episodes = common_counts([cell.rates[metric] for cell in cells]) or (b.tasks, 0)
         row: dict[str, Any] = {dimension: b.value}
         for cell in cells:
             label = cell.condition.strategy if mode is not None else cell.condition.label
-            row[label] = counted(cell.rates[metric], d, b.tasks, episodes)
-        row |= {"tasks": b.tasks, "episodes per condition": episodes}
+            row[label] = counted(cell.rates[metric], d, tasks, episodes)
+        row |= {"tasks": tasks, "episodes per condition": episodes}
         rows.append(row)
     return rows
 

@@ -46,7 +46,14 @@ from contextdelta.report._format import (
     pvalue,
     slope_text,
 )
-from contextdelta.report._markdown import CONTROL_INTRO, FailedTrial, RunFacts, control_table, render_report
+from contextdelta.report._markdown import (
+    CONTROL_INTRO,
+    FailedTrial,
+    RunFacts,
+    common_counts,
+    control_table,
+    render_report,
+)
 from contextdelta.report._metrics import aggregate, compute_metrics, metrics_json
 from contextdelta.report._models import (
     METRICS_SCHEMA_VERSION,
@@ -138,6 +145,7 @@ __all__ = [
     "TokenTotal",
     "aggregate",
     "build_report",
+    "common_counts",
     "compare_runs",
     "comparison_table",
     "compute_metrics",

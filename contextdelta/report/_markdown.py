@@ -411,7 +411,9 @@ def _pass_k(c: ConditionMetrics, k: int, decimals: int) -> str:
     return f"{counted(found.all_pass, decimals, c.tasks, c.episodes)}; unbiased {pct(found.unbiased, decimals)}"
 
 
-def _common_counts(estimates: Sequence[Estimate]) -> tuple[int, int] | None:
+def common_counts(estimates: Sequence[Estimate]) -> tuple[int, int] | None:
+    """The (tasks, episodes) most of ``estimates`` with a value rest on: what a table row states once, a cell then
+    giving its own counts only where they differ (`counted`); None when none has a value."""
     counts = Counter((e.n_tasks, e.n_episodes) for e in estimates if e.has_value)
     return counts.most_common(1)[0][0] if counts else None
 
@@ -439,7 +441,7 @@ def _breakdowns(metrics: AggregateMetrics) -> list[str]:
 
 def _breakdown_row(b: Breakdown, metric: str, decimals: int) -> list[str]:
     estimates = [cell.rates[metric] for cell in b.cells]
-    common = _common_counts(estimates)
+    common = common_counts(estimates)
     tasks, episodes = common if common is not None else (b.tasks, 0)
     label = f"{b.value} ({plural(tasks, 'task')}, {plural(episodes, 'episode')})"
     return [label, *(counted(e, decimals, tasks, episodes) for e in estimates)]
@@ -453,7 +455,7 @@ def _dose_tables(dose: DoseResponse, curves: list[HorizonCurve], decimals: int, 
     threshold = f"{100 * dose.crossing_threshold:g}%"
     for metric, title in (("stale_action", "Stale-action rate"), ("success", "Success")):
         columns = {h: [p.rates[metric] for c in curves for p in c.points if p.horizon == h] for h in horizons}
-        common = {h: _common_counts(columns[h]) for h in horizons}
+        common = {h: common_counts(columns[h]) for h in horizons}
         rows = []
         for c in curves:
             by_horizon = {p.horizon: p.rates[metric] for p in c.points}

@@ -26,7 +26,7 @@ from contextdelta.dashboard.tables import (
     rate_points,
     token_reduction_rows,
 )
-from contextdelta.report import AggregateMetrics, pct, pp
+from contextdelta.report import AggregateMetrics, pct, plural, pp
 from contextdelta.rundir.records import EpisodeRecord
 from contextdelta.stats import Estimate
 from tests.report import runs
@@ -279,3 +279,26 @@ def test_every_percentage_has_the_reports_decimals(tmp_path: Path, trusting_run:
 
 def chart_estimates(metrics: AggregateMetrics) -> list[Estimate]:
     return [c.rates[key] for c in metrics.conditions for key, _ in CHART_METRICS]
+
+
+def test_breakdown_rows_state_the_counts_the_report_states() -> None:
+    """With failed trials (no safety verdict) the breakdown's "episodes per condition" was the largest count of any
+    cell, so cells that rest on that many episodes repeated their counts and the row disagreed with the report's,
+    which states the (tasks, episodes) most cells rest on. Every cell and the row's counts are now the report's."""
+    run = runs.faulted_run()
+    metrics = load_run(run).metrics
+    report = (run / "benchmark_report.md").read_text().splitlines()
+    labels = [c.condition.label for c in metrics.conditions]
+    for metric in ("success", "stale_action"):
+        start = report.index(f"### The {metric.replace('_', '-')} rate per hazard")
+        printed = {}
+        for line in report[start + 4 :]:
+            if not line.startswith("|"):
+                break
+            label, *cells = [cell.strip() for cell in line.strip("|").split("|")]
+            printed[label] = cells
+        for row in breakdown_rows(metrics, "hazard", metric):
+            label = (
+                f"{row['hazard']} ({plural(row['tasks'], 'task')}, {plural(row['episodes per condition'], 'episode')})"
+            )
+            assert printed[label] == [row[c] for c in labels], (metric, label)
