@@ -588,6 +588,9 @@ class _Verifier:
             return
         rows: dict[str, dict[str, str]] = {}
         for number, row in enumerate(reader, start=2):
+            if tuple(row.get(c) for c in columns) == columns:  # the header row again (a file joined to itself)
+                self.diverge(self.group, TASK_RESULTS, f"line {number}: the header row again, not an episode's row")
+                continue
             rid = row.get("run_id") or f"(line {number})"
             if rid in rows:
                 self.diverge(rid, TASK_RESULTS, f"line {number}: a second row for this episode")

@@ -535,3 +535,16 @@ def test_a_task_results_header_that_differs_names_the_column(
     code, found, _ = outcome(run)
     assert code == 1
     assert [d.detail for d in found if d.field == "task_results.csv header"] == [expected]
+
+
+def test_a_task_results_header_row_repeated_is_named_as_the_header(run: Path) -> None:
+    """A header row repeated below the header (a file joined to itself, an export that appended) was named as the
+    row of an episode 'run_id' that is not in raw_runs.jsonl."""
+    path = run / "task_results.csv"
+    header, rest = path.read_bytes().split(b"\n", 1)
+    path.write_bytes(header + b"\n" + header + b"\n" + rest)
+    code, found, _ = outcome(run)
+    assert code == 1
+    assert [(d.field, d.detail) for d in found] == [
+        ("task_results.csv", "line 2: the header row again, not an episode's row")
+    ]
