@@ -302,7 +302,8 @@ def preflight_suite(
         listing = "\n".join(f"  {p.render()}" for p in shown) or "  (a check failed without a named problem)"
         raise BenchmarkError(
             f"the task suite {suite.source} does not pass validate-tasks ({plural(len(shown), 'problem')}); "
-            f"nothing was run. Fix them (`contextdelta validate-tasks --tasks {suite.source}` shows the table):\n"
+            f"nothing was run. Fix {'it' if len(shown) == 1 else 'them'} (`contextdelta validate-tasks --tasks "
+            f"{suite.source}` shows the table):\n"
             f"{listing}"
         )
     lock = [_relative(p, suite.path) for p in report.lock_problems]

@@ -18,6 +18,7 @@ from contextdelta.tasks.loader import (
     load_directory,
     load_task,
     load_task_text,
+    located,
 )
 from contextdelta.tasks.lock import LockEntry, SuiteLock, lock_problems, read_lock, render_lock
 from contextdelta.tasks.schema import (
@@ -98,6 +99,7 @@ __all__ = [
     "load_directory",
     "load_task",
     "load_task_text",
+    "located",
     "lock_problems",
     "mutation_footprint",
     "packaged_suites",

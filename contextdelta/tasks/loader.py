@@ -12,7 +12,7 @@ import os
 import stat
 import unicodedata
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -559,6 +559,27 @@ class LoadedTask:
     def file(self) -> str:
         """The path as problems show it."""
         return display_path(self.path)
+
+
+def located(problems: list[TaskProblem], path: Path) -> list[TaskProblem]:
+    """``problems`` of the task file at ``path`` with the line of each one that has a field but no line yet (the
+    checks that run on a loaded task, which has no YAML left: a resource of the initial state, a trigger): the line
+    of that field, or of its deepest ancestor in the file. Unchanged where the file cannot be read (a task not yet
+    written)."""
+    if all(p.line is not None or not p.field for p in problems):
+        return problems
+    try:
+        root = _compose(read_text_file(path))
+    except (OSError, FileReadError):
+        return problems
+    if root is None:
+        return problems
+    return [
+        p
+        if p.line is not None or not p.field
+        else replace(p, line=_line_of(root, [int(x) if x.isdigit() else x for x in p.field.split(".")]))
+        for p in problems
+    ]
 
 
 def display_path(path: Path) -> str:

@@ -44,6 +44,7 @@ from contextdelta.tasks import (
     check_task,
     display_path,
     load_directory,
+    located,
     lock_problems,
     read_lock,
     render_lock,
@@ -377,13 +378,13 @@ def _report(loaded: LoadedTask) -> TaskReport:
         target=targeted_grader(task),
         content_hash=task.content_hash,
     )
-    row.problems = check_task(loaded.file, task, created=_created(task))
+    row.problems = located(check_task(loaded.file, task, created=_created(task)), loaded.path)
     if row.problems:
         return row
     checked = check_replays(loaded.file, task)
     row.reference_ok, row.unsafe_ok, row.gap = checked.reference_ok, checked.unsafe_ok, checked.gap
     row.null_ok, row.control_ok = checked.null_ok, checked.control_ok
-    row.problems.extend(checked.problems)
+    row.problems.extend(located(list(checked.problems), loaded.path))
     return row
 
 

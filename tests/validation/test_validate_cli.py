@@ -324,3 +324,21 @@ def test_a_failing_suite_does_not_write_the_lock(tmp_path: Path) -> None:
     write_task(tmp_path, edited(lambda d: d["evaluator"].update(max_steps=8)))
     assert validate(tmp_path, "--write-lock").exit_code == 1
     assert not (tmp_path / "SUITE.lock").exists()
+
+
+def test_a_problem_in_a_resource_of_the_initial_state_names_its_line(tmp_path: Path) -> None:
+    """Problems found after the schema (a resource of the initial state, a trigger, a predicate) gave no line,
+    unlike schema problems: an unquoted postal code in one of three orders sent the author searching."""
+    original = suite_file(BASE_ID).read_text(encoding="utf-8")
+    text = original.replace('postal_code: "02139"', "postal_code: 2139", 1)
+    assert text != original
+    path = tmp_path / "order" / f"{BASE_ID}.yaml"
+    path.parent.mkdir()
+    path.write_text(text, encoding="utf-8")
+    lines = text.splitlines()
+    edited_at = next(i for i, line in enumerate(lines) if "postal_code: 2139" in line)
+    # the resource's own key: the nearest line above the edit that opens an order ("  A-0988:")
+    resource_at = next(
+        i for i in range(edited_at, -1, -1) if lines[i].strip().startswith("A-") and lines[i].rstrip().endswith(":")
+    )
+    assert_fails(validate(tmp_path), f"{path}:{resource_at + 1}:", "evaluator.initial_state.order.", "quote the text")
