@@ -85,7 +85,7 @@ def test_a_fifo_task_file_in_the_snapshot_is_named_without_opening_it(run: Path)
     os.mkfifo(run / "tasks" / "config" / "extra.yaml")
     with within(20, "waiting (a FIFO was opened)"):
         result = verify_run(run)
-    assert any(d.field == "tasks/extra.yaml" and "not a regular file" in d.detail for d in result.divergences), (
+    assert any(d.field == "tasks/config/extra.yaml" and "not a regular file" in d.detail for d in result.divergences), (
         result.lines()
     )
     assert "tasks/config/extra.yaml is a FIFO (named pipe)" in "\n".join(result.notes)
