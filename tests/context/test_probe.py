@@ -34,11 +34,16 @@ def test_the_built_ins_pass_the_probe(name: str) -> None:
 
 
 class Slow(StrategyBase):
+    """Blocks its thread for ``seconds`` (default 1.5, past a 0.5 s limit and its join), then returns."""
+
     name = "slow"
     deterministic = True
 
+    def __init__(self, seconds: float = 1.5) -> None:
+        self.seconds = seconds
+
     async def transform(self, history: Sequence[Message]) -> TransformResult:
-        time.sleep(1.5)
+        time.sleep(self.seconds)
         return TransformResult(messages=list(history))
 
 
@@ -50,20 +55,10 @@ def test_the_probe_waits_no_longer_than_the_runs_timeout() -> None:
     assert probe_strategy(Slow(), timeout_s=600) is None
 
 
-class JustTooSlow(StrategyBase):
-    """Blocks a little past the limit, then returns within the probe's join (limit + 1 s)."""
-
-    name = "just_too_slow"
-    deterministic = True
-
-    async def transform(self, history: Sequence[Message]) -> TransformResult:
-        time.sleep(0.8)
-        return TransformResult(messages=list(history))
-
-
 def test_a_transform_that_blocks_past_the_limit_and_then_returns_is_too_slow() -> None:
     """A blocking transform that returned after the limit but before the probe stopped waiting passed: fail_after
     cannot cancel a blocking call, and the probe took its result (a flaky pass of the test above under load)."""
-    assert probe_strategy(JustTooSlow(), timeout_s=0.5) == (
+    # Slow(0.8) returns within the probe's join (limit + 1 s)
+    assert probe_strategy(Slow(0.8), timeout_s=0.5) == (
         "its transform did not return within 0.5 s (the run's --timeout-s, which bounds every transform of the run)"
     )
