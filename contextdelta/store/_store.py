@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import shlex
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, event, func, select
+from sqlalchemy import Connection, Engine, event, func, select
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -67,10 +68,10 @@ class ImportReport:
     """Episodes whose record was stored but whose rows differed from it (edited in the database, or written by a
     faulty version): replaced by the record's rows."""
     repairs: list[str] = field(default_factory=list)
+    """``RUN_ID: table.column`` of each repaired episode's first differing column, in order."""
     removed: list[str] = field(default_factory=list)
     """Run ids of the episodes the store held for the run group that its run directory does not (inserted by hand):
     deleted."""
-    """``RUN_ID: table.column`` of each repaired episode's first differing column, in order."""
 
     @property
     def total(self) -> int:
@@ -122,12 +123,56 @@ class ProxyTrace:
     error: str | None = None
 
 
+EpisodeKey = tuple[str, tuple[str, ...]]
+"""An episode as stored: the SHA-256 of its current record and of each attempt it superseded, in order."""
+
+
+def episode_key(record: EpisodeRecord, superseded: Sequence[EpisodeRecord]) -> EpisodeKey:
+    return record_sha256(record), tuple(record_sha256(earlier) for earlier in superseded)
+
+
+def episodes_of(records: Sequence[EpisodeRecord]) -> list[tuple[EpisodeRecord, list[EpisodeRecord]]]:
+    """Every attempt of a run group's episodes as (current record, the attempts it superseded), by run id: the
+    current record is the highest attempt."""
+    attempts: dict[str, list[EpisodeRecord]] = {}
+    for record in sorted(records, key=lambda r: r.attempt):
+        attempts.setdefault(record.run_id, []).append(record)
+    return [(every[-1], every[:-1]) for every in attempts.values()]
+
+
+class _Pin(threading.local):
+    connection: Connection | None = None
+
+
+class DatabaseWatch:
+    """Whether any connection but one has committed to a SQLite database since the watch began: SQLite's ``PRAGMA
+    data_version``, read on that connection, changes when another connection commits and never for the
+    connection's own commits."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.version = self._read()
+
+    def _read(self) -> int:
+        raw: Any = self.connection.connection.dbapi_connection
+        return int(raw.execute("PRAGMA data_version").fetchone()[0])
+
+    def untouched(self) -> bool:
+        """True when nothing but the watched connection has committed since the watch began (False when the
+        database cannot say)."""
+        try:
+            return self._read() == self.version
+        except Exception:  # a connection that broke: nothing can be vouched for
+            return False
+
+
 class Store:
     """A trace-store database. :meth:`open` migrates it to head first (SPEC: migrations apply at startup)."""
 
     def __init__(self, engine: Engine, *, attributor: Attributor | None = None) -> None:
         self.engine = engine
         self.attributor = attributor
+        self._pin = _Pin()
         self._sessions = sessionmaker(engine, expire_on_commit=False)
         self._reader = sessionmaker(engine.execution_options(**{READ_ONLY: True}), expire_on_commit=False)
         self.upgrade: UpgradeReport | None = None
@@ -177,9 +222,38 @@ class Store:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        """A write transaction (``BEGIN IMMEDIATE`` on SQLite), committed on success."""
-        with self._sessions.begin() as session:
+        """A write transaction (``BEGIN IMMEDIATE`` on SQLite), committed on success; on the calling thread's pinned
+        connection when it has one (:meth:`pin`)."""
+        pinned = self._pin.connection
+        if pinned is None:
+            with self._sessions.begin() as session:
+                yield session
+            return
+        with self._sessions(bind=pinned) as session, session.begin():
             yield session
+
+    def pin(self) -> DatabaseWatch | None:
+        """Make every write transaction of the calling thread go through one connection, and watch the database
+        through it (:class:`DatabaseWatch`): while the watch says untouched, the database holds exactly what that
+        thread wrote on top of what it held before. SQLite files only (elsewhere None, and nothing is pinned)."""
+        self.unpin()
+        if sqlite_path(self.engine.url) is None:
+            return None
+        connection = self.engine.connect()
+        try:
+            watch = DatabaseWatch(connection)
+        except Exception:
+            connection.close()
+            raise
+        self._pin.connection = connection
+        return watch
+
+    def unpin(self) -> None:
+        """Release the calling thread's pinned connection (:meth:`pin`), if any."""
+        pinned, self._pin.connection = self._pin.connection, None
+        if pinned is not None:
+            with contextlib.suppress(Exception):  # a connection to a deleted or broken file: nothing to keep
+                pinned.close()
 
     @contextmanager
     def read_session(self) -> Iterator[Session]:
@@ -242,17 +316,20 @@ class Store:
         with self.read_session() as session:
             return {run_id: digest for run_id, digest in session.execute(query)}
 
-    def reconcile(self, run_group_id: str, records: Sequence[EpisodeRecord]) -> ImportReport:
+    def reconcile(
+        self, run_group_id: str, records: Sequence[EpisodeRecord], *, trusted: Mapping[str, EpisodeKey] | None = None
+    ) -> ImportReport:
         """Make the store hold exactly ``records`` of the run group as recorded (the run directory's episodes, every
         attempt): each episode's current record (its highest attempt) with the attempts it superseded; each one
         missing is inserted, each one whose record or superseded attempts differ replaced, each one whose rows
         (episode, steps, tool events, mutations) differ from those its record gives repaired, none duplicated (the
         store keys an episode by run group and run id). What a killed writer thread never wrote is thereby written
-        on resume and when the run ends."""
-        attempts: dict[str, list[EpisodeRecord]] = {}
-        for record in sorted(records, key=lambda r: r.attempt):
-            attempts.setdefault(record.run_id, []).append(record)
-        return self._sync(run_group_id, [(every[-1], every[:-1]) for every in attempts.values()])
+        on resume and when the run ends.
+
+        ``trusted``: run id -> :func:`episode_key` of episodes known to be stored exactly as that key's records
+        give them (written by a writer whose :class:`DatabaseWatch` says no one else has committed since); one
+        whose key matches is counted unchanged without reading its rows back."""
+        return self._sync(run_group_id, episodes_of(records), trusted=trusted)
 
     def _sync(
         self,
@@ -260,13 +337,20 @@ class Store:
         episodes: Sequence[tuple[EpisodeRecord, Sequence[EpisodeRecord]]],
         *,
         attribute_unchanged: bool = False,
+        trusted: Mapping[str, EpisodeKey] | None = None,
     ) -> ImportReport:
         """Store each (current record, superseded attempts) pair of a run group unless the store holds exactly the
-        rows it gives (compared column by column, ``first_difference``). ``attribute_unchanged``: an unchanged
-        episode stored without a failure mode gets one (rows of an older revision)."""
+        rows it gives (compared column by column, ``first_difference``; a ``trusted`` one, :meth:`reconcile`, is
+        not read back). ``attribute_unchanged``: an unchanged episode stored without a failure mode gets one (rows
+        of an older revision)."""
         report = ImportReport(run_group_id)
-        for start in range(0, len(episodes), CHECK_CHUNK):
-            chunk = episodes[start : start + CHECK_CHUNK]
+        if trusted:
+            unread = [(r, earlier) for r, earlier in episodes if trusted.get(r.run_id) != episode_key(r, earlier)]
+            report.unchanged = len(episodes) - len(unread)
+        else:
+            unread = list(episodes)
+        for start in range(0, len(unread), CHECK_CHUNK):
+            chunk = unread[start : start + CHECK_CHUNK]
             with self.read_session() as session:
                 held = stored_episode_values(session, run_group_id, [record.run_id for record, _ in chunk])
             for record, superseded in chunk:
@@ -394,6 +478,11 @@ class StoreWriter:
     _thread: threading.Thread | None = None
     _progress_at: float = 0.0
     """``time.monotonic()`` when a statement of the store's last completed (what closing measures a stall by)."""
+    _watch: DatabaseWatch | None = None
+    """The database as the writer thread's pinned connection sees it (SQLite): untouched while only it commits."""
+    _trusted: dict[str, EpisodeKey] = field(default_factory=dict)
+    """What this writer stored or checked itself, by run id: while ``_watch`` says untouched, these episodes' rows
+    are the ones their records give, and reconciling does not read them back."""
 
     def start(self) -> StoreWriter:
         if not event.contains(self.store.engine, "after_cursor_execute", self._progressed):
@@ -455,6 +544,23 @@ class StoreWriter:
         self.errors.append(message)
 
     def _work(self) -> None:
+        try:
+            self._watch = self.store.pin()
+        except Exception:  # nothing pinned: the writes take pooled connections and reconciling reads everything
+            self._watch = None
+        try:
+            self._drain()
+        finally:
+            self.store.unpin()
+            self._watch = None
+            self._trusted.clear()
+
+    def _vouched(self) -> dict[str, EpisodeKey]:
+        """The episodes reconciling need not read back: those this writer stored or checked itself, when no other
+        connection has committed to the database since the writer began (else none)."""
+        return self._trusted if self._watch is not None and self._watch.untouched() else {}
+
+    def _drain(self) -> None:
         pending: Any = None  # an item taken while gathering a batch, handled next
         while True:
             item = pending if pending is not None else self._queue.get()
@@ -469,6 +575,8 @@ class StoreWriter:
                     continue
                 if isinstance(item, _Reconcile):
                     if self.store.recreate_if_deleted():
+                        self.store.unpin()  # its connection wrote to the deleted file: nothing it wrote is there
+                        self._watch = None
                         self._fail(
                             f"trace store {self.store.url}: its file was deleted while the run wrote to it; created "
                             "it again with this run's episodes (what it held of other runs is gone: load their run "
@@ -476,8 +584,9 @@ class StoreWriter:
                         )
                         if self._manifest is not None:
                             self.store.ingest_manifest(*self._manifest)
-                    report = self.store.reconcile(item.run_group_id, item.records)
+                    report = self.store.reconcile(item.run_group_id, item.records, trusted=self._vouched())
                     self.reconciled += report.added + report.updated + report.repaired
+                    self._trust(item.records)  # every one of them now stored as its record gives it
                     if report.repairs or report.removed:  # rows edited (or written wrong) while the run went on
                         log.warning("trace store %s: %s", self.store.url, report.repairs_named())
                     continue
@@ -498,19 +607,34 @@ class StoreWriter:
     def _write_batch(self, batch: list[_Episode]) -> None:
         if len(batch) > 1:
             try:
-                self.store.ingest_episodes([(e.record, e.superseded) for e in batch])
+                outcomes = self.store.ingest_episodes([(e.record, e.superseded) for e in batch])
             except Exception:  # each episode again on its own, so one bad row loses only itself
                 log.debug("store batch of %d episodes failed; writing them one by one", len(batch), exc_info=True)
             else:
                 self.written += len(batch)
+                for episode, outcome in zip(batch, outcomes, strict=True):
+                    self._stored(episode, outcome)
                 return
         for episode in batch:
             try:
-                self.store.ingest_episode(episode.record, episode.superseded)
+                outcome = self.store.ingest_episode(episode.record, episode.superseded)
             except Exception as exc:  # reported; the other episodes are still written
                 self._failed(exc)
             else:
                 self.written += 1
+                self._stored(episode, outcome)
+
+    def _stored(self, episode: _Episode, outcome: str) -> None:
+        """Trust an episode whose rows this writer wrote (``unchanged``: the store already held its record, rows
+        this writer has not seen, left to reconciling to read)."""
+        if outcome in ("added", "updated"):
+            self._trusted[episode.record.run_id] = episode_key(episode.record, episode.superseded)
+        else:
+            self._trusted.pop(episode.record.run_id, None)
+
+    def _trust(self, records: Sequence[EpisodeRecord]) -> None:
+        for record, superseded in episodes_of(records):
+            self._trusted[record.run_id] = episode_key(record, superseded)
 
 
 class StoreRecorder:

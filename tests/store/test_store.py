@@ -175,3 +175,62 @@ def test_a_run_ending_on_a_store_another_process_holds_locked_waits_the_stall_li
     assert result.exit_code == 0, result.output
     with Store.open(sqlite_url) as store:
         assert store.episode_count(mock_fixture.manifest.run_group_id) == len(records)
+
+
+def _written_by_a_writer(
+    sqlite_url: str, fixture: Fixture, monkeypatch: pytest.MonkeyPatch, edit: str | None
+) -> tuple[list[str], StoreWriter, Store]:
+    """A writer stores every episode of the fixture, then (``edit``) another connection changes a row, then the
+    writer reconciles the run as a run's end does; returns the run ids whose rows the reconciliation read back."""
+    import contextdelta.store._store as store_module
+
+    read: list[str] = []
+    reader = store_module.stored_episode_values
+
+    def counting(session: object, run_group_id: str, run_ids: list[str]) -> object:
+        read.extend(run_ids)
+        return reader(session, run_group_id, run_ids)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store_module, "stored_episode_values", counting)
+    records = [e.record for e in fixture.episodes]
+    store = Store.open(sqlite_url)
+    writer = StoreWriter(store).start()
+    writer.manifest(fixture.manifest)
+    for record in records:
+        writer.episode(record)
+    deadline = time.monotonic() + 60
+    while writer.written < len(records) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert writer.written == len(records)
+    if edit is not None:
+        connection = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))
+        with connection:
+            connection.execute(edit, (records[0].run_id,))
+        connection.close()
+    writer.reconcile(fixture.manifest.run_group_id, records)  # what a run queues when it ends
+    writer.close()
+    return read, writer, store
+
+
+def test_a_writer_that_stored_every_episode_itself_ends_the_run_without_reading_them_back(
+    sqlite_url: str, mock_fixture: Fixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read, writer, store = _written_by_a_writer(sqlite_url, mock_fixture, monkeypatch, edit=None)
+    assert (read, writer.reconciled, writer.errors) == ([], 0, [])
+    assert store.episode_count(mock_fixture.manifest.run_group_id) == len(mock_fixture.episodes)
+    store.close()
+
+
+def test_a_row_another_connection_edits_while_the_writer_runs_is_read_back_and_repaired_at_the_end(
+    sqlite_url: str, mock_fixture: Fixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    records = [e.record for e in mock_fixture.episodes]
+    edit = "UPDATE episodes SET success = NOT success WHERE run_id = ?"
+    read, writer, store = _written_by_a_writer(sqlite_url, mock_fixture, monkeypatch, edit=edit)
+    assert sorted(read) == sorted(r.run_id for r in records)  # every episode compared, not only the edited one
+    assert (writer.reconciled, writer.errors) == (1, [])
+    with store.read_session() as session:
+        assert session.scalars(select(EpisodeRow.success).where(EpisodeRow.run_id == records[0].run_id)).one() is (
+            records[0].verdict.success
+        )
+    store.close()
