@@ -1442,7 +1442,13 @@ def report_command(
     output_format: FormatOption = "markdown",
     results_dir: ResultsDirOption = None,
     write: Annotated[
-        bool, typer.Option("--write", help="Also rewrite aggregate_metrics.json and the two Markdown reports.")
+        bool,
+        typer.Option(
+            "--write",
+            help="Also rebuild the derived files (task_results.csv, tool_events.jsonl, aggregate_metrics.json and the "
+            "two Markdown reports) from raw_runs.jsonl and the manifest, offline: a deleted one is written again; an "
+            "edited one is refused (verify names it).",
+        ),
     ] = False,
     resamples: Annotated[
         int | None,
@@ -1499,6 +1505,8 @@ def report_command(
         report = build_report(manifest, episodes, params, attempts.superseded)
         err = Console(stderr=True)
         _warn_if_changed(directory.path, manifest, err, refuse_write=write or bool(changed))
+        if write or changed:
+            _refuse_edited_derived(directory, manifest.run_group_id, _derived_texts(episodes, report))
         if manifest.status is not RunStatus.COMPLETE:
             err.print(
                 f"[yellow]note:[/yellow] run {manifest.run_group_id} is {manifest.status.value}: {len(episodes)} of "
@@ -1514,6 +1522,8 @@ def report_command(
             # Analysis parameters other than the recorded ones are recorded with the report they produced, so the
             # directory stays consistent and verify recomputes with them.
             try:
+                if manifest.status is not RunStatus.RUNNING:  # a session still running rewrites them when it ends
+                    directory.write_derived(episodes)
                 write_report_files(directory, report)
                 directory.reseal_files()  # the seal records the files as rewritten on purpose; nothing else changes
             except OSError as exc:  # a full disk: what was rewritten so far is not what the seal holds
@@ -1538,6 +1548,48 @@ def report_command(
     finally:
         if lock is not None:
             lock.release()
+
+
+def _derived_texts(episodes: list[Any], report: Any) -> dict[str, str]:
+    """What ``report --write`` writes into each derived file, by name."""
+    from contextdelta.rundir import (
+        AGGREGATE_METRICS,
+        BENCHMARK_REPORT,
+        FAILURE_ATLAS,
+        TASK_RESULTS,
+        TOOL_EVENTS,
+        render_task_results,
+        render_tool_events,
+    )
+
+    return {
+        TOOL_EVENTS: render_tool_events(episodes),
+        TASK_RESULTS: render_task_results(episodes),
+        AGGREGATE_METRICS: json.dumps(report.metrics_json(), indent=2, sort_keys=True, ensure_ascii=False) + "\n",
+        FAILURE_ATLAS: report.atlas,
+        BENCHMARK_REPORT: report.markdown,
+    }
+
+
+def _refuse_edited_derived(directory: Any, run_id: str, texts: dict[str, str]) -> None:
+    """Exit 2 when a derived file of the run was edited after the run (its bytes are not the sealed ones) and
+    rebuilding would change it (``texts``: what ``report --write`` writes): rebuilding and resealing it would hide
+    the edit, which verify names. A deleted one is rebuilt (nothing of the run is lost: it is a function of
+    raw_runs.jsonl and the manifest), and so is one an earlier ``report --write`` wrote but could not reseal (its
+    bytes are those the rebuild gives)."""
+    edited = [
+        name for name in directory.derived_edits() if directory.file(name).read_bytes() != texts[name].encode("utf-8")
+    ]
+    if edited:
+        names = ", ".join(edited)
+        raise _fail(
+            f"report would rebuild and reseal {names} of {run_id}, edited after the run (its bytes are not the ones "
+            f"the manifest sealed; `contextdelta verify {run_id}` names the edit); nothing was written: restore "
+            f"{'it' if len(edited) == 1 else 'them'} as the run wrote {'it' if len(edited) == 1 else 'them'}, or "
+            f"delete {'it' if len(edited) == 1 else 'them'} to have report --write rebuild "
+            f"{'it' if len(edited) == 1 else 'them'} from raw_runs.jsonl",
+            2,
+        )
 
 
 def _report_flags(changed: dict[str, Any]) -> list[tuple[str, Any]]:

@@ -614,6 +614,22 @@ class RunDirectory:
         sealed = {n: d for n, d in files.items() if isinstance(n, str) and n.startswith(prefix)}
         return sorted(n for n in set(found) | set(sealed) if found.get(n) != sealed.get(n))
 
+    def derived_edits(self) -> list[str]:
+        """The derived files (``DERIVED_FILES``) present whose bytes are not those the manifest sealed, sorted (none
+        for a manifest without a seal, or one still ``running``, whose derived files are not sealed yet). A derived
+        file that is missing is no edit: ``report --write`` rebuilds it from ``raw_runs.jsonl`` and the manifest; one
+        that was edited is named by verify, and rebuilding it over the edit would hide what was changed."""
+        try:
+            value = parse_json(self.read_text(MANIFEST))
+        except (OSError, ValueError):
+            return []
+        seal = value.get("seal") if isinstance(value, dict) else None
+        files = seal.get("files") if isinstance(seal, dict) else None
+        if not isinstance(files, dict) or value.get("status") == RunStatus.RUNNING.value:
+            return []
+        found = file_digests(self.path, SEALED_APART)
+        return sorted(n for n in DERIVED_FILES if n in found and found[n] != files.get(n))
+
     def read_manifest(self) -> RunManifest:
         path = self.file(MANIFEST)
         _refuse_special(path)

@@ -1002,6 +1002,15 @@ def resume_command(manifest: RunManifest) -> str:
     return run_resume_command(manifest)
 
 
+def _rebuild_command(manifest: RunManifest) -> str:
+    """The command that writes a run's missing derived files: of a finished run, ``report --write`` (offline, from
+    ``raw_runs.jsonl`` and the manifest: no endpoint); of a run that is not finished, its resume, which writes them
+    when it ends."""
+    if manifest.status is RunStatus.RUNNING:
+        return f"contextdelta {resume_command(manifest)}"
+    return f"contextdelta report {manifest.run_group_id} --write"
+
+
 def load_run(
     path: Path, *, allow_incomplete: bool = False, notes: list[str] | None = None
 ) -> tuple[RunDirectory, RunManifest, list[EpisodeRecord]]:
@@ -1048,7 +1057,7 @@ def _load_attempts(
     if misplaced:
         raise VerifyError(
             f"malformed run directory {path}: {'; '.join(misplaced)}: put what the run wrote in its place (a derived "
-            f"file that is missing instead is rebuilt by `contextdelta {resume_command(manifest)}`)"
+            f"file that is missing instead is rebuilt by `{_rebuild_command(manifest)}`)"
         )
     missing = [name for name in REQUIRED_FILES if not directory.file(name).is_file()]
     if not directory.file(TASKS_SNAPSHOT).is_dir():
@@ -1063,7 +1072,7 @@ def _load_attempts(
     elif missing:
         raise VerifyError(
             f"malformed run directory {path}: missing {', '.join(missing)}"
-            + (f" (`contextdelta {resume_command(manifest)}` rebuilds the derived files)" if missing == derived else "")
+            + (f" (`{_rebuild_command(manifest)}` rebuilds the derived files)" if missing == derived else "")
         )
     return directory, manifest, attempts
 
