@@ -306,6 +306,15 @@ def preflight_suite(
             f"{suite.source}` shows the table):\n"
             f"{listing}"
         )
+    if report.lock_damage:
+        listing = "\n".join(f"  {_relative(p, suite.path)}" for p in report.lock_damage)
+        raise BenchmarkError(
+            f"the task suite {suite.source} has a {LOCK_NAME} that cannot be read as a lock "
+            f"({plural(len(report.lock_damage), 'problem')}); nothing was run. --allow-unlocked runs tasks that do "
+            "not match a lock, never a lock that cannot be read: restore the file (e.g. `git checkout "
+            f"{LOCK_NAME}`), or delete it and run `contextdelta validate-tasks --tasks {suite.source} --write-lock`:\n"
+            f"{listing}"
+        )
     lock = [_relative(p, suite.path) for p in report.lock_problems]
     if not report.lock_found:
         lock = [f"{LOCK_NAME}: missing (the suite's tasks are not locked)"]

@@ -23,7 +23,7 @@ from contextdelta.tasks.schema import Task, suite_hash
 
 _LINE = re.compile(r"^(?P<id>[a-z0-9][a-z0-9\-]*)@(?P<version>[1-9][0-9]{0,17}):(?P<hash>[0-9a-f]{64})$")
 _SUITE = re.compile(r"^suite_hash:\s*(?P<hash>[0-9a-f]{64})$")
-_GENERATOR = re.compile(r"^generator:\s*(?P<json>\{.*\})$")
+_GENERATOR = re.compile(r"^generator:\s*(?P<json>.*)$")
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,9 @@ class SuiteLock:
     generator: dict[str, Any] | None = None
     """What generated the suite (``generate-tasks``): generator version and arguments; None if hand-written."""
     problems: list[TaskProblem] = field(default_factory=list)
+    """What makes the file unreadable as a lock (a line of no known form, a task listed twice, a generator record
+    that is not a JSON object, the suite hash missing or not that of its own lines, a file cut short): the lock is
+    damaged, which no flag accepts (``--allow-unlocked`` accepts tasks that do not match a lock that was read)."""
     unreadable: bool = False
     """The file could not be read at all (too large, not UTF-8, a link out of the folder)."""
 
@@ -89,7 +92,18 @@ def read_lock(path: Path) -> SuiteLock:
         lock.unreadable = True
         return lock
     text = text.removeprefix("\ufeff")  # a byte-order mark some editors save, as the YAML of a task file may start with
-    for number, raw in enumerate(text.splitlines(), start=1):
+    lines = text.splitlines()
+    if text and not text.endswith(("\n", "\r")):  # every lock validate-tasks writes ends its last line
+        lock.problems.append(
+            TaskProblem(
+                file,
+                "",
+                "the last line has no newline: the file was cut short (truncated, or copied while it was written)",
+                lines[-1],
+                len(lines),
+            )
+        )
+    for number, raw in enumerate(lines, start=1):
         text = raw.strip()
         if not text or text.startswith("#"):
             continue
@@ -108,7 +122,11 @@ def read_lock(path: Path) -> SuiteLock:
                 why = str(exc) if isinstance(exc, ValueError) else "nested too deeply"
                 lock.problems.append(TaskProblem(file, "generator", f"not JSON: {why}", generator["json"], number))
                 continue
-            lock.generator = record if isinstance(record, dict) else None
+            if not isinstance(record, dict):
+                why = f"not a JSON object (a {type(record).__name__}); generate-tasks writes its arguments as one"
+                lock.problems.append(TaskProblem(file, "generator", why, generator["json"], number))
+                continue
+            lock.generator = record
             continue
         match = _LINE.match(text)
         if match is None:
@@ -143,8 +161,13 @@ def lock_problems(
     not_loaded = not_loaded or {}
     problems: list[TaskProblem] = []
     file = display_path(lock.path)
-    if not writing or lock.unreadable:  # never regenerate over a lock nobody could read
-        problems.extend(lock.problems)
+    if lock.problems:  # a damaged lock: never accepted, never regenerated over (the versions it held would be lost)
+        remedy = (
+            "cannot be read as a lock (the problems above), so no flag accepts it and --write-lock does not "
+            "regenerate over it (the versions it held would be lost): restore it as validate-tasks wrote it (e.g. "
+            f"`git checkout {LOCK_NAME}`), or delete it and run validate-tasks --write-lock"
+        )
+        problems.extend([*lock.problems, TaskProblem(file, "", remedy)])
     present = {t.task.id for t in tasks}
     for loaded in tasks:
         task = loaded.task

@@ -111,7 +111,11 @@ class SuiteReport:
     loaded: list[LoadedTask] = field(default_factory=list)
     """Every task file that loaded, with its path (what a run reads)."""
     lock_problems: list[TaskProblem] = field(default_factory=list)
-    """The problems of the ``SUITE.lock`` comparison (also in ``problems``): what ``--allow-unlocked`` accepts."""
+    """The problems of the ``SUITE.lock`` comparison (also in ``problems``): what ``--allow-unlocked`` accepts, but
+    for ``lock_damage``."""
+    lock_damage: list[TaskProblem] = field(default_factory=list)
+    """The problems (also in ``lock_problems``) of a lock that cannot be read as one (``SuiteLock.problems``): no flag
+    accepts them."""
 
     @property
     def ok(self) -> bool:
@@ -415,6 +419,7 @@ def validate_suite(
     rows.sort(key=lambda r: (r.world or "~", r.id))
     lock_path = directory / LOCK_NAME
     suite_level: list[TaskProblem] = []
+    damage: list[TaskProblem] = []
     lock_found = lock_path.exists() or lock_path.is_symlink()  # a folder or a broken link there is named, not skipped
     if lock_found:
         not_loaded: dict[str, TaskProblem] = {}
@@ -423,8 +428,9 @@ def validate_suite(
                 not_loaded.setdefault(Path(problem.file).stem, problem)
         lock = read_lock(lock_path)
         suite_level = lock_problems(loaded, lock, writing=writing_lock, not_loaded=not_loaded)
+        damage = suite_level[: len(lock.problems) + 1] if lock.problems else []  # its problems and the remedy
         # --write-lock keeps the record only where it holds; a task file that did not load is named already
-        if lock.generator is not None and not writing_lock and not not_loaded:
+        if lock.generator is not None and not writing_lock and not not_loaded and not damage:
             suite_level += generator_problems(lock_path, lock.generator, loaded)
     problems = file_problems + [p for r in rows for p in r.problems] + suite_level
     return SuiteReport(
@@ -436,6 +442,7 @@ def validate_suite(
         lock_found=lock_found,
         loaded=list(loaded),
         lock_problems=suite_level,
+        lock_damage=damage,
     )
 
 

@@ -263,3 +263,53 @@ def test_a_summary_model_apart_from_the_agents_passes_the_check_on_the_scripted_
                 return await provider.check_summary_model("another-summary-model")
 
         assert anyio.run(check) is None
+
+
+def _damaged(lines: list[str]) -> list[str]:
+    """The first task line cut in half: what a truncated file or a half-copied one leaves."""
+    at = next(i for i, line in enumerate(lines) if "@" in line and not line.startswith("#"))
+    return [*lines[:at], lines[at][: len(lines[at]) // 2] + "\n", *lines[at + 1 :]]
+
+
+DAMAGED_LOCKS: dict[str, tuple[Callable[[list[str]], list[str]], str]] = {
+    "a task line cut in half": (_damaged, "not an 'id@version:sha256' line"),
+    "a file cut short": (lambda lines: ["".join(lines)[:-20]], "the last line has no newline: the file was cut short"),
+    "a generator record that is not JSON": (
+        lambda lines: ["generator: {not json}\n", *lines],
+        "generator: not JSON",
+    ),
+    "a generator record of the wrong type": (
+        lambda lines: ["generator: [1, 2]\n", *lines],
+        "generator: not a JSON object (a list)",
+    ),
+    "a YAML document instead of the lock": (
+        lambda lines: ["tasks:\n", "  - order-grinder-refund\n"],
+        "not an 'id@version:sha256' line",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGED_LOCKS))
+def test_a_damaged_lock_is_refused_even_with_allow_unlocked(case: str, oracle_url: str, tmp_path: Path) -> None:
+    """--allow-unlocked runs tasks that do not match their lock; a lock that cannot be read as one (cut short,
+    garbled, a generator record of the wrong type) is refused by run-benchmark, validate-tasks and --write-lock
+    alike, naming the file, the line and what is wrong, and nothing is written."""
+    damage, why = DAMAGED_LOCKS[case]
+    tasks = suite(tmp_path)
+    lock = tasks / LOCK_NAME
+    lock.write_text("".join(damage(lock.read_text().splitlines(keepends=True))))
+    before = lock.read_bytes()
+    results = tmp_path / "results"
+    result = runner.invoke(app, run_args(oracle_url, tasks, results, "--no-store", "--allow-unlocked"))
+    assert result.exit_code == 2, (case, result.output)
+    said = " ".join(result.stderr.split())
+    assert f"has a {LOCK_NAME} that cannot be read as a lock" in said, said
+    assert "--allow-unlocked runs tasks that do not match a lock, never a lock that cannot be read" in said
+    assert f"{LOCK_NAME}:" in said and why in said, said
+    assert not results.exists()
+    for args in ([], ["--write-lock"]):
+        validated = runner.invoke(app, ["validate-tasks", "--tasks", str(tasks), *args])
+        assert validated.exit_code == 1, (case, args, validated.output)
+        shown = " ".join(validated.output.split())
+        assert why in shown and "cannot be read as a lock" in shown, shown
+    assert lock.read_bytes() == before  # --write-lock did not regenerate over it
