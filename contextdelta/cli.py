@@ -1773,7 +1773,9 @@ def verify_command(
     ] = False,
 ) -> None:
     """Re-execute every episode's tool calls from the task snapshot, re-grade, recompute the aggregates; print
-    MATCH (exit 0) or one line per divergence (exit 1); exit 2 for a malformed or incomplete directory."""
+    MATCH (exit 0) or one line per divergence (exit 1: every edit of a sealed run's files, each line of
+    raw_runs.jsonl duplicated, moved, deleted, cut, inserted or changed included, names its file and line); exit 2
+    for a malformed or incomplete directory."""
     from contextdelta.verify import VerifyError, verify_run
 
     path = _run_directory(run_id, results_dir)

@@ -677,6 +677,39 @@ class RunDirectory:
             records.append(record)
         return EpisodeAttempts.of(self._upgraded(records))
 
+    def read_readable_attempts(self) -> tuple[EpisodeAttempts, list[int], list[str]]:
+        """The lines of ``raw_runs.jsonl`` that read as records, for verify of a sealed run (whose seal names every
+        line that differs from what it sealed): every attempt as in :meth:`read_attempts`, the 1-based line number
+        of each (in ``records`` order), and the run id (where one can be found) of each line left out: one that is
+        empty, not JSON or not a record, a second line of an episode's attempt (the first one is kept), and a torn
+        last line. RunDirectoryError when the file is missing or not a regular file."""
+        path = self.file(RAW_RUNS)
+        if not path.exists():
+            raise RunDirectoryError(f"{path}: missing")
+        _refuse_special(path)
+        try:
+            lines = path.read_bytes().split(b"\n")
+        except OSError as exc:
+            raise RunDirectoryError(f"{path}: {exc.strerror or exc}") from exc
+        left_out = [_run_id(lines[-1]) or ""] if lines[-1] != b"" else []  # a torn last line
+        records: list[EpisodeRecord] = []
+        numbers: list[int] = []
+        seen: set[tuple[str, int]] = set()
+        for number, raw in enumerate(lines[:-1], start=1):
+            try:
+                value = parse_json(raw)
+                record = EpisodeRecord.model_validate(value)
+            except (ValueError, RecursionError):  # pydantic's ValidationError is a ValueError
+                left_out.append(_run_id(raw) or "")
+                continue
+            key = (record.run_id, record.attempt)
+            if key in seen:
+                continue
+            seen.add(key)
+            records.append(record)
+            numbers.append(number)
+        return EpisodeAttempts.of(self._upgraded(records)), numbers, [r for r in left_out if r]
+
     def read_episode(self, run_id: str, attempt: int | None = None) -> EpisodeRecord:
         """The episode ``run_id`` of ``raw_runs.jsonl``: its current record, or the given ``attempt``, validating
         only its lines (brought up to date like :meth:`read_episodes`). RunDirectoryError when the file is missing

@@ -291,12 +291,18 @@ class _SealCheck:
         for i, paired in edited.items():
             self._edited_line(i, lines[i], receipts[paired], paired, last_torn=torn and i == len(lines) - 1)
         complete = len(lines) - (1 if torn else 0)
+        line_of_digest = {receipt.sha256: j for j, receipt in reversed(list(enumerate(receipts)))}
         for i, sealed_at in enumerate(match):
             if sealed_at is None and i not in edited:
                 # a kill between a record and its receipt leaves only the last complete line, just past the chain
                 killed = i == complete - 1 == len(receipts)
                 self._unsealed_line(
-                    i, lines[i], last_torn=torn and i == len(lines) - 1, sealed=len(receipts), killed=killed
+                    i,
+                    lines[i],
+                    last_torn=torn and i == len(lines) - 1,
+                    sealed=len(receipts),
+                    killed=killed,
+                    copy_of=line_of_digest.get(digests[i]),
                 )
         for j, receipt in enumerate(receipts):
             if j not in used and j not in edited.values():
@@ -337,15 +343,18 @@ class _SealCheck:
             self.diverge(
                 run_id, RAW_RUNS, f"{where} holds the record sealed as line {j + 1}: lines out of order", attempt
             )
+        why = ""
         try:
             value: Any = parse_json(raw)
-        except ValueError:
-            value = None
+        except ValueError as exc:
+            value, why = None, f"{exc}; "
         if last_torn or value is None:
-            what = "torn: cut short" if last_torn else "not a JSON record"
-            self.diverge(
-                run_id, RAW_RUNS, f"{where} is {what} after {len(raw)} bytes; the chain sealed a whole record", attempt
+            what = (
+                f"torn: cut short after {len(raw)} bytes"
+                if last_torn
+                else f"not a JSON record ({why}{len(raw)} bytes): edited after the run"
             )
+            self.diverge(run_id, RAW_RUNS, f"{where} is {what}; the chain sealed a whole record", attempt)
             self.out.torn.add(run_id or "")
             return
         found = parts_of(value) if isinstance(value, dict) else {"(root)": ""}
@@ -363,9 +372,19 @@ class _SealCheck:
                 run_id, RAW_RUNS, f"{where}: its bytes differ from the sealed record's, every value is equal", attempt
             )
 
-    def _unsealed_line(self, i: int, raw: bytes, *, last_torn: bool, sealed: int, killed: bool) -> None:
+    def _unsealed_line(
+        self, i: int, raw: bytes, *, last_torn: bool, sealed: int, killed: bool, copy_of: int | None = None
+    ) -> None:
         run_id = _run_id_of(raw)
         where = f"line {i + 1}"
+        if copy_of is not None:  # a sealed record's line again: a duplicate, whatever the status
+            self.diverge(
+                run_id,
+                RAW_RUNS,
+                f"{where} repeats the record sealed as line {copy_of + 1}: a copy added after the run (not in the hash "
+                f"chain; {sealed} sealed)",
+            )
+            return
         if self.running and (last_torn or killed):
             what = (
                 "is torn (the run was killed while writing it)"

@@ -1020,12 +1020,28 @@ def load_run(
     return directory, manifest, list(attempts.current)
 
 
+@dataclass(frozen=True)
+class _Unreadable:
+    """``raw_runs.jsonl`` of a sealed run holds lines that do not read as records (or repeat one): what reading it
+    said, the line number of each record that did read, and the run ids of the lines left out."""
+
+    error: str
+    numbers: list[int]
+    left_out: frozenset[str]
+
+
 def _load_attempts(
-    path: Path, *, allow_incomplete: bool = False, notes: list[str] | None = None
+    path: Path,
+    *,
+    allow_incomplete: bool = False,
+    notes: list[str] | None = None,
+    lenient: list[_Unreadable] | None = None,
 ) -> tuple[RunDirectory, RunManifest, EpisodeAttempts]:
     """The directory, its manifest and every attempt of every episode. A run that is not complete is refused
     first, whatever else it lacks (a run killed while finalising lacks its reports, and resuming it writes them);
-    with ``allow_incomplete`` its missing derived files are noted in ``notes``."""
+    with ``allow_incomplete`` its missing derived files are noted in ``notes``. With ``lenient``, a sealed run
+    whose ``raw_runs.jsonl`` has lines that do not read as records gives the records that do, and what was left out
+    is appended to ``lenient``."""
     directory = RunDirectory(path)
     refused, odd = odd_entry_findings(directory)  # before anything is read: a FIFO would never answer
     if refused:
@@ -1035,9 +1051,20 @@ def _load_attempts(
         notes.extend(odd)
     try:
         manifest = directory.read_manifest()
-        attempts = directory.read_attempts()
     except RunDirectoryError as exc:
         raise VerifyError(f"malformed run directory: {exc}") from exc
+    try:
+        attempts = directory.read_attempts()
+    except RunDirectoryError as exc:
+        if lenient is None or manifest.seal is None:
+            raise VerifyError(f"malformed run directory: {exc}") from exc
+        # a sealed run: every line the seal did not seal as it stands is an edit it names (exit 1), so the lines
+        # that read are verified and the others left to the seal; verify_run refuses if the seal names none
+        try:
+            attempts, numbers, left_out = directory.read_readable_attempts()
+        except RunDirectoryError:
+            raise VerifyError(f"malformed run directory: {exc}") from exc
+        lenient.append(_Unreadable(str(exc), numbers, frozenset(left_out)))
     records = attempts.current
     complete = manifest.status is RunStatus.COMPLETE
     # a status edited after the run (or a seal removed) is an edit to name (exit 1), not a run to resume
@@ -1110,10 +1137,22 @@ def verify_run(path: Path, *, allow_incomplete: bool = False) -> VerifyResult:
         VerifyError: the directory is malformed, or incomplete without ``allow_incomplete``.
     """
     notes: list[str] = []
-    directory, manifest, attempts = _load_attempts(path, allow_incomplete=allow_incomplete, notes=notes)
+    lenient: list[_Unreadable] = []
+    directory, manifest, attempts = _load_attempts(
+        path, allow_incomplete=allow_incomplete, notes=notes, lenient=lenient
+    )
     sealed = check_seal(directory, manifest)
     lines = list(attempts.records)
     order = sealed.sealed_order[: len(lines)]
+    named = set(sealed.torn)
+    if lenient:
+        unreadable = lenient[0]
+        if not any(
+            name == RAW_RUNS or detail.startswith(f"{RAW_RUNS} line") for _, name, detail, _ in sealed.divergences
+        ):
+            raise VerifyError(f"malformed run directory: {unreadable.error}")  # nothing the seal can name as an edit
+        order = [sealed.sealed_order[n - 1] for n in unreadable.numbers if n - 1 < len(sealed.sealed_order)]
+        named |= unreadable.left_out
     if order != sorted(order):  # derived files and attempt numbers follow the order the records were written in
         attempts = EpisodeAttempts.of(r for _, r in sorted(zip(order, lines, strict=False), key=lambda pair: pair[0]))
     verifier = _Verifier(directory, manifest, attempts)
@@ -1129,7 +1168,7 @@ def verify_run(path: Path, *, allow_incomplete: bool = False) -> VerifyResult:
     if manifest.hashes.harness_sha256 != source_hash():
         verifier.result.notes.append("the installed harness source differs from the run's (harness_sha256)")
     verifier.check_snapshot()
-    verifier.check_episode_set(complete=manifest.status is RunStatus.COMPLETE, torn=sealed.torn)
+    verifier.check_episode_set(complete=manifest.status is RunStatus.COMPLETE, torn=named)
     verifier.check_attempts()
     for record in attempts.records:  # every attempt, superseded ones too
         verifier.check_episode(record)

@@ -40,25 +40,30 @@ def _replace(name: str, old: str, new: str) -> Callable[[Path], None]:
 
 
 EDITS: dict[str, tuple[Callable[[Path], None], int, str]] = {
-    "NaN in a record": (_edit_line(RAW_RUNS, 0, '"cost_usd":0.0', '"cost_usd":NaN'), 2, "NaN is not a JSON number"),
+    # a sealed record edited is named by its receipt (exit 1), like any other edit of raw_runs.jsonl
+    "NaN in a record": (
+        _edit_line(RAW_RUNS, 0, '"cost_usd":0.0', '"cost_usd":NaN'),
+        1,
+        "raw_runs.jsonl: line 1 is not a JSON record (NaN is not a JSON number",
+    ),
     "Infinity in a record": (
         _edit_line(RAW_RUNS, 0, '"cost_usd":0.0', '"cost_usd":-Infinity'),
-        2,
-        "-Infinity is not a JSON number",
+        1,
+        "line 1 is not a JSON record (-Infinity is not a JSON number",
     ),
     "NaN in the last record": (
         _edit_line(RAW_RUNS, -1, '"cost_usd":0.0', '"cost_usd":NaN'),
-        2,  # it ends in a newline, so no kill tore it: malformed, like an edit of any other line
-        "NaN is not a JSON number",
+        1,  # it ends in a newline, so no kill tore it: an edit, like an edit of any other line
+        "line 4 is not a JSON record (NaN is not a JSON number",
     ),
     "a record nested too deep": (
         _edit_line(RAW_RUNS, 0, '"control":null', f'"control":{DEEP}'),
-        2,
+        1,
         "nested too deeply",
     ),
     "the last record nested too deep": (
         _edit_line(RAW_RUNS, -1, '"control":null', f'"control":{DEEP}'),
-        2,  # it ends in a newline, so no kill tore it: malformed, like an edit of any other line
+        1,  # it ends in a newline, so no kill tore it: an edit, like an edit of any other line
         "nested too deeply",
     ),
     "NaN in the manifest": (_replace(MANIFEST, '"temperature": 0.0', '"temperature": NaN'), 2, "NaN is not a JSON"),
