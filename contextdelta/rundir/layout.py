@@ -560,11 +560,17 @@ class RunDirectory:
             )
         if len(receipts) > len(lines):
             gone = receipts[len(lines)]
+            copied = (
+                " (or this directory is a copy taken while its run was writing it, the receipts copied after the "
+                "records: copy it again once the run is complete)"
+                if running
+                else ""
+            )
             return (
                 f"{RAW_RUNS_RECEIPTS} holds {len(receipts)} receipts, but {RAW_RUNS} only {len(lines)} complete "
                 f"records: a record is written before its receipt, so no kill leaves a receipt without its record; "
-                f"line {gone.line} ({gone.run_id or 'unknown episode'}) on were removed{later}; resuming would run "
-                f"those episodes again; restore {RAW_RUNS} as the run wrote it"
+                f"line {gone.line} ({gone.run_id or 'unknown episode'}) on were removed{later}{copied}; resuming "
+                f"would run those episodes again; restore {RAW_RUNS} as the run wrote it"
             )
         allowed = 1 if running else 0
         missing = len(lines) - len(receipts)

@@ -24,6 +24,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from contextdelta._words import plural
 from contextdelta.canonical import canonical_json, content_hash, sha256_hex
 from contextdelta.rundir import (
     DERIVED_FILES,
@@ -88,6 +89,32 @@ def _run_id_of(raw: bytes) -> str | None:
             return None
         end = raw.find(b'"', at + len(marker))
         return raw[at + len(marker) : end].decode("utf-8", "replace") if end > 0 else None
+
+
+COPIED_WHILE_WRITING = (
+    "this directory is an incomplete copy of a run that was still writing it (the receipts were copied after the "
+    "records; a kill never leaves a receipt ahead of its record); copy it again once the run is complete, or resume "
+    "it with run-benchmark --resume"
+)
+
+
+def copied_while_writing(directory: RunDirectory) -> str | None:
+    """Why the run directory (its manifest ``running``) reads as a copy taken while its run was writing it, or None:
+    ``raw_runs.receipts.jsonl`` holds more whole receipts than ``raw_runs.jsonl`` whole records, which a kill never
+    leaves (a record is appended before its receipt) and a copy of the two files taken one after the other does."""
+    try:
+        lines, torn = split_lines(directory.file(RAW_RUNS).read_bytes())
+        receipts, cut = split_lines(directory.file(RAW_RUNS_RECEIPTS).read_bytes())
+    except OSError:
+        return None
+    records, sealed = len(lines) - (1 if torn else 0), len(receipts) - (1 if cut else 0)
+    if sealed <= records:
+        return None
+    last = f" and a last line cut short after {len(lines[-1])} bytes" if torn else ""
+    return (
+        f"{RAW_RUNS} holds {plural(records, 'whole record')}{last}, {RAW_RUNS_RECEIPTS} "
+        f"{plural(sealed, 'receipt')}: {COPIED_WHILE_WRITING}"
+    )
 
 
 BOM_ADDED = "starts with a UTF-8 byte order mark (BOM) added after the run; the runner writes none"
@@ -304,11 +331,20 @@ class _SealCheck:
                     killed=killed,
                     copy_of=line_of_digest.get(digests[i]),
                 )
+        ahead = []
         for j, receipt in enumerate(receipts):
             if j not in used and j not in edited.values():
+                if self.running and j >= complete:  # receipts copied after raw_runs.jsonl, while the run wrote both
+                    ahead.append(receipt)
+                    continue
                 self.diverge(
                     receipt.run_id, RAW_RUNS, f"line {j + 1} is missing: the chain sealed a record of this episode"
                 )
+        if ahead:
+            self.out.notes.append(
+                f"{RAW_RUNS_RECEIPTS} holds {plural(len(ahead), 'receipt')} past the last whole line of {RAW_RUNS} "
+                f"(from line {ahead[0].line}): {COPIED_WHILE_WRITING}"
+            )
         order = []
         for i in range(complete):
             sealed_as = match[i] if match[i] is not None else edited.get(i)
@@ -348,9 +384,17 @@ class _SealCheck:
             value: Any = parse_json(raw)
         except ValueError as exc:
             value, why = None, f"{exc}; "
+        if last_torn and self.running:  # a kill tears a line before its receipt exists: this is a copy mid-write
+            self.out.notes.append(
+                f"{RAW_RUNS} {where} ({run_id or 'unknown episode'}) is cut short after {len(raw)} bytes, yet its "
+                f"receipt is in {RAW_RUNS_RECEIPTS}: {COPIED_WHILE_WRITING}"
+            )
+            self.out.torn.add(run_id or "")
+            return
         if last_torn or value is None:
             what = (
-                f"torn: cut short after {len(raw)} bytes"
+                f"torn: cut short after {len(raw)} bytes, edited after the run (its manifest says "
+                f"{self.manifest.status.value}; a copy taken while it ran would say running)"
                 if last_torn
                 else f"not a JSON record ({why}{len(raw)} bytes): edited after the run"
             )
@@ -387,7 +431,8 @@ class _SealCheck:
             return
         if self.running and (last_torn or killed):
             what = (
-                "is torn (the run was killed while writing it)"
+                "is torn (the run was killed while writing it, or this directory was copied while the run wrote it: "
+                "then copy it again once the run is complete)"
                 if last_torn
                 else "has no receipt yet (the run was killed between writing it and its receipt; nothing can tell "
                 "this line from an edit of it)"

@@ -104,7 +104,12 @@ from contextdelta.verify._contexts import (
     rebuild_run_strategies,
     rederive_limit,
 )
-from contextdelta.verify._receipts import check_seal, odd_entry_findings
+from contextdelta.verify._receipts import (
+    COPIED_WHILE_WRITING,
+    check_seal,
+    copied_while_writing,
+    odd_entry_findings,
+)
 from contextdelta.worlds import ProtectionMode, ToolEvent, ToolKind, World, get_world, includes_arguments
 
 REL_TOL = 1e-9
@@ -613,6 +618,7 @@ class _Verifier:
         if actual is None:
             return
         expected = render_tool_events(self.records)
+        actual = self._without_events_copied_ahead(actual)
         if actual == expected or self._events_cut_by_a_kill(actual, expected):
             return
         actual_rows = self._keyed_lines(actual)
@@ -626,6 +632,32 @@ class _Verifier:
             self.compare(key[0], f"{TOOL_EVENTS} seq {key[1]}", actual_rows[key], expected_rows[key])
         if len(self.result.divergences) == before:
             self.diverge(self.group, TOOL_EVENTS, "same lines, but not in the order or format render_tool_events gives")
+
+    def _without_events_copied_ahead(self, actual: str) -> str:
+        """``actual`` without its trailing lines of episodes that ``raw_runs.jsonl`` does not hold whole, when the run
+        directory is a copy taken while its run was writing it (``copied_while_writing``): the copy of
+        ``tool_events.jsonl`` was taken after that of ``raw_runs.jsonl``, so it may run ahead (a kill never leaves
+        that: an episode's events are appended after its record). Notes what it left out."""
+        if self.manifest.status is not RunStatus.RUNNING or copied_while_writing(self.directory) is None:
+            return actual
+        present = {r.run_id for r in self.records}
+        lines = actual.splitlines(keepends=True)
+        keep = len(lines)
+        while keep > 0:
+            try:
+                owner = str(parse_json(lines[keep - 1])["run_id"])
+            except (ValueError, KeyError, TypeError):
+                break
+            if owner in present:
+                break
+            keep -= 1
+        if keep == len(lines):
+            return actual
+        self.result.notes.append(
+            f"{TOOL_EVENTS} holds {plural(len(lines) - keep, 'line')} past the episodes {RAW_RUNS} holds whole (not "
+            f"compared): {COPIED_WHILE_WRITING}"
+        )
+        return "".join(lines[:keep])
 
     def _events_cut_by_a_kill(self, actual: str, expected: str) -> bool:
         """Whether ``actual`` is what a session killed while it recorded its last episode leaves: the episode's tool
@@ -993,6 +1025,9 @@ def _status_words(directory: RunDirectory, manifest: RunManifest) -> str:
     if lock is None:
         return "running: a session is writing it now"
     lock.release()
+    copied = copied_while_writing(directory)
+    if copied is not None:
+        return f"running: {copied}"
     return "running, interrupted: the session that wrote it was killed; an episode it had not finished is not recorded"
 
 
