@@ -50,6 +50,7 @@ from contextdelta.agent.records import (
     EpisodeEvaluatorData,
     EpisodeTotals,
     EpisodeTrace,
+    FailedCallRecord,
     ResponseRecord,
     StepEvaluatorData,
     StepRecord,
@@ -175,6 +176,7 @@ class _StepDraft:
     appended: list[Message] = field(default_factory=list)
     note: str | None = None
     error: str | None = None
+    failed_call: FailedCallRecord | None = None
     mutations_before: list[MutationEvent] = field(default_factory=list)
     tool_events: list[ToolEvent] = field(default_factory=list)
     mutations_after: list[MutationEvent] = field(default_factory=list)
@@ -191,6 +193,7 @@ class _StepDraft:
             appended=self.appended,
             note=self.note,
             error=self.error,
+            failed_call=self.failed_call,
             evaluator=StepEvaluatorData(
                 mutations_before_step=self.mutations_before,
                 tool_events=self.tool_events,
@@ -288,6 +291,7 @@ class _Episode:
             reduced = await self._transform(k)
         except ProviderFailure as failure:
             draft.error = f"summary call failed: {failure.message}"
+            draft.failed_call = FailedCallRecord.of(failure, "summary")
             self.totals.summary_calls += 1
             self.totals.summary_retries += failure.retries
             if failure.usage is not None:  # a reply came, just not a summary: its tokens were spent
@@ -324,6 +328,7 @@ class _Episode:
             response = await self.provider.complete(messages, self.tools, seed=self.seed)
         except ProviderFailure as failure:
             draft.error = failure.message
+            draft.failed_call = FailedCallRecord.of(failure, "agent")
             self.totals.agent_retries += failure.retries
             if failure.usage is not None:  # a reply of the wrong shape: not acted on, but its tokens were spent
                 self.totals.agent_usage = self.totals.agent_usage + failure.usage

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from contextdelta.context import Message, SummaryCall
-from contextdelta.providers import ToolCallRequest, Usage
+from contextdelta.providers import FailedAttempt, ProviderFailure, ToolCallRequest, Usage
 from contextdelta.worlds import MutationEvent, ToolEvent
 
 
@@ -70,6 +70,42 @@ class ResponseRecord(BaseModel):
     retries: int = Field(default=0, description="Failed attempts before the one that succeeded.")
 
 
+class FailedCallRecord(BaseModel):
+    """A model call of a step that got no usable reply: every attempt the provider made, what each got back and how
+    long it took (what ``error`` says in words, as data)."""
+
+    call: Literal["agent", "summary"] = Field(description="The agent's call, or a summary call of semantic_summary.")
+    status_code: int | None = Field(
+        description="The HTTP status of the last attempt; null when it got no answer (a timeout, a dropped connection)."
+    )
+    attempts: int = Field(description="Attempts made, the first one included (retries + 1).")
+    attempt_failures: list[FailedAttempt] = Field(
+        default_factory=list,
+        description="Each failed attempt in order: HTTP status, error name and code, seconds (empty when the provider "
+        "does not say, e.g. a test double).",
+    )
+    elapsed_s: float | None = Field(
+        default=None, description="Wall time of the whole call: every attempt plus the backoff waits between them."
+    )
+    refusal: str | None = Field(
+        default=None,
+        description="The access refusal the last answer says (key: HTTP 401, permission: 403, model: 404, quota: 402 "
+        "or a 429 insufficient_quota), which no retry changes and which stops the run; null for any other failure.",
+    )
+
+    @classmethod
+    def of(cls, failure: ProviderFailure, call: Literal["agent", "summary"]) -> FailedCallRecord:
+        """The record of a call that raised ``failure``."""
+        return cls(
+            call=call,
+            status_code=failure.status_code,
+            attempts=failure.retries + 1,
+            attempt_failures=failure.attempts,
+            elapsed_s=failure.elapsed_s,
+            refusal=failure.refusal,
+        )
+
+
 class ToolCallRecord(BaseModel):
     """One tool call and the result text the model received (model-visible data only)."""
 
@@ -113,6 +149,11 @@ class StepRecord(BaseModel):
     )
     note: str | None = Field(default=None, description="Harness remark, e.g. an empty reply that was nudged.")
     error: str | None = Field(default=None, description="Why the step failed, when it did.")
+    failed_call: FailedCallRecord | None = Field(
+        default=None,
+        description="The model call that failed at this step, attempt by attempt; null when none failed (and in "
+        "records written before 0.14).",
+    )
     evaluator: StepEvaluatorData = Field(
         default_factory=StepEvaluatorData,
         description="Evaluator-only records of this step (tool events, hidden mutations).",

@@ -119,6 +119,22 @@ class ProviderResponse(BaseModel):
     raw: dict[str, Any] | None = Field(default=None, description="The raw response body.")
 
 
+class FailedAttempt(BaseModel):
+    """One HTTP attempt of a call that failed: what came back and how long it took."""
+
+    status_code: int | None = Field(
+        description="The HTTP status the endpoint answered; null when no answer came (a timeout, a refused or "
+        "dropped connection). 200 for an answer that was not a usable chat completion."
+    )
+    error: str = Field(
+        description="How the attempt failed, named as the openai library names it (AuthenticationError, "
+        "RateLimitError, InternalServerError, APITimeoutError, APIConnectionError, ...; InvalidResponseError for an "
+        "HTTP 200 that was no usable completion)."
+    )
+    code: str | None = Field(default=None, description="The error code the endpoint's error body gave, if any.")
+    elapsed_s: float = Field(description="Seconds from the attempt's request going out to its failure.")
+
+
 class ProviderFailure(Exception):
     """A call that did not produce a response; ``reason`` is the episode's termination reason."""
 
@@ -131,6 +147,8 @@ class ProviderFailure(Exception):
         status_code: int | None = None,
         elapsed_s: float | None = None,
         usage: Usage | None = None,
+        attempts: list[FailedAttempt] | None = None,
+        refusal: str | None = None,
     ) -> None:
         super().__init__(message)
         self.reason = reason
@@ -143,6 +161,11 @@ class ProviderFailure(Exception):
         self.usage = usage
         """Usage the endpoint reported for a reply it sent but that could not be used (a completion of the wrong
         shape, a summary without text): the call was made, and billed, all the same."""
+        self.attempts: list[FailedAttempt] = list(attempts or [])
+        """Each failed HTTP attempt in order (empty when the provider does not say, e.g. a test double)."""
+        self.refusal = refusal
+        """The access refusal (``AccessRefusal``: key, permission, model, quota) the last attempt's answer says, when
+        it says one: no retry, nor any further call with this key and model, gets another answer."""
 
     def __repr__(self) -> str:
         return f"ProviderFailure(reason={self.reason!r}, message={self.message!r}, retries={self.retries})"

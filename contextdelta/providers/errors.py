@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any
 
 STATUS_NAMES: Mapping[int, str] = {
@@ -61,6 +62,70 @@ class KeyRefused(str):
     __slots__ = ()
 
 
+class AccessRefusal(StrEnum):
+    """An answer that refuses this key access and that no retry changes (the one classification the endpoint check
+    and a run's stop rule share): the fix is the key, its rights, the model's name or the account's credit."""
+
+    KEY = "key"
+    """HTTP 401: the key is missing, wrong or revoked."""
+    PERMISSION = "permission"
+    """HTTP 403: the key may not use this model or endpoint."""
+    MODEL = "model"
+    """HTTP 404 to a chat completion: the endpoint serves no such model (or no longer does)."""
+    QUOTA = "quota"
+    """HTTP 402, or a 429 whose error code says the quota or credit is spent (``insufficient_quota``): waiting does
+    not help, a payment does."""
+
+
+QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached", "insufficient_credits", "quota_exceeded"})
+"""Error codes (or types) of an HTTP 429 that says the account's quota or credit is spent, not that it is sending too
+fast (OpenAI: ``insufficient_quota``): a retry gets the same answer."""
+
+
+def access_refusal(status_code: int | None, code: str | None = None) -> AccessRefusal | None:
+    """The access refusal an answer's HTTP status (and its error code or type) says, or None for any other answer."""
+    if status_code == 401:
+        return AccessRefusal.KEY
+    if status_code == 403:
+        return AccessRefusal.PERMISSION
+    if status_code == 404:
+        return AccessRefusal.MODEL
+    if status_code == 402 or (status_code == 429 and code in QUOTA_CODES):
+        return AccessRefusal.QUOTA
+    return None
+
+
+KEY_VARIABLES = "CONTEXTDELTA_API_KEY (or OPENAI_API_KEY, read when it is unset)"
+
+
+def refusal_fix(refusal: AccessRefusal, model: str) -> str:
+    """What the user does about an access refusal of a call for ``model``: the same words before and during a run."""
+    if refusal is AccessRefusal.KEY:
+        return f"set the endpoint's key in {KEY_VARIABLES}"
+    if refusal is AccessRefusal.PERMISSION:
+        return f"use a key that may call model {model!r} there, in {KEY_VARIABLES}"
+    if refusal is AccessRefusal.MODEL:
+        return f"check --model / --summary-model {model!r} (a model this endpoint serves) and --base-url"
+    return "add credit or raise the quota of the key's account at the provider"
+
+
+def refusal_what(refusal: AccessRefusal) -> str:
+    """What was refused, as a clause: "refused the API key", "has no model ..."."""
+    return {
+        AccessRefusal.KEY: "refused the API key",
+        AccessRefusal.PERMISSION: "denied the API key permission",
+        AccessRefusal.MODEL: "does not serve the model",
+        AccessRefusal.QUOTA: "refused the call for lack of quota or credit",
+    }[refusal]
+
+
+def status_refusal(exc: BaseException) -> AccessRefusal | None:
+    """The access refusal a failed attempt's HTTP answer says (:func:`access_refusal`), or None."""
+    if not isinstance(exc, EndpointStatusError):
+        return None
+    return access_refusal(exc.status_code, exc.code)
+
+
 class EndpointError(Exception):
     """A chat-completions attempt that got no usable answer."""
 
@@ -87,6 +152,8 @@ class EndpointStatusError(EndpointError):
         self.code: str | None = None
         if isinstance(error, dict) and error.get("code") is not None:
             self.code = str(error["code"])
+        elif isinstance(error, dict) and isinstance(error.get("type"), str) and error["type"] in QUOTA_CODES:
+            self.code = error["type"]  # a quota refusal said by its type alone (``"code": null``)
         if parsed is not None:
             message = f"Error code: {status_code} - {parsed}"
         else:
@@ -148,7 +215,9 @@ class EndpointResponseTooLarge(EndpointError):
 
 __all__ = [
     "MAX_ERROR_MESSAGE_CHARS",
+    "QUOTA_CODES",
     "STATUS_NAMES",
+    "AccessRefusal",
     "EndpointCertificateError",
     "EndpointConnectionError",
     "EndpointError",
@@ -159,6 +228,10 @@ __all__ = [
     "EndpointStatusError",
     "EndpointTimeout",
     "KeyRefused",
+    "access_refusal",
     "one_line",
+    "refusal_fix",
+    "refusal_what",
     "shorten",
+    "status_refusal",
 ]

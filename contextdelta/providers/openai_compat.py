@@ -41,6 +41,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 from contextdelta.canonical import json_dumps_function, json_type
 from contextdelta.providers.base import (
     SUMMARY_MODEL_CHECK,
+    FailedAttempt,
     ProviderFailure,
     ProviderResponse,
     ToolCallRequest,
@@ -49,6 +50,7 @@ from contextdelta.providers.base import (
 )
 from contextdelta.providers.bodies import CappedBody, NestedTooDeeply, NumberTooLong, load_json_body
 from contextdelta.providers.errors import (
+    AccessRefusal,
     EndpointBusy,
     EndpointCertificateError,
     EndpointConnectionError,
@@ -60,7 +62,10 @@ from contextdelta.providers.errors import (
     EndpointTimeout,
     KeyRefused,
     one_line,
+    refusal_fix,
+    refusal_what,
     shorten,
+    status_refusal,
 )
 from contextdelta.providers.limits import CallGate, estimate_tokens
 from contextdelta.providers.retry import PERMANENT_5XX, RetryPolicy, is_retryable, retry_after_of
@@ -84,6 +89,9 @@ _CONTEXT_MESSAGE = re.compile(
     re.IGNORECASE,
 )
 
+
+INVALID_RESPONSE = "InvalidResponseError"
+"""The error name of an attempt answered with HTTP 200 and no usable chat completion (no choices, not JSON, ...)."""
 
 BODY_EXCERPT_CHARS = 200
 """How much of a body that is not a completion its failure quotes, from its start."""
@@ -332,10 +340,14 @@ class OpenAIProvider:
             return f"{where} answered the endpoint check's chat completion with {exc.message}"
         except EndpointStatusError as exc:
             detail = self._scrub(describe_error(exc))
-            if exc.status_code in (401, 403):
+            # an access refusal, classified as a run's stop rule classifies one met mid-run (status_refusal)
+            refusal = status_refusal(exc)
+            if refusal in (AccessRefusal.KEY, AccessRefusal.PERMISSION):
                 return self._key_refused(where, exc.status_code)
-            if exc.status_code == 404:
+            if refusal is AccessRefusal.MODEL:
                 return f"{where}/chat/completions answered {detail}; check --base-url and --model {self.model!r}"
+            if refusal is AccessRefusal.QUOTA:  # not retried: waiting does not bring credit back
+                return KeyRefused(f"{where} {refusal_what(refusal)} ({detail}); {refusal_fix(refusal, self.model)}")
             if exc.status_code in PERMANENT_5XX:  # a static file server, say: it takes no POST, now or later
                 return f"{where} serves no chat completions: POST /chat/completions answered {detail}"
             if exc.status_code in (400, 422):
@@ -421,6 +433,12 @@ class OpenAIProvider:
                 return EndpointBusy(
                     f"{where} failed a chat completion for summary model {model!r} ({detail}"
                     f"{self._gave_up(exc, len(tries))}): the endpoint is busy or failing; wait and run again"
+                )
+            refusal = status_refusal(exc)
+            if refusal is not None and refusal is not AccessRefusal.MODEL:  # the key or the account, not the name
+                return KeyRefused(
+                    f"{where} {refusal_what(refusal)} for summary model {model!r} ({detail}); "
+                    f"{refusal_fix(refusal, model)}"
                 )
             return f"{where} refused a chat completion for summary model {model!r} ({detail}); {fix}"
         try:
@@ -554,9 +572,10 @@ class OpenAIProvider:
         )
         attempts = 1
         first: EndpointError | None = None
+        failed: list[FailedAttempt] = []  # each failed attempt, as the step record of a failed call keeps it
         try:
             try:  # the first attempt goes out without the retry machinery, which only a retryable failure needs
-                body, submitted, sent, read, ticket = await self._attempt(request, started, estimate)
+                body, submitted, sent, read, ticket = await self._attempt(request, started, estimate, failed)
             except EndpointError as exc:
                 if not is_retryable(exc):
                     raise
@@ -575,14 +594,15 @@ class OpenAIProvider:
                     with attempt:
                         attempts += 1
                         if first is not None:  # tenacity's first attempt is the one that just failed
-                            failed, first = first, None
-                            raise failed
-                        body, submitted, sent, read, ticket = await self._attempt(request, started, estimate)
+                            again, first = first, None
+                            raise again
+                        body, submitted, sent, read, ticket = await self._attempt(request, started, estimate, failed)
         except EndpointError as exc:
-            raise self._failure(exc, attempts, time.perf_counter() - started) from None
+            raise self._failure(exc, attempts, time.perf_counter() - started, failed) from None
         try:
             response = self._response(body, read - sent, attempts - 1, time.perf_counter() - started)
         except ProviderFailure as failure:
+            failure.attempts = [*failed, FailedAttempt(status_code=200, error=INVALID_RESPONSE, elapsed_s=read - sent)]
             if gate is not None:
                 gate.release(ticket, 200, failure.usage.total_tokens - estimate if failure.usage is not None else 0)
             raise
@@ -594,9 +614,11 @@ class OpenAIProvider:
 
     # ---- internals ---------------------------------------------------------------------------------------
 
-    async def _attempt(self, request: bytes, started: float, estimate: int) -> tuple[bytes, float, float, float, int]:
+    async def _attempt(
+        self, request: bytes, started: float, estimate: int, failed: list[FailedAttempt]
+    ) -> tuple[bytes, float, float, float, int]:
         """One HTTP attempt, through the rate gate when there is one: (body, submitted, sent, read, gate ticket);
-        the ticket goes back at once when the attempt fails."""
+        the ticket goes back at once when the attempt fails, and the failure is added to ``failed``."""
         gate = self.gate
         ticket = await gate.acquire(estimate) if gate is not None else 0
         # an attempt never outlives the total budget (but always gets a moment to answer)
@@ -606,9 +628,19 @@ class OpenAIProvider:
             body, sent, read = await self._io.run(
                 self._send("POST", self._chat_url, request, min(self.timeout_s, max(remaining, 0.5)))
             )
-        except EndpointStatusError as exc:
+        except EndpointError as exc:
+            failed.append(
+                FailedAttempt(
+                    status_code=exc.status_code if isinstance(exc, EndpointStatusError) else None,
+                    error=exc.name,
+                    code=self._scrub(one_line(exc.code))[:100]
+                    if isinstance(exc, EndpointStatusError) and exc.code
+                    else None,
+                    elapsed_s=time.perf_counter() - submitted,
+                )
+            )
             if gate is not None:
-                gate.release(ticket, exc.status_code, 0)
+                gate.release(ticket, exc.status_code if isinstance(exc, EndpointStatusError) else None, 0)
             raise
         except BaseException:
             if gate is not None:
@@ -717,13 +749,20 @@ class OpenAIProvider:
             raw=self._redactor.json(completion),
         )
 
-    def _failure(self, exc: EndpointError, attempts: int, elapsed: float) -> ProviderFailure:
+    def _failure(
+        self, exc: EndpointError, attempts: int, elapsed: float, failed: list[FailedAttempt]
+    ) -> ProviderFailure:
         retries = max(0, attempts - 1)
         status = exc.status_code if isinstance(exc, EndpointStatusError) else None
         description = self._scrub(describe_error(exc))
         if is_context_length_error(exc):
             return ProviderFailure(
-                "context_window_exceeded", description, retries, status_code=status, elapsed_s=elapsed
+                "context_window_exceeded",
+                description,
+                retries,
+                status_code=status,
+                elapsed_s=elapsed,
+                attempts=failed,
             )
         if is_retryable(exc):
             gave_up = f"gave up after {attempts} attempt{'s' if attempts != 1 else ''}"
@@ -739,7 +778,16 @@ class OpenAIProvider:
                     f"call may take with its retries; {gave_up}"
                 )
             description = f"{description} ({gave_up})"
-        return ProviderFailure("provider_error", description, retries, status_code=status, elapsed_s=elapsed)
+        refusal = status_refusal(exc)
+        return ProviderFailure(
+            "provider_error",
+            description,
+            retries,
+            status_code=status,
+            elapsed_s=elapsed,
+            attempts=failed,
+            refusal=refusal.value if refusal is not None else None,
+        )
 
     def _why_not_json(self, exc: ValueError) -> str:
         """Why a body is not JSON, for the failure: where the decoder stopped and what it said, and the text there

@@ -1,6 +1,7 @@
 """When and how long to retry a failed chat-completions call (tenacity policies built from one value).
 
-Retried: HTTP 408, 429 and 5xx (not 501 and 505, which say the server does not do what was asked), timeouts
+Retried: HTTP 408, 429 (not one whose error code says the quota is spent) and 5xx (not 501 and 505, which say the
+server does not do what was asked), timeouts
 and connection errors (not a redirect that leads nowhere, nor a TLS certificate that fails verification: both
 come back the same way). The wait is the server's ``Retry-After``
 (``retry-after-ms``, seconds, or an HTTP date) when it sends one, otherwise exponential backoff with jitter.
@@ -27,6 +28,7 @@ from contextdelta.providers.errors import (
     EndpointConnectionError,
     EndpointRedirectError,
     EndpointStatusError,
+    status_refusal,
 )
 
 RETRYABLE_STATUS = frozenset({408, 429})
@@ -92,8 +94,11 @@ NO_RETRY = RetryPolicy(max_attempts=1)
 
 
 def is_retryable(exc: BaseException) -> bool:
-    """Whether a failed attempt is worth repeating: 408/429/5xx (not 501/505), timeouts and connection errors."""
+    """Whether a failed attempt is worth repeating: 408/429/5xx (not 501/505, nor a 429 that says the quota is spent:
+    an access refusal, `status_refusal`), timeouts and connection errors."""
     if isinstance(exc, EndpointStatusError):
+        if status_refusal(exc) is not None:
+            return False
         return exc.status_code in RETRYABLE_STATUS or (exc.status_code >= 500 and exc.status_code not in PERMANENT_5XX)
     # EndpointTimeout is a subclass; a redirect error and a certificate error are too, but come back the same way
     # every time

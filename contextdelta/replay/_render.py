@@ -18,7 +18,7 @@ from typing import Any
 from rich.text import Text
 
 from contextdelta._words import plural
-from contextdelta.agent import CUT_SHORT_REASONS, StepRecord
+from contextdelta.agent import CUT_SHORT_REASONS, FailedCallRecord, StepRecord
 from contextdelta.grading import EventFlags, GraderName, describe
 from contextdelta.rundir import EpisodeRecord
 from contextdelta.worlds import MutationEvent, Outcome, ToolEvent, ToolKind
@@ -60,6 +60,24 @@ def printable(text: str) -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+def failed_call_text(failed: FailedCallRecord) -> str:
+    """A failed call's attempts on one line: how many, how long in all, and each one's answer and time."""
+    took = f" in {failed.elapsed_s:.3f}s" if failed.elapsed_s is not None else ""
+    text = f"{failed.call} call: {plural(failed.attempts, 'attempt')}{took}"
+    if failed.attempt_failures:
+        text += ": " + ", ".join(
+            f"#{number} "
+            + (f"HTTP {a.status_code} " if a.status_code is not None else "")
+            + a.error
+            + (f" {a.code}" if a.code else "")
+            + f" ({a.elapsed_s:.3f}s)"
+            for number, a in enumerate(failed.attempt_failures, 1)
+        )
+    if failed.refusal is not None:
+        text += f"; access refused ({failed.refusal}): no retry gets another answer"
+    return text
 
 
 def _preview(text: str | None, full: bool, limit: int = PREVIEW_CHARS) -> str:
@@ -309,6 +327,8 @@ def _step_actions(
     who = "agent " if record.trace.external is not None else "model "
     if response is None:
         w.line((who, "label"), (f"no response: {step.error or 'unknown error'}", "bad"))
+        if step.failed_call is not None:
+            w.line((failed_call_text(step.failed_call), "dim"), indent=2)
     else:
         usage = response.usage
         meta = f"  ({response.latency_s:.3f}s"

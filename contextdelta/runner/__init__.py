@@ -26,6 +26,7 @@ from contextdelta.runner.benchmark import (
 )
 from contextdelta.runner.episode import Costing, EpisodeJob, build_world, episode_record, run_job, utc_now
 from contextdelta.runner.execute import (
+    AccessRefused,
     CircuitBreaker,
     CostBudget,
     Executor,
@@ -72,6 +73,7 @@ __all__ = [
     "EXIT_INCOMPLETE",
     "HARNESS_MODULES",
     "MOCK_REFUSAL",
+    "AccessRefused",
     "ActiveRun",
     "BenchmarkError",
     "BenchmarkRequest",

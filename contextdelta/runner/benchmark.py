@@ -50,6 +50,7 @@ from contextdelta.rundir import (
 )
 from contextdelta.runner.episode import Costing, EpisodeJob, utc_now
 from contextdelta.runner.execute import (
+    AccessRefused,
     CircuitBreaker,
     CostBudget,
     EpisodeRuntime,
@@ -435,11 +436,14 @@ def stop_rules(run: ActiveRun, executor: Executor | None = None) -> list[StopRul
     breaker (``--max-consecutive-failures``, ``--max-failed-share``). The budget tells ``executor`` (its
     ``budget_spent``, when it has one) what the run spent, so that its running episodes stop at the budget too."""
     request = run.plan.request
+    info = run.plan.provider_info
     on_spent = getattr(executor, "budget_spent", None)
     return [
         WriteFailure(lambda: run.write_error),
         # a superseded attempt cost money too
         CostBudget(run.plan.max_cost_usd, [*run.records, *run.superseded], on_spent),
+        # before the breaker: a refused key is said as what it is, not as "failed trials in a row"
+        AccessRefused(info.base_url, info.model, info.summary_model),
         CircuitBreaker(request.max_consecutive_failures, request.max_failed_share),
     ]
 

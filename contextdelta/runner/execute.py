@@ -20,7 +20,16 @@ import anyio.lowlevel
 
 from contextdelta.agent import TerminationReason
 from contextdelta.context import ContextStrategy, StrategyDescription, StrategyServices, rebuild_strategy
-from contextdelta.providers import CallGate, ChatProvider, EndpointLimits, LimiterStats, create_provider
+from contextdelta.providers import (
+    AccessRefusal,
+    CallGate,
+    ChatProvider,
+    EndpointLimits,
+    LimiterStats,
+    create_provider,
+    refusal_fix,
+    refusal_what,
+)
 from contextdelta.rundir import EpisodeRecord
 from contextdelta.runner.episode import Costing, EpisodeJob, RunSpend, run_job
 from contextdelta.settings import Settings
@@ -183,6 +192,40 @@ class CostBudget:
         if self.spent >= self.max_cost_usd:
             return f"budget exhausted: spent ${self.spent:.4f} of --max-cost-usd ${self.max_cost_usd}"
         return None
+
+
+class AccessRefused:
+    """Stop starting episodes once the endpoint refused a call in a way no retry changes: the key (HTTP 401), its
+    permission (403), the model (404) or the account's quota or credit (402, a 429 ``insufficient_quota``), the
+    classification the endpoint check refuses a run with before it starts (``contextdelta.providers.access_refusal``).
+    Every further episode would fail the same way; the episodes in flight finish (as failed trials), the run ends
+    ``incomplete`` with the reason, and ``--resume`` continues it once the key, model or account is put right."""
+
+    def __init__(self, endpoint: str | None, model: str, summary_model: str | None = None) -> None:
+        self.endpoint = endpoint or "the default OpenAI endpoint"
+        self.model = model
+        self.summary_model = summary_model or model
+        self.reason: str | None = None
+
+    def observe(self, record: EpisodeRecord) -> None:
+        if self.reason is not None:
+            return
+        for step in record.trace.steps:
+            failed = step.failed_call
+            if failed is None or failed.refusal is None:
+                continue
+            refusal = AccessRefusal(failed.refusal)
+            model = self.summary_model if failed.call == "summary" else self.model
+            call = "a summary call" if failed.call == "summary" else "the agent's call"
+            self.reason = (
+                f"{self.endpoint} {refusal_what(refusal)} (HTTP {failed.status_code}) at step {step.step} of episode "
+                f"{record.run_id} ({call}, model {model!r}); no further call can succeed, so no further episode "
+                f"starts: {refusal_fix(refusal, model)}, then continue the run with --resume"
+            )
+            return
+
+    def stop_reason(self) -> str | None:
+        return self.reason
 
 
 OUTAGE_TERMINATIONS = frozenset({TerminationReason.PROVIDER_ERROR, TerminationReason.HARNESS_ERROR})

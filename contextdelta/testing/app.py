@@ -253,6 +253,10 @@ class ScriptedServer(LoopbackService):
         refused = self.admit(authorization)
         if refused is not None:
             return refused
+        refusal = None if check else self.faults.refusal(number)
+        if refusal is not None:
+            self._count(f"refused_{refusal[0]}")
+            return _error(*refusal)
         if self.faults.reject_tools and isinstance(body, dict) and body.get("tools"):
             self._count("reject_tools")
             return _error(
@@ -317,9 +321,11 @@ class ScriptedServer(LoopbackService):
             "logprobs": None,
         }
         completion_tokens = approx_tokens(canonical_json(_message(reply)))
-        return self._delayed(
-            hits, _Answer(200, self._completion(messages, [choice], prompt_tokens, completion_tokens, details))
-        )
+        completion = self._completion(messages, [choice], prompt_tokens, completion_tokens, details)
+        if FaultKind.NO_USAGE in hits:
+            del completion["usage"]
+            self._count(FaultKind.NO_USAGE.value)
+        return self._delayed(hits, _Answer(200, completion))
 
     def _endpoint_check_reply(self, messages: list[dict[str, Any]], prompt_tokens: int) -> _Answer:
         if messages and messages[-1].get("content") == SUMMARY_MODEL_CHECK:  # the summary model's check: a text

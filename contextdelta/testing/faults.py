@@ -20,17 +20,19 @@ like an endpoint that accepts connections and then stalls), ``drop_connection`` 
 response), ``fail_500``, ``fail_429`` (with ``Retry-After``), ``fail_context_length`` (HTTP 400
 ``context_length_exceeded``), ``no_choices`` (HTTP 200 with an empty ``choices`` list). ``slow`` delays the
 selected requests by ``slow_ms`` (with ``slow_ms`` set and no ``slow`` selector: every request).
-``malformed_args`` (tool-call arguments that are not JSON) and ``unknown_tool`` (a tool name the world does
-not have) corrupt an otherwise normal reply that has a tool call. ``echo_credentials`` plays a hostile or
-misconfigured endpoint: the reply text (and a 500's error message) quotes the request's ``Authorization`` and
-``api-key`` headers back.
+``malformed_args`` (tool-call arguments that are not JSON) and ``unknown_tool`` (a tool name the world does not
+have) corrupt an otherwise normal reply that has a tool call. ``no_usage`` answers normally but leaves out the
+completion's ``usage``. ``echo_credentials`` plays a hostile or misconfigured endpoint: the reply text (and a 500's
+error message) quotes the request's ``Authorization`` and ``api-key`` headers back.
 
 Whole-server misbehaviour (every request, ``GET /v1/models`` included, unless said otherwise):
 ``require_api_key`` (HTTP 401 without ``Authorization: Bearer <key>``), ``silent`` (accept the connection and
 never answer), ``reject_tools`` (chat requests that carry ``tools`` get HTTP 400, like a server started without
 tool-call parsing), ``no_models`` (``GET /v1/models`` answers 404, as on servers that list no models), and an
 outage: from the ``outage_after``-th chat request on, for ``outage_s`` seconds,
-every request gets HTTP 503; then the server answers normally again (a failure burst that ends).
+every request gets HTTP 503; then the server answers normally again (a failure burst that ends). A refusal
+mid-run: from the ``refuse_from``-th chat request on, every chat request gets ``refuse_status`` (401 a revoked key,
+402 no credit, 403 no permission, 404 the model gone, 429 ``insufficient_quota``).
 
 The endpoint check ``run-benchmark`` makes before a run (a chat request whose only tool is
 ``contextdelta.providers.ENDPOINT_CHECK_TOOL``) is answered but not numbered, so selectors address the run's own
@@ -43,7 +45,7 @@ import email.utils
 import time
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveInt, field_validator
 
@@ -130,6 +132,7 @@ class FaultKind(StrEnum):
     MALFORMED_ARGS = "malformed_args"
     UNKNOWN_TOOL = "unknown_tool"
     ECHO_CREDENTIALS = "echo_credentials"
+    NO_USAGE = "no_usage"
 
 
 RESPONSE_FAULTS = (
@@ -164,6 +167,9 @@ class FaultPlan(BaseModel):
     malformed_args: RequestSelector | None = None
     unknown_tool: RequestSelector | None = None
     echo_credentials: RequestSelector | None = None
+    no_usage: RequestSelector | None = Field(
+        default=None, description="Answer these normally but without the completion's `usage` field."
+    )
     hang: RequestSelector | None = None
     require_api_key: str | None = Field(default=None, description="Answer 401 unless the bearer token is this.")
     silent: bool = Field(default=False, description="Accept connections and never answer any request.")
@@ -173,6 +179,16 @@ class FaultPlan(BaseModel):
         default=None, description="The chat request number (1-based) at which an outage of outage_s begins."
     )
     outage_s: NonNegativeFloat = Field(default=0.0, description="How long the outage lasts: every request gets 503.")
+    refuse_from: PositiveInt | None = Field(
+        default=None,
+        description="The chat request number (1-based) from which every chat request is refused with refuse_status "
+        "(a key revoked, a model withdrawn, a quota spent mid-run); the endpoint check still passes.",
+    )
+    refuse_status: Literal[401, 402, 403, 404, 429] = Field(
+        default=401,
+        description="The refusal refuse_from sends: 401 invalid_api_key, 402 insufficient credit, 403 permission "
+        "denied, 404 model_not_found, 429 insufficient_quota.",
+    )
 
     @field_validator(
         "hang",
@@ -185,6 +201,7 @@ class FaultPlan(BaseModel):
         "malformed_args",
         "unknown_tool",
         "echo_credentials",
+        "no_usage",
         mode="before",
     )
     @classmethod
@@ -243,4 +260,32 @@ class FaultPlan(BaseModel):
         args += [flag for flag, on in switches if on]
         if self.outage_after is not None:
             args += ["--outage-after", str(self.outage_after), "--outage-s", f"{self.outage_s:g}"]
+        if self.refuse_from is not None:
+            args += ["--refuse-from", str(self.refuse_from), "--refuse-status", str(self.refuse_status)]
         return args
+
+    def refusal(self, number: int) -> tuple[int, str, str, str] | None:
+        """(status, message, code, type) of the refusal of chat request ``number``, or None when it is not refused."""
+        if self.refuse_from is None or number < self.refuse_from:
+            return None
+        return REFUSALS[self.refuse_status]
+
+
+REFUSALS: dict[int, tuple[int, str, str, str]] = {
+    401: (
+        401,
+        "Incorrect API key provided (injected: the key was revoked).",
+        "invalid_api_key",
+        "invalid_request_error",
+    ),
+    402: (402, "Insufficient credits (injected).", "insufficient_credits", "payment_required"),
+    403: (403, "This key may not use this model (injected).", "permission_denied", "invalid_request_error"),
+    404: (
+        404,
+        "The model does not exist or you do not have access to it (injected).",
+        "model_not_found",
+        "invalid_request_error",
+    ),
+    429: (429, "You exceeded your current quota (injected).", "insufficient_quota", "insufficient_quota"),
+}
+"""The answers of ``refuse_status``, each as the providers that send it word it."""

@@ -114,6 +114,15 @@ def main(
     outage_s: Annotated[
         float, typer.Option(min=0, callback=_delay, help="How long the outage lasts, in seconds.")
     ] = 0.0,
+    no_usage: Annotated[
+        str | None, typer.Option(metavar=SELECTOR, help="Answer without the completion's usage field.")
+    ] = None,
+    refuse_from: Annotated[
+        int | None, typer.Option(min=1, help="Refuse every chat request from this number on (--refuse-status).")
+    ] = None,
+    refuse_status: Annotated[
+        int, typer.Option(help="The refusal of --refuse-from: 401, 402, 403, 404 or 429 (insufficient_quota).")
+    ] = 401,
     verbose: Annotated[bool, typer.Option(help="Log every request to stderr.")] = False,
 ) -> None:
     """Serve a deterministic scripted policy as an OpenAI-compatible chat-completions endpoint."""
@@ -139,6 +148,9 @@ def main(
             no_models=no_models,
             outage_after=outage_after,
             outage_s=outage_s,
+            no_usage=no_usage,
+            refuse_from=refuse_from,
+            refuse_status=refuse_status,
         )
         suite = resolve_suite(tasks)
         server = ScriptedServer(

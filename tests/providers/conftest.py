@@ -54,13 +54,15 @@ class RawEndpoint:
     run out), byte for byte, with HTTP ``status`` and extra ``headers``: the misbehaving servers the scripted server
     cannot play, and the reply shapes of real endpoints. ``requests`` counts the POSTs and ``received`` keeps their
     request bodies, decoded; a body given as an iterator of chunks is sent with chunked transfer encoding and no
-    Content-Length. The endpoint check ``run-benchmark`` makes first gets a plain answer and is not counted."""
+    Content-Length. The endpoint check ``run-benchmark`` makes first gets a plain answer and is not counted (unless
+    ``check_too``: then it is answered and counted as every other POST)."""
 
     def __init__(
         self,
         bodies: Sequence[bytes | Callable[[], Iterator[bytes]]],
         status: int = 200,
         headers: dict[str, str] | None = None,
+        check_too: bool = False,
     ) -> None:
         self.bodies = bodies
         self.status = status
@@ -75,13 +77,14 @@ class RawEndpoint:
             def do_POST(self) -> None:
                 request = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 body: bytes | Callable[[], Iterator[bytes]]
-                if ENDPOINT_CHECK_TOOL.encode() in request:  # run-benchmark's endpoint check: a plain answer
+                is_check = ENDPOINT_CHECK_TOOL.encode() in request and not check_too
+                if is_check:  # run-benchmark's endpoint check: a plain answer
                     body = completion({"content": "ok"})
                 else:
                     endpoint.requests += 1
                     endpoint.received.append(json.loads(request))
                     body = endpoint.bodies[min(endpoint.requests, len(endpoint.bodies)) - 1]
-                self.send_response(200 if ENDPOINT_CHECK_TOOL.encode() in request else endpoint.status)
+                self.send_response(200 if is_check else endpoint.status)
                 self.send_header("Content-Type", "application/json")
                 for name, value in endpoint.headers.items():
                     self.send_header(name, value)

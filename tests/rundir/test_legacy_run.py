@@ -80,3 +80,25 @@ def test_an_old_record_whose_task_left_the_snapshot_is_a_clear_error(results: Pa
     snapshot.unlink()
     with pytest.raises(RunDirectoryError, match=r"order-split-refund.*not in the task snapshot"):
         RunDirectory(results / RUN_ID).read_episodes()
+
+
+OLD_FAILED_CALL = Path(__file__).parent / "fixtures" / "run_0_13_0_failed_call.tar.gz"
+"""A real run directory written by 0.13.0 (commit 9faa5cc; the scripted ``oracle`` policy on two tasks, full_history,
+both modes; an HTTP 500, two 429s and a hang injected, ``--max-retries 1``): one failed trial, recorded before a failed
+step kept its attempts (``failed_call``). Do not regenerate it: its point is the old format."""
+
+
+@pytest.mark.slow
+def test_a_0_13_0_run_with_a_failed_call_reads_reports_and_verifies(tmp_path: Path) -> None:
+    with tarfile.open(OLD_FAILED_CALL) as archive:
+        archive.extractall(tmp_path, filter="data")
+    (path,) = list(tmp_path.iterdir())
+    lines = (path / RAW_RUNS).read_text(encoding="utf-8").splitlines()
+    assert all('"failed_call"' not in line for line in lines)  # the old format
+    records = RunDirectory(path).read_episodes()
+    (failed,) = [r for r in records if r.failed]
+    assert failed.trace.steps[-1].response is None and failed.trace.steps[-1].failed_call is None
+    result = runner.invoke(app, ["verify", path.name, "--results-dir", str(tmp_path)])
+    assert result.exit_code == 0 and "MATCH" in result.stdout, result.output
+    result = runner.invoke(app, ["report", path.name, "--results-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output

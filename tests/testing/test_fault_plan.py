@@ -86,3 +86,23 @@ def test_cli_args_recreate_the_plan() -> None:
         "40",
         "--no-retry-after",
     ]
+
+
+def test_a_refusal_mid_run_and_replies_without_usage_are_flags_too() -> None:
+    """The server's command line takes what a FaultPlan says (a launched server gets its plan as flags)."""
+    plan = FaultPlan(no_usage="at:2", refuse_from=3, refuse_status=429)
+    args = plan.cli_args()
+    assert args == ["--no-usage", "at:2", "--retry-after", "1", "--refuse-from", "3", "--refuse-status", "429"]
+    assert plan.refusal(2) is None
+    assert (
+        plan.refusal(3)
+        == plan.refusal(30)
+        == (
+            429,
+            "You exceeded your current quota (injected).",
+            "insufficient_quota",
+            "insufficient_quota",
+        )
+    )
+    with pytest.raises(ValidationError):
+        FaultPlan(refuse_from=1, refuse_status=500)  # type: ignore[arg-type]
