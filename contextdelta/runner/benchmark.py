@@ -441,7 +441,7 @@ def stop_rules(run: ActiveRun, executor: Executor | None = None) -> list[StopRul
     return [
         WriteFailure(lambda: run.write_error),
         # a superseded attempt cost money too
-        CostBudget(run.plan.max_cost_usd, [*run.records, *run.superseded], on_spent),
+        CostBudget(run.plan.max_cost_usd, [*run.records, *run.superseded], on_spent, info.base_url),
         # before the breaker: a refused key is said as what it is, not as "failed trials in a row"
         AccessRefused(info.base_url, info.model, info.summary_model),
         CircuitBreaker(request.max_consecutive_failures, request.max_failed_share),

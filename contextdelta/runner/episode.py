@@ -92,7 +92,7 @@ class Costing:
         if spent is None and not totals.usage_complete:  # the prices are known (the plan checked): usage is not
             return (
                 f"--max-episode-cost-usd ${self.max_episode_cost_usd} cannot be enforced: the endpoint reported no "
-                "token usage, so what the episode spent is unknown"
+                f"token usage, so what the episode spent is unknown; {usage_fix('--max-episode-cost-usd')}"
             )
         if spent is not None and spent >= self.max_episode_cost_usd:
             return f"episode cost ${spent:.4f} reached --max-episode-cost-usd ${self.max_episode_cost_usd}"
@@ -107,7 +107,7 @@ class Costing:
         if own is None and not totals.usage_complete:  # as CostBudget: what this episode spent cannot be counted
             return (
                 f"--max-cost-usd ${self.max_cost_usd} cannot be enforced: the endpoint reported no token usage, so "
-                "what the episode spent is unknown"
+                f"what the episode spent is unknown; {usage_fix('--max-cost-usd')}"
             )
         spend.running[run_id] = own or 0.0
         total = spend.total()
@@ -133,6 +133,11 @@ class Costing:
             return next((reason for c in checks if (reason := c(totals)) is not None), None)
 
         return check
+
+
+def usage_fix(flag: str) -> str:
+    """What to do when ``flag``'s budget cannot be enforced: the endpoint reports no token usage."""
+    return f"run without {flag} (a run needs no price then), or against an endpoint that reports usage"
 
 
 def build_world(task: Task, spec: EpisodeSpec) -> World:

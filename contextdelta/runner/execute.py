@@ -31,7 +31,7 @@ from contextdelta.providers import (
     refusal_what,
 )
 from contextdelta.rundir import EpisodeRecord
-from contextdelta.runner.episode import Costing, EpisodeJob, RunSpend, run_job
+from contextdelta.runner.episode import Costing, EpisodeJob, RunSpend, run_job, usage_fix
 from contextdelta.settings import Settings
 
 
@@ -147,25 +147,42 @@ class StopRule(Protocol):
         ...
 
 
+def unreported_usage(record: EpisodeRecord) -> tuple[int, str] | None:
+    """(step, which call) of the first model call of ``record`` whose reply reported no token usage, or None."""
+    for step in record.trace.steps:
+        if any(call.usage is None for call in step.context.summary_calls):
+            return step.step, "a summary call"
+        if step.response is not None and step.response.usage is None:
+            return step.step, "the agent's call"
+    return None
+
+
 class CostBudget:
     """``--max-cost-usd``: no episode starts once the run (earlier sessions included) spent the budget. Running
     episodes check it too, before each step (``Costing.run_budget``): ``on_spent`` (the executor's
-    ``budget_spent``) hears the recorded total at the start and after each record."""
+    ``budget_spent``) hears the recorded total at the start and after each record.
+
+    An episode of this session whose cost is unknown (a reply without usage) stops the run: the budget cannot count
+    what it spent. That stop bounded what went uncounted (the calls of one step per running episode), so a resume
+    (a session against an endpoint that now reports usage) counts the earlier sessions' unknown costs as nothing
+    and goes on; their ``cost_usd`` stays empty."""
 
     def __init__(
         self,
         max_cost_usd: float | None,
         done: Sequence[EpisodeRecord] = (),
         on_spent: Callable[[float], None] | None = None,
+        endpoint: str | None = None,
     ) -> None:
         self.max_cost_usd = max_cost_usd
+        self.endpoint = endpoint or "the default OpenAI endpoint"
         self.spent = 0.0
         self.uncounted: str | None = None
-        """An episode that made calls whose cost is unknown (the endpoint reported no usage): the budget cannot
-        count what was spent, so no further episode starts (the prices are known: the plan checked them)."""
+        """Why this session's spend is unknown: the episode and step whose call reported no usage (the prices are
+        known: the plan checked them)."""
         self.on_spent = on_spent if max_cost_usd is not None else None
-        for record in done:
-            self._count(record)
+        for record in done:  # earlier sessions: their spend counts, an unknown cost stopped that session already
+            self.spent += record.cost_usd or 0.0
         if self.on_spent is not None:
             self.on_spent(self.spent)
 
@@ -178,16 +195,18 @@ class CostBudget:
         self.spent += record.cost_usd or 0.0
         totals = record.trace.totals
         if record.cost_usd is None and totals.agent_calls + totals.summary_calls > 0 and self.uncounted is None:
-            self.uncounted = record.run_id
+            where = unreported_usage(record)
+            at = f"step {where[0]} of episode {record.run_id} ({where[1]})" if where else f"episode {record.run_id}"
+            self.uncounted = f"{self.endpoint} reported no token usage for {at}"
 
     def stop_reason(self) -> str | None:
         if self.max_cost_usd is None:
             return None
         if self.uncounted is not None:
+            fix = usage_fix("--max-cost-usd")
             return (
-                f"--max-cost-usd ${self.max_cost_usd} cannot be enforced: the endpoint reported no token usage for "
-                f"episode {self.uncounted}, so what it spent is unknown; run without a cost budget, or against an "
-                "endpoint that reports usage"
+                f"--max-cost-usd ${self.max_cost_usd} cannot be enforced: {self.uncounted}, so what the run spent is "
+                f"unknown; {fix}, then continue the run with --resume"
             )
         if self.spent >= self.max_cost_usd:
             return f"budget exhausted: spent ${self.spent:.4f} of --max-cost-usd ${self.max_cost_usd}"
