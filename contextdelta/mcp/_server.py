@@ -159,7 +159,12 @@ async def serve_http(episode: WorldEpisode, sock: socket.socket) -> AsyncIterato
         def capture_signals(self) -> Any:
             yield
 
-    app = build_server(episode).streamable_http_app(host="127.0.0.1")
+    from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, RequestBodyLimitMiddleware
+
+    # the body is bounded before the gate reads it whole (as the SDK bounds it): a huge one is a 413, never memory
+    app = RequestBodyLimitMiddleware(
+        EpisodeGate(build_server(episode).streamable_http_app(host="127.0.0.1")), DEFAULT_MAX_REQUEST_BODY_SIZE
+    )
     config = uvicorn.Config(
         app, log_level="warning", lifespan="on", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, access_log=False
     )
@@ -214,6 +219,143 @@ async def serve_stdio(episode: WorldEpisode) -> None:
         async with anyio.create_task_group() as group:
             group.start_soon(answer_unreadable_lines)
             await server.run(received, write, server.create_initialization_options())
+
+
+def envelope_problem(message: Any) -> tuple[str | int | None, str] | None:
+    """Why a parsed JSON-RPC body is not a valid JSON-RPC 2.0 message for MCP: (the ``id`` to answer with, what is
+    wrong), or None when its envelope is valid. An ``id`` must be a string or an integer (MCP allows no null, and
+    JSON-RPC's booleans, objects and fractions are none of these); a message without one is a notification, and
+    every MCP notification's method starts with ``notifications/``, so a ``tools/list`` without an id was a request
+    whose id was lost. What the envelope holds (the method's params) is left to the SDK."""
+    if isinstance(message, list):
+        if not message:
+            return None, "an empty batch (`[]`) is no message; send one JSON-RPC object per request"
+        return None, "a batch (a JSON array) is not supported by MCP 2025-06-18; send each message on its own"
+    if not isinstance(message, Mapping):
+        return None, f"the body is a JSON {type(message).__name__}, not a JSON-RPC message (an object)"
+    raw_id = message.get("id")
+    valid_id = isinstance(raw_id, str | int) and not isinstance(raw_id, bool)
+    request_id = raw_id if valid_id else None
+    if message.get("jsonrpc") != "2.0":
+        got = "missing" if "jsonrpc" not in message else f"{json_text(message['jsonrpc'])}"
+        return request_id, f'`jsonrpc` must be "2.0"; it is {got}'
+    if "method" not in message:
+        return None  # a response (result or error) from the client: the SDK's to read
+    method = message["method"]
+    if not isinstance(method, str):
+        return request_id, f"`method` must be a string; it is {json_text(method)}"
+    if "params" in message and not isinstance(message["params"], Mapping | list):
+        return request_id, f"`params` must be an object or an array; it is {json_text(message['params'])}"
+    if "id" in message and not valid_id:
+        return (
+            None,
+            f"{method} needs an `id` that is a string or an integer (JSON-RPC 2.0, MCP); it is {json_text(raw_id)}",
+        )
+    if "id" not in message and not method.startswith("notifications/"):
+        return None, (
+            f"{method} needs an `id` that is a string or an integer (JSON-RPC 2.0); without one it is a "
+            "notification, and a notification of that method does not exist"
+        )
+    return None
+
+
+def json_text(value: Any, limit: int = 80) -> str:
+    """A value as JSON text for an error message, cut to ``limit`` characters."""
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def jsonrpc_error_body(request_id: str | int | None, code: int, message: str) -> bytes:
+    """A JSON-RPC error response as the bytes of an HTTP body."""
+    import mcp_types as types
+
+    error = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
+    return error.model_dump_json(by_alias=True, exclude_unset=True).encode()
+
+
+class EpisodeGate:
+    """ASGI middleware in front of the SDK's streamable HTTP app: what the SDK lets through that would reach the
+    episode wrongly.
+
+    One episode belongs to one MCP session: the first ``initialize`` claims it, and every later one (a second
+    client, or the first reconnecting) is refused with HTTP 409 and a JSON-RPC error that says why, instead of
+    joining the episode and interleaving its calls into the same world and record. And a body whose JSON-RPC
+    envelope is invalid (:func:`envelope_problem`) is answered HTTP 400 with a JSON-RPC -32600 Invalid Request
+    naming what is wrong: the SDK took a request with an ``id`` of ``true``, ``1.5`` or an object for a
+    notification (HTTP 202, never answered) and answered the other malformed envelopes -32602 "Invalid params"
+    with a pydantic dump."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.claimed = False
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        import json
+
+        import mcp_types as types
+        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+        version = dict(scope.get("headers") or []).get(b"mcp-protocol-version")
+        if version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
+            # the sessionless era (2026-07-28): each request stands alone, so nothing tells two clients apart and
+            # one episode cannot belong to one of them; a client in mode "auto" (the SDK's default) takes this
+            # error as "legacy server" and opens a session with initialize
+            text = (
+                f"this server serves one episode to one MCP session, so it speaks only the session protocol "
+                f"(initialize; versions {', '.join(sorted(HANDSHAKE_PROTOCOL_VERSIONS))}), not the sessionless "
+                f"{version.decode('latin-1')!r}: connect with one of those versions"
+            )
+            await _json_response(send, 400, jsonrpc_error_body(None, types.INVALID_REQUEST, f"Invalid request: {text}"))
+            return
+        messages: list[Any] = []
+        body = bytearray()
+        while True:  # bounded by the RequestBodyLimitMiddleware in front
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
+            body += message.get("body", b"")
+            if not message.get("more_body", False):
+                break
+        replay = iter(messages)
+
+        async def replayed() -> Any:
+            return next(replay, None) or await receive()
+
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            await self.app(scope, replayed, send)  # not JSON: the SDK's parse error (-32700) says so
+            return
+        problem = envelope_problem(parsed)
+        if problem is not None:
+            request_id, text = problem
+            await _json_response(
+                send, 400, jsonrpc_error_body(request_id, types.INVALID_REQUEST, f"Invalid request: {text}")
+            )
+            return
+        if isinstance(parsed, Mapping) and parsed.get("method") == "initialize":
+            if self.claimed:
+                text = (
+                    "this server serves one ContextDelta episode, and an MCP session already holds it: a second "
+                    "session would interleave its calls into the same world and record. Use the session that "
+                    "initialized first, or start another serve-world for another episode"
+                )
+                await _json_response(send, 409, jsonrpc_error_body(parsed.get("id"), types.INVALID_REQUEST, text))
+                return
+            self.claimed = True
+        await self.app(scope, replayed, send)
+
+
+async def _json_response(send: Any, status: int, body: bytes) -> None:
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def idless_request_error(message: Any) -> Any:
