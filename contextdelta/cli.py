@@ -1472,25 +1472,38 @@ def report_command(
         str | None,
         typer.Option(
             "--task-interval",
-            help="Interval of the task-level statistics (paired differences, pass^k, flip rate): "
+            help="Interval of the task-level statistics (paired differences; pass^k and flip rate under "
+            "--share-interval bootstrap): "
             "expanded_percentile (default since 0.6.0) or percentile (the plain percentile interval of earlier "
             "reports); default: the run's recorded method. Recorded like --resamples.",
+        ),
+    ] = None,
+    share_interval: Annotated[
+        str | None,
+        typer.Option(
+            "--share-interval",
+            help="Interval of pass^k and the flip rate: clopper_pearson (over tasks, the default) or "
+            "bootstrap (the task bootstrap of --task-interval, as reports written by 0.13.0 and "
+            "earlier); default: the run's recorded method. Recorded like --resamples.",
         ),
     ] = None,
 ) -> None:
     """Recompute and print the report of a run directory from the directory alone (no database, no model)."""
     from contextdelta.report import build_report, recorded_params, write_report_files
     from contextdelta.rundir import RunDirectory, RunDirectoryError, RunStatus
-    from contextdelta.stats import DEFAULT_PARAMS, TaskInterval
+    from contextdelta.stats import DEFAULT_PARAMS, ShareInterval, TaskInterval
 
     if output_format not in ("markdown", "json"):
         raise _fail(f"--format must be markdown or json, not {output_format!r}", 2)
     methods = get_args(TaskInterval)
     if task_interval is not None and task_interval not in methods:
         raise _fail(f"--task-interval must be one of {', '.join(methods)}, not {task_interval!r}", 2)
+    shares = get_args(ShareInterval)
+    if share_interval is not None and share_interval not in shares:
+        raise _fail(f"--share-interval must be one of {', '.join(shares)}, not {share_interval!r}", 2)
     directory = RunDirectory(_run_directory(run_id, results_dir))
     # held from before the run is read until its files are rewritten: nothing a session writes meanwhile is lost
-    writes = write or any(v is not None for v in (resamples, bootstrap_seed, task_interval))
+    writes = write or any(v is not None for v in (resamples, bootstrap_seed, task_interval, share_interval))
     lock = _report_writer_lock(directory.path) if writes else None
     try:
         try:  # each episode's current record, and the superseded attempts of retried failed trials
@@ -1499,7 +1512,12 @@ def report_command(
             raise _fail(str(exc), 2) from None
         episodes = list(attempts.current)
         params = recorded_params(directory) or DEFAULT_PARAMS
-        given = (("resamples", resamples), ("seed", bootstrap_seed), ("task_interval", task_interval))
+        given = (
+            ("resamples", resamples),
+            ("seed", bootstrap_seed),
+            ("task_interval", task_interval),
+            ("share_interval", share_interval),
+        )
         changed = {k: v for k, v in given if v is not None}
         params = params.model_copy(update=changed)
         report = build_report(manifest, episodes, params, attempts.superseded)
@@ -1542,7 +1560,8 @@ def report_command(
                 err.print(
                     f"recorded in {directory.path.name}/aggregate_metrics.json: "
                     f"{plural(params.resamples, 'resample')}, bootstrap seed {params.seed}, "
-                    f"task-level intervals {params.task_interval} (verify uses them)",
+                    f"task-level intervals {params.task_interval}, pass^k and flip-rate intervals "
+                    f"{params.share_interval} (verify uses them)",
                     highlight=False,
                 )
     finally:
@@ -1594,7 +1613,12 @@ def _refuse_edited_derived(directory: Any, run_id: str, texts: dict[str, str]) -
 
 def _report_flags(changed: dict[str, Any]) -> list[tuple[str, Any]]:
     """The ``report`` flags that give the analysis parameters in ``changed`` (by their names in the command)."""
-    names = {"resamples": "resamples", "seed": "bootstrap-seed", "task_interval": "task-interval"}
+    names = {
+        "resamples": "resamples",
+        "seed": "bootstrap-seed",
+        "task_interval": "task-interval",
+        "share_interval": "share-interval",
+    }
     return [(names[key], value) for key, value in changed.items()]
 
 

@@ -261,16 +261,29 @@ def _main_matrix(counts: MainMatrixCounts | None) -> str:
 
 
 def _task_interval_line(a: AnalysisInfo) -> list[str]:
-    """The method line of the task-level intervals (none for a report written before they were expanded)."""
-    if a.task_interval is None:
-        return []
-    tail = (1.0 - a.confidence) / 2.0
-    return [
-        "- **Task-level intervals** (paired differences, pass^k, flip rate): the bootstrap resamples tasks alone, "
-        "and the percentile interval of a mean over few tasks is too narrow, so its levels are expanded for the "
-        f"number of tasks n (Hesterberg's expanded percentile interval): the tail is Phi(-sqrt(n/(n-1)) t(n-1)) "
-        f"instead of {100 * tail:g}%, {_tail(a.confidence, 24)} at 24 tasks and {_tail(a.confidence, 96)} at 96."
-    ]
+    """The method lines of the task-level intervals (none for a report written before they were expanded, nor for
+    pass^k and the flip rate before they were Clopper-Pearson intervals)."""
+    out = []
+    shares = a.share_interval == "clopper_pearson"
+    if a.task_interval is not None:
+        tail = (1.0 - a.confidence) / 2.0
+        which = "paired differences" if shares else "paired differences, pass^k, flip rate"
+        out.append(
+            f"- **Task-level intervals** ({which}): the bootstrap resamples tasks alone, "
+            "and the percentile interval of a mean over few tasks is too narrow, so its levels are expanded for the "
+            f"number of tasks n (Hesterberg's expanded percentile interval): the tail is Phi(-sqrt(n/(n-1)) t(n-1)) "
+            f"instead of {100 * tail:g}%, {_tail(a.confidence, 24)} at 24 tasks and {_tail(a.confidence, 96)} at 96."
+        )
+    if shares:
+        out.append(
+            "- **pass^k and flip-rate intervals**: the Clopper-Pearson interval with n = the number of tasks (of "
+            "stories, where tasks share them) and n times the estimate as the count. A task's pass^k is often "
+            "skewed (most tasks near 0, a few near 1), where a bootstrap of the tasks seen is too narrow "
+            "(`benchmarks/stats_coverage_grid.py`); a value in [0, 1] varies at "
+            "most as a 0/1 value does, so the binomial's interval is exact for a share of tasks and conservative "
+            "for the unbiased estimate."
+        )
+    return out
 
 
 def _tail(confidence: float, n_tasks: int) -> str:

@@ -15,6 +15,7 @@ from contextdelta.stats import (
     PairedComparison,
     PairTable,
     PassK,
+    ShareInterval,
     SignFlipTest,
     TaskInterval,
 )
@@ -174,6 +175,13 @@ class AnalysisInfo(BaseModel):
         description="Interval of the statistics with one value per task (paired differences, pass^k, flip rate): "
         "`expanded_percentile` (percentile levels widened for the number of tasks, Hesterberg 2015). Absent in a "
         "report written before 0.6.0, whose intervals are plain percentile intervals.",
+    )
+    share_interval: ShareInterval | None = Field(
+        default=None,
+        description="Interval of pass^k and the flip rate (a mean over tasks of one value in [0, 1] per task): "
+        "`clopper_pearson` (the Clopper-Pearson interval with n = the tasks, or stories, and n times the mean as "
+        "the count). Absent in a report written by 0.13.0 or earlier, whose pass^k and flip-rate intervals are the "
+        "task bootstrap's, as `task_interval` says.",
     )
     target_power: float = Field(description="Power the detectable differences are computed for.")
     sign_flip_enumeration_limit: int = Field(

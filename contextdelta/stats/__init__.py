@@ -30,7 +30,13 @@ from contextdelta.stats._exact import exact_bound
 from contextdelta.stats._flip import FLIP_NEEDS_REPEATS, flip_rates
 from contextdelta.stats._horizon import DoseCurve, DoseInput, dose_curves, horizon_params, logistic_slopes
 from contextdelta.stats._paired import paired_comparison, paired_comparisons
-from contextdelta.stats._params import DEFAULT_PARAMS, MIN_TASKS_FOR_COVERAGE, AnalysisParams, TaskInterval
+from contextdelta.stats._params import (
+    DEFAULT_PARAMS,
+    MIN_TASKS_FOR_COVERAGE,
+    AnalysisParams,
+    ShareInterval,
+    TaskInterval,
+)
 from contextdelta.stats._passk import pass_hat_k, pass_hat_k_many
 from contextdelta.stats._power import (
     DEFAULT_DATASETS,
@@ -100,6 +106,7 @@ __all__ = [
     "PassK",
     "PilotModel",
     "RandomEffectsModel",
+    "ShareInterval",
     "SignFlipMethod",
     "SignFlipTest",
     "SlopeStatus",

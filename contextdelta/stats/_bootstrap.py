@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.stats import beta, norm
 
-from contextdelta.stats._exact import exact_bound
+from contextdelta.stats._exact import exact_bound, share_bounds
 from contextdelta.stats._params import DEFAULT_PARAMS, AnalysisParams
 from contextdelta.stats._results import Estimate, EstimateStatus
 from contextdelta.stats._samples import ClusteredSample, FloatMatrix, IntArray, PairedSample
@@ -476,6 +476,11 @@ def task_level_estimates(jobs: Sequence[TaskValues], params: AnalysisParams = DE
     percentile interval of a mean is too narrow with few tasks, and the expanded levels correct it. A job whose
     tasks share stories (``groups``) resamples stories, each with all its tasks (the mean stays the mean over the
     resampled tasks), and its levels are expanded for the number of stories.
+
+    A job of values in [0, 1] (``bounds == (0, 1)``: pass^k, flip rate) gets, under ``params.share_interval ==
+    "clopper_pearson"``, the Clopper-Pearson interval over its tasks or stories (`share_bounds`) instead of the
+    percentile interval: such values are often skewed (most tasks at 0, a few near 1), where percentiles of the
+    tasks seen under-cover. The degenerate cases keep their rules (`_interval`).
     """
     results = _run(
         (_Columns(np.ones(job.values.size, dtype=np.int64), job.values[:, None, None], job.groups) for job in jobs),
@@ -501,6 +506,14 @@ def task_level_estimates(jobs: Sequence[TaskValues], params: AnalysisParams = DE
                 n_stories=stories,
             )
         )
+        found = out[-1]
+        if (
+            found.status is EstimateStatus.OK
+            and job.bounds == (0.0, 1.0)
+            and params.share_interval == "clopper_pearson"
+        ):
+            low, high = share_bounds(float(job.values.sum()) / n / job.divisor, stories or n, params.confidence)
+            out[-1] = found.model_copy(update={"low": low, "high": high, "mc_se": None})
     return out
 
 

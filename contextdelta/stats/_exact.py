@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from scipy.stats import binomtest
+from scipy.stats import beta, binomtest
 
 
 @lru_cache(maxsize=4096)
@@ -40,3 +40,22 @@ def exact_bound(value: float, n_tasks: int, value_range: tuple[float, float], co
     lo, hi = value_range
     u = zero_of_n_upper(n_tasks, confidence)
     return max(lo, value - (value - lo) * u), min(hi, value + (hi - value) * u)
+
+
+def share_bounds(mean: float, n_units: int, confidence: float) -> tuple[float, float]:
+    """The Clopper-Pearson interval of a mean over ``n_units`` independent tasks (or stories) of values in [0, 1].
+
+    The count is ``n_units * mean``, a whole number when every value is 0 or 1 (then this is the exact interval of
+    a share of tasks) and a fraction otherwise (pass^k's C(c,k)/C(n,k)): the beta quantiles take it as it is. A
+    value in [0, 1] with mean ``p`` varies at most as much as a 0/1 value with the same mean (variance at most
+    ``p(1 - p)``), so the binomial over the units is the widest its mean can spread: where task values are skewed
+    (most tasks near 0, a few near 1), the bootstrap's percentiles of the few tasks seen are too narrow and this is
+    not.
+    """
+    if n_units < 1:
+        raise ValueError(f"n_units must be at least 1, got {n_units}")
+    tail = (1.0 - confidence) / 2.0
+    count = min(max(mean, 0.0), 1.0) * n_units
+    low = 0.0 if count <= 0.0 else float(beta.ppf(tail, count, n_units - count + 1.0))
+    high = 1.0 if count >= n_units else float(beta.ppf(1.0 - tail, count + 1.0, n_units - count))
+    return low, high

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy.stats import norm, t
 
 TaskInterval = Literal["expanded_percentile", "percentile"]
+ShareInterval = Literal["clopper_pearson", "bootstrap"]
 
 
 class AnalysisParams(BaseModel):
@@ -40,6 +41,14 @@ class AnalysisParams(BaseModel):
         description="Interval of a statistic with one value per task (paired difference, pass^k, flip rate): "
         "`expanded_percentile` widens the percentile levels for the number of tasks (`task_percentiles`); "
         "`percentile` (reports written before 0.6.0) uses the plain levels.",
+    )
+    share_interval: ShareInterval = Field(
+        default="clopper_pearson",
+        description="Interval of a mean over tasks of one value in [0, 1] per task (pass^k, flip rate): "
+        "`clopper_pearson` is the Clopper-Pearson interval with n = the tasks (stories, where tasks share them) and "
+        "n times the mean as the count (`share_bounds`: exact for a share of tasks, conservative for fractional "
+        "task values); `bootstrap` (reports written by 0.13.0 and earlier) resamples tasks, bounded as "
+        "`task_interval` says, and under-covers where task values are skewed.",
     )
 
     @property

@@ -24,7 +24,8 @@ class EstimateStatus(StrEnum):
     """
 
     OK = "ok"
-    """A percentile bootstrap interval from at least two tasks."""
+    """An interval from at least two tasks: a percentile bootstrap interval, or for a mean over tasks of values in
+    [0, 1] (pass^k, flip rate) the Clopper-Pearson interval over tasks (`AnalysisParams.share_interval`)."""
     EXACT_BOUND = "exact_bound"
     """The bootstrap degenerates (every task at the same value, or one task) and the quantity is bounded (a rate,
     a share of tasks, a difference of rates): an exact Clopper-Pearson bound over tasks (`exact_bound`)."""

@@ -139,3 +139,52 @@ def test_a_report_written_with_plain_percentile_intervals_still_verifies_and_kee
     result = CliRunner().invoke(app, ["report", path.name, "--results-dir", str(path.parent), "--write"])
     assert result.exit_code == 0, result.output
     assert json.loads((path / AGGREGATE_METRICS).read_text()) == written
+
+
+def _pass_k(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every pass^k estimate (both kinds) and flip rate with an interval from at least two tasks (status ok)."""
+    found = [e for c in data["conditions"] for p in c["pass_k"].values() for e in (p["unbiased"], p["all_pass"])]
+    found += [f for c in data["conditions"] for f in c["flip_rates"].values()]
+    return [e for e in found if e["status"] == "ok"]
+
+
+def test_a_report_of_0_13_0_with_bootstrapped_pass_k_still_verifies_and_keeps_its_method(tmp_path: Path) -> None:
+    """Reports written by 0.13.0 have no `share_interval`: their pass^k and flip-rate intervals are the task
+    bootstrap's. verify recomputes them so (no divergence), `report --write` keeps that method, and
+    `report --share-interval clopper_pearson` switches to the Clopper-Pearson interval, which verify then follows."""
+    path = runs.copy_run(runs.faulted_run(), tmp_path)
+    current = json.loads((path / AGGREGATE_METRICS).read_text())
+    assert current["analysis"]["share_interval"] == "clopper_pearson"
+    assert "**pass^k and flip-rate intervals**" in (path / BENCHMARK_REPORT).read_text()
+    directory = RunDirectory(path)
+    old = {k: v for k, v in current["analysis"].items() if k != "share_interval"}
+    params = params_of(old)
+    assert params.share_interval == "bootstrap" and params.task_interval == "expanded_percentile"
+    write_report_files(directory, build_report(directory.read_manifest(), directory.read_episodes(), params))
+    assert directory.reseal_files()  # as if 0.13.0 had written these reports
+    written = json.loads((path / AGGREGATE_METRICS).read_text())
+    assert "share_interval" not in written["analysis"]
+    text = (path / BENCHMARK_REPORT).read_text()
+    assert "pass^k and flip-rate intervals" not in text
+    assert "**Task-level intervals** (paired differences, pass^k, flip rate)" in text
+    bootstrapped, clopper = _pass_k(written), _pass_k(current)
+    assert bootstrapped and len(bootstrapped) == len(clopper)
+    assert all(b["estimate"] == c["estimate"] for b, c in zip(bootstrapped, clopper, strict=True))
+    assert all(b["mc_se"] is not None and c["mc_se"] is None for b, c in zip(bootstrapped, clopper, strict=True))
+    assert any((b["low"], b["high"]) != (c["low"], c["high"]) for b, c in zip(bootstrapped, clopper, strict=True))
+    verified = verify_run(path)
+    assert verified.divergences == [], verified.divergences
+    result = CliRunner().invoke(app, ["report", path.name, "--results-dir", str(path.parent), "--write"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((path / AGGREGATE_METRICS).read_text()) == written
+    result = CliRunner().invoke(
+        app, ["report", path.name, "--results-dir", str(path.parent), "--share-interval", "clopper_pearson"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads((path / AGGREGATE_METRICS).read_text()) == current
+    assert verify_run(path).divergences == []
+    result = CliRunner().invoke(
+        app, ["report", path.name, "--results-dir", str(path.parent), "--share-interval", "wilson"]
+    )
+    assert result.exit_code == 2
+    assert "--share-interval must be one of clopper_pearson, bootstrap, not 'wilson'" in result.output
