@@ -16,7 +16,7 @@ import os
 import socket
 import urllib.parse
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -85,19 +85,16 @@ from contextdelta.runner.provenance import source_hash
 from contextdelta.runner.request import DEFAULT_REPEATS, BenchmarkError, BenchmarkRequest, UnknownTaskIdsError
 from contextdelta.settings import Settings, redact_url
 from contextdelta.tasks import (
-    LOCK_NAME,
     Control,
     LoadedTask,
     SuiteError,
     SuiteSource,
     Task,
-    TaskProblem,
-    display_path,
     recorded_source,
     resolve_suite,
     suite_hash,
 )
-from contextdelta.validation import checked_suite
+from contextdelta.validation import SuiteRefused, runnable_suite
 from contextdelta.worlds import ProtectionMode, get_world
 
 MOCK_REFUSAL = (
@@ -277,58 +274,19 @@ def _load_tasks(
     return chosen, info, unlocked
 
 
-def _relative(problem: TaskProblem, folder: Path) -> str:
-    """A problem's one line with its file relative to the suite folder (no absolute path enters a manifest)."""
-    shown, base = Path(problem.file), display_path(folder)
-    try:
-        name = shown.relative_to(base).as_posix()
-    except ValueError:
-        name = shown.name
-    return replace(problem, file=name or LOCK_NAME).render()
-
-
 def preflight_suite(
     suite: SuiteSource, *, allow_unlocked: bool = False
 ) -> tuple[list[LoadedTask], UnlockedSuite | None]:
     """Every ``validate-tasks`` check of the suite (schema, semantic checks, trajectory replays, the no-mutation
     and null-agent controls, ``SUITE.lock``), before any file is written: a suite with any problem is refused
     (exit 2, each problem listed). A missing or stale lock is accepted only with ``allow_unlocked`` (a task
-    author's run), and what it accepted is returned for the manifest; None: the suite matched its lock."""
-    report = checked_suite(suite.path)
-    lock_only = {id(p) for p in report.lock_problems}
-    problems = [p for p in report.problems if id(p) not in lock_only]
-    if problems or (not report.ok and not report.problems):
-        shown = problems if allow_unlocked else report.problems  # the lock's too, unless they are accepted
-        listing = "\n".join(f"  {p.render()}" for p in shown) or "  (a check failed without a named problem)"
-        raise BenchmarkError(
-            f"the task suite {suite.source} does not pass validate-tasks ({plural(len(shown), 'problem')}); "
-            f"nothing was run. Fix {'it' if len(shown) == 1 else 'them'} (`contextdelta validate-tasks --tasks "
-            f"{suite.source}` shows the table):\n"
-            f"{listing}"
-        )
-    if report.lock_damage:
-        listing = "\n".join(f"  {_relative(p, suite.path)}" for p in report.lock_damage)
-        raise BenchmarkError(
-            f"the task suite {suite.source} has a {LOCK_NAME} that cannot be read as a lock "
-            f"({plural(len(report.lock_damage), 'problem')}); nothing was run. --allow-unlocked runs tasks that do "
-            "not match a lock, never a lock that cannot be read: restore the file (e.g. `git checkout "
-            f"{LOCK_NAME}`), or delete it and run `contextdelta validate-tasks --tasks {suite.source} --write-lock`:\n"
-            f"{listing}"
-        )
-    lock = [_relative(p, suite.path) for p in report.lock_problems]
-    if not report.lock_found:
-        lock = [f"{LOCK_NAME}: missing (the suite's tasks are not locked)"]
-    if not lock:
-        return list(report.loaded), None
-    if not allow_unlocked:
-        listing = "\n".join(f"  {line}" for line in lock)
-        raise BenchmarkError(
-            f"the task suite {suite.source} is not locked: its {LOCK_NAME} is missing or does not match its tasks, so "
-            "its numbers could not be cited as that suite's. Run `contextdelta validate-tasks --tasks "
-            f"{suite.source} --write-lock` once the tasks are final, or pass --allow-unlocked for a task author's "
-            f"run (recorded in the manifest and at the top of the report):\n{listing}"
-        )
-    return list(report.loaded), UnlockedSuite(problems=lock)
+    author's run), and what it accepted is returned for the manifest; None: the suite matched its lock. The one
+    rule (:func:`contextdelta.validation.runnable_suite`) the scripted server loads its tasks by too."""
+    try:
+        runnable = runnable_suite(suite.path, suite.source, allow_unlocked=allow_unlocked)
+    except SuiteRefused as exc:
+        raise BenchmarkError(str(exc)) from None
+    return runnable.loaded, UnlockedSuite(problems=runnable.unlocked) if runnable.unlocked else None
 
 
 def _strategy_names(specs: list[str]) -> list[str]:

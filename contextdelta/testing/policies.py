@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from contextdelta.canonical import canonical_json
-from contextdelta.tasks import Task, TrajectoryCall, VersionFromCall, load_directory
+from contextdelta.tasks import Task, TrajectoryCall, VersionFromCall, display_path
 from contextdelta.testing.transcript import (
     CallId,
     Phase,
@@ -75,6 +75,7 @@ from contextdelta.testing.transcript import (
     text_of,
     version_in,
 )
+from contextdelta.validation import runnable_suite
 from contextdelta.worlds import (
     WORLDS,
     ToolKind,
@@ -137,16 +138,16 @@ class ScriptedReply:
 def load_task_files(directory: str | Path) -> list[Task]:
     """Every task file under ``directory`` (``<world>/<id>.yaml``), validated, sorted by id.
 
-    Uses the suite's own loader, so the server sees exactly what ``validate-tasks`` sees; raises ValueError
-    listing every problem when any file does not load.
+    Loads and checks them exactly as ``run-benchmark --allow-unlocked`` does (one function,
+    :func:`contextdelta.validation.runnable_suite`: every ``validate-tasks`` check, a missing or stale ``SUITE.lock``
+    accepted, a damaged one not), so the server never serves a task a run would refuse; raises ValueError
+    (``SuiteRefused``) listing every problem otherwise.
     """
     root = Path(directory)
     if not root.is_dir():
         what = "is not a folder" if root.exists() else "does not exist"
         raise FileNotFoundError(f"task directory {root} {what}: give the folder of task files with --tasks")
-    loaded, problems = load_directory(root)
-    if problems:
-        raise ValueError("task files that do not load:\n" + "\n".join(p.render() for p in problems))
+    loaded = runnable_suite(root, display_path(root), allow_unlocked=True).loaded
     return sorted((entry.task for entry in loaded), key=lambda t: t.id)
 
 

@@ -484,6 +484,71 @@ def checked_suite(directory: Path) -> SuiteReport:
     return report
 
 
+class SuiteRefused(ValueError):
+    """A suite no run takes (:func:`runnable_suite`); the message lists every problem and how to fix it."""
+
+
+@dataclass(frozen=True)
+class RunnableSuite:
+    """A suite a run takes: its tasks, and the problems of its ``SUITE.lock`` that ``allow_unlocked`` accepted
+    (one line each, files relative to the suite folder; empty when the suite matched its lock)."""
+
+    loaded: list[LoadedTask]
+    unlocked: list[str]
+
+
+def _relative(problem: TaskProblem, folder: Path) -> str:
+    """A problem's one line with its file relative to the suite folder (no absolute path enters a manifest)."""
+    shown, base = Path(problem.file), display_path(folder)
+    try:
+        name = shown.relative_to(base).as_posix()
+    except ValueError:
+        name = shown.name
+    return dataclasses.replace(problem, file=name or LOCK_NAME).render()
+
+
+def runnable_suite(directory: Path, source: str, *, allow_unlocked: bool = False) -> RunnableSuite:
+    """The tasks of the suite in ``directory`` (named ``source`` in messages) a run may take: every
+    ``validate-tasks`` check passed (:func:`checked_suite`: schema, semantic checks, trajectory replays, the
+    no-mutation and null-agent controls, ``SUITE.lock``), else :class:`SuiteRefused` listing each problem. A missing
+    or stale lock is accepted only with ``allow_unlocked`` (a task author's run); a lock that cannot be read as one
+    never is. What run-benchmark (and its resume, run-external, serve-world) and the scripted server both load by.
+    """
+    report = checked_suite(directory)
+    lock_only = {id(p) for p in report.lock_problems}
+    problems = [p for p in report.problems if id(p) not in lock_only]
+    if problems or (not report.ok and not report.problems):
+        shown = problems if allow_unlocked else report.problems  # the lock's too, unless they are accepted
+        listing = "\n".join(f"  {p.render()}" for p in shown) or "  (a check failed without a named problem)"
+        raise SuiteRefused(
+            f"the task suite {source} does not pass validate-tasks ({plural(len(shown), 'problem')}); "
+            f"nothing was run. Fix {'it' if len(shown) == 1 else 'them'} (`contextdelta validate-tasks --tasks "
+            f"{source}` shows the table):\n"
+            f"{listing}"
+        )
+    if report.lock_damage:
+        listing = "\n".join(f"  {_relative(p, directory)}" for p in report.lock_damage)
+        raise SuiteRefused(
+            f"the task suite {source} has a {LOCK_NAME} that cannot be read as a lock "
+            f"({plural(len(report.lock_damage), 'problem')}); nothing was run. --allow-unlocked runs tasks that do "
+            "not match a lock, never a lock that cannot be read: restore the file (e.g. `git checkout "
+            f"{LOCK_NAME}`), or delete it and run `contextdelta validate-tasks --tasks {source} --write-lock`:\n"
+            f"{listing}"
+        )
+    lock = [_relative(p, directory) for p in report.lock_problems]
+    if not report.lock_found:
+        lock = [f"{LOCK_NAME}: missing (the suite's tasks are not locked)"]
+    if lock and not allow_unlocked:
+        listing = "\n".join(f"  {line}" for line in lock)
+        raise SuiteRefused(
+            f"the task suite {source} is not locked: its {LOCK_NAME} is missing or does not match its tasks, so "
+            "its numbers could not be cited as that suite's. Run `contextdelta validate-tasks --tasks "
+            f"{source} --write-lock` once the tasks are final, or pass --allow-unlocked for a task author's "
+            f"run (recorded in the manifest and at the top of the report):\n{listing}"
+        )
+    return RunnableSuite(loaded=list(report.loaded), unlocked=lock)
+
+
 def _first_error(exc: ValidationError) -> str:
     error = exc.errors(include_url=False)[0]
     where = ".".join(str(part) for part in error["loc"])

@@ -62,7 +62,10 @@ def test_oracle_solves_the_task_without_invalid_or_stale_calls(
 
 
 def test_oracle_reads_first_when_no_version_is_visible() -> None:
-    episode = run_policy("oracle", RETRY, CONTRACT)
+    # the fixture's reference reads first (validate-tasks refuses a reference whose first write has no version to
+    # send): without that read, the oracle must read by itself before it writes under the contract
+    unread = RETRY.evaluator.model_copy(update={"reference_solution": RETRY.evaluator.reference_solution[1:]})
+    episode = run_policy("oracle", RETRY.model_copy(update={"evaluator": unread}), CONTRACT)
     assert [e.tool for e in episode.events][:2] == ["get_config", "set_config"]
     assert phases(episode.history)[:2] == [(0, Phase.PRE), (0, Phase.MAIN)]
     assert episode.events[0].arguments == {"environment": "prod", "key": "payments.timeout_ms"}
@@ -105,7 +108,8 @@ def test_context_trusting_skips_the_refresh_with_full_history() -> None:
 
 def test_context_trusting_rereads_when_last_n_dropped_the_old_result() -> None:
     episode = run_policy("context_trusting", MUG, UNPROTECTED, last_n(1))
-    assert [e.tool for e in episode.events] == ["get_order", "get_order", "get_order", "add_order_note"]
+    # the last get_order is the reference's closing read of A-1001, which last_n(1) dropped from the context
+    assert [e.tool for e in episode.events] == ["get_order", "get_order", "get_order", "add_order_note", "get_order"]
     assert stale_writes(episode.world) == []
 
 
@@ -117,8 +121,11 @@ def test_context_trusting_recovers_from_a_conflict_by_rereading() -> None:
         ("add_order_note", Outcome.BLOCKED),
         ("get_order", Outcome.EXECUTED),
         ("add_order_note", Outcome.EXECUTED),
+        ("get_order", Outcome.EXECUTED),  # the reference's closing read
     ]
-    assert [p for _, p in phases(episode.history)] == [Phase.MAIN, Phase.MAIN, Phase.MAIN, Phase.REREAD, Phase.RETRY]
+    assert [p for _, p in phases(episode.history)] == [
+        *(Phase.MAIN, Phase.MAIN, Phase.MAIN, Phase.REREAD, Phase.RETRY, Phase.MAIN)
+    ]
     assert end_state_holds(MUG, episode.world) == []
 
 
