@@ -339,12 +339,18 @@ def test_verify_refuses_attempts_out_of_order_and_a_superseded_success(retried_r
     ), rendered
 
 
-def test_two_lines_of_one_attempt_are_a_malformed_directory(retried_run: Path, tmp_path: Path) -> None:
+def test_two_lines_of_one_attempt_in_a_sealed_run_are_an_edit_named_by_its_line(
+    retried_run: Path, tmp_path: Path
+) -> None:
+    """A sealed run's seal tells the copy from the sealed line: an edit of a receipt (exit 1), like every other edit
+    of raw_runs.jsonl, not a malformed directory."""
     path, lines, first, _ = _copy(retried_run, tmp_path)
     (path / RAW_RUNS).write_text("".join([*lines, lines[first]]), encoding="utf-8")
     result = runner.invoke(app, ["verify", str(path)])
-    assert result.exit_code == 2
-    assert "appears twice" in result.stderr
+    assert result.exit_code == 1, result.output
+    run_id = json.loads(lines[first])["run_id"]
+    wanted = f"{run_id}: raw_runs.jsonl: line {len(lines) + 1} repeats the record sealed as line {first + 1}: a copy"
+    assert wanted in result.stdout, result.stdout
 
 
 def test_attempts_beyond_the_recorded_retry_sessions_are_named(retried_run: Path, tmp_path: Path) -> None:
