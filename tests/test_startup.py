@@ -1,5 +1,6 @@
-"""A wrong endpoint is reported before the heavy parts of the package load (statistics, the trace store) and
-before any task file is parsed: what keeps the time to the first error short (benchmarks/startup_time.py)."""
+"""A wrong endpoint is reported before the heavy parts of the package load (statistics, the trace store): what keeps
+the time to the first error short (benchmarks/startup_time.py). The task folder, which needs no network, is checked
+before it (tests/runner/test_preflight.py)."""
 
 from __future__ import annotations
 

@@ -3,10 +3,10 @@
 :func:`plan_run` turns a request (and, on ``--resume``, the run directory's manifest and episodes) into a
 :class:`RunPlan`: the tasks, the matrix of episodes, the provider and what is recorded about it, the hashes resume
 compares, prices and budgets, and which episodes are still to run. A refusal raises BenchmarkError (exit 2) and
-leaves the results folder untouched. Order: the local checks of the flags and of the results folder, then the
-endpoint check (``preflight``: it answers, takes the key, serves the model and accepts tools), then every
-``validate-tasks`` check of the suite (:func:`preflight_suite`: the slow part), then the strategies and resume's
-comparisons.
+leaves the results folder untouched. Order: every check that needs no network, in one pass whose refusal names
+every problem it found (:class:`Problems`): the flags, the results folder, the prices, the strategies, every
+``validate-tasks`` check of the suite (:func:`preflight_suite`: the slow part), the executor; then the endpoint
+check (``preflight``: it answers, takes the key, serves the model and accepts tools); then resume's comparisons.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import importlib.util
 import os
 import socket
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from pydantic import ValidationError
@@ -991,18 +991,51 @@ def _results_dir(path: Path, flag: str = "--results-dir") -> None:
         raise BenchmarkError(str(exc)) from None
 
 
-def _check_request(request: BenchmarkRequest) -> None:
-    """The local checks of a new run's request, before the provider is built: strategy and mode names, strategy
-    parameters, the shard. The task files are read later, after the endpoint answered."""
+def _check_request(request: BenchmarkRequest, problems: Problems) -> None:
+    """The local checks of a new run's flags: strategy and mode names, strategy parameters, task ids, controls, the
+    shard; each problem is added to ``problems`` (none stops the others)."""
     modes = request.protection_modes or [m.value for m in ProtectionMode]
-    strategy_params(request, StrategyParams(overrides=request.strategy_params or {}))
+    problems.check(lambda: strategy_params(request, StrategyParams(overrides=request.strategy_params or {})))
     if request.external_agent is None:
-        _check_names(_strategy_names(request.strategies or list(BUILTIN_STRATEGIES)), modes)
+        problems.check(lambda: _check_names(_strategy_names(request.strategies or list(BUILTIN_STRATEGIES)), modes))
     else:
-        _check_names([], modes)
-    _check_task_ids(request.task_ids)
-    _controls(request.controls)
-    _parse_shard(request.shard)
+        problems.check(lambda: _check_names([], modes))
+    problems.check(lambda: _check_task_ids(request.task_ids))
+    problems.check(lambda: _controls(request.controls))
+    problems.check(lambda: _parse_shard(request.shard))
+
+
+T = TypeVar("T")
+
+
+class Problems:
+    """The refusals of the checks that need no network, gathered in one pass so that one message names every one
+    (a broken task folder and a wrong flag together), before the endpoint is contacted."""
+
+    def __init__(self) -> None:
+        self.refusals: list[BenchmarkError] = []
+
+    @property
+    def found(self) -> list[str]:
+        return [refusal.message for refusal in self.refusals]
+
+    def check(self, run: Callable[[], T]) -> T | None:
+        """``run()``, or None when it refuses (kept once: two checks may say the same thing)."""
+        try:
+            return run()
+        except BenchmarkError as exc:
+            if exc.message not in self.found:
+                self.refusals.append(exc)
+            return None
+
+    def raise_any(self) -> None:
+        """Refuse the run (exit 2) naming every problem found, if any; one problem is raised as it was (its type
+        tells a caller such as serve-world which flag to name)."""
+        if len(self.refusals) == 1:
+            raise self.refusals[0]
+        if self.refusals:
+            listing = "\n".join(f"- {problem}" for problem in self.found)
+            raise BenchmarkError(f"{len(self.refusals)} problems; nothing was run:\n{listing}")
 
 
 def _check_strategies(request: BenchmarkRequest, chat: ChatProvider, provider_info: ProviderInfo) -> None:
@@ -1032,29 +1065,52 @@ def plan_run(request: BenchmarkRequest, settings: Settings, provider: ChatProvid
         target = _resume_target(results_dir, request.resume)
         results_dir = target[0].path.parent
         request = recorded_provider(request, target[1])
-    else:
-        _check_request(request)
+    # everything that needs no network first, in one pass that names every problem (the task folder, the flags, the
+    # results folder): a user with a broken task folder and no endpoint running hears of both, the folder first
+    problems = Problems()
+    if target is None:
+        _check_request(request, problems)
     # a folder from the environment is named by its variable: the user gave no --results-dir
     from_env = target is None and request.results_dir is None
     flag = "--resume" if target else "CONTEXTDELTA_RESULTS_DIR" if from_env else "--results-dir"
-    _results_dir(target[0].path if target else results_dir, flag)
-    prices = _prices(request)
+    problems.check(lambda: _results_dir(target[0].path if target else results_dir, flag))
+    prices = problems.check(lambda: _prices(request))
     chat: ChatProvider | None = None
     provider_info: ProviderInfo | None = None
     provider_spec: ProviderSpec | None = None
     if request.external_agent is None:
-        chat, provider_info, provider_spec = _provider(request, settings, provider)  # builds a client; no request
+        built = problems.check(lambda: _provider(request, settings, provider))  # builds a client; no request
+        if built is not None:
+            chat, provider_info, provider_spec = built
     try:
-        if target is None and chat is not None and provider_info is not None:
-            _check_strategies(request, chat, provider_info)
+        # the strategies built once: not when their names or parameters were refused already (said once)
+        if target is None and chat is not None and provider_info is not None and not problems.found:
+            problems.check(lambda: _check_strategies(request, chat, provider_info))
+        manifest = target[1] if target else None
+        if target is None:  # the task folder on its own, whatever else was refused (its report is reused below)
+            problems.check(
+                lambda: _load_tasks(
+                    task_suite(request, None), request.task_ids, request.limit, allow_unlocked=request.allow_unlocked
+                )
+            )
+        matrix = problems.check(lambda: resolve_matrix(request, settings, manifest))
+        execution = problems.check(lambda: _execution(request, settings, provider_spec))
+        if target is None and prices is not None and provider_info is not None and matrix is not None:
+            run_prices = _run_prices(prices, provider_info, None, request.price_table)
+            budgets = (request.max_cost_usd, request.max_episode_cost_usd)
+            problems.check(lambda: _check_budget_prices(run_prices, provider_info, matrix, budgets))
+        problems.raise_any()
+        assert prices is not None and matrix is not None and execution is not None
         if chat is not None:
-            # the endpoint first: a wrong URL, key or model is reported before any task file is parsed
+            # then the endpoint: it answers, takes the key, serves the model and accepts tools
             _preflight(chat)
             # a new run's summary model (a resume refuses a summary model other than the one its run was served)
             wanted = request.strategies or BUILTIN_STRATEGIES
             if target is None and provider_info is not None and "semantic_summary" in wanted:
                 _check_summary_model(chat, provider_info)
-        return _plan(request, settings, results_dir, target, chat, provider_info, prices, provider_spec)
+        return _plan(
+            request, settings, results_dir, target, chat, provider_info, prices, matrix, execution, provider_spec
+        )
     except BaseException:
         _close(chat)
         raise
@@ -1068,12 +1124,13 @@ def _plan(
     chat: ChatProvider | None,
     provider_info: ProviderInfo | None,
     prices: PriceTable,
+    matrix: Matrix,
+    execution: ExecutionPlan,
     provider_spec: ProviderSpec | None = None,
 ) -> RunPlan:
     manifest = target[1] if target else None
     attempts = _read_done(target[0]) if target else EpisodeAttempts.of(())
     done = list(attempts.current)
-    matrix = resolve_matrix(request, settings, manifest)
     if request.external_agent is not None:
         # an external agent brings its own model and context: no provider, no strategies to build
         chat, provider_info, configs = None, external_provider_info(request.external_agent), []
@@ -1095,7 +1152,6 @@ def _plan(
                 raise BenchmarkError(f"cannot resume {manifest.run_group_id}: " + "; ".join(changed))
         services = StrategyServices(summary_provider=chat, summary_model=provider_info.summary_model)
         configs = configure(matrix, services)
-    execution = _execution(request, settings, provider_spec)
     hashes = run_hashes([t.task for t in matrix.tasks], matrix.modes)
     max_cost = request.max_cost_usd
     max_episode_cost = request.max_episode_cost_usd

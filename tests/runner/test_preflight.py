@@ -125,12 +125,34 @@ def test_an_empty_suite_is_refused(oracle_url: str, tmp_path: Path) -> None:
     assert not (tmp_path / "results").exists()
 
 
-def test_the_endpoint_is_checked_before_the_suite(tmp_path: Path) -> None:
+def test_the_suite_flags_and_results_folder_are_checked_before_the_endpoint_in_one_message(tmp_path: Path) -> None:
+    """With a broken task folder and no endpoint running, the endpoint's error came first (and alone): now everything
+    that needs no network is checked first, and one refusal names every problem it found."""
+    edit, lock = BROKEN["a predicate on a resource that does not exist"]
+    tasks = suite(tmp_path, edit, lock=lock)
+    results = tmp_path / "results"
+    results.write_text("a file where the results folder belongs")
+    args = run_args("http://127.0.0.1:9/v1", tasks, results, "--controls", "no_such_control", "--executor", "nope")
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and result.stdout == ""
+    message = " ".join(result.stderr.split())
+    assert "error: 4 problems; nothing was run:" in message
+    assert "- --controls: unknown control condition 'no_such_control'" in message
+    assert f"- --results-dir {results} is not a folder" in message
+    assert "does not pass validate-tasks (1 problem)" in message and "Z-9999" in message
+    assert "- --executor 'nope': choose from local, ray" in message
+    assert "cannot reach" not in message and "check --base-url" not in message
+    assert results.read_text() == "a file where the results folder belongs"
+
+
+def test_a_broken_suite_alone_is_named_before_the_endpoint(tmp_path: Path) -> None:
     edit, lock = BROKEN["a predicate on a resource that does not exist"]
     tasks = suite(tmp_path, edit, lock=lock)
     result = runner.invoke(app, run_args("http://127.0.0.1:9/v1", tasks, tmp_path / "results"))
     assert result.exit_code == 2
-    assert "Nothing was run; check --base-url" in result.stderr and "Z-9999" not in result.stderr
+    assert "does not pass validate-tasks (1 problem)" in result.stderr and "Z-9999" in result.stderr
+    assert "cannot reach" not in result.stderr and "problems; nothing was run" not in result.stderr
+    assert not (tmp_path / "results").exists()
 
 
 @pytest.mark.slow
