@@ -948,7 +948,14 @@ def _retries(metrics: AggregateMetrics) -> list[str]:
         "counted nowhere else: every other number of this report uses each episode's latest attempt. Of the "
         f"retried episodes, {section.with_verdict} now have a verdict ({section.succeeded} "
         f"{'success' if section.succeeded == 1 else 'successes'}) and {section.failed_again} failed again"
-        + (" (listed under *Failed trials*)." if section.failed_again else "."),
+        + (" (listed under *Failed trials*)." if section.failed_again else ".")
+        + (
+            " The failed model calls of the superseded attempts ended: "
+            + ", ".join(f"{k} {n}" for k, n in section.superseded_failed_calls.items())
+            + "."
+            if section.superseded_failed_calls
+            else ""
+        ),
         "",
         *table(["episode", "attempts", "superseded attempts ended", "latest attempt"], rows),
         "",

@@ -327,6 +327,8 @@ def metrics_json(metrics: AggregateMetrics) -> dict[str, Any]:
         exclude["episodes"] = {"main_matrix"}
     if metrics.failed_trials_by_termination is None:
         exclude["failed_trials_by_termination"] = True
+    if metrics.retries is not None and metrics.retries.superseded_failed_calls is None:
+        exclude["retries"] = {"superseded_failed_calls"}  # as in reports written before the field existed
     without = {
         i: {"failed_trials_by_termination"}
         for i, c in enumerate(metrics.conditions)

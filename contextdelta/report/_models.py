@@ -344,6 +344,12 @@ class RetrySection(BaseModel):
     succeeded: int = Field(description="Retried episodes whose current attempt is a success.")
     failed_again: int = Field(description="Retried episodes whose current attempt is a failed trial again.")
     superseded_terminations: dict[str, int] = Field(description="Superseded attempts per termination reason.")
+    superseded_failed_calls: dict[str, int] | None = Field(
+        default=None,
+        description="Superseded attempts per how their failed model call's last attempt ended: its HTTP status "
+        "(`HTTP 503`) or, without an answer, its error (`APITimeoutError`); left out when no superseded attempt "
+        "recorded one (records written before 0.14 keep no attempts).",
+    )
     episodes: list[RetriedEpisode] = Field(description="Every retried episode, in run id order.")
 
 

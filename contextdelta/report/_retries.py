@@ -15,6 +15,17 @@ from contextdelta.report._models import RetriedEpisode, RetrySection
 from contextdelta.rundir import EpisodeRecord
 
 
+def failed_call_ending(record: EpisodeRecord) -> str | None:
+    """How the failed model call that ended ``record`` ended: its last attempt's HTTP status (``HTTP 503``), or its
+    error without an answer (``APITimeoutError``); None when no step recorded a failed call."""
+    failed = next((s.failed_call for s in reversed(record.trace.steps) if s.failed_call is not None), None)
+    if failed is None:
+        return None
+    if failed.status_code is not None:
+        return f"HTTP {failed.status_code}"
+    return failed.attempt_failures[-1].error if failed.attempt_failures else "no answer"
+
+
 def retries_section(records: Sequence[EpisodeRecord], superseded: Sequence[EpisodeRecord]) -> RetrySection | None:
     """The section from the current ``records`` and the ``superseded`` attempts; None when nothing was retried."""
     if not superseded:
@@ -35,6 +46,7 @@ def retries_section(records: Sequence[EpisodeRecord], superseded: Sequence[Episo
                 outcome=outcome,
             )
         )
+    calls = Counter(ended for r in superseded if (ended := failed_call_ending(r)) is not None)
     return RetrySection(
         retried_episodes=len(episodes),
         superseded_attempts=len(superseded),
@@ -42,5 +54,6 @@ def retries_section(records: Sequence[EpisodeRecord], superseded: Sequence[Episo
         succeeded=sum(e.outcome == "success" for e in episodes),
         failed_again=sum(e.outcome == "failed_trial" for e in episodes),
         superseded_terminations=dict(sorted(Counter(r.trace.termination.value for r in superseded).items())),
+        superseded_failed_calls=dict(sorted(calls.items())) if calls else None,
         episodes=episodes,
     )

@@ -173,6 +173,9 @@ def test_a_retry_that_fails_again_stays_failed_as_attempt_2_and_attempt_3_can_su
         report = (path / "benchmark_report.md").read_text(encoding="utf-8")
         assert "## Retried failed trials" in report
         assert f"| {failed.run_id} | 2 | provider_error | provider_error (failed trial again) |" in report
+        # how the superseded attempt's failed call ended, from its step's failed_call
+        assert metrics["retries"]["superseded_failed_calls"] == {"HTTP 500": 1}
+        assert "The failed model calls of the superseded attempts ended: HTTP 500 1." in report
         assert verify_run(path).ok
 
         server.faults = FaultPlan()
@@ -185,6 +188,7 @@ def test_a_retry_that_fails_again_stays_failed_as_attempt_2_and_attempt_3_can_su
     assert [s.get("retry_failed", False) for s in third.manifest.sessions] == [False, True, True]
     report = (path / "benchmark_report.md").read_text(encoding="utf-8")
     assert f"| {failed.run_id} | 3 | provider_error, provider_error | final_answer (success) |" in report
+    assert "The failed model calls of the superseded attempts ended: HTTP 500 2." in report
     assert verify_run(path).ok
 
     # the dashboard's data layer shows every attempt, the latest current
