@@ -17,7 +17,7 @@ per statistic, the lowest coverage at each number of tasks and the rows below 0.
 
     nice -n 10 .venv/bin/python benchmarks/stats_coverage_grid.py [--datasets 600] [--resamples 200] [--seed 11]
         [--latent-sd 2.0] [--tasks 12 24 30 60 96] [--repeats 1 3 5] [--rates 0.05 0.2 0.5 0.8 0.95]
-        [--share-interval clopper_pearson|bootstrap]
+        [--share-interval clopper_pearson|bootstrap] [--cluster-interval expanded_percentile|percentile]
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from contextdelta.stats import (
     ClusteredSample,
     Estimate,
     ShareInterval,
+    TaskInterval,
     bootstrap_rate,
     cluster_by_task,
     flip_rates,
@@ -110,6 +111,12 @@ def main() -> None:
         default=AnalysisParams().share_interval,
         help="interval of pass^k and the flip rate; `bootstrap`: as reports written by 0.13.0 and earlier",
     )
+    parser.add_argument(
+        "--cluster-interval",
+        choices=get_args(TaskInterval),
+        default=AnalysisParams().cluster_interval,
+        help="interval of the rate; `percentile`: as reports written by 0.13.0 and earlier",
+    )
     args = parser.parse_args()
     for name in ("datasets", "resamples"):
         if getattr(args, name) < 1:
@@ -121,8 +128,8 @@ def main() -> None:
     print(
         f"latent task sd {args.latent_sd:g} (logit scale), {args.datasets} datasets per row, "
         f"{args.resamples} bootstrap resamples per interval (the report's default is 10,000), seed {args.seed}, "
-        f"pass^k and flip-rate intervals {args.share_interval}; nominal {LEVEL:.2f}, Monte-Carlo sd of a coverage "
-        f"near it {math.sqrt(LEVEL * (1 - LEVEL) / args.datasets):.4f}"
+        f"pass^k and flip-rate intervals {args.share_interval}, rate intervals {args.cluster_interval}; nominal "
+        f"{LEVEL:.2f}, Monte-Carlo sd of a coverage near it {math.sqrt(LEVEL * (1 - LEVEL) / args.datasets):.4f}"
     )
     header = (
         f"{'tasks':>5} {'reps':>4} {'mean':>5} {'statistic':<12} {'truth':>7} {'coverage':>8} {'mc sd':>6} "
@@ -142,7 +149,12 @@ def main() -> None:
                 outcomes = rng.random((args.datasets, tasks, repeats)) < p[..., None]
                 counts: dict[str, list[float]] = {name: [0, 0, 0, 0.0] for name in truth}
                 for index in range(args.datasets):
-                    params = AnalysisParams(resamples=args.resamples, seed=index, share_interval=args.share_interval)
+                    params = AnalysisParams(
+                        resamples=args.resamples,
+                        seed=index,
+                        share_interval=args.share_interval,
+                        cluster_interval=args.cluster_interval,
+                    )
                     for name, found in estimates(outcomes[index], params).items():
                         assert found.low is not None and found.high is not None, (name, found)
                         value = truth[name]

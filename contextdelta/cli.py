@@ -1478,6 +1478,15 @@ def report_command(
             "reports); default: the run's recorded method. Recorded like --resamples.",
         ),
     ] = None,
+    cluster_interval: Annotated[
+        str | None,
+        typer.Option(
+            "--cluster-interval",
+            help="Interval of the hierarchical bootstrap (rates, means, token reductions, rates per horizon): "
+            "expanded_percentile (the default) or percentile (the plain levels of reports written by 0.13.0 and "
+            "earlier); default: the run's recorded method. Recorded like --resamples.",
+        ),
+    ] = None,
     share_interval: Annotated[
         str | None,
         typer.Option(
@@ -1498,12 +1507,15 @@ def report_command(
     methods = get_args(TaskInterval)
     if task_interval is not None and task_interval not in methods:
         raise _fail(f"--task-interval must be one of {', '.join(methods)}, not {task_interval!r}", 2)
+    if cluster_interval is not None and cluster_interval not in methods:
+        raise _fail(f"--cluster-interval must be one of {', '.join(methods)}, not {cluster_interval!r}", 2)
     shares = get_args(ShareInterval)
     if share_interval is not None and share_interval not in shares:
         raise _fail(f"--share-interval must be one of {', '.join(shares)}, not {share_interval!r}", 2)
     directory = RunDirectory(_run_directory(run_id, results_dir))
     # held from before the run is read until its files are rewritten: nothing a session writes meanwhile is lost
-    writes = write or any(v is not None for v in (resamples, bootstrap_seed, task_interval, share_interval))
+    flags = (resamples, bootstrap_seed, task_interval, cluster_interval, share_interval)
+    writes = write or any(v is not None for v in flags)
     lock = _report_writer_lock(directory.path) if writes else None
     try:
         try:  # each episode's current record, and the superseded attempts of retried failed trials
@@ -1516,6 +1528,7 @@ def report_command(
             ("resamples", resamples),
             ("seed", bootstrap_seed),
             ("task_interval", task_interval),
+            ("cluster_interval", cluster_interval),
             ("share_interval", share_interval),
         )
         changed = {k: v for k, v in given if v is not None}
@@ -1560,8 +1573,8 @@ def report_command(
                 err.print(
                     f"recorded in {directory.path.name}/aggregate_metrics.json: "
                     f"{plural(params.resamples, 'resample')}, bootstrap seed {params.seed}, "
-                    f"task-level intervals {params.task_interval}, pass^k and flip-rate intervals "
-                    f"{params.share_interval} (verify uses them)",
+                    f"task-level intervals {params.task_interval}, rate intervals {params.cluster_interval}, pass^k "
+                    f"and flip-rate intervals {params.share_interval} (verify uses them)",
                     highlight=False,
                 )
     finally:
@@ -1617,6 +1630,7 @@ def _report_flags(changed: dict[str, Any]) -> list[tuple[str, Any]]:
         "resamples": "resamples",
         "seed": "bootstrap-seed",
         "task_interval": "task-interval",
+        "cluster_interval": "cluster-interval",
         "share_interval": "share-interval",
     }
     return [(names[key], value) for key, value in changed.items()]

@@ -74,8 +74,8 @@ def build_report(
 def params_of(analysis: Any) -> AnalysisParams:
     """The analysis parameters in the ``analysis`` object of an ``aggregate_metrics.json`` (fields a file written
     before they existed lacks take their defaults, except ``task_interval``: such a file's intervals are plain
-    percentile intervals, and ``share_interval``: such a file's pass^k and flip-rate intervals are the task
-    bootstrap's).
+    percentile intervals, ``cluster_interval``: such a file's rate and mean intervals are plain percentile
+    intervals, and ``share_interval``: such a file's pass^k and flip-rate intervals are the task bootstrap's).
 
     Raises:
         ValueError, KeyError, TypeError: when the object does not hold them.
@@ -87,6 +87,8 @@ def params_of(analysis: Any) -> AnalysisParams:
         fields[required] = analysis[required]
     if fields.get("task_interval") is None:  # written before 0.6.0: plain percentile intervals throughout
         fields["task_interval"] = "percentile"
+    if fields.get("cluster_interval") is None:  # written by 0.13.0 or earlier: plain percentile rate intervals
+        fields["cluster_interval"] = "percentile"
     if fields.get("share_interval") is None:  # written by 0.13.0 or earlier: pass^k and flip rate bootstrapped
         fields["share_interval"] = "bootstrap"
     return AnalysisParams(**fields)

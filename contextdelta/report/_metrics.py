@@ -225,6 +225,7 @@ def aggregate(manifest: RunManifest, table: EpisodeTable, params: AnalysisParams
             alpha=params.alpha,
             power_datasets=params.power_datasets,
             task_interval=None if params.task_interval == "percentile" else params.task_interval,
+            cluster_interval=None if params.cluster_interval == "percentile" else params.cluster_interval,
             share_interval=None if params.share_interval == "bootstrap" else params.share_interval,
             target_power=TARGET_POWER,
             sign_flip_enumeration_limit=ENUMERATION_LIMIT,
@@ -317,10 +318,11 @@ they existed recomputes to the same document."""
 
 def metrics_json(metrics: AggregateMetrics) -> dict[str, Any]:
     """The JSON document of ``aggregate_metrics.json`` (absent optional sections left out, and the analysis's
-    ``task_interval`` and ``share_interval`` when they are the methods of a report written before the field
-    existed)."""
+    ``task_interval``, ``cluster_interval`` and ``share_interval`` when they are the methods of a report written
+    before the field existed)."""
     exclude: dict[str, Any] = {name: True for name in OPTIONAL_SECTIONS if getattr(metrics, name) is None}
-    absent = {name for name in ("task_interval", "share_interval") if getattr(metrics.analysis, name) is None}
+    methods = ("task_interval", "cluster_interval", "share_interval")
+    absent = {name for name in methods if getattr(metrics.analysis, name) is None}
     if absent:
         exclude["analysis"] = absent
     if metrics.episodes.main_matrix is None:

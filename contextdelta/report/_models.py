@@ -176,6 +176,12 @@ class AnalysisInfo(BaseModel):
         "`expanded_percentile` (percentile levels widened for the number of tasks, Hesterberg 2015). Absent in a "
         "report written before 0.6.0, whose intervals are plain percentile intervals.",
     )
+    cluster_interval: TaskInterval | None = Field(
+        default=None,
+        description="Interval of the hierarchical task-cluster bootstrap (rates, means, token reductions, rates per "
+        "horizon): `expanded_percentile` (percentile levels widened for the number of tasks, as `task_interval`). "
+        "Absent in a report written by 0.13.0 or earlier, whose such intervals are plain percentile intervals.",
+    )
     share_interval: ShareInterval | None = Field(
         default=None,
         description="Interval of pass^k and the flip rate (a mean over tasks of one value in [0, 1] per task): "

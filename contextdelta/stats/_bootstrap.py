@@ -243,7 +243,8 @@ def _interval(
 ) -> Estimate:
     """Turn a point estimate and bootstrap replicates into an `Estimate`, applying the degenerate-case rules.
 
-    ``percentiles``: the levels (0-100) bounding the interval; None: ``params.percentiles``. ``constant``: every
+    ``percentiles``: the levels (0-100) bounding the interval; None: ``params.cluster_percentiles`` of the tasks
+    (stories). ``constant``: every
     value the bootstrap resamples is equal, so every replicate equals the point. ``bounds``: the range of a task's
     value for a bounded quantity (a rate: (0, 1)); then a degenerate case (constant, or a single task) gets the
     exact bound of `exact_bound` instead of a zero-width interval. ``n_stories``: the independent units where tasks
@@ -319,7 +320,7 @@ def _interval(
     if finite.size == 0:
         note = "every resample had a zero denominator"
         return Estimate(estimate=None, low=None, high=None, status=EstimateStatus.UNDEFINED, note=note, **common)
-    low, high, mc_se = _percentile_interval(finite, percentiles or params.percentiles)
+    low, high, mc_se = _percentile_interval(finite, percentiles or params.cluster_percentiles(units))
     return Estimate(estimate=point, low=low, high=high, status=EstimateStatus.OK, note=note, mc_se=mc_se, **common)
 
 

@@ -80,8 +80,8 @@ def test_report_resamples_and_seed_are_recorded_and_verify_uses_them(tmp_path: P
     path = runs.copy_run(runs.oracle_pair_run(), tmp_path)
     code, out, err = invoke("report", path.name, "--resamples", "2000", "--bootstrap-seed", "5", results=tmp_path)
     recorded = (
-        "2000 resamples, bootstrap seed 5, task-level intervals expanded_percentile, pass^k and flip-rate intervals "
-        "clopper_pearson (verify uses them)"
+        "2000 resamples, bootstrap seed 5, task-level intervals expanded_percentile, rate intervals "
+        "expanded_percentile, pass^k and flip-rate intervals clopper_pearson (verify uses them)"
     )
     assert code == 0 and recorded in " ".join(err.split())
     analysis = json.loads((path / AGGREGATE_METRICS).read_text())["analysis"]
@@ -96,7 +96,7 @@ def test_report_resamples_and_seed_are_recorded_and_verify_uses_them(tmp_path: P
 def test_report_task_interval_switches_the_method_both_ways_and_verify_follows(tmp_path: Path) -> None:
     path = runs.copy_run(runs.oracle_pair_run(), tmp_path)
     code, plain, err = invoke("report", path.name, "--task-interval", "percentile", results=tmp_path)
-    assert code == 0 and "task-level intervals percentile, pass^k" in " ".join(err.split())
+    assert code == 0 and "task-level intervals percentile, rate intervals" in " ".join(err.split())
     assert "task_interval" not in json.loads((path / AGGREGATE_METRICS).read_text())["analysis"]
     assert "**Task-level intervals**" not in plain and verify_run(path).ok
     code, again, _ = invoke("report", path.name, results=tmp_path)  # the recorded method stays

@@ -61,9 +61,10 @@ def test_one_repeat_per_task_matches_scipy_percentile_bootstrap(kind: str) -> No
 
 
 def naive_hierarchical_interval(
-    tasks: list[str], repeats: list[int], values: np.ndarray, resamples: int, seed: int
+    tasks: list[str], repeats: list[int], values: np.ndarray, resamples: int, seed: int, levels: tuple[float, float]
 ) -> tuple[float, float]:
-    """Two-stage bootstrap written as loops: tasks with replacement, then each task's repeats with replacement."""
+    """Two-stage bootstrap written as loops: tasks with replacement, then each task's repeats with replacement;
+    the interval between the ``levels`` percentiles of the resampled means."""
     by_task: dict[str, list[float]] = {}
     for t, _, v in sorted(zip(tasks, repeats, values, strict=True)):
         by_task.setdefault(t, []).append(float(v))
@@ -74,7 +75,7 @@ def naive_hierarchical_interval(
         drawn = [groups[i] for i in rng.integers(0, len(groups), len(groups))]
         episodes = np.concatenate([g[rng.integers(0, g.size, g.size)] for g in drawn])
         means.append(episodes.mean())
-    low, high = np.percentile(means, [2.5, 97.5])
+    low, high = np.percentile(means, list(levels))
     return float(low), float(high)
 
 
@@ -83,7 +84,9 @@ def naive_hierarchical_interval(
 def test_hierarchical_bootstrap_matches_a_naive_two_stage_loop(repeats: int | None) -> None:
     tasks, repeats_, values = ragged(3, repeats=repeats)
     ours = bootstrap_mean(cluster_by_task(tasks, repeats_, values), PARAMS)
-    low, high = naive_hierarchical_interval(tasks, repeats_, values, PARAMS.resamples, seed=99)
+    levels = PARAMS.cluster_percentiles(len(set(tasks)))  # expanded for the tasks: below 2.5% and above 97.5%
+    assert levels[0] < 2.5 < 97.5 < levels[1]
+    low, high = naive_hierarchical_interval(tasks, repeats_, values, PARAMS.resamples, seed=99, levels=levels)
     task_means = [values[[t == name for t in tasks]].mean() for name in sorted(set(tasks))]
     tolerance = 0.25 * np.std(task_means, ddof=1) / np.sqrt(len(task_means))
     assert ours.low == pytest.approx(low, abs=tolerance)

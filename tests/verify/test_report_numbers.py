@@ -148,24 +148,36 @@ def _pass_k(data: dict[str, Any]) -> list[dict[str, Any]]:
     return [e for e in found if e["status"] == "ok"]
 
 
+def _rates(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every per-condition rate with a bootstrap interval (status ok)."""
+    return [r for c in data["conditions"] for r in c["rates"].values() if r["status"] == "ok"]
+
+
 def test_a_report_of_0_13_0_with_bootstrapped_pass_k_still_verifies_and_keeps_its_method(tmp_path: Path) -> None:
-    """Reports written by 0.13.0 have no `share_interval`: their pass^k and flip-rate intervals are the task
-    bootstrap's. verify recomputes them so (no divergence), `report --write` keeps that method, and
-    `report --share-interval clopper_pearson` switches to the Clopper-Pearson interval, which verify then follows."""
+    """Reports written by 0.13.0 have no `share_interval` nor `cluster_interval`: their pass^k and flip-rate
+    intervals are the task bootstrap's, their rates' the plain percentile interval. verify recomputes them so (no
+    divergence), `report --write` keeps those methods, and `report --share-interval clopper_pearson` switches pass^k
+    and the flip rate to the Clopper-Pearson interval, which verify then follows."""
     path = runs.copy_run(runs.faulted_run(), tmp_path)
     current = json.loads((path / AGGREGATE_METRICS).read_text())
     assert current["analysis"]["share_interval"] == "clopper_pearson"
     assert "**pass^k and flip-rate intervals**" in (path / BENCHMARK_REPORT).read_text()
     directory = RunDirectory(path)
-    old = {k: v for k, v in current["analysis"].items() if k != "share_interval"}
+    assert current["analysis"]["cluster_interval"] == "expanded_percentile"
+    old = {k: v for k, v in current["analysis"].items() if k not in ("share_interval", "cluster_interval")}
     params = params_of(old)
     assert params.share_interval == "bootstrap" and params.task_interval == "expanded_percentile"
+    assert params.cluster_interval == "percentile"
     write_report_files(directory, build_report(directory.read_manifest(), directory.read_episodes(), params))
     assert directory.reseal_files()  # as if 0.13.0 had written these reports
     written = json.loads((path / AGGREGATE_METRICS).read_text())
-    assert "share_interval" not in written["analysis"]
+    assert "share_interval" not in written["analysis"] and "cluster_interval" not in written["analysis"]
     text = (path / BENCHMARK_REPORT).read_text()
-    assert "pass^k and flip-rate intervals" not in text
+    assert "pass^k and flip-rate intervals" not in text and "Rate and mean intervals" not in text
+    plain, expanded = _rates(written), _rates(current)
+    assert plain and len(plain) == len(expanded)
+    assert all(e["low"] <= p["low"] and p["high"] <= e["high"] for p, e in zip(plain, expanded, strict=True))
+    assert any((p["low"], p["high"]) != (e["low"], e["high"]) for p, e in zip(plain, expanded, strict=True))
     assert "**Task-level intervals** (paired differences, pass^k, flip rate)" in text
     bootstrapped, clopper = _pass_k(written), _pass_k(current)
     assert bootstrapped and len(bootstrapped) == len(clopper)
@@ -181,10 +193,23 @@ def test_a_report_of_0_13_0_with_bootstrapped_pass_k_still_verifies_and_keeps_it
         app, ["report", path.name, "--results-dir", str(path.parent), "--share-interval", "clopper_pearson"]
     )
     assert result.exit_code == 0, result.output
-    assert json.loads((path / AGGREGATE_METRICS).read_text()) == current
+    switched = json.loads((path / AGGREGATE_METRICS).read_text())
+    assert switched["analysis"]["share_interval"] == "clopper_pearson" and _pass_k(switched) == _pass_k(current)
+    assert "cluster_interval" not in switched["analysis"] and _rates(switched) == plain  # the rates keep theirs
     assert verify_run(path).divergences == []
     result = CliRunner().invoke(
         app, ["report", path.name, "--results-dir", str(path.parent), "--share-interval", "wilson"]
     )
     assert result.exit_code == 2
     assert "--share-interval must be one of clopper_pearson, bootstrap, not 'wilson'" in result.output
+    result = CliRunner().invoke(
+        app, ["report", path.name, "--results-dir", str(path.parent), "--cluster-interval", "bca"]
+    )
+    assert result.exit_code == 2
+    assert "--cluster-interval must be one of expanded_percentile, percentile, not 'bca'" in result.output
+    result = CliRunner().invoke(
+        app, ["report", path.name, "--results-dir", str(path.parent), "--cluster-interval", "expanded_percentile"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads((path / AGGREGATE_METRICS).read_text()) == current  # both methods of this version again
+    assert verify_run(path).divergences == []
