@@ -2,7 +2,7 @@
 an agent command (``run-external``). An edge package: it uses ``worlds/``, ``grading/`` and ``rundir/`` (through
 the runner's phases) exactly as the built-in loop does; the ``mcp`` SDK is imported lazily (optional extra)."""
 
-from contextdelta.mcp._episode import FINISH_TOOL, WorldEpisode, server_instructions
+from contextdelta.mcp._episode import FINISH_TOOL, WorldEpisode, no_final_answer, server_instructions
 from contextdelta.mcp._run import (
     DEFAULT_TIMEOUT_S,
     HTTP,
@@ -26,6 +26,7 @@ __all__ = [
     "agent_environment",
     "agent_info",
     "build_server",
+    "no_final_answer",
     "require_mcp",
     "run_external",
     "serve_world",

@@ -6,6 +6,9 @@ step k (``before_step`` mutations), ``world.call`` for the call (results, tool e
 ``after_tool_call`` / ``after_observation`` mutations the world applies), and records the step in the same
 :class:`~contextdelta.agent.StepRecord` shape, with no messages: what the agent's model saw is unknown.
 
+An episode the agent leaves without ``finish`` (its command exits 0, the session closes) gave no final answer: it is
+recorded as ``provider_error`` with the error saying so (:func:`no_final_answer`), never as ``final_answer``.
+
 Steps: each tool call is one step; ``finish`` is one more (as the built-in final answer is a model call), so
 ``max_steps`` bounds both alike. After ``max_steps`` calls, or after ``finish``, the episode is over and every
 further call is answered with an error and changes nothing.
@@ -70,6 +73,19 @@ def _argument_text(arguments: dict[str, Any]) -> str:
         return canonical_json(arguments)
     except ValueError:
         return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+_LEFT_WITHOUT_FINISH = {
+    "agent_exited": "the agent command exited 0",
+    "session_closed": "the MCP session closed",
+}
+
+
+def no_final_answer(ended_by: str) -> str:
+    """The error of an episode its agent left without calling ``finish``: how it ended, and that no final answer
+    was given."""
+    how = _LEFT_WITHOUT_FINISH.get(ended_by, f"the episode ended ({ended_by})")
+    return f"{how} before the agent called {FINISH_TOOL}: it gave no final answer"
 
 
 def server_instructions(task: Task) -> str:
@@ -205,9 +221,10 @@ class WorldEpisode:
     ) -> None:
         """The agent is gone (session closed, command exited, crashed or timed out). A failure (``failed``: why) is
         a failed trial (``provider_error``: the agent is this episode's model), even after ``finish``: the agent
-        did not end cleanly, so its run is not counted as a success. Otherwise a finished episode keeps its ending,
-        and a clean end without ``finish`` ends it as the agent left it. ``stopped``: the harness stopped the
-        agent's command (recorded; by itself no failure)."""
+        did not end cleanly, so its run is not counted as a success. Otherwise a finished episode keeps its ending;
+        one the agent left without ``finish`` (and before the step limit) gave no final answer, and is a failed
+        trial too (``provider_error``, :func:`no_final_answer` saying how it ended), never ``final_answer``.
+        ``stopped``: the harness stopped the agent's command (recorded; by itself no failure)."""
         with self._lock:
             if exit_code is not None:
                 self.exit_code = exit_code
@@ -217,10 +234,9 @@ class WorldEpisode:
                 return
             if self.over:
                 return
-            if failed is not None:
-                self._end(TerminationReason.PROVIDER_ERROR, ended_by, failed)
-            else:
-                self._end(TerminationReason.FINAL_ANSWER, ended_by, None)
+            # no final answer was given: not `final_answer` (the agent gave none), but what the built-in loop records
+            # for a model that never answers (an empty reply twice), a failed trial, the error saying how it left
+            self._end(TerminationReason.PROVIDER_ERROR, ended_by, failed or no_final_answer(ended_by))
 
     # ---- the record ----------------------------------------------------------------------------------------
 

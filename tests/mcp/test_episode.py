@@ -10,7 +10,7 @@ import pytest
 
 from contextdelta.agent import EXTERNAL_PREFIX, TerminationReason, external_strategy, initial_messages
 from contextdelta.canonical import content_hash
-from contextdelta.mcp import WorldEpisode, server_instructions
+from contextdelta.mcp import WorldEpisode, no_final_answer, server_instructions
 from contextdelta.tasks import Task, load_directory
 from contextdelta.tasks.trajectory import replay, resolve_call
 from contextdelta.worlds import ProtectionMode, get_world
@@ -100,8 +100,8 @@ def test_after_the_end_nothing_changes(tasks: dict[str, Task]) -> None:
 @pytest.mark.parametrize(
     ("ended_by", "failed", "termination"),
     [
-        ("session_closed", None, TerminationReason.FINAL_ANSWER),
-        ("agent_exited", None, TerminationReason.FINAL_ANSWER),
+        ("session_closed", None, TerminationReason.PROVIDER_ERROR),
+        ("agent_exited", None, TerminationReason.PROVIDER_ERROR),
         ("agent_failed", "the agent command exited with code 3", TerminationReason.PROVIDER_ERROR),
         ("timeout", "the agent command ran past --timeout-s 5", TerminationReason.PROVIDER_ERROR),
     ],
@@ -112,7 +112,9 @@ def test_how_the_agent_left_decides_the_ending(
     ep = episode(tasks["cfg-search-ramp"])
     ep.close(ended_by, failed=failed, exit_code=3 if ended_by == "agent_failed" else None)
     trace = ep.trace()
-    assert trace.termination is termination and trace.error == failed
+    # left without finish: no final answer was given, and the error says how the agent left
+    assert trace.termination is termination and trace.error == (failed or no_final_answer(ended_by))
+    assert trace.final_answer is None
     assert trace.external is not None and trace.external.ended_by == ended_by
     # a finished episode keeps its ending when the agent then leaves cleanly ...
     done = episode(tasks["cfg-search-ramp"])

@@ -253,7 +253,26 @@ def test_an_agent_that_crashes_after_finish_is_a_failed_trial_and_a_background_c
     _, record = one_episode(tmp_path, "--timeout-s", "30", agent_cmd="sleep 300 & exit 0")
     assert time.perf_counter() - started < 25  # ended when the command exited, not at --timeout-s
     assert record.trace.external is not None and record.trace.external.ended_by == "agent_exited"
-    assert not record.failed
+    assert record.failed and record.trace.termination.value == "provider_error"  # it never called finish
+
+
+def test_an_agent_that_exits_0_without_finish_gave_no_final_answer_and_every_reader_says_so(tmp_path: Path) -> None:
+    """It did the whole reference solution and left without `finish`: recorded as `final_answer` before, a success
+    with no final answer at all. Now a failed trial whose error says how it ended, in replay, the atlas and the
+    report alike."""
+    path, record = one_episode(tmp_path, REPLAY_FINISH="0")
+    said = "the agent command exited 0 before the agent called finish: it gave no final answer"
+    assert record.trace.termination.value == "provider_error" and record.trace.error == said
+    assert record.failed and not record.verdict.success and record.trace.final_answer is None
+    assert record.trace.external is not None and record.trace.external.ended_by == "agent_exited"
+    assert [row["termination_reason"] for row in rows(path)] == ["provider_error"]
+    replayed = cli("replay", path.name, "--results-dir", str(tmp_path))
+    assert replayed.returncode == 0 and "provider_error" in replayed.stdout and said in replayed.stdout
+    atlas = (path / "failure_atlas.md").read_text()
+    assert "provider_error" in atlas and said in atlas
+    assert "provider_error" in (path / "benchmark_report.md").read_text()
+    verified = cli("verify", path.name, "--results-dir", str(tmp_path))
+    assert (verified.returncode, verified.stdout.strip()) == (0, "MATCH"), verified.stdout + verified.stderr
 
 
 def test_a_carriage_return_in_an_agents_output_verifies(tmp_path: Path) -> None:

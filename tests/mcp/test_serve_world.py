@@ -19,7 +19,7 @@ import pytest
 from contextdelta.grading import grade
 from contextdelta.mcp import FINISH_TOOL, WorldEpisode, build_server, server_instructions
 from contextdelta.rundir import RunDirectory
-from contextdelta.runner import EpisodeJob, EpisodeSpec, episode_record
+from contextdelta.runner import EXIT_ALL_FAILED, EpisodeJob, EpisodeSpec, episode_record
 from contextdelta.tasks import Task, load_directory
 from contextdelta.tasks.trajectory import replay
 from contextdelta.worlds import ProtectionMode, get_world
@@ -219,11 +219,12 @@ def _one_call_then(tmp_path: Path, *signals: signal.Signals) -> tuple[subprocess
 
 def test_serve_world_over_http_ends_on_ctrl_c_as_a_closed_session(tmp_path: Path) -> None:
     server, out, err = _one_call_then(tmp_path, signal.SIGINT)
-    assert server.returncode == 0, err
+    assert server.returncode == EXIT_ALL_FAILED, err
     assert "Traceback" not in err and "CancelledError" not in err, err  # a clean shutdown, as the README says
     (record,) = RunDirectory(Path(out.strip().splitlines()[-1])).read_episodes()
     assert record.trace.external is not None and record.trace.external.ended_by == "session_closed"
-    assert len(record.trace.steps) == 1 and not record.verdict.success and not record.failed
+    assert len(record.trace.steps) == 1 and not record.verdict.success and record.failed
+    assert record.trace.error == "the MCP session closed before the agent called finish: it gave no final answer"
 
 
 @pytest.mark.slow
@@ -252,7 +253,8 @@ def test_serve_world_over_stdio_ends_when_the_session_closes(tmp_path: Path) -> 
     (record,) = RunDirectory(path).read_episodes()
     assert record.trace.external is not None
     assert (record.trace.external.transport, record.trace.external.ended_by) == ("stdio", "session_closed")
-    assert record.verdict.success
+    # the whole reference solution, then the session closed without finish: no final answer, a failed trial
+    assert record.trace.termination.value == "provider_error" and record.failed and not record.verdict.success
     check_run_directory(path)
 
 
@@ -405,7 +407,7 @@ def test_a_stdio_line_that_is_no_json_rpc_message_is_answered_with_an_error_and_
     finally:
         if server.poll() is None:
             server.kill()
-    assert server.returncode == 0, err
+    assert server.returncode == EXIT_ALL_FAILED, err
     (path,) = [p for p in tmp_path.iterdir() if (p / "run_manifest.json").is_file()]
     (record,) = RunDirectory(path).read_episodes()
     assert [call.name for step in record.trace.steps for call in step.tool_calls] == ["get_config"]
@@ -417,7 +419,7 @@ def test_over_stdio_the_last_line_on_stderr_is_the_whole_run_directory_however_l
     results = tmp_path / ("a-results-folder-with-a-long-name-" * 3) / "[bold]nested"
     server = serve_world(results, "--transport", "stdio", "--task", "cfg-search-ramp", "--mode", "unprotected")
     _, err = server.communicate(input="", timeout=120)  # a client that connects and leaves at once
-    assert server.returncode == 0, err
+    assert server.returncode == EXIT_ALL_FAILED, err
     last = Path(err.strip().splitlines()[-1])
     assert last.parent == results and (last / "run_manifest.json").is_file(), err
 
@@ -449,7 +451,7 @@ def test_over_stdio_a_signal_ends_the_session_while_the_client_still_holds_stdin
         if server.poll() is None:
             server.kill()
         server.stdin.close()
-    assert server.returncode == 0
+    assert server.returncode == EXIT_ALL_FAILED
     (path,) = [p for p in tmp_path.iterdir() if (p / "run_manifest.json").is_file()]
     assert RunDirectory(path).read_manifest().status.value == "complete"
     (record,) = RunDirectory(path).read_episodes()
@@ -498,7 +500,7 @@ def test_over_stdio_a_closed_stdin_is_an_ended_session_not_a_traceback(tmp_path:
          "--mode", "unprotected", "--tasks", str(TASKS), "--results-dir", str(tmp_path), "--no-store"],
         capture_output=True, text=True, cwd=ROOT, timeout=120, preexec_fn=lambda: os.close(0),
     )  # fmt: skip
-    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == EXIT_ALL_FAILED and "Traceback" not in done.stderr, done.stderr
     assert (Path(done.stderr.strip().splitlines()[-1]) / "run_manifest.json").is_file()
 
 
@@ -507,7 +509,7 @@ def test_serve_world_over_http_survives_a_second_ctrl_c_while_it_shuts_down(tmp_
     """The first Ctrl-C closes the session; an impatient second one (and a SIGTERM) while the server shut down
     was a KeyboardInterrupt there: a CancelledError traceback and the episode lost (run incomplete, 0/1)."""
     server, out, err = _one_call_then(tmp_path, signal.SIGINT, signal.SIGINT, signal.SIGTERM)
-    assert server.returncode == 0 and "Traceback" not in err, err
+    assert server.returncode == EXIT_ALL_FAILED and "Traceback" not in err, err
     path = Path(out.strip().splitlines()[-1])
     assert RunDirectory(path).read_manifest().status.value == "complete"
     (record,) = RunDirectory(path).read_episodes()
@@ -576,7 +578,7 @@ def test_a_killed_stdio_serve_world_keeps_its_finished_episode_and_resumes(tmp_p
          "--no-store", "--resume", path.name],
         stdin=subprocess.DEVNULL, capture_output=True, text=True, cwd=ROOT, timeout=120,
     )  # fmt: skip
-    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.returncode == (0 if finished else EXIT_ALL_FAILED), resumed.stderr
     (record,) = RunDirectory(path).read_episodes()
     assert record.trace.external is not None
     assert record.trace.external.ended_by == ("finish" if finished else "session_closed")
