@@ -163,7 +163,7 @@ async def serve_http(episode: WorldEpisode, sock: socket.socket) -> AsyncIterato
 
     # the body is bounded before the gate reads it whole (as the SDK bounds it): a huge one is a 413, never memory
     app = RequestBodyLimitMiddleware(
-        EpisodeGate(build_server(episode).streamable_http_app(host="127.0.0.1")), DEFAULT_MAX_REQUEST_BODY_SIZE
+        EpisodeGate(build_server(episode).streamable_http_app(host="127.0.0.1"), episode), DEFAULT_MAX_REQUEST_BODY_SIZE
     )
     config = uvicorn.Config(
         app, log_level="warning", lifespan="on", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, access_log=False
@@ -287,11 +287,17 @@ class EpisodeGate:
     notification (HTTP 202, never answered) and answered the other malformed envelopes -32602 "Invalid params"
     with a pydantic dump."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, episode: WorldEpisode | None = None) -> None:
         self.app = app
+        self.episode = episode
         self.claimed = False
+        self.owner: bytes | None = None
+        """The session id of the session that holds the episode (from its ``initialize`` answer)."""
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "DELETE":
+            await self._delete(scope, receive, send)
+            return
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
@@ -349,7 +355,30 @@ class EpisodeGate:
                 await _json_response(send, 409, jsonrpc_error_body(parsed.get("id"), types.INVALID_REQUEST, text))
                 return
             self.claimed = True
+
+            async def sent(message: Any) -> None:  # the session id the SDK gave the one session
+                if message["type"] == "http.response.start":
+                    self.owner = dict(message.get("headers") or []).get(b"mcp-session-id", self.owner)
+                await send(message)
+
+            await self.app(scope, replayed, sent)
+            return
         await self.app(scope, replayed, send)
+
+    async def _delete(self, scope: Any, receive: Any, send: Any) -> None:
+        """The client ends its session (HTTP DELETE): once the SDK has ended the one session that holds the episode,
+        the episode is over as a closed session (no other session may take it up, so waiting would hang)."""
+        status: list[int] = []
+
+        async def sent(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+            await send(message)
+
+        await self.app(scope, receive, sent)
+        session = dict(scope.get("headers") or []).get(b"mcp-session-id")
+        if self.episode is not None and session is not None and session == self.owner and status[:1] == [200]:
+            self.episode.close("session_closed")
 
 
 async def _json_response(send: Any, status: int, body: bytes) -> None:

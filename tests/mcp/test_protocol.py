@@ -178,3 +178,37 @@ def test_every_malformed_envelope_over_stdio_is_an_invalid_request_error(tmp_pat
             server.kill()
     for line, (request_id, _) in BAD_ENVELOPES.items():
         assert (answers[line]["error"]["code"], answers[line]["id"]) == (-32600, request_id), (line, answers[line])
+
+
+def test_a_session_its_client_ends_ends_the_episode_as_closed_instead_of_leaving_it_waiting() -> None:
+    """No other session may take the episode up, so one whose session ended (the client's DELETE, which the SDK
+    client sends as it leaves) is over at once: before, serve-world over HTTP waited for a Ctrl-C."""
+    served = episode()
+
+    async def main() -> bool:
+        async with serve_http(served, loopback_socket()) as url:
+            async with Client(url) as client:
+                await client.call_tool("list_configs", {"environment": "prod"})
+                assert not served.over
+            with anyio.move_on_after(5):
+                while not served.over:
+                    await anyio.sleep(0.01)
+            return served.over
+
+    assert anyio.run(main)
+    trace = served.trace()
+    assert trace.external is not None and trace.external.ended_by == "session_closed"
+    assert trace.termination.value == "provider_error" and len(trace.steps) == 1
+    assert trace.error == "the MCP session closed before the agent called finish: it gave no final answer"
+
+
+def test_a_delete_naming_another_session_changes_nothing() -> None:
+    served = episode()
+
+    async def main() -> int:
+        async with serve_http(served, loopback_socket()) as url, httpx.AsyncClient(timeout=30) as client:
+            headers = await open_session(client, url)
+            answer = await client.delete(url, headers={**headers, "mcp-session-id": "not-the-session"})
+            return answer.status_code
+
+    assert anyio.run(main) == 404 and not served.over

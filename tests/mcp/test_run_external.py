@@ -261,10 +261,12 @@ def test_an_agent_that_exits_0_without_finish_gave_no_final_answer_and_every_rea
     with no final answer at all. Now a failed trial whose error says how it ended, in replay, the atlas and the
     report alike."""
     path, record = one_episode(tmp_path, REPLAY_FINISH="0")
-    said = "the agent command exited 0 before the agent called finish: it gave no final answer"
+    # its MCP client ends the session (HTTP DELETE) as it leaves, before the command exits 0: that ends the episode
+    said = "the MCP session closed before the agent called finish: it gave no final answer"
     assert record.trace.termination.value == "provider_error" and record.trace.error == said
     assert record.failed and not record.verdict.success and record.trace.final_answer is None
-    assert record.trace.external is not None and record.trace.external.ended_by == "agent_exited"
+    assert record.trace.external is not None and record.trace.external.ended_by == "session_closed"
+    assert record.trace.external.exit_code == 0
     assert [row["termination_reason"] for row in rows(path)] == ["provider_error"]
     replayed = cli("replay", path.name, "--results-dir", str(tmp_path))
     assert replayed.returncode == 0 and "provider_error" in replayed.stdout and said in replayed.stdout
