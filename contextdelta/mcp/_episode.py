@@ -232,6 +232,10 @@ class WorldEpisode:
             if self.over and failed is not None and self.termination is TerminationReason.FINAL_ANSWER:
                 self._end(TerminationReason.PROVIDER_ERROR, ended_by, f"{failed} (after it called finish)")
                 return
+            if self.over and failed is not None and self.ended_by == "session_closed":
+                # its session ended first (HTTP DELETE), then it crashed or hung: the crash is how it left
+                self._end(TerminationReason.PROVIDER_ERROR, ended_by, f"{failed} (after its MCP session closed)")
+                return
             if self.over:
                 return
             # no final answer was given: not `final_answer` (the agent gave none), but what the built-in loop records

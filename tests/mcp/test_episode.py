@@ -207,3 +207,17 @@ def test_without_the_mcp_extra_the_commands_say_how_to_install_it(monkeypatch: p
     ):
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 2 and "contextdelta[mcp]" in result.stderr and "Traceback" not in result.output
+
+
+def test_an_agent_that_crashes_after_its_session_closed_is_recorded_by_its_crash(tasks: dict[str, Task]) -> None:
+    """Over HTTP the SDK client ends its session (DELETE) as it leaves, which ends the episode; a command that then
+    exits non-zero kept only "the session closed" as its error, the crash lost."""
+    ep = episode(tasks["cfg-search-ramp"])
+    ep.close("session_closed")
+    ep.close("agent_failed", failed="the agent command exited with code 3", exit_code=3)
+    trace = ep.trace()
+    assert trace.termination is TerminationReason.PROVIDER_ERROR
+    assert trace.error == "the agent command exited with code 3 (after its MCP session closed)"
+    assert trace.external is not None and (trace.external.ended_by, trace.external.exit_code) == ("agent_failed", 3)
+    ep.close("agent_exited", exit_code=0)  # a clean exit after that changes nothing
+    assert ep.trace().error == "the agent command exited with code 3 (after its MCP session closed)"
