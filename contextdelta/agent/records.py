@@ -232,7 +232,8 @@ class ExternalEpisode(BaseModel):
     instructions_sha256: str = Field(description="SHA-256 of the server instructions the agent was offered.")
     ended_by: str = Field(
         description="finish (the agent called finish), session_closed (it disconnected without), max_steps, "
-        "agent_exited (its command exited without finishing), agent_failed (non-zero exit) or timeout."
+        "agent_exited (its command exited without finishing), agent_failed (non-zero exit), timeout, or "
+        "client_disconnected (the client left while a call's result was still to be delivered)."
     )
     exit_code: int | None = Field(
         default=None,

@@ -117,6 +117,8 @@ class WorldEpisode:
     _last: float = field(default_factory=time.perf_counter)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _done: threading.Event = field(default_factory=threading.Event)
+    _requests: dict[str | int, int] = field(default_factory=dict)
+    """The step of each JSON-RPC request id a tool call came with."""
 
     def __post_init__(self) -> None:
         self.strategy = external_strategy(self.agent)
@@ -140,14 +142,17 @@ class WorldEpisode:
 
     # ---- what the agent does -------------------------------------------------------------------------------
 
-    def call(self, name: str, arguments: Any) -> tuple[str, bool]:
+    def call(self, name: str, arguments: Any, request_id: str | int | None = None) -> tuple[str, bool]:
         """One tool call as the next step: (result text, whether it is an error). Unknown tools and bad arguments
         (arguments that are not an object included; None is none, ``{}``) are the world's ``invalid`` calls,
-        recorded like the built-in loop records them."""
+        recorded like the built-in loop records them. ``request_id``: the JSON-RPC id it came with, by which
+        :meth:`undelivered` finds its step."""
         with self._lock:
             if self.over:
                 return EPISODE_OVER, True
             k = len(self.steps) + 1
+            if request_id is not None:
+                self._requests[request_id] = k
             think = self._think()
             before = self.world.begin_step(k)
             call_id = f"mcp_{k}"
@@ -215,6 +220,32 @@ class WorldEpisode:
             self.final_answer = answer
             self._end(TerminationReason.FINAL_ANSWER, "finish", None)
             return '{"finished": true}', False
+
+    def undelivered(self, request_id: str | int, tool: str) -> None:
+        """The client disconnected before the answer to its request ``request_id`` (a call of ``tool``) was sent.
+
+        The call is judged as the action that happened: when it ran, its step stays (the world changed) and is
+        noted as never answered; when it had not run yet, it never will. Either way the agent no longer knows what
+        its call did, so the episode ends (``client_disconnected``, a failed trial: the agent's side broke, as when
+        its command crashes), instead of waiting for a session that lost its answer. Called once the call, if it
+        was running, has returned (the lock)."""
+        with self._lock:
+            k = self._requests.get(request_id)
+            if k is not None:
+                step = self.steps[k - 1]
+                said = "the client disconnected before this call's result was delivered; the call was executed"
+                self.steps[k - 1] = step.model_copy(
+                    update={"note": said if step.note is None else f"{step.note}; {said}"}
+                )
+                why = (
+                    f"the client disconnected while its call of {tool} (step {k}) ran: the call was executed and "
+                    "its result never delivered"
+                )
+            else:
+                why = f"the client disconnected before its call of {tool} was answered; the call was not executed"
+            if self.over:
+                return
+            self._end(TerminationReason.PROVIDER_ERROR, "client_disconnected", why)
 
     def close(
         self, ended_by: str, *, failed: str | None = None, exit_code: int | None = None, stopped: bool = False

@@ -106,7 +106,10 @@ def build_server(episode: WorldEpisode) -> Any:
             answer = arguments.get("answer") if isinstance(arguments, dict) else None
             text, is_error = episode.finish(answer)  # not a string (or none): an error, and the episode goes on
         else:
-            text, is_error = episode.call(params.name, arguments)
+            # in a worker thread: a call that takes its time holds neither the event loop nor the other requests
+            # (the episode's lock still runs calls one at a time, in the order they came)
+            request_id = getattr(ctx, "request_id", None)
+            text, is_error = await anyio.to_thread.run_sync(episode.call, params.name, arguments, request_id)
         return types.CallToolResult(content=[types.TextContent(text=text)], is_error=is_error)
 
     async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
@@ -363,7 +366,29 @@ class EpisodeGate:
 
             await self.app(scope, replayed, sent)
             return
-        await self.app(scope, replayed, send)
+        if self.episode is None or not _is_tool_call(parsed):
+            await self.app(scope, replayed, send)
+            return
+        # a tools/call: whether its answer went out before the client disconnected
+        answered = disconnected = False
+
+        async def watched_receive() -> Any:
+            nonlocal disconnected
+            message = await replayed()
+            if message["type"] == "http.disconnect" and not answered:
+                disconnected = True
+            return message
+
+        async def watched_send(message: Any) -> None:
+            nonlocal answered
+            if message["type"] == "http.response.body" and message.get("body"):
+                answered = answered or not disconnected
+            await send(message)
+
+        await self.app(scope, watched_receive, watched_send)
+        if disconnected and not answered:
+            episode, request_id, tool = self.episode, parsed["id"], str(parsed["params"].get("name"))
+            await anyio.to_thread.run_sync(episode.undelivered, request_id, tool)  # once the call has returned
 
     async def _delete(self, scope: Any, receive: Any, send: Any) -> None:
         """The client ends its session (HTTP DELETE): once the SDK has ended the one session that holds the episode,
@@ -379,6 +404,17 @@ class EpisodeGate:
         session = dict(scope.get("headers") or []).get(b"mcp-session-id")
         if self.episode is not None and session is not None and session == self.owner and status[:1] == [200]:
             self.episode.close("session_closed")
+
+
+def _is_tool_call(message: Any) -> bool:
+    """Whether a (valid) JSON-RPC message is a ``tools/call`` request of a tool of the world (``finish`` aside)."""
+    return (
+        isinstance(message, Mapping)
+        and message.get("method") == "tools/call"
+        and "id" in message
+        and isinstance(message.get("params"), Mapping)
+        and message["params"].get("name") != FINISH_TOOL
+    )
 
 
 async def _json_response(send: Any, status: int, body: bytes) -> None:

@@ -212,3 +212,49 @@ def test_a_delete_naming_another_session_changes_nothing() -> None:
             return answer.status_code
 
     assert anyio.run(main) == 404 and not served.over
+
+
+def test_a_client_that_disconnects_while_its_call_runs_ends_the_episode_with_the_call_recorded_as_undelivered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The call ran against the world (it is judged as the action that happened), its result never reached the
+    client: the step says so and the episode ends as `client_disconnected` (a failed trial) instead of waiting for
+    a client that no longer knows what its call did."""
+    import time
+
+    served = episode()
+    world_call = served.world.call
+
+    def slow_call(*args: Any) -> Any:
+        time.sleep(1.0)  # the client gives up after 0.3 s, while this runs
+        return world_call(*args)
+
+    monkeypatch.setattr(served.world, "call", slow_call)
+    params = {"name": "list_configs", "arguments": {"environment": "prod"}}
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
+
+    async def main() -> bool:
+        async with serve_http(served, loopback_socket()) as url, httpx.AsyncClient(timeout=30) as client:
+            headers = await open_session(client, url)
+
+            def give_up() -> None:  # another thread: the server's event loop goes on meanwhile
+                with pytest.raises(httpx.ReadTimeout):
+                    httpx.post(url, content=json.dumps(call), headers=headers, timeout=0.3)
+
+            await anyio.to_thread.run_sync(give_up)
+            with anyio.move_on_after(10):
+                while not served.over:
+                    await anyio.sleep(0.02)
+            return served.over
+
+    assert anyio.run(main)
+    trace = served.trace()
+    assert trace.termination.value == "provider_error"
+    assert trace.external is not None and trace.external.ended_by == "client_disconnected"
+    assert trace.error == (
+        "the client disconnected while its call of list_configs (step 1) ran: the call was executed and its result "
+        "never delivered"
+    )
+    (step,) = trace.steps
+    assert [event.outcome.value for event in step.evaluator.tool_events] == ["executed"]
+    assert step.note == "the client disconnected before this call's result was delivered; the call was executed"
