@@ -162,12 +162,7 @@ async def serve_http(episode: WorldEpisode, sock: socket.socket) -> AsyncIterato
         def capture_signals(self) -> Any:
             yield
 
-    from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, RequestBodyLimitMiddleware
-
-    # the body is bounded before the gate reads it whole (as the SDK bounds it): a huge one is a 413, never memory
-    app = RequestBodyLimitMiddleware(
-        EpisodeGate(build_server(episode).streamable_http_app(host="127.0.0.1"), episode), DEFAULT_MAX_REQUEST_BODY_SIZE
-    )
+    app = EpisodeGate(build_server(episode).streamable_http_app(host="127.0.0.1"), episode)
     config = uvicorn.Config(
         app, log_level="warning", lifespan="on", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, access_log=False
     )
@@ -290,9 +285,13 @@ class EpisodeGate:
     notification (HTTP 202, never answered) and answered the other malformed envelopes -32602 "Invalid params"
     with a pydantic dump."""
 
-    def __init__(self, app: Any, episode: WorldEpisode | None = None) -> None:
+    def __init__(self, app: Any, episode: WorldEpisode | None = None, max_body: int | None = None) -> None:
+        from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+
         self.app = app
         self.episode = episode
+        self.max_body = DEFAULT_MAX_REQUEST_BODY_SIZE if max_body is None else max_body
+        """The most bytes one request body may have (the SDK's own limit): a larger one is refused unread."""
         self.claimed = False
         self.owner: bytes | None = None
         """The session id of the session that holds the episode (from its ``initialize`` answer)."""
@@ -323,14 +322,24 @@ class EpisodeGate:
             return
         messages: list[Any] = []
         body = bytearray()
-        while True:  # bounded by the RequestBodyLimitMiddleware in front
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"0")
+        too_large = declared.isdigit() and int(declared) > self.max_body
+        while not too_large:
             message = await receive()
             messages.append(message)
             if message["type"] != "http.request":
                 break
             body += message.get("body", b"")
+            too_large = len(body) > self.max_body
             if not message.get("more_body", False):
                 break
+        if too_large:  # the SDK answered a bare "Request body too large" that no JSON-RPC client could read
+            text = (
+                f"Invalid request: the request body is over {self.max_body} bytes, the most one message may have; "
+                "send smaller arguments"
+            )
+            await _json_response(send, 413, jsonrpc_error_body(None, types.INVALID_REQUEST, text))
+            return
         replay = iter(messages)
 
         async def replayed() -> Any:

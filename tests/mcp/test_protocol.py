@@ -258,3 +258,20 @@ def test_a_client_that_disconnects_while_its_call_runs_ends_the_episode_with_the
     (step,) = trace.steps
     assert [event.outcome.value for event in step.evaluator.tool_events] == ["executed"]
     assert step.note == "the client disconnected before this call's result was delivered; the call was executed"
+
+
+def test_a_body_over_the_limit_is_a_json_rpc_error_naming_it_and_the_session_goes_on() -> None:
+    served = episode()
+    huge = {"environment": "prod", "key": "x" * 5_000_000}
+    big = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get_config", "arguments": huge}}
+    small = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "list_flags", "arguments": {}}}
+
+    async def main() -> list[tuple[int, Any]]:
+        async with serve_http(served, loopback_socket()) as url, httpx.AsyncClient(timeout=30) as client:
+            headers = await open_session(client, url)
+            return [await post(client, url, json.dumps(message), headers) for message in (big, small)]
+
+    (status, answer), (after, _) = anyio.run(main)
+    assert status == 413 and answer["error"]["code"] == -32600
+    assert "over 4194304 bytes" in answer["error"]["message"] and "smaller arguments" in answer["error"]["message"]
+    assert after == 200 and [step.tool_calls[0].name for step in served.steps] == ["list_flags"]
