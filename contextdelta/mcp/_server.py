@@ -347,7 +347,7 @@ class EpisodeGate:
 
         try:
             parsed = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested deeper than Python's parser goes: the SDK's reader refuses it
             await self.app(scope, replayed, send)  # not JSON: the SDK's parse error (-32700) says so
             return
         problem = envelope_problem(parsed)

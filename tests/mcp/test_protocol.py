@@ -275,3 +275,19 @@ def test_a_body_over_the_limit_is_a_json_rpc_error_naming_it_and_the_session_goe
     assert status == 413 and answer["error"]["code"] == -32600
     assert "over 4194304 bytes" in answer["error"]["message"] and "smaller arguments" in answer["error"]["message"]
     assert after == 200 and [step.tool_calls[0].name for step in served.steps] == ["list_flags"]
+
+
+def test_json_nested_deeper_than_the_parser_goes_is_a_parse_error_not_a_server_error() -> None:
+    served = episode()
+    deep = '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "get_config", "arguments": '
+    bodies = [deep + "[" * 200_000 + "]" * 200_000 + "}}", "[" * 200_000 + "]" * 200_000]
+    after = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "list_flags", "arguments": {}}}
+
+    async def main() -> list[tuple[int, Any]]:
+        async with serve_http(served, loopback_socket()) as url, httpx.AsyncClient(timeout=30) as client:
+            headers = await open_session(client, url)
+            return [await post(client, url, body, headers) for body in [*bodies, json.dumps(after)]]
+
+    *refused, (status, _) = anyio.run(main)
+    assert [(code, answer["error"]["code"]) for code, answer in refused] == [(400, -32700)] * 2, refused
+    assert status == 200 and [step.tool_calls[0].name for step in served.steps] == ["list_flags"]
