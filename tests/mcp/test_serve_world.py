@@ -85,6 +85,9 @@ def test_the_unsafe_trajectory_gets_the_builtin_graders_verdicts(mode: Protectio
         expected = grade(
             task, builtin.world.events, builtin.world.mutation_log, builtin.initial_state, builtin.final_state, None
         )
+        # left without finish: a failed trial (no final answer), which is never a success; the graders' findings alike
+        assert record.failed and record.trace.termination.value == "provider_error", task.id
+        expected = expected.model_copy(update={"success": False})
         assert record.verdict.model_dump() == expected.model_dump(), task.id
         compared += 1
     assert compared == 24
