@@ -159,7 +159,12 @@ def test_every_malformed_envelope_over_stdio_is_an_invalid_request_error(tmp_pat
     assert server.stdin is not None and server.stdout is not None
     replies: queue.Queue[dict[str, Any]] = queue.Queue()
     stdout = server.stdout
-    threading.Thread(target=lambda: [replies.put(json.loads(line)) for line in stdout], daemon=True).start()
+
+    def read() -> None:
+        for line in stdout:
+            replies.put(json.loads(line))
+
+    threading.Thread(target=read, daemon=True).start()
 
     def send(line: str) -> dict[str, Any]:
         assert server.stdin is not None

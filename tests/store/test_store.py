@@ -182,16 +182,15 @@ def _written_by_a_writer(
 ) -> tuple[list[str], StoreWriter, Store]:
     """A writer stores every episode of the fixture, then (``edit``) another connection changes a row, then the
     writer reconciles the run as a run's end does; returns the run ids whose rows the reconciliation read back."""
-    import contextdelta.store._store as store_module
+    from contextdelta.store._ingest import stored_episode_values as reader
 
     read: list[str] = []
-    reader = store_module.stored_episode_values
 
     def counting(session: object, run_group_id: str, run_ids: list[str]) -> object:
         read.extend(run_ids)
         return reader(session, run_group_id, run_ids)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(store_module, "stored_episode_values", counting)
+    monkeypatch.setattr("contextdelta.store._store.stored_episode_values", counting)
     records = [e.record for e in fixture.episodes]
     store = Store.open(sqlite_url)
     writer = StoreWriter(store).start()
