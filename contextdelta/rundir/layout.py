@@ -604,16 +604,24 @@ class RunDirectory:
         except (OSError, ValueError):
             return []
 
-    def snapshot_edits(self) -> list[str]:
-        """The files of the task snapshot changed, added or removed since the manifest sealed them (none for a
-        manifest without a seal): a session that resumes would seal them as the run's."""
+    def _sealed_files(self) -> tuple[Any, dict[str, Any] | None]:
+        """The manifest's ``status`` and the file digests its seal holds, read leniently: (None, None) when the
+        manifest cannot be read, its status and None when it has no seal with files."""
         try:
             value = parse_json(self.read_text(MANIFEST))
         except (OSError, ValueError):
-            return []
-        seal = value.get("seal") if isinstance(value, dict) else None
+            return None, None
+        if not isinstance(value, dict):
+            return None, None
+        seal = value.get("seal")
         files = seal.get("files") if isinstance(seal, dict) else None
-        if not isinstance(files, dict):
+        return value.get("status"), files if isinstance(files, dict) else None
+
+    def snapshot_edits(self) -> list[str]:
+        """The files of the task snapshot changed, added or removed since the manifest sealed them (none for a
+        manifest without a seal): a session that resumes would seal them as the run's."""
+        _, files = self._sealed_files()
+        if files is None:
             return []
         prefix = f"{TASKS_SNAPSHOT}/"
         found = {n: d for n, d in file_digests(self.path, SEALED_APART).items() if n.startswith(prefix)}
@@ -625,13 +633,8 @@ class RunDirectory:
         for a manifest without a seal, or one still ``running``, whose derived files are not sealed yet). A derived
         file that is missing is no edit: ``report --write`` rebuilds it from ``raw_runs.jsonl`` and the manifest; one
         that was edited is named by verify, and rebuilding it over the edit would hide what was changed."""
-        try:
-            value = parse_json(self.read_text(MANIFEST))
-        except (OSError, ValueError):
-            return []
-        seal = value.get("seal") if isinstance(value, dict) else None
-        files = seal.get("files") if isinstance(seal, dict) else None
-        if not isinstance(files, dict) or value.get("status") == RunStatus.RUNNING.value:
+        status, files = self._sealed_files()
+        if files is None or status == RunStatus.RUNNING.value:
             return []
         found = file_digests(self.path, SEALED_APART)
         return sorted(n for n in DERIVED_FILES if n in found and found[n] != files.get(n))

@@ -21,6 +21,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from contextdelta.mcp._server import loopback_socket, serve_http
+from tests.mcp.stdio_lines import line_exchange
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -146,10 +147,8 @@ def test_every_malformed_envelope_over_http_is_an_invalid_request_error_never_a_
 
 
 def test_every_malformed_envelope_over_stdio_is_an_invalid_request_error(tmp_path: Path) -> None:
-    import queue
     import subprocess
     import sys
-    import threading
 
     server = subprocess.Popen(
         [sys.executable, "-m", "contextdelta", "serve-world", "--transport", "stdio", "--task", "cfg-search-ramp",
@@ -157,20 +156,7 @@ def test_every_malformed_envelope_over_stdio_is_an_invalid_request_error(tmp_pat
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
     )  # fmt: skip
     assert server.stdin is not None and server.stdout is not None
-    replies: queue.Queue[dict[str, Any]] = queue.Queue()
-    stdout = server.stdout
-
-    def read() -> None:
-        for line in stdout:
-            replies.put(json.loads(line))
-
-    threading.Thread(target=read, daemon=True).start()
-
-    def send(line: str) -> dict[str, Any]:
-        assert server.stdin is not None
-        server.stdin.write(line + "\n")
-        server.stdin.flush()
-        return replies.get(timeout=60)  # no answer at all: fails here instead of hanging
+    send = line_exchange(server)
 
     try:
         assert send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": HELLO}))["id"] == 0

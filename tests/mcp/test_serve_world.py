@@ -28,6 +28,7 @@ pytest.importorskip("mcp")
 from mcp import Client, StdioServerParameters
 
 from tests.mcp.replay_agent import play
+from tests.mcp.stdio_lines import line_exchange
 from tests.recorders import CtrlC
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -363,25 +364,9 @@ def test_a_stdio_line_that_is_no_json_rpc_message_is_answered_with_an_error_and_
 ) -> None:
     """A client that writes a line that is not JSON (or not a JSON-RPC message) gets a JSON-RPC error for it (the
     request's id when the line has one) instead of no answer at all, and every later request is answered."""
-    import queue
-    import threading
-
     server = serve_world(tmp_path, "--transport", "stdio", "--task", "cfg-search-ramp", "--mode", "unprotected")
     assert server.stdin is not None and server.stdout is not None
-    replies: queue.Queue[dict[str, Any]] = queue.Queue()
-    stdout = server.stdout
-
-    def read() -> None:
-        for line in stdout:
-            replies.put(json.loads(line))
-
-    threading.Thread(target=read, daemon=True).start()
-
-    def send(line: str) -> dict[str, Any]:
-        assert server.stdin is not None
-        server.stdin.write(line + "\n")
-        server.stdin.flush()
-        return replies.get(timeout=60)  # no answer at all: the test fails here instead of hanging
+    send = line_exchange(server)
 
     hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
     try:
