@@ -1048,7 +1048,7 @@ def serve_world_command(
     ends on `finish`, the step limit, Ctrl-C (HTTP) or the session closing (stdio), and is written as soon as it
     ends. The last line printed (stderr for stdio) is the run directory."""
     from contextdelta.mcp import HTTP, STDIO, agent_info, serve_world
-    from contextdelta.runner import BenchmarkRequest, UnknownTaskIdsError
+    from contextdelta.runner import BenchmarkRequest, SeveralProblems, UnknownTaskIdsError
 
     _mcp_or_fail()
     _agent_or_fail(agent)
@@ -1084,7 +1084,7 @@ def serve_world_command(
     def serve(recorders: list[Recorder]) -> RunOutcome:
         try:
             return serve_world(request, port=port, ready=ready, recorders=recorders)
-        except UnknownTaskIdsError as exc:  # this command's flag is --task
+        except (UnknownTaskIdsError, SeveralProblems) as exc:  # this command's flag is --task
             raise exc.for_flag("--task") from None
 
     _run_with_recorders(

@@ -63,6 +63,7 @@ from contextdelta.runner.request import (
     EXIT_INCOMPLETE,
     BenchmarkError,
     BenchmarkRequest,
+    SeveralProblems,
     UnknownTaskIdsError,
 )
 
@@ -91,6 +92,7 @@ __all__ = [
     "ProgressDisplay",
     "RunOutcome",
     "RunPlan",
+    "SeveralProblems",
     "Shard",
     "StopRule",
     "UnknownTaskIdsError",

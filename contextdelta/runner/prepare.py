@@ -82,7 +82,13 @@ from contextdelta.rundir import (
 from contextdelta.runner.execute import ProviderSpec
 from contextdelta.runner.plan import SEED_RULE, EpisodeSpec, Shard, order_seed, plan_episodes, plan_sha256
 from contextdelta.runner.provenance import source_hash
-from contextdelta.runner.request import DEFAULT_REPEATS, BenchmarkError, BenchmarkRequest, UnknownTaskIdsError
+from contextdelta.runner.request import (
+    DEFAULT_REPEATS,
+    BenchmarkError,
+    BenchmarkRequest,
+    SeveralProblems,
+    UnknownTaskIdsError,
+)
 from contextdelta.settings import Settings, redact_url
 from contextdelta.tasks import (
     Control,
@@ -1034,8 +1040,7 @@ class Problems:
         if len(self.refusals) == 1:
             raise self.refusals[0]
         if self.refusals:
-            listing = "\n".join(f"- {problem}" for problem in self.found)
-            raise BenchmarkError(f"{len(self.refusals)} problems; nothing was run:\n{listing}")
+            raise SeveralProblems(self.refusals)
 
 
 def _check_strategies(request: BenchmarkRequest, chat: ChatProvider, provider_info: ProviderInfo) -> None:

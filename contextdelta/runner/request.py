@@ -52,6 +52,19 @@ class UnknownTaskIdsError(BenchmarkError):
         return UnknownTaskIdsError(self.unknown, self.known, flag)
 
 
+class SeveralProblems(BenchmarkError):
+    """Several refusals of the checks that need no network, named together (exit 2)."""
+
+    def __init__(self, refusals: list[BenchmarkError]) -> None:
+        listing = "\n".join(f"- {refusal.message}" for refusal in refusals)
+        super().__init__(f"{len(refusals)} problems; nothing was run:\n{listing}")
+        self.refusals = refusals
+
+    def for_flag(self, flag: str) -> SeveralProblems:
+        """The same refusal, an unknown task id among them named by ``flag`` (serve-world's ``--task``)."""
+        return SeveralProblems([r.for_flag(flag) if isinstance(r, UnknownTaskIdsError) else r for r in self.refusals])
+
+
 class BenchmarkRequest(BaseModel):
     """What the user asked for. ``None`` means "not given": defaults apply, or the manifest's on resume.
 

@@ -601,3 +601,21 @@ def test_resuming_a_serve_world_run_with_run_external_names_the_command_that_fin
     assert other.returncode == 2, said
     assert "--mode: run has ['unprotected'], now ['freshness_contract']" in said
     assert "--task: run has ['cfg-search-ramp'], now ['order-grinder-refund']" in said
+
+
+def test_an_unknown_task_among_several_problems_is_still_named_by_serve_worlds_own_flag(tmp_path: Path) -> None:
+    """The checks that need no network are refused together ("2 problems"): the unknown task in that list is
+    named by serve-world's --task as well, not by run-benchmark's --task-ids."""
+    from typer.testing import CliRunner
+
+    from contextdelta.cli import app
+
+    not_a_folder = tmp_path / "results"
+    not_a_folder.write_text("a file, not a folder\n", encoding="utf-8")
+    args = ["serve-world", "--task", "nope", "--mode", "unprotected", "--tasks", str(TASKS)]
+    result = CliRunner().invoke(app, [*args, "--results-dir", str(not_a_folder), "--no-store"])
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.stderr.split())
+    assert message.startswith("error: 2 problems; nothing was run:"), message
+    assert "- --task: unknown task ids ['nope']" in message and "--task-ids" not in message
+    assert not_a_folder.read_text(encoding="utf-8") == "a file, not a folder\n"
