@@ -28,7 +28,7 @@ import typer
 
 from contextdelta.tasks import resolve_suite
 from contextdelta.testing.app import PromptCacheMode, ScriptedServer
-from contextdelta.testing.faults import FaultPlan
+from contextdelta.testing.faults import REFUSALS, FaultPlan
 from contextdelta.testing.policies import PolicyName
 
 SELECTOR = "SELECTOR"
@@ -49,6 +49,16 @@ def _delay(value: float) -> float:
         raise typer.BadParameter(f"{value} is not a finite number; allowed: 0 to {DAY_S:g}")
     if value > DAY_S:
         raise typer.BadParameter(f"{value:g} is more than a day; allowed: 0 to {DAY_S:g} (seconds)")
+    return value
+
+
+def _refusal(value: int) -> int:
+    """A typer callback for --refuse-status: one of the refusals the server can send (``REFUSALS``)."""
+    if value not in REFUSALS:
+        allowed = sorted(REFUSALS)
+        raise typer.BadParameter(
+            f"{value} is out of range; allowed: {', '.join(map(str, allowed[:-1]))} or {allowed[-1]}"
+        )
     return value
 
 
@@ -121,7 +131,10 @@ def main(
         int | None, typer.Option(min=1, help="Refuse every chat request from this number on (--refuse-status).")
     ] = None,
     refuse_status: Annotated[
-        int, typer.Option(help="The refusal of --refuse-from: 401, 402, 403, 404 or 429 (insufficient_quota).")
+        int,
+        typer.Option(
+            callback=_refusal, help="The refusal of --refuse-from: 401, 402, 403, 404 or 429 (insufficient_quota)."
+        ),
     ] = 401,
     verbose: Annotated[bool, typer.Option(help="Log every request to stderr.")] = False,
 ) -> None:
